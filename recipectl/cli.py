@@ -1,0 +1,174 @@
+"""The command line: parse -> call -> present -> exit code. Nothing else lives here.
+
+Heavy modules (httpx, rich live displays, jinja2, the planner) are imported inside the command
+that needs them, so `recipectl validate` starts fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from typing import List, Optional
+
+import typer
+
+from .errors import ExitCode, RecipectlError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Validate, render, launch and check disaggregated prefill/decode vLLM deployments "
+                       "of hybrid-attention models.")
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+def _echo(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+@app.command()
+def validate(
+    recipes: List[str] = typer.Argument(..., help="recipe files or directories"),
+    format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="text or json"),
+    strict: bool = typer.Option(False, "--strict", help="warnings fail too (exit 1)"),
+    select: Optional[List[str]] = typer.Option(None, "--select", help="only these rule codes/names"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="text: errors and warnings only"),
+) -> None:
+    """Check recipes against the schema and the hybrid P/D rules.
+
+    Exit 0: clean; 1: rule errors (or warnings with --strict); 2: a file is invalid."""
+    from .diagnostics import Severity, format_reports_text, reports_to_json
+    from .validate import collect_files, exit_code_for, validate_file
+
+    files = collect_files(recipes)
+    reports = [validate_file(f, select=set(select) if select else None)[0] for f in files]
+    if format is OutputFormat.json:
+        _echo(reports_to_json(reports))
+    else:
+        _echo(format_reports_text(reports, min_severity=Severity.WARNING if quiet else Severity.INFO))
+    raise typer.Exit(exit_code_for(reports, strict=strict))
+
+
+@app.command("rules")
+def list_rules(format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f")) -> None:
+    """List every rule: code, severity, category, title."""
+    from .rules import all_rules
+    from .ruledocs import rules_json
+
+    if format is OutputFormat.json:
+        _echo(rules_json())
+        return
+    for r in all_rules():
+        _echo(f"{r.code}  {r.severity.value:<7}  {r.category.value:<17}  {r.name:<38} {r.title}")
+
+
+@app.command()
+def explain(code: str = typer.Argument(..., help="rule code or name, e.g. HYB001")) -> None:
+    """Print one rule's documentation: what it checks, why, example, fix, source."""
+    from .ruledocs import rule_page
+    from .rules import all_rules, get_rule
+
+    r = get_rule(code)
+    if r is None:
+        import difflib
+
+        names = [x.code for x in all_rules()] + [x.name for x in all_rules()]
+        close = difflib.get_close_matches(code, names, n=1)
+        raise RecipectlError(f"no rule {code!r}", fix=f"did you mean {close[0]}?" if close else "see: recipectl rules")
+    _echo(rule_page(r))
+
+
+@app.command()
+def show(
+    recipe: str = typer.Argument(...),
+    resolved: bool = typer.Option(False, "--resolved", help="every default filled in"),
+    format: str = typer.Option("yaml", "--format", "-f", help="yaml or json"),
+    variant: Optional[str] = typer.Option(None, "--variant", help="one variant of a matrix recipe"),
+) -> None:
+    """Print a recipe (with --resolved: exactly what will run, defaults included)."""
+    from .validate import load_variant
+
+    loaded = load_variant(recipe, variant)
+    data = loaded.recipe.model_dump(mode="json", exclude_unset=not resolved, exclude_none=not resolved)
+    _dump(data, format)
+
+
+@app.command()
+def expand(
+    recipe: str = typer.Argument(...),
+    format: str = typer.Option("yaml", "--format", "-f", help="yaml, json or names"),
+) -> None:
+    """Expand a recipe's matrix into its concrete recipes."""
+    from pathlib import Path
+
+    from .validate import validate_file
+
+    report, recipes = validate_file(Path(recipe))
+    if not report.valid:
+        from .diagnostics import format_reports_text
+
+        raise RecipectlError(format_reports_text([report]).rstrip())
+    if format == "names":
+        for r in recipes:
+            _echo(r.recipe.name)
+        return
+    docs = [r.recipe.model_dump(mode="json", exclude_none=True) for r in recipes]
+    if format == "json":
+        import json
+
+        _echo(json.dumps(docs, indent=2))
+    else:
+        import yaml
+
+        _echo(yaml.safe_dump_all(docs, sort_keys=False))
+
+
+def _dump(data: dict, format: str) -> None:
+    if format == "json":
+        import json
+
+        _echo(json.dumps(data, indent=2))
+    else:
+        import yaml
+
+        _echo(yaml.safe_dump(data, sort_keys=False))
+
+
+def main() -> None:
+    """Entry point: expected failures print a message and a fix; bugs exit 3 with a log file."""
+    try:
+        rc = app(standalone_mode=False)  # returns the code of a typer.Exit raised by a command
+        sys.exit(int(rc or 0))
+    except RecipectlError as e:
+        sys.stderr.write(f"recipectl: error: {e.message}\n")
+        if e.fix:
+            sys.stderr.write(f"  fix: {e.fix}\n")
+        sys.exit(int(e.exit_code))
+    except KeyboardInterrupt:
+        sys.stderr.write("recipectl: interrupted\n")
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except SystemExit:
+        raise
+    except Exception as e:  # noqa: BLE001 - last resort: a bug, not bad input
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(int(ExitCode.INVALID))
+        if isinstance(e, click.exceptions.Abort):
+            sys.stderr.write("recipectl: interrupted\n")
+            sys.exit(int(ExitCode.INTERRUPTED))
+        import tempfile
+        import traceback
+
+        with tempfile.NamedTemporaryFile("w", prefix="recipectl-crash-", suffix=".log", delete=False) as f:
+            traceback.print_exc(file=f)
+        sys.stderr.write(f"recipectl: internal error: {type(e).__name__}: {e}\n  traceback: {f.name}\n"
+                         "  this is a bug in recipectl; please report it with that file\n")
+        sys.exit(int(ExitCode.INTERNAL))
+
+
+if __name__ == "__main__":
+    main()

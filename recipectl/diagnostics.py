@@ -1,0 +1,141 @@
+"""Findings (from the schema or from rules) and their text and JSON presentations.
+
+Text reads like a compiler's: ``recipe.yaml:14:5 HYB001 error: message`` and then the fix.
+The JSON shape is documented in docs/json-output.md and kept stable (``schema_version``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Iterable
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        return {"error": 0, "warning": 1, "info": 2}[self.value]
+
+
+class Category(str, Enum):
+    CRASH = "crash"
+    SILENT_CORRUPTION = "silent-corruption"
+    PERFORMANCE = "performance"
+    CAPACITY = "capacity"
+    OPERABILITY = "operability"
+    SCHEMA = "schema"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str
+    severity: Severity
+    message: str
+    fix: str | None = None
+    path: str = ""  # dotted field path in the recipe, e.g. "decode.env.VLLM_SSM_CONV_STATE_LAYOUT"
+    file: str = ""
+    line: int | None = None
+    col: int | None = None
+    category: Category | None = None
+    source: str | None = None
+
+    @property
+    def location(self) -> str:
+        where = self.file or "<recipe>"
+        if self.line is not None:
+            where += f":{self.line}:{self.col or 1}"
+        return where
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["severity"] = self.severity.value
+        out["category"] = self.category.value if self.category else None
+        return out
+
+
+@dataclass
+class FileReport:
+    file: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    valid: bool = True  # False when the file could not be read or does not match the schema
+    recipe_name: str | None = None
+
+    def count(self, severity: Severity) -> int:
+        return sum(1 for d in self.diagnostics if d.severity is severity)
+
+
+JSON_SCHEMA_VERSION = 1
+
+
+def reports_to_json(reports: Iterable[FileReport]) -> str:
+    reports = list(reports)
+    body = {
+        "schema_version": JSON_SCHEMA_VERSION,
+        "files": [
+            {
+                "file": r.file,
+                "recipe": r.recipe_name,
+                "valid": r.valid,
+                "findings": [d.to_json() for d in sorted_diagnostics(r.diagnostics)],
+            }
+            for r in reports
+        ],
+        "summary": {
+            "files": len(reports),
+            "invalid_files": sum(1 for r in reports if not r.valid),
+            "errors": sum(r.count(Severity.ERROR) for r in reports),
+            "warnings": sum(r.count(Severity.WARNING) for r in reports),
+            "infos": sum(r.count(Severity.INFO) for r in reports),
+        },
+    }
+    return json.dumps(body, indent=2)
+
+
+def sorted_diagnostics(diags: Iterable[Diagnostic]) -> list[Diagnostic]:
+    return sorted(diags, key=lambda d: (d.severity.rank, d.line or 0, d.col or 0, d.code))
+
+
+def format_diagnostic(d: Diagnostic) -> str:
+    """One finding, compiler style; the fix indented under it."""
+    head = f"{d.location} {d.code} {d.severity.value}: {d.message}"
+    if d.path:
+        head += f" [{d.path}]"
+    lines = [head]
+    if d.fix:
+        fix_lines = d.fix.strip("\n").splitlines()
+        lines.append(f"    fix: {fix_lines[0]}")
+        lines.extend(f"         {ln}" for ln in fix_lines[1:])
+    if d.source:
+        lines.append(f"    see: {d.source}")
+    return "\n".join(lines)
+
+
+def format_reports_text(reports: Iterable[FileReport], *, min_severity: Severity = Severity.INFO) -> str:
+    """Human format: per file, findings grouped by severity (errors first), then a summary line."""
+    reports = list(reports)
+    out: list[str] = []
+    for r in reports:
+        shown = [d for d in sorted_diagnostics(r.diagnostics) if d.severity.rank <= min_severity.rank]
+        if not shown:
+            out.append(f"{r.file}: ok" + (f" ({r.recipe_name})" if r.recipe_name else ""))
+            continue
+        for sev in Severity:
+            group = [d for d in shown if d.severity is sev]
+            if group:
+                out.append(f"{r.file}: {len(group)} {sev.value}{'s' if len(group) != 1 else ''}")
+                out.extend(format_diagnostic(d) for d in group)
+        out.append("")
+    e = sum(r.count(Severity.ERROR) for r in reports)
+    w = sum(r.count(Severity.WARNING) for r in reports)
+    i = sum(r.count(Severity.INFO) for r in reports)
+    bad = sum(1 for r in reports if not r.valid)
+    summary = f"{len(reports)} file(s): {e} error(s), {w} warning(s), {i} info"
+    if bad:
+        summary += f", {bad} invalid"
+    out.append(summary)
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,257 @@
+"""YAML -> Recipe, keeping the line and column of every key so that schema errors and rule
+findings point at the file position a user can jump to.
+
+Everything that can go wrong with user input ends as a Diagnostic (never a traceback):
+unreadable file, YAML syntax, duplicate keys, wrong types, unknown keys (with a did-you-mean),
+impossible values.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .diagnostics import Category, Diagnostic, Severity
+from .schema import Recipe
+
+Position = tuple[int, int]  # 1-based line, column
+PathKey = tuple[str | int, ...]
+
+
+@dataclass
+class SourceMap:
+    """Where each key/item of the YAML document stands (1-based line, column)."""
+
+    file: str
+    positions: dict[PathKey, Position] = field(default_factory=dict)
+
+    def locate(self, path: PathKey) -> Position | None:
+        """The position of `path`, or of its nearest ancestor that exists in the file."""
+        path = tuple(path)
+        while path:
+            if path in self.positions:
+                return self.positions[path]
+            path = path[:-1]
+        return self.positions.get((), None)
+
+
+@dataclass
+class LoadedRecipe:
+    recipe: Recipe
+    source: SourceMap
+    raw: dict[str, Any]
+    variant: str | None = None  # set for recipes expanded from a matrix
+
+    def diagnostic(self, *, path: str, **kwargs: Any) -> Diagnostic:
+        pos = self.source.locate(dotted_to_key(path))
+        line, col = pos if pos else (None, None)
+        return Diagnostic(path=path, file=self.source.file, line=line, col=col, **kwargs)
+
+
+@dataclass
+class LoadResult:
+    file: str
+    recipes: list[LoadedRecipe]
+    diagnostics: list[Diagnostic]
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.severity is Severity.ERROR for d in self.diagnostics)
+
+
+def dotted_to_key(path: str) -> PathKey:
+    out: list[str | int] = []
+    for part in path.split(".") if path else []:
+        out.append(int(part) if part.isdigit() else part)
+    return tuple(out)
+
+
+def key_to_dotted(key: PathKey) -> str:
+    return ".".join(str(p) for p in key)
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, mark: yaml.Mark, first: yaml.Mark):
+        self.key, self.mark, self.first = key, mark, first
+
+
+def _walk(node: yaml.Node, path: PathKey, positions: dict[PathKey, Position]) -> None:
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, yaml.Mark] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: keys keep the anchor's position
+                merged = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+                for m in merged:
+                    _walk(m, path, positions)
+                continue
+            key = str(key_node.value)
+            if key in seen:
+                raise _DuplicateKey(key, key_node.start_mark, seen[key])
+            seen[key] = key_node.start_mark
+            child = path + (key,)
+            positions[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            _walk(value_node, child, positions)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            positions[path + (i,)] = (item.start_mark.line + 1, item.start_mark.column + 1)
+            _walk(item, path + (i,), positions)
+
+
+def _schema_diag(file: str, message: str, pos: Position | None, *, path: str = "", fix: str | None = None,
+                 code: str = "SCH001") -> Diagnostic:
+    line, col = pos if pos else (None, None)
+    return Diagnostic(code=code, severity=Severity.ERROR, message=message, fix=fix, path=path, file=file,
+                      line=line, col=col, category=Category.SCHEMA)
+
+
+def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic]]:
+    """Parse YAML text into plain data plus a source map; problems come back as diagnostics."""
+    smap = SourceMap(file=file)
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is None:
+            return None, smap, [_schema_diag(file, "the file is empty", (1, 1), code="SCH000",
+                                             fix="start from a recipe in recipes/ (recipectl show --resolved)")]
+        smap.positions[()] = (node.start_mark.line + 1, node.start_mark.column + 1)
+        _walk(node, (), smap.positions)
+        data = yaml.safe_load(text)
+    except _DuplicateKey as e:
+        return None, smap, [_schema_diag(
+            file, f"duplicate key '{e.key}' (first defined at line {e.first.line + 1})",
+            (e.mark.line + 1, e.mark.column + 1), code="SCH000", fix="keep one of the two keys")]
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        pos = (mark.line + 1, mark.column + 1) if mark else None
+        msg = f"YAML syntax error: {e.problem or e.context}"
+        if e.context and e.problem:
+            msg += f" ({e.context})"
+        return None, smap, [_schema_diag(file, msg, pos, code="SCH000",
+                                         fix="fix the YAML syntax at this position (indentation, quotes, ':' after keys)")]
+    except yaml.YAMLError as e:
+        return None, smap, [_schema_diag(file, f"YAML error: {e}", None, code="SCH000")]
+    if not isinstance(data, dict):
+        return None, smap, [_schema_diag(file, "a recipe must be a mapping of keys (version, model, engine, ...)",
+                                         (1, 1), code="SCH000")]
+    return data, smap, []
+
+
+def _fields_at(model: type[BaseModel], loc: tuple) -> list[str]:
+    """Field names valid at a pydantic error location (for did-you-mean suggestions)."""
+    from typing import get_args, get_origin
+
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int) or current is None:
+            continue
+        fields = getattr(current, "model_fields", None)
+        if not fields or part not in fields:
+            # dict values / union members: look inside the annotation for a model
+            return []
+        ann = fields[part].annotation
+        candidates = [ann, *get_args(ann)]
+        for a in list(candidates):
+            candidates.extend(get_args(a))
+        current = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        if current is None and get_origin(ann) is not None:
+            return []
+    if current is None or not hasattr(current, "model_fields"):
+        return []
+    names = []
+    for name, f in current.model_fields.items():
+        names.append(f.alias or name)
+    return names
+
+
+_TYPE_FIXES = {
+    "int_parsing": "write a whole number",
+    "int_type": "write a whole number",
+    "bool_parsing": "write true or false",
+    "bool_type": "write true or false",
+    "float_parsing": "write a number",
+    "string_type": "write a string (quote it if it looks like a number)",
+    "list_type": "write a YAML list",
+    "dict_type": "write a mapping of keys",
+    "model_type": "write a mapping of keys",
+    "missing": "add this key",
+    "greater_than_equal": None,
+    "literal_error": None,
+}
+
+
+def validation_diagnostics(err: ValidationError, smap: SourceMap, raw: dict, prefix: PathKey = ()) -> list[Diagnostic]:
+    out: list[Diagnostic] = []
+    for e in err.errors(include_url=False):
+        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        # pydantic reports union/tagged members in the location (e.g. 'str', 'Parallelism'); drop them
+        loc = tuple(p for p in loc if not (isinstance(p, str) and p[:1].isupper()))
+        loc = tuple(p for p in loc if p not in ("str", "int", "list[int]", "dict[str,any]"))
+        full = prefix + loc
+        dotted = key_to_dotted(full)
+        pos = smap.locate(full)
+        etype = e["type"]
+        fix = _TYPE_FIXES.get(etype)
+        if etype == "extra_forbidden":
+            key = str(loc[-1]) if loc else "?"
+            allowed = _fields_at(Recipe, loc)
+            close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+            msg = f"unknown key '{key}'"
+            if close:
+                fix = f"did you mean '{close[0]}'?"
+            elif allowed:
+                fix = "valid keys here: " + ", ".join(sorted(allowed))
+            out.append(_schema_diag(smap.file, msg, pos, path=dotted, fix=fix, code="SCH002"))
+            continue
+        msg = e["msg"]
+        if etype == "missing":
+            msg = f"missing required key '{loc[-1]}'" if loc else "missing required key"
+        elif "input" in e and not isinstance(e["input"], (dict, list)):
+            msg = f"{msg} (got {e['input']!r})"
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        if etype == "value_error" and "ctx" in e and isinstance(e["ctx"].get("error"), ValueError):
+            err_obj = e["ctx"]["error"]
+            fix = getattr(err_obj, "fix", None) or fix
+        out.append(_schema_diag(smap.file, msg, pos, path=dotted, fix=fix, code="SCH001"))
+    return out
+
+
+def load_text(text: str, file: str = "<recipe>", *, base_dir: Path | None = None) -> LoadResult:
+    from .matrix import expand_matrix  # local import keeps the cycle away
+
+    data, smap, diags = parse_yaml(text, file)
+    if data is None:
+        return LoadResult(file, [], diags)
+    variants, matrix_diags = expand_matrix(data, smap)
+    if matrix_diags:
+        return LoadResult(file, [], matrix_diags)
+    recipes: list[LoadedRecipe] = []
+    for variant_name, variant in variants:
+        try:
+            recipe = Recipe.model_validate(variant, context={"base_dir": base_dir})
+        except ValidationError as err:
+            diags.extend(d for d in validation_diagnostics(err, smap, variant) if d not in diags)
+            continue
+        recipes.append(LoadedRecipe(recipe=recipe, source=smap, raw=variant, variant=variant_name))
+    return LoadResult(file, recipes, diags)
+
+
+def load_file(path: str | Path) -> LoadResult:
+    p = Path(path)
+    shown = str(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return LoadResult(shown, [], [_schema_diag(shown, "no such file", None, code="SCH000")])
+    except (OSError, UnicodeDecodeError) as e:
+        return LoadResult(shown, [], [_schema_diag(shown, f"cannot read the file: {e}", None, code="SCH000")])
+    return load_text(text, shown, base_dir=p.parent)
+
+
+def deep_copy(data: Any) -> Any:
+    return copy.deepcopy(data)

@@ -1,0 +1,61 @@
+"""`matrix:` expands one recipe file into concrete recipes (the seed's five prefill counts in one
+file). Keys are dotted field paths; every combination of values makes one variant."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from typing import Any
+
+from .diagnostics import Category, Diagnostic, Severity
+
+
+def _set_path(data: dict, dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    cur = data
+    for p in parts[:-1]:
+        nxt = cur.get(p)
+        if nxt is None:
+            nxt = cur[p] = {}
+        if not isinstance(nxt, dict):
+            raise KeyError(dotted)
+        cur = nxt
+    cur[parts[-1]] = value
+
+
+def _label(key: str, value: Any) -> str:
+    return f"{key.split('.')[-2] if '.' in key else key}-{key.split('.')[-1]}-{value}".replace("_", "-")
+
+
+def expand_matrix(data: dict, smap: Any) -> tuple[list[tuple[str | None, dict]], list[Diagnostic]]:
+    matrix = data.get("matrix")
+    if not matrix:
+        return [(None, data)], []
+    diags: list[Diagnostic] = []
+    if not isinstance(matrix, dict) or not all(isinstance(v, list) and v for v in matrix.values()):
+        pos = smap.locate(("matrix",))
+        return [], [Diagnostic(code="SCH003", severity=Severity.ERROR, category=Category.SCHEMA,
+                               message="matrix must map field paths to non-empty lists of values",
+                               fix="matrix:\n  prefill.endpoints: [4, 5, 6, 7, 8]", path="matrix",
+                               file=smap.file, line=pos[0] if pos else None, col=pos[1] if pos else None)]
+    keys = list(matrix)
+    base = {k: v for k, v in data.items() if k != "matrix"}
+    out: list[tuple[str | None, dict]] = []
+    for combo in itertools.product(*(matrix[k] for k in keys)):
+        variant = copy.deepcopy(base)
+        labels = []
+        try:
+            for k, v in zip(keys, combo):
+                _set_path(variant, k, v)
+                labels.append(_label(k, v))
+        except KeyError as e:
+            pos = smap.locate(("matrix", str(e.args[0])))
+            diags.append(Diagnostic(code="SCH003", severity=Severity.ERROR, category=Category.SCHEMA,
+                                    message=f"matrix key '{e.args[0]}' does not name a field path",
+                                    fix="use a dotted path such as prefill.endpoints", path=f"matrix.{e.args[0]}",
+                                    file=smap.file, line=pos[0] if pos else None, col=pos[1] if pos else None))
+            return [], diags
+        name = f"{base.get('name', 'recipe')}.{'.'.join(labels)}"
+        variant["name"] = name
+        out.append((name, variant))
+    return out, diags

@@ -1,0 +1,84 @@
+"""Fill in what a recipe leaves out about its model (family, expert count) from a local
+config.json or from the published models recipectl knows. Reads JSON only: no engine import."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .schema import ModelSection
+
+# Published models: family and routed experts (their config.json on the model hub).
+KNOWN_MODELS: dict[str, dict[str, Any]] = {
+    # Qwen3.5 checkpoints carry a vision tower (Qwen3_5MoeForConditionalGeneration)
+    "qwen3.5-397b-a17b": {"family": "hybrid", "num_experts": 512, "spec": "Qwen3.5-397B-A17B", "multimodal": True},
+    "qwen3.5-122b-a10b": {"family": "hybrid", "num_experts": 256, "spec": "Qwen3.5-122B-A10B", "multimodal": True},
+    "qwen3.5-35b-a3b": {"family": "hybrid", "num_experts": 256, "spec": "Qwen3.5-35B-A3B", "multimodal": True},
+    "qwen3-next-80b-a3b": {"family": "hybrid", "num_experts": 512, "spec": "Qwen3-Next-80B-A3B", "multimodal": False},
+}
+
+HYBRID_ARCHITECTURES = ("Qwen3NextForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
+                        "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration")
+
+
+def known_model(path: str) -> dict[str, Any] | None:
+    name = path.rstrip("/").rsplit("/", 1)[-1].lower()
+    for key, info in KNOWN_MODELS.items():
+        if name.startswith(key):
+            return info
+    return None
+
+
+def local_config(path: str, base_dir: Path | None) -> dict[str, Any] | None:
+    p = Path(os.path.expanduser(path))
+    if not p.is_absolute() and base_dir is not None:
+        p = base_dir / p
+    cfg = p / "config.json"
+    try:
+        data = json.loads(cfg.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def family_from_config(cfg: dict[str, Any]) -> tuple[str | None, int | None]:
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    archs = cfg.get("architectures") or []
+    layer_types = text.get("layer_types") or []
+    experts = text.get("num_experts") or text.get("n_routed_experts") or text.get("num_local_experts")
+    if any(a in HYBRID_ARCHITECTURES for a in archs) or "linear_attention" in layer_types:
+        return "hybrid", experts
+    if experts:
+        return "moe", experts
+    return "dense", None
+
+
+def infer_model_section(model: "ModelSection", base_dir: Path | None) -> "ModelSection":
+    """A copy of `model` with family/num_experts/spec filled in where the recipe left them out."""
+    update: dict[str, Any] = {}
+    cfg = local_config(model.path, base_dir)
+    if cfg is not None:
+        family, experts = family_from_config(cfg)
+        if model.family is None and family:
+            update["family"] = family
+        if model.num_experts is None and experts:
+            update["num_experts"] = experts
+        if model.multimodal is None:
+            update["multimodal"] = "vision_config" in cfg or "audio_config" in cfg
+    known = known_model(model.path)
+    if known:
+        if model.family is None and "family" not in update:
+            update["family"] = known["family"]
+        if model.num_experts is None and "num_experts" not in update:
+            update["num_experts"] = known["num_experts"]
+        if model.spec is None:
+            update["spec"] = known["spec"]
+        if model.multimodal is None and "multimodal" not in update:
+            update["multimodal"] = known["multimodal"]
+    if not update:
+        return model
+    # validate again so inferred values get their proper types (enums)
+    return type(model).model_validate({**model.model_dump(exclude_unset=True), **update})

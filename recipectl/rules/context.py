@@ -1,0 +1,79 @@
+"""Facts every rule needs, derived once per recipe (platform, version, placement)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from ..schema import Recipe, RoleSection
+from ..topology import Placement, place
+
+# Fixes that rules gate on: the first release that carries them, and the upstream PRs.
+FIXES: dict[str, tuple[tuple[int, int, int], tuple[int, ...]]] = {
+    "hybrid_pd": ((0, 18, 0), (35758, 36687)),  # HMA + NixlConnector, hybrid SSM-FA P/D
+    "ds_layout_env": ((0, 20, 0), ()),  # VLLM_SSM_CONV_STATE_LAYOUT exists
+    "gdn_pd": ((0, 22, 0), (41869,)),  # GDN layers in the NIXL P/D path
+    "async_pd_race": ((0, 26, 0), (45357, 48481)),  # both async-scheduling races fixed
+}
+
+
+def fmt_version(v: tuple[int, int, int] | None) -> str:
+    return "unknown" if v is None else ".".join(map(str, v))
+
+
+@dataclass
+class RuleContext:
+    recipe: Recipe
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.recipe.cluster.is_cpu
+
+    @property
+    def gpu_family(self) -> str:
+        return self.recipe.cluster.gpu.family
+
+    @property
+    def hybrid(self) -> bool:
+        return self.recipe.is_hybrid
+
+    @property
+    def uses_nixl(self) -> bool:
+        return self.recipe.kv_transfer.connector.startswith("Nixl")
+
+    @property
+    def version(self) -> tuple[int, int, int] | None:
+        return self.recipe.engine.version
+
+    def has_fix(self, fix: str) -> bool | None:
+        """True: the version or declared patches carry it; False: they do not; None: unknown."""
+        min_version, prs = FIXES[fix]
+        patches = set(self.recipe.engine.patches)
+        if prs and set(prs) <= patches:
+            return True
+        if self.version is None:
+            return None
+        return self.version >= min_version
+
+    def version_at_least(self, v: tuple[int, int, int]) -> bool | None:
+        return None if self.version is None else self.version >= v
+
+    @cached_property
+    def placement(self) -> Placement:
+        return place(self.recipe)
+
+    def roles(self) -> list[tuple[str, RoleSection]]:
+        return list(self.recipe.roles.items())
+
+    def env(self, role: str) -> dict[str, str]:
+        return self.recipe.role_env(role)
+
+    def env_path(self, role: str, var: str) -> str:
+        """The field path where `var` is (or should be) set for `role`."""
+        if var in self.recipe.roles[role].env or var not in self.recipe.engine.env:
+            return f"{role}.env.{var}"
+        return f"engine.env.{var}"
+
+    @property
+    def max_concurrency(self) -> int:
+        return max(self.recipe.workload.concurrency)

@@ -1,0 +1,179 @@
+"""Hybrid (Gated DeltaNet + attention) state transfer: what breaks P/D of Qwen3.5-class models."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..diagnostics import Category, Severity
+from .context import RuleContext
+from .registry import Violation, rule
+
+DS_VAR = "VLLM_SSM_CONV_STATE_LAYOUT"
+
+
+@rule(code="HYB001", name="hybrid.ds-layout-missing", title="DS conv-state layout not set on a role",
+      severity=Severity.ERROR, category=Category.CRASH,
+      applies="hybrid model, NIXL connector, each role",
+      source="seed (VLLM_SSM_CONV_STATE_LAYOUT=DS is mandatory); vllm nixl base_worker.py assertion")
+def ds_layout_missing(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That `VLLM_SSM_CONV_STATE_LAYOUT` is set for both the prefill and the decode processes of a
+    hybrid model that moves state over NIXL.
+
+    Why:
+    The GDN conv state is transferred with a 3-read pattern that only works in the DS layout.
+    On CUDA nothing sets it: unset means SD, and the engine dies at connector setup with
+    "3-read Mamba conv transfer requires DS conv state layout". The layout must match on both
+    roles. On the CPU platform vLLM sets DS itself when NIXL is configured (reported as info).
+
+    Example:
+        decode:
+          env: {}
+
+    Fix:
+        decode:
+          env:
+            VLLM_SSM_CONV_STATE_LAYOUT: DS
+    """
+    if not (ctx.hybrid and ctx.uses_nixl):
+        return
+    for role, _ in ctx.roles():
+        if DS_VAR in ctx.env(role):
+            continue
+        fix = f"{role}:\n  env:\n    {DS_VAR}: DS"
+        if ctx.is_cpu:
+            yield Violation(f"{role}.env.{DS_VAR}",
+                            f"{DS_VAR} is unset on {role}; the CPU platform picks DS itself with NIXL, "
+                            "but state it so the recipe also works on GPUs", fix, Severity.INFO)
+        else:
+            yield Violation(f"{role}.env.{DS_VAR}",
+                            f"{DS_VAR} is unset on {role}: on CUDA that means SD and the engine dies at "
+                            "NIXL connector setup", fix)
+
+
+@rule(code="HYB002", name="hybrid.sd-layout-with-nixl", title="Conv-state layout other than DS with NIXL",
+      severity=Severity.ERROR, category=Category.CRASH,
+      applies="hybrid model, NIXL connector",
+      source="seed; vllm-facts (explicit SD kills the engine ~3 min into start-up, CPU and CUDA)")
+def sd_layout(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That `VLLM_SSM_CONV_STATE_LAYOUT`, where set, is `DS` for a hybrid model served over NIXL.
+
+    Why:
+    An explicit `SD` (the engine default) wins over the CPU platform's automatic DS and kills
+    the engine minutes into start-up with "3-read Mamba conv transfer requires DS conv state
+    layout" — after the weights are loaded, so the failure is slow and expensive.
+
+    Example:
+        prefill:
+          env:
+            VLLM_SSM_CONV_STATE_LAYOUT: SD
+
+    Fix:
+        prefill:
+          env:
+            VLLM_SSM_CONV_STATE_LAYOUT: DS
+    """
+    if not (ctx.hybrid and ctx.uses_nixl):
+        return
+    for role, _ in ctx.roles():
+        value = ctx.env(role).get(DS_VAR)
+        if value is not None and value != "DS":
+            yield Violation(ctx.env_path(role, DS_VAR),
+                            f"{DS_VAR}={value} on {role}: NIXL transfer of GDN conv state needs DS",
+                            f"{role}:\n  env:\n    {DS_VAR}: DS")
+
+
+@rule(code="HYB003", name="hybrid.decode-prefix-caching", title="Prefix caching on a hybrid P/D decode",
+      severity=Severity.WARNING, category=Category.CRASH,
+      applies="hybrid model, NIXL, decode, vLLM < 0.32 without PR 42554",
+      source="vLLM PR #42554 ([PD][Nixl] Mamba prefix caching mode support)")
+def decode_prefix_caching(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That a hybrid P/D decode does not run with prefix caching (on by default in recent vLLM)
+    on a release that predates Mamba prefix-caching support in the NIXL path.
+
+    Why:
+    Before vLLM PR #42554, Mamba prefix caching inserts placeholder blocks that the NIXL worker
+    rejects ("SSM can only have one local block") on the first transferred request — not at
+    start-up, so the deployment looks healthy until traffic arrives. recipectl verified the
+    fixed path on vLLM 0.32.
+
+    Example:
+        engine: {vllm_version: 0.26.0}
+        decode: {}
+
+    Fix:
+        decode:
+          enable_prefix_caching: false
+    """
+    if not (ctx.hybrid and ctx.uses_nixl):
+        return
+    if ctx.recipe.decode.enable_prefix_caching is False:
+        return
+    if 42554 in ctx.recipe.engine.patches or ctx.version_at_least((0, 32, 0)):
+        return
+    state = "enabled" if ctx.recipe.decode.enable_prefix_caching else "on by default"
+    yield Violation("decode.enable_prefix_caching",
+                    f"prefix caching is {state} on the hybrid decode and vLLM "
+                    f"{'version is unknown' if ctx.version is None else 'is older than 0.32'}",
+                    "decode:\n  enable_prefix_caching: false\n"
+                    "# or declare the fix: engine: {patches: [42554]}")
+
+
+@rule(code="HYB004", name="hybrid.speculative-decoding", title="Speculative decoding / MTP with hybrid P/D",
+      severity=Severity.ERROR, category=Category.CRASH,
+      applies="hybrid model, P/D, any role with speculative_config",
+      source="vllm-facts: known hybrid P/D pitfalls (crashes on transferred requests)")
+def speculative(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That no role of a hybrid P/D deployment sets a speculative config (MTP, EAGLE, n-gram).
+
+    Why:
+    Speculative decoding keeps extra recurrent-state slots per request; transferred GDN state
+    does not carry them and decode crashes on the first transferred request.
+
+    Example:
+        decode:
+          speculative_config: {method: mtp, num_speculative_tokens: 1}
+
+    Fix:
+        decode:
+          speculative_config: null
+    """
+    if not ctx.hybrid:
+        return
+    for role, spec in ctx.roles():
+        if spec.speculative_config:
+            yield Violation(f"{role}.speculative_config",
+                            f"speculative decoding on {role} of a hybrid P/D deployment crashes on "
+                            "transferred requests", f"{role}:\n  speculative_config: null")
+
+
+@rule(code="HYB005", name="hybrid.hma-disabled", title="Hybrid KV-cache manager disabled with NIXL",
+      severity=Severity.ERROR, category=Category.CRASH,
+      applies="hybrid model, NIXL connector",
+      source="vLLM PRs #35758 and #36687 (HMA + NixlConnector)")
+def hma_disabled(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That `disable_hybrid_kv_cache_manager` is not true on a hybrid model served over NIXL.
+
+    Why:
+    NIXL moves hybrid state through the hybrid memory allocator's block mapping; with the
+    hybrid KV-cache manager disabled the connector fails at initialisation.
+
+    Example:
+        prefill:
+          disable_hybrid_kv_cache_manager: true
+
+    Fix:
+        prefill:
+          disable_hybrid_kv_cache_manager: false
+    """
+    if not (ctx.hybrid and ctx.uses_nixl):
+        return
+    for role, spec in ctx.roles():
+        if spec.disable_hybrid_kv_cache_manager:
+            yield Violation(f"{role}.disable_hybrid_kv_cache_manager",
+                            f"the hybrid KV-cache manager is disabled on {role}; NIXL needs it for hybrid state",
+                            f"{role}:\n  disable_hybrid_kv_cache_manager: false")

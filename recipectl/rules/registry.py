@@ -1,0 +1,109 @@
+"""The rule registry: one place where every rule is declared, with its stable code.
+
+A rule is a pure function of the recipe (and the facts derived from it) that *yields*
+Violations; the registry attaches code, severity, category and source. Its docstring is its
+documentation page (`recipectl explain CODE`, docs/rules.md) and must have the sections
+What it checks / Why / Example / Fix — a rule without them fails at import.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import textwrap
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from ..diagnostics import Category, Severity
+
+if TYPE_CHECKING:
+    from .context import RuleContext
+
+SECTIONS = ("What it checks", "Why", "Example", "Fix")
+_CODE_RE = re.compile(r"^[A-Z]{3}\d{3}$")
+
+
+@dataclass(frozen=True)
+class Violation:
+    path: str  # dotted field path the finding points at
+    message: str  # what is wrong, in this recipe's terms
+    fix: str  # what to write instead (YAML where possible)
+    severity: Severity | None = None  # overrides the rule's default (e.g. info on the CPU platform)
+
+
+CheckFn = Callable[["RuleContext"], Iterator[Violation]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str  # dotted readable name, e.g. hybrid.ds-layout
+    title: str
+    severity: Severity
+    category: Category
+    applies: str  # when it applies, in words
+    source: str  # the seed, a vLLM PR or issue, vllm-facts
+    check: CheckFn
+    doc: dict[str, str] = field(default_factory=dict)
+
+
+REGISTRY: dict[str, Rule] = {}
+
+
+def _parse_doc(code: str, text: str | None) -> dict[str, str]:
+    if not text:
+        raise TypeError(f"rule {code} has no docstring")
+    text = inspect.cleandoc(text)
+    parts = re.split(r"^(What it checks|Why|Example|Fix):\s*$", text, flags=re.M)
+    doc: dict[str, str] = {}
+    for head, body in zip(parts[1::2], parts[2::2]):
+        doc[head] = textwrap.dedent(body.strip("\n")).strip()
+    missing = [s for s in SECTIONS if not doc.get(s)]
+    if missing:
+        raise TypeError(f"rule {code} docstring lacks section(s): {', '.join(missing)}")
+    return doc
+
+
+def rule(*, code: str, name: str, title: str, severity: Severity, category: Category, applies: str,
+         source: str) -> Callable[[CheckFn], CheckFn]:
+    """Register a rule; refuses malformed codes, duplicates and undocumented rules."""
+
+    def deco(fn: CheckFn) -> CheckFn:
+        if not _CODE_RE.match(code):
+            raise TypeError(f"rule code {code!r} must look like HYB001")
+        if code in REGISTRY:
+            raise TypeError(f"rule code {code} registered twice")
+        if any(r.name == name for r in REGISTRY.values()):
+            raise TypeError(f"rule name {name} registered twice")
+        REGISTRY[code] = Rule(code, name, title, severity, category, applies, source, fn,
+                              _parse_doc(code, fn.__doc__))
+        return fn
+
+    return deco
+
+
+def all_rules() -> list[Rule]:
+    _load_families()
+    return [REGISTRY[c] for c in sorted(REGISTRY)]
+
+
+def get_rule(code_or_name: str) -> Rule | None:
+    _load_families()
+    key = code_or_name.strip()
+    if key.upper() in REGISTRY:
+        return REGISTRY[key.upper()]
+    return next((r for r in REGISTRY.values() if r.name == key), None)
+
+
+_loaded = False
+
+
+def _load_families() -> None:
+    global _loaded
+    if _loaded:
+        return
+    # Importing a family module registers its rules.
+    from . import (  # noqa: F401
+        capacity, consistency, cpu, hybrid, operability, performance, sizing, topology, versions)
+
+    _loaded = True

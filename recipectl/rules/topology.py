@@ -1,0 +1,210 @@
+"""Topology: endpoints fit the cluster, experts split evenly, ports do not collide."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterator
+
+from ..diagnostics import Category, Severity
+from ..schema import Quantization
+from .context import RuleContext
+from .registry import Violation, rule
+
+
+@rule(code="TOP001", name="topology.fit", title="Endpoints fit the cluster's nodes and GPUs",
+      severity=Severity.ERROR, category=Category.CRASH,
+      applies="GPU clusters",
+      source="vLLM data/tensor parallel placement (TP within a node; multi-node DP on whole nodes)")
+def fit(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That every endpoint (TP x DP GPUs) can be placed: TP within one node, multi-node DP endpoints
+    on whole nodes, all endpoints together within `nodes x gpus_per_node`.
+
+    Why:
+    An endpoint that does not fit waits forever for GPUs (Slurm/Kubernetes) or fails with an
+    out-of-range device (bash): a lost allocation either way.
+
+    Example:
+        cluster: {gpu: GB200, gpus_per_node: 4, nodes: 2}
+        prefill: {endpoints: 4, parallel: DEP2}
+        decode: {parallel: DEP8}
+
+    Fix:
+        cluster:
+          nodes: 4
+    """
+    if ctx.is_cpu:
+        return
+    total = ctx.recipe.cluster.nodes * ctx.recipe.cluster.gpus_per_node
+    need = sum(s.endpoints * s.parallel.gpus for _, s in ctx.roles())
+    import math
+    nodes_needed = math.ceil(need / max(1, ctx.recipe.cluster.gpus_per_node))
+    for problem in ctx.placement.problems:
+        yield Violation("cluster.nodes", f"{problem} ({need} GPUs wanted, {total} in the cluster)",
+                        f"cluster:\n  nodes: {max(nodes_needed, ctx.recipe.cluster.nodes + 1)}")
+
+
+@rule(code="TOP002", name="topology.expert-split", title="Expert count divisible by the EP size",
+      severity=Severity.ERROR, category=Category.CRASH,
+      applies="MoE models with expert parallel",
+      source="vLLM FusedMoE expert-parallel sharding")
+def expert_split(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That the model's routed experts divide evenly over each endpoint's expert-parallel size
+    (TP x DP when `expert_parallel` is on).
+
+    Why:
+    Expert-parallel sharding gives each rank `num_experts / ep_size` experts; an uneven split is
+    refused at model load, after the weights were read.
+
+    Example:
+        model: {num_experts: 512}
+        decode: {parallel: DEP6}
+
+    Fix:
+        decode:
+          parallel: DEP8
+    """
+    n = ctx.recipe.model.num_experts
+    if not n:
+        return
+    for role, spec in ctx.roles():
+        ep = spec.parallel.ep_size
+        if spec.parallel.expert_parallel and n % ep:
+            good = [k for k in (2, 4, 8, 16, 32, 64) if n % k == 0 and k <= max(ep * 2, 8)]
+            yield Violation(f"{role}.parallel", f"{n} experts do not split over EP size {ep}",
+                            f"{role}:\n  parallel: DEP{good[-1] if good else 1}")
+
+
+@rule(code="TOP003", name="topology.nvfp4-blackwell", title="NVFP4 needs Blackwell GPUs",
+      severity=Severity.ERROR, category=Category.CRASH,
+      applies="quantization nvfp4",
+      source="NVFP4 tensor-core support (SM100 and later)")
+def nvfp4(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That an NVFP4 checkpoint runs on Blackwell (GB200, B200).
+
+    Why:
+    NVFP4 GEMMs exist on SM100+ only; Hopper and the CPU backend cannot run the checkpoint.
+
+    Example:
+        model: {quantization: nvfp4}
+        cluster: {gpu: H200}
+
+    Fix:
+        model:
+          path: Qwen/Qwen3.5-397B-A17B-FP8
+          quantization: fp8
+    """
+    if ctx.recipe.model.quantization is Quantization.NVFP4 and ctx.gpu_family != "blackwell":
+        yield Violation("model.quantization", f"NVFP4 cannot run on {ctx.recipe.cluster.gpu.value}",
+                        "model:\n  quantization: fp8   # and an FP8 checkpoint")
+
+
+@rule(code="TOP004", name="topology.multinode-dp-rpc", title="Multi-node DP endpoint needs an RPC port",
+      severity=Severity.ERROR, category=Category.CRASH,
+      applies="endpoints whose data-parallel ranks span nodes",
+      source="vLLM data-parallel deployment docs (--data-parallel-address/--data-parallel-rpc-port)")
+def multinode_rpc(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That a data-parallel endpoint spread over several nodes sets `data_parallel_rpc_port`
+    (the leader's address is rendered from the placement).
+
+    Why:
+    Headless followers find their leader at `--data-parallel-address:--data-parallel-rpc-port`;
+    without an agreed port each node starts its own DP group and the endpoint never becomes ready.
+
+    Example:
+        decode: {parallel: DEP8}   # over two 4-GPU nodes
+
+    Fix:
+        decode:
+          data_parallel_rpc_port: 13345
+    """
+    for ep in ctx.placement.endpoints:
+        spec = ctx.recipe.roles[ep.role]
+        if ep.multi_node and spec.data_parallel_rpc_port is None:
+            yield Violation(f"{ep.role}.data_parallel_rpc_port",
+                            f"{ep.name} spans nodes {sorted({p.node for p in ep.processes})} without an RPC port",
+                            f"{ep.role}:\n  data_parallel_rpc_port: 13345")
+
+
+@rule(code="TOP005", name="topology.port-collision", title="Ports collide on a host",
+      severity=Severity.ERROR, category=Category.CRASH,
+      applies="every host",
+      source="vLLM NIXL side channel (base port + DP rank); router and API ports")
+def port_collision(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That on every host the HTTP ports, the NIXL side-channel ports (base + DP rank, spaced by
+    the DP size per endpoint), the DP RPC ports and the router's ports are all distinct.
+
+    Why:
+    Two listeners on one port: the second process dies at start-up ("address already in use"),
+    or worse, a NIXL handshake reaches the wrong engine.
+
+    Example:
+        prefill: {port: 8100, side_channel_port: 5600, parallel: DP2}
+        decode: {port: 8200, side_channel_port: 5601}
+
+    Fix:
+        decode:
+          side_channel_port: 5700
+    """
+    used: dict[str, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for p in ctx.placement.processes:
+        if not p.headless:
+            used[p.host][p.http_port].append(f"{p.name} http")
+        for port in p.side_channel_ports:
+            used[p.host][port].append(f"{p.name} NIXL side channel")
+        rpc = ctx.recipe.roles[p.role].data_parallel_rpc_port
+        if rpc and not p.headless:
+            used[p.host][rpc].append(f"{p.name} DP RPC")
+    r = ctx.recipe.router
+    used[ctx.placement.router_host][r.port].append("router")
+    if r.prometheus_port:
+        used[ctx.placement.router_host][r.prometheus_port].append("router metrics")
+    for host, ports in used.items():
+        for port, who in sorted(ports.items()):
+            if len(who) > 1:
+                role = "decode" if any(w.startswith("decode") for w in who) else "prefill"
+                field = "side_channel_port" if any("NIXL" in w for w in who) else "port"
+                if "router" in who:
+                    yield Violation("router.port", f"port {port} on {host} is used by {', '.join(who)}",
+                                    "router:\n  port: 30000")
+                    continue
+                yield Violation(f"{role}.{field}", f"port {port} on {host} is used by {', '.join(who)}",
+                                f"{role}:\n  {field}: <a base with room for every DP rank, e.g. "
+                                f"{5700 if field == 'side_channel_port' else 8200}>")
+
+
+@rule(code="TOP006", name="topology.side-channel-host", title="NIXL side-channel host set when roles span hosts",
+      severity=Severity.ERROR, category=Category.CRASH,
+      applies="P/D over NIXL with endpoints on more than one host",
+      source="vllm-facts (VLLM_NIXL_SIDE_CHANNEL_HOST defaults to localhost)")
+def side_channel_host(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That `VLLM_NIXL_SIDE_CHANNEL_HOST` is provided when prefill and decode run on different hosts
+    — in the recipe's env, or by the renderer (bash/Slurm set it to the node's address,
+    Kubernetes to the pod IP). An explicit `localhost`/`127.0.0.1` across hosts is an error.
+
+    Why:
+    The default is localhost: decode would look for prefill's NIXL metadata on its own host and
+    the handshake times out; every request then fails or is recomputed.
+
+    Example:
+        cluster: {gpu: H200, nodes: 2, gpus_per_node: 1}
+        prefill: {env: {VLLM_NIXL_SIDE_CHANNEL_HOST: localhost}}
+
+    Fix:
+        prefill:
+          env: {}   # recipectl renders the node's own address
+    """
+    hosts = ctx.placement.hosts_of
+    if not ctx.uses_nixl or len(hosts["prefill"] | hosts["decode"]) < 2:
+        return
+    for role, _ in ctx.roles():
+        value = ctx.env(role).get("VLLM_NIXL_SIDE_CHANNEL_HOST")
+        if value in ("localhost", "127.0.0.1", "::1"):
+            yield Violation(ctx.env_path(role, "VLLM_NIXL_SIDE_CHANNEL_HOST"),
+                            f"{role} advertises its NIXL side channel on {value} but peers are on other hosts",
+                            f"{role}:\n  env: {{}}   # remove VLLM_NIXL_SIDE_CHANNEL_HOST; it is rendered per node")

@@ -1,0 +1,169 @@
+"""Version gates: fixes and flags that exist only from a given vLLM release (or patch)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..diagnostics import Category, Severity
+from .context import FIXES, RuleContext, fmt_version
+from .registry import Violation, rule
+
+
+def _needs(fix: str) -> str:
+    min_version, prs = FIXES[fix]
+    prs_text = f"\n# or declare the fix in a patched build:\n#   patches: [{', '.join(map(str, prs))}]" if prs else ""
+    return f"engine:\n  vllm_version: {fmt_version(min_version)}{prs_text}"
+
+
+@rule(code="VER001", name="versions.async-scheduling-race", title="Async scheduling on hybrid P/D before the race fixes",
+      severity=Severity.ERROR, category=Category.SILENT_CORRUPTION,
+      applies="hybrid model, P/D decode with async scheduling on (explicitly or by default), vLLM < 0.26",
+      source="seed (accuracy dropped to zero); vLLM PRs #45357 and #48481")
+def async_race(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That async scheduling on a hybrid P/D deployment runs on a vLLM that carries both race
+    fixes: 0.26.0 or later, or a build that declares `patches: [45357, 48481]`.
+
+    Why:
+    Two races in KV block transfer under async scheduling corrupt transferred state silently:
+    GSM8K accuracy dropped to zero while every health check passed. Async scheduling is on by
+    default where supported, so a recipe that does not mention it is exposed too. An image
+    tagged only by a commit proves nothing: the version gate does not pass silently.
+
+    Example:
+        engine: {vllm_version: 0.25.0}
+        decode: {async_scheduling: true}
+
+    Fix:
+        engine:
+          vllm_version: 0.26.0
+        # or, on an older engine:
+        decode:
+          async_scheduling: false
+    """
+    if not ctx.hybrid:
+        return
+    fixed = ctx.has_fix("async_pd_race")
+    if fixed:
+        return
+    for role, spec in ctx.roles():
+        if spec.async_scheduling is False:
+            continue
+        how = "on" if spec.async_scheduling else "on by default"
+        why = ("the vLLM version is unknown (set engine.vllm_version, or declare patches)" if fixed is None
+               else f"vLLM {fmt_version(ctx.version)} lacks the P/D async-scheduling race fixes")
+        yield Violation(f"{role}.async_scheduling", f"async scheduling is {how} on {role} and {why}",
+                        _needs("async_pd_race") + f"\n# or: {role}: {{async_scheduling: false}}")
+
+
+@rule(code="VER002", name="versions.gdn-pd", title="GDN state transfer needs vLLM 0.22",
+      severity=Severity.ERROR, category=Category.CRASH,
+      applies="hybrid model, NIXL connector",
+      source="vLLM PR #41869 (GDN layers in the NIXL P/D path)")
+def gdn_pd(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That a hybrid Gated DeltaNet model served in P/D over NIXL runs on vLLM 0.22.0 or later,
+    or a build that declares `patches: [41869]`.
+
+    Why:
+    Before PR #41869 the disaggregated path knew attention KV and Mamba state but not Qwen3.5's
+    GDN layers; the transfer cannot be set up.
+
+    Example:
+        engine: {vllm_version: 0.20.0}
+
+    Fix:
+        engine:
+          vllm_version: 0.26.0
+    """
+    if not (ctx.hybrid and ctx.uses_nixl):
+        return
+    fixed = ctx.has_fix("gdn_pd")
+    if fixed is False:
+        yield Violation("engine.vllm_version", f"vLLM {fmt_version(ctx.version)} cannot transfer GDN state over NIXL",
+                        _needs("gdn_pd"))
+    elif fixed is None:
+        yield Violation("engine.vllm_version", "the vLLM version is unknown, so GDN P/D support cannot be proven",
+                        _needs("gdn_pd"))
+
+
+@rule(code="VER003", name="versions.ds-env-var", title="VLLM_SSM_CONV_STATE_LAYOUT needs vLLM 0.20",
+      severity=Severity.ERROR, category=Category.CRASH,
+      applies="VLLM_SSM_CONV_STATE_LAYOUT set on a role",
+      source="vllm-facts (the variable appears in 0.20.0)")
+def ds_env_version(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That `VLLM_SSM_CONV_STATE_LAYOUT` is only relied on with vLLM 0.20.0 or later.
+
+    Why:
+    Older releases ignore the variable: the recipe looks right and the layout stays SD.
+
+    Example:
+        engine: {vllm_version: 0.19.0}
+        decode: {env: {VLLM_SSM_CONV_STATE_LAYOUT: DS}}
+
+    Fix:
+        engine:
+          vllm_version: 0.26.0
+    """
+    if ctx.version_at_least((0, 20, 0)) is not False:
+        return
+    for role, _ in ctx.roles():
+        if "VLLM_SSM_CONV_STATE_LAYOUT" in ctx.env(role):
+            yield Violation(ctx.env_path(role, "VLLM_SSM_CONV_STATE_LAYOUT"),
+                            f"vLLM {fmt_version(ctx.version)} ignores VLLM_SSM_CONV_STATE_LAYOUT", _needs("ds_layout_env"))
+
+
+# Flag availability: field -> list of (first version, accepted values or None for any).
+GDN_BACKENDS = [((0, 18, 0), {"flashinfer", "triton"}),
+                ((0, 32, 0), {"flashinfer", "triton", "cutedsl", "aiter_flydsl"}),  # read from 0.32.0
+                ((0, 33, 0), {"flashinfer", "triton", "cutedsl", "aiter_flydsl", "sycl"})]
+
+
+def gdn_backends_for(version: tuple[int, int, int] | None) -> set[str] | None:
+    """GDN prefill backends a release accepts on the command line; None = flag absent."""
+    if version is None:
+        return GDN_BACKENDS[-1][1]
+    accepted = None
+    for first, values in GDN_BACKENDS:
+        if version >= first:
+            accepted = values
+    return accepted
+
+
+@rule(code="VER004", name="versions.flag-availability", title="Flag or choice the vLLM version does not have",
+      severity=Severity.ERROR, category=Category.CRASH,
+      applies="any role with a version-specific flag",
+      source="vLLM arg_utils.py per release (vllm-facts: flags)")
+def flag_availability(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That every version-specific flag and choice the recipe asks for exists in its vLLM release:
+    `--gdn-prefill-backend` (absent before 0.18; flashinfer|triton until 0.21; cutedsl and
+    aiter_flydsl verified in 0.32; sycl in 0.33).
+
+    Why:
+    vLLM's parser rejects an unknown flag or choice and the process exits at once — on every
+    node of the job. recipectl never renders such a flag silently.
+
+    Example:
+        engine: {vllm_version: 0.20.0}
+        prefill: {gdn_prefill_backend: cutedsl}
+
+    Fix:
+        prefill:
+          gdn_prefill_backend: flashinfer
+    """
+    for role, spec in ctx.roles():
+        b = spec.gdn_prefill_backend
+        if b is None or b == "auto":
+            continue
+        accepted = gdn_backends_for(ctx.version)
+        if accepted is None:
+            yield Violation(f"{role}.gdn_prefill_backend",
+                            f"vLLM {fmt_version(ctx.version)} has no --gdn-prefill-backend",
+                            f"{role}:\n  gdn_prefill_backend: auto  # renders no flag")
+        elif b not in accepted:
+            yield Violation(f"{role}.gdn_prefill_backend",
+                            f"vLLM {fmt_version(ctx.version)} accepts --gdn-prefill-backend "
+                            f"{'|'.join(sorted(accepted))}, not {b}",
+                            f"{role}:\n  gdn_prefill_backend: {'flashinfer' if 'flashinfer' in accepted else 'auto'}")

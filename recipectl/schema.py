@@ -1,0 +1,427 @@
+"""The recipe schema (version 1): pydantic v2 models, frozen, unknown keys are errors.
+
+Impossible recipes fail here (exit 2); inadvisable ones are rules (recipectl/rules/).
+Defaults live here and nowhere else, so `recipectl show --resolved` shows exactly what runs.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SCHEMA_VERSION = 1
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class SchemaValueError(ValueError):
+    """A ValueError that carries a fix for the diagnostic."""
+
+    def __init__(self, message: str, fix: str | None = None):
+        super().__init__(message)
+        self.fix = fix
+
+
+# ---------------------------------------------------------------------------------------- model
+class ModelFamily(str, Enum):
+    HYBRID = "hybrid"  # Gated DeltaNet (linear attention, recurrent state) + full attention
+    DENSE = "dense"
+    MOE = "moe"  # full attention only, mixture of experts
+
+
+class Quantization(str, Enum):
+    NVFP4 = "nvfp4"
+    FP8 = "fp8"
+    BF16 = "bf16"
+
+
+class ModelSection(Strict):
+    path: str = Field(description="Hugging Face id or local directory of the model")
+    served_name: str | None = Field(None, description="--served-model-name; default: the path")
+    family: ModelFamily | None = Field(
+        None, description="hybrid | dense | moe; inferred from a local config.json or a built-in spec")
+    quantization: Quantization | None = None
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] | None = None
+    num_experts: int | None = Field(None, ge=1, description="routed experts (inferred when known)")
+    spec: str | None = Field(None, description="built-in model spec for planning, e.g. Qwen3.5-397B-A17B")
+    multimodal: bool | None = Field(None, description="the checkpoint has a vision/audio tower (inferred)")
+    language_model_only: bool = Field(False, description="--language-model-only (text workloads)")
+    max_model_len: int | None = Field(None, ge=1, description="--max-model-len for every endpoint")
+    load_format: str | None = None
+    trust_remote_code: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.served_name or self.path
+
+
+# --------------------------------------------------------------------------------------- engine
+_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def parse_version(text: str | None) -> tuple[int, int, int] | None:
+    if not text:
+        return None
+    m = _VERSION_RE.match(text.strip())
+    if not m:
+        return None
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+class EngineSection(Strict):
+    vllm_version: str | None = Field(
+        None, description="vLLM release the endpoints run, e.g. 0.26.0 (or read from the image tag)")
+    image: str | None = Field(None, description="container image; a release tag like v0.26.0 gives the version")
+    patches: list[int] = Field(default_factory=list,
+                               description="upstream vLLM PR numbers a nightly/patched build carries")
+    venv: str | None = Field(None, description="virtual environment whose bin/ holds vllm and vllm-router")
+    serve_command: list[str] = Field(default_factory=lambda: ["vllm", "serve"],
+                                     description="how to call the server; the model path follows")
+    router_command: list[str] = Field(default_factory=lambda: ["vllm-router"])
+    env: dict[str, str] = Field(default_factory=dict, description="environment for every process")
+
+    @field_validator("vllm_version")
+    @classmethod
+    def _version_parses(cls, v: str | None) -> str | None:
+        if v is not None and parse_version(v) is None:
+            raise SchemaValueError(f"'{v}' is not a vLLM version", fix="write it like 0.26.0")
+        return v
+
+    @property
+    def version(self) -> tuple[int, int, int] | None:
+        """The vLLM version, from vllm_version or a release-tagged image; None when unknown."""
+        if self.vllm_version:
+            return parse_version(self.vllm_version)
+        if self.image and ":" in self.image:
+            return parse_version(self.image.rsplit(":", 1)[1])
+        return None
+
+
+# -------------------------------------------------------------------------------------- cluster
+class GpuType(str, Enum):
+    GB200 = "GB200"
+    B200 = "B200"
+    H200 = "H200"
+    H100 = "H100"
+    CPU = "CPU"
+
+    @property
+    def family(self) -> str:
+        return {"GB200": "blackwell", "B200": "blackwell", "H200": "hopper", "H100": "hopper"}.get(self.value, "cpu")
+
+    @property
+    def memory_gib(self) -> float:
+        # HBM per GPU as sold; 0 for the CPU platform (its cache size comes from VLLM_CPU_KVCACHE_SPACE)
+        return {"GB200": 186.0, "B200": 180.0, "H200": 141.0, "H100": 80.0}.get(self.value, 0.0)
+
+
+class ClusterSection(Strict):
+    gpu: GpuType
+    gpus_per_node: int = Field(4, ge=0)
+    nodes: int = Field(1, ge=1)
+    hosts: list[str] | None = Field(None, description="host names/IPs, one per node (bash target)")
+    cpus_per_node: int | None = Field(None, ge=1, description="CPU platform: cores per host")
+    memory_gib_per_node: float | None = Field(None, gt=0, description="CPU platform: host memory")
+
+    @model_validator(mode="after")
+    def _hosts_match_nodes(self) -> "ClusterSection":
+        if self.hosts is not None and len(self.hosts) != self.nodes:
+            raise SchemaValueError(f"{len(self.hosts)} host(s) listed for {self.nodes} node(s)",
+                                   fix="list one host per node, or set nodes to the number of hosts")
+        if self.gpu is not GpuType.CPU and self.gpus_per_node < 1:
+            raise SchemaValueError("a GPU cluster needs gpus_per_node >= 1")
+        return self
+
+    @property
+    def host_names(self) -> list[str]:
+        return list(self.hosts) if self.hosts else [f"node{i}" for i in range(self.nodes)]
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.gpu is GpuType.CPU
+
+
+# ----------------------------------------------------------------------------------- parallelism
+_PAR_TOKEN = re.compile(r"(DEP|TP|DP|EP)(\d+)", re.I)
+
+
+class Parallelism(Strict):
+    tp: int = Field(1, ge=1, description="tensor parallel size")
+    dp: int = Field(1, ge=1, description="data parallel size")
+    expert_parallel: bool = Field(False, description="--enable-expert-parallel (EP size = TP x DP)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        """Accept DEP8 (DP 8 + expert parallel), TP4, DP2, and combinations such as TP2-DEP4."""
+        if isinstance(value, str):
+            text = value.strip().replace(" ", "")
+            tokens = _PAR_TOKEN.findall(text)
+            rest = _PAR_TOKEN.sub("", text).strip("-+x_")
+            if not tokens or rest:
+                raise SchemaValueError(f"'{value}' is not a parallel layout",
+                                       fix="write DEP8, TP4, DP2, TP2-DEP4, or {tp: 1, dp: 8, expert_parallel: true}")
+            out: dict[str, Any] = {}
+            for kind, num in tokens:
+                kind = kind.upper()
+                n = int(num)
+                if kind == "TP":
+                    out["tp"] = n
+                elif kind == "DP":
+                    out["dp"] = n
+                elif kind == "DEP":
+                    out["dp"] = n
+                    out["expert_parallel"] = True
+                elif kind == "EP":  # EPn: experts over n ranks made of DP ranks
+                    out.setdefault("dp", n)
+                    out["expert_parallel"] = True
+            return out
+        return value
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.dp
+
+    @property
+    def ep_size(self) -> int:
+        return self.tp * self.dp if self.expert_parallel else 1
+
+    @property
+    def label(self) -> str:
+        if self.expert_parallel:
+            return f"DEP{self.dp}" + (f"-TP{self.tp}" if self.tp > 1 else "")
+        parts = []
+        if self.tp > 1 or self.dp == 1:
+            parts.append(f"TP{self.tp}")
+        if self.dp > 1:
+            parts.append(f"DP{self.dp}")
+        return "-".join(parts)
+
+
+def _parse_tokens(value: Any) -> Any:
+    """vLLM accepts 16K / 1M style sizes for token counts; so do we."""
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*(\d+)\s*([kKmM]?)\s*", value)
+        if not m:
+            raise SchemaValueError(f"'{value}' is not a token count", fix="write a number like 16384 or 16K")
+        n = int(m.group(1))
+        unit = m.group(2).lower()
+        return n * {"": 1, "k": 1024, "m": 1024 * 1024}[unit]
+    return value
+
+
+TokenCount = Annotated[int, Field(ge=1)]
+
+
+# ------------------------------------------------------------------------------------------ roles
+class RoleSection(Strict):
+    endpoints: int = Field(1, ge=1, description="number of endpoints of this role")
+    parallel: Parallelism = Field(default_factory=Parallelism, description="per endpoint: DEP8, TP4, ...")
+    port: int = Field(..., ge=1, le=65535, description="HTTP port of the first endpoint; +1 per endpoint on a host")
+    side_channel_port: int = Field(..., ge=1, le=65535,
+                                   description="VLLM_NIXL_SIDE_CHANNEL_PORT base of the first endpoint on a host")
+    kv_role: Literal["kv_producer", "kv_consumer", "kv_both"] | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    extra_args: list[str] = Field(default_factory=list, description="extra vllm serve arguments, verbatim")
+    cpu_cores: list[str] | None = Field(
+        None, description="CPU platform: cores per endpoint, e.g. ['0'] or ['0-3', '4-7']")
+    data_parallel_rpc_port: int | None = Field(None, ge=1, le=65535,
+                                               description="--data-parallel-rpc-port (multi-node DP)")
+
+    # engine flags; None = not rendered (the engine's own default applies)
+    max_num_batched_tokens: TokenCount | None = None
+    max_num_seqs: int | None = Field(None, ge=1)
+    max_model_len: int | None = Field(None, ge=1)
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    async_scheduling: bool | None = None
+    mamba_ssm_cache_dtype: Literal["auto", "float32", "float16", "bfloat16"] | None = None
+    mamba_cache_dtype: Literal["auto", "float32", "float16", "bfloat16"] | None = None
+    kv_cache_dtype: str | None = None
+    block_size: int | None = Field(None, ge=1)
+    attention_backend: str | None = None
+    gdn_prefill_backend: Literal["auto", "flashinfer", "triton", "cutedsl", "aiter_flydsl", "sycl"] | None = None
+    stream_interval: int | None = Field(None, ge=1)
+    api_server_count: int | None = Field(None, ge=1)
+    enable_prefix_caching: bool | None = None
+    disable_hybrid_kv_cache_manager: bool | None = None
+    speculative_config: dict[str, Any] | None = None
+    max_cudagraph_capture_size: int | None = Field(None, ge=1)
+    enforce_eager: bool | None = None
+    all2all_backend: str | None = None
+    enable_eplb: bool | None = None
+
+    _tokens = field_validator("max_num_batched_tokens", mode="before")(_parse_tokens)
+
+    @model_validator(mode="after")
+    def _cores_per_endpoint(self) -> "RoleSection":
+        if self.cpu_cores is not None and len(self.cpu_cores) != self.endpoints:
+            raise SchemaValueError(
+                f"{len(self.cpu_cores)} cpu_cores entries for {self.endpoints} endpoint(s)",
+                fix="give one core list per endpoint, e.g. cpu_cores: ['0'] for one endpoint")
+        return self
+
+
+class PrefillRole(RoleSection):
+    port: int = Field(8100, ge=1, le=65535)
+    side_channel_port: int = Field(5600, ge=1, le=65535)
+
+    @property
+    def effective_kv_role(self) -> str:
+        return self.kv_role or "kv_producer"
+
+
+class DecodeRole(RoleSection):
+    port: int = Field(8200, ge=1, le=65535)
+    side_channel_port: int = Field(5700, ge=1, le=65535)
+
+    @property
+    def effective_kv_role(self) -> str:
+        return self.kv_role or "kv_consumer"
+
+
+# ---------------------------------------------------------------------------------- kv transfer
+class KVTransferSection(Strict):
+    connector: Literal["NixlConnector", "NixlPullConnector", "NixlPushConnector"] = "NixlConnector"
+    backends: list[str] = Field(default_factory=lambda: ["UCX"])
+    buffer_device: Literal["cuda", "cpu"] | None = Field(None, description="default: the platform's device")
+    load_failure_policy: Literal["fail", "recompute"] = "fail"
+    extra_config: dict[str, Any] = Field(default_factory=dict, description="more kv_connector_extra_config")
+
+
+# --------------------------------------------------------------------------------------- router
+RouterPolicy = Literal["random", "round_robin", "cache_aware", "kv_aware", "power_of_two",
+                       "consistent_hash", "sticky_least_loaded"]
+
+
+class RouterSection(Strict):
+    kind: Literal["vllm-router", "vllm-proxy"] = "vllm-router"
+    port: int = Field(30000, ge=1, le=65535)
+    host_index: int = Field(0, ge=0, description="which node runs the router")
+    policy: RouterPolicy | None = None
+    prefill_policy: RouterPolicy | None = None
+    decode_policy: RouterPolicy | None = None
+    prometheus_port: int | None = Field(None, ge=1, le=65535)
+    request_timeout_s: int | None = Field(None, ge=1)
+    worker_startup_timeout_s: int | None = Field(None, ge=1)
+    proxy_command: list[str] | None = Field(None, description="vllm-proxy: the command of the proxy server")
+    extra_args: list[str] = Field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------- workload
+class WorkloadSection(Strict):
+    isl: int = Field(..., ge=1, description="input sequence length (tokens)")
+    osl: int = Field(..., ge=1, description="output sequence length (tokens)")
+    random_range_ratio: float = Field(0.0, ge=0, lt=1)
+    concurrency: list[int] = Field(default_factory=lambda: [1], min_length=1)
+    prompts_per_concurrency: int = Field(10, ge=1, description="requests per level = this x concurrency")
+    text_only: bool = Field(True, description="the workload sends text only (no images/audio)")
+
+    @field_validator("concurrency")
+    @classmethod
+    def _positive(cls, v: list[int]) -> list[int]:
+        if any(c < 1 for c in v):
+            raise SchemaValueError("concurrency levels must be >= 1")
+        return v
+
+    @property
+    def max_isl(self) -> int:
+        return int(self.isl * (1 + self.random_range_ratio))
+
+    @property
+    def max_osl(self) -> int:
+        return int(self.osl * (1 + self.random_range_ratio))
+
+
+# --------------------------------------------------------------------------------------- checks
+class Gsm8kCheck(Strict):
+    enabled: bool = True
+    threshold: float = Field(0.88, ge=0, le=1, description="expected accuracy (the seed: 0.88)")
+    tolerance: float = Field(0.08, ge=0, le=1, description="pass when accuracy >= threshold - tolerance")
+    num_questions: int = Field(200, ge=1, le=1319)
+    num_shots: int = Field(5, ge=0, le=8)
+    concurrency: int = Field(64, ge=1)
+    max_tokens: int = Field(256, ge=1)
+    timeout_s: float = Field(600, gt=0, description="per request")
+
+
+class ParityCheck(Strict):
+    enabled: bool = True
+    reference: str = Field("prefill", description="'prefill' (its endpoint served directly) or a URL")
+    num_prompts: int = Field(20, ge=1)
+    max_tokens: int = Field(32, ge=1)
+    near_tie_nats: float = Field(0.1, ge=0, description="a divergence under this margin is numerical")
+    min_match_rate: float = Field(0.75, ge=0, le=1)
+
+
+class ChecksSection(Strict):
+    gsm8k: Gsm8kCheck = Field(default_factory=Gsm8kCheck)
+    parity: ParityCheck = Field(default_factory=ParityCheck)
+    timeout_s: float = Field(30, gt=0, description="per endpoint check")
+
+
+class LaunchSection(Strict):
+    ready_timeout_s: float = Field(1200, gt=0)
+    stop_grace_s: float = Field(20, gt=0)
+    run_dir: str = Field(".recipectl/runs", description="where run state and logs are kept")
+
+
+# --------------------------------------------------------------------------------------- recipe
+class Recipe(Strict):
+    version: Literal[1] = Field(..., description="recipe schema version")
+    name: str = Field(..., min_length=1)
+    description: str | None = None
+    model: ModelSection
+    engine: EngineSection = Field(default_factory=EngineSection)
+    cluster: ClusterSection
+    prefill: PrefillRole = Field(default_factory=PrefillRole)
+    decode: DecodeRole = Field(default_factory=DecodeRole)
+    kv_transfer: KVTransferSection = Field(default_factory=KVTransferSection)
+    router: RouterSection = Field(default_factory=RouterSection)
+    workload: WorkloadSection
+    checks: ChecksSection = Field(default_factory=ChecksSection)
+    launch: LaunchSection = Field(default_factory=LaunchSection)
+    matrix: dict[str, list[Any]] | None = Field(
+        None, description="field path -> values; expands into one recipe per combination")
+    ignore: dict[str, str] = Field(default_factory=dict, description="rule code -> reason it does not apply")
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_safe(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", v):
+            raise SchemaValueError(f"'{v}' cannot name a run", fix="use letters, digits, '.', '_' and '-'")
+        return v
+
+    @model_validator(mode="after")
+    def _infer_model(self, info: Any) -> "Recipe":
+        from .model_info import infer_model_section
+
+        base_dir = (info.context or {}).get("base_dir") if info is not None else None
+        inferred = infer_model_section(self.model, base_dir)
+        if inferred is not self.model:
+            object.__setattr__(self, "model", inferred)
+        return self
+
+    # -- derived facts the rules and renderers share
+    @property
+    def is_hybrid(self) -> bool:
+        return self.model.family is ModelFamily.HYBRID
+
+    @property
+    def roles(self) -> dict[str, RoleSection]:
+        return {"prefill": self.prefill, "decode": self.decode}
+
+    @property
+    def served_name(self) -> str:
+        return self.model.name
+
+    def role_env(self, role: str) -> dict[str, str]:
+        """Environment of a role's processes as the recipe states it (engine env, then role env)."""
+        return {**self.engine.env, **self.roles[role].env}
+
+    def max_model_len(self, role: str) -> int | None:
+        return self.roles[role].max_model_len or self.model.max_model_len

@@ -1,0 +1,170 @@
+"""Where every process of a recipe runs: endpoints placed on nodes and GPUs, their ports.
+
+Pure arithmetic over the recipe; the rules (fit, port collisions) and every render target
+(bash, Slurm, Kubernetes, local launch) read the same placement, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from .schema import Recipe, RoleSection
+
+
+@dataclass(frozen=True)
+class Process:
+    """One `vllm serve` process: a whole endpoint, or one node's share of a multi-node DP endpoint."""
+
+    role: str
+    endpoint: int  # index of the endpoint within its role
+    node: int  # index into cluster.host_names
+    host: str
+    gpus: tuple[int, ...]  # local GPU ids on that node (empty on the CPU platform)
+    dp_local: int  # DP ranks this process runs
+    dp_start_rank: int
+    headless: bool  # a follower of a multi-node DP endpoint (no API server)
+    http_port: int
+    side_channel_base: int  # VLLM_NIXL_SIDE_CHANNEL_PORT; vLLM adds the DP rank
+    cpu_cores: str | None = None
+
+    @property
+    def name(self) -> str:
+        base = f"{self.role}-{self.endpoint}"
+        return f"{base}-node{self.node}" if self.headless or self.dp_start_rank else base
+
+    @property
+    def side_channel_ports(self) -> range:
+        return range(self.side_channel_base + self.dp_start_rank,
+                     self.side_channel_base + self.dp_start_rank + self.dp_local)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    role: str
+    index: int
+    processes: tuple[Process, ...]
+
+    @property
+    def leader(self) -> Process:
+        return self.processes[0]
+
+    @property
+    def multi_node(self) -> bool:
+        return len({p.node for p in self.processes}) > 1
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}-{self.index}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.leader.host}:{self.leader.http_port}"
+
+
+@dataclass
+class Placement:
+    endpoints: list[Endpoint] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # why something did not fit
+    router_node: int = 0
+    router_host: str = ""
+    router_port: int = 30000
+
+    def role(self, role: str) -> list[Endpoint]:
+        return [e for e in self.endpoints if e.role == role]
+
+    @property
+    def processes(self) -> list[Process]:
+        return [p for e in self.endpoints for p in e.processes]
+
+    @property
+    def hosts_of(self) -> dict[str, set[str]]:
+        return {r: {p.host for e in self.role(r) for p in e.processes} for r in ("prefill", "decode")}
+
+    @property
+    def router_url(self) -> str:
+        return f"http://{self.router_host}:{self.router_port}"
+
+    @cached_property
+    def gpus_needed(self) -> int:
+        return sum(len(p.gpus) for p in self.processes)
+
+
+def place(recipe: Recipe) -> Placement:
+    """Place endpoints: multi-node endpoints first on whole nodes, then the rest first-fit.
+
+    Ports: the k-th endpoint of a role on a host gets `port + k` and a side-channel base of
+    `side_channel_port + k * dp_size`, so that vLLM's `base + DP rank` ports never overlap.
+    """
+    cluster = recipe.cluster
+    hosts = cluster.host_names
+    out = Placement(router_node=min(recipe.router.host_index, len(hosts) - 1),
+                    router_port=recipe.router.port)
+    out.router_host = hosts[out.router_node]
+    free: list[list[int]] = [list(range(cluster.gpus_per_node)) for _ in hosts]
+    per_host_count: dict[tuple[str, int], int] = {}
+
+    def ports(role: str, spec: RoleSection, node: int) -> tuple[int, int]:
+        k = per_host_count.get((role, node), 0)
+        per_host_count[(role, node)] = k + 1
+        return spec.port + k, spec.side_channel_port + k * spec.parallel.dp
+
+    order = sorted(recipe.roles.items(), key=lambda kv: -kv[1].parallel.gpus)
+    placed: dict[tuple[str, int], Endpoint] = {}
+    for role, spec in order:
+        for i in range(spec.endpoints):
+            ep = _place_endpoint(recipe, role, spec, i, free, ports, out)
+            if ep is not None:
+                placed[(role, i)] = ep
+    for role in ("prefill", "decode"):
+        for i in range(recipe.roles[role].endpoints):
+            if (role, i) in placed:
+                out.endpoints.append(placed[(role, i)])
+    return out
+
+
+def _place_endpoint(recipe, role, spec: RoleSection, i, free, ports, out: Placement) -> Endpoint | None:
+    cluster = recipe.cluster
+    hosts = cluster.host_names
+    par = spec.parallel
+    cores = spec.cpu_cores[i] if spec.cpu_cores else None
+    if cluster.is_cpu:
+        # CPU platform: one process per endpoint, all DP ranks local; nodes are used round-robin.
+        node = i % len(hosts)
+        http, side = ports(role, spec, node)
+        proc = Process(role, i, node, hosts[node], (), par.dp, 0, False, http, side, cores)
+        return Endpoint(role, i, (proc,))
+    gpn = cluster.gpus_per_node
+    need = par.gpus
+    if par.tp > gpn:
+        out.problems.append(f"{role} endpoint {i}: TP {par.tp} exceeds {gpn} GPUs per node")
+        return None
+    if need <= gpn:
+        for node, gpus in enumerate(free):
+            if len(gpus) >= need:
+                take = tuple(gpus[:need])
+                del gpus[:need]
+                http, side = ports(role, spec, node)
+                proc = Process(role, i, node, hosts[node], take, par.dp, 0, False, http, side, cores)
+                return Endpoint(role, i, (proc,))
+        out.problems.append(f"{role} endpoint {i} ({par.label}, {need} GPUs) does not fit on the free GPUs")
+        return None
+    # multi-node data parallel: whole nodes, gpus_per_node // tp DP ranks per node
+    ranks_per_node = gpn // par.tp
+    if par.dp % ranks_per_node:
+        out.problems.append(f"{role} endpoint {i}: DP {par.dp} does not split into {ranks_per_node} ranks per node")
+        return None
+    n_nodes = par.dp // ranks_per_node
+    empty = [n for n, g in enumerate(free) if len(g) == gpn]
+    if len(empty) < n_nodes:
+        out.problems.append(f"{role} endpoint {i} ({par.label}) needs {n_nodes} whole nodes; "
+                            f"{len(empty)} free")
+        return None
+    procs = []
+    for j, node in enumerate(empty[:n_nodes]):
+        take = tuple(free[node][: ranks_per_node * par.tp])
+        del free[node][: ranks_per_node * par.tp]
+        http, side = ports(role, spec, node) if j == 0 else (spec.port, spec.side_channel_port)
+        procs.append(Process(role, i, node, hosts[node], take, ranks_per_node, j * ranks_per_node, j > 0,
+                             http, side if j == 0 else procs[0].side_channel_base, cores))
+    return Endpoint(role, i, tuple(procs))

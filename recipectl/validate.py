@@ -1,0 +1,99 @@
+"""`recipectl validate`: collect recipe files, load, run rules, build reports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .diagnostics import FileReport, Severity
+from .errors import ExitCode, RecipectlError
+from .loader import LoadedRecipe, load_file
+
+
+def collect_files(paths: list[str]) -> list[Path]:
+    """Files named directly, and every *.yaml / *.yml under directories (sorted, recursive)."""
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted(f for f in p.rglob("*") if f.suffix in (".yaml", ".yml") and f.is_file())
+            if not found:
+                raise RecipectlError(f"{raw}: no *.yaml recipes in this directory",
+                                     fix="name recipe files directly, or point at recipes/")
+            out.extend(found)
+        else:
+            out.append(p)
+    return out
+
+
+def validate_file(path: Path, *, select: set[str] | None = None) -> tuple[FileReport, list[LoadedRecipe]]:
+    from .rules import check_recipe
+
+    result = load_file(path)
+    report = FileReport(file=result.file, diagnostics=list(result.diagnostics), valid=result.ok)
+    if result.recipes:
+        names = {r.recipe.name for r in result.recipes}
+        report.recipe_name = result.recipes[0].recipe.name if len(names) == 1 else f"{len(names)} variants"
+    if report.valid:
+        report.diagnostics.extend(_merge_variants(
+            [(loaded.variant, check_recipe(loaded, select=select)) for loaded in result.recipes]))
+    return report, result.recipes
+
+
+def _merge_variants(per_variant: list) -> list:
+    """A finding every variant shares is reported once; one that only some variants have names them."""
+    from dataclasses import replace
+
+    order: list = []
+    where: dict = {}
+    for variant, diags in per_variant:
+        for d in diags:
+            if d not in where:
+                where[d] = []
+                order.append(d)
+            where[d].append(variant)
+    out = []
+    for d in order:
+        variants = where[d]
+        if len(per_variant) > 1 and len(variants) < len(per_variant):
+            d = replace(d, message=f"{d.message} (in {', '.join(v or '?' for v in variants)})")
+        out.append(d)
+    return out
+
+
+def exit_code_for(reports: list[FileReport], *, strict: bool) -> ExitCode:
+    if any(not r.valid for r in reports):
+        return ExitCode.INVALID
+    if any(r.count(Severity.ERROR) for r in reports):
+        return ExitCode.FINDINGS
+    if strict and any(r.count(Severity.WARNING) for r in reports):
+        return ExitCode.FINDINGS
+    return ExitCode.OK
+
+
+def load_one(path: str) -> LoadedRecipe:
+    """Load a recipe for commands that act on one (render, launch, plan): invalid input is an error."""
+    report, recipes = validate_file(Path(path))
+    if not report.valid:
+        from .diagnostics import format_reports_text
+
+        raise RecipectlError(format_reports_text([report]).rstrip(), fix="recipectl validate " + path)
+    if len(recipes) != 1:
+        names = ", ".join(r.recipe.name for r in recipes)
+        raise RecipectlError(f"{path} expands into {len(recipes)} recipes ({names})",
+                             fix="pick one with --variant NAME, or write it out with recipectl expand")
+    return recipes[0]
+
+
+def load_variant(path: str, variant: str | None) -> LoadedRecipe:
+    if variant is None:
+        return load_one(path)
+    report, recipes = validate_file(Path(path))
+    if not report.valid:
+        from .diagnostics import format_reports_text
+
+        raise RecipectlError(format_reports_text([report]).rstrip())
+    for r in recipes:
+        if r.recipe.name == variant or (r.variant or "").endswith(variant):
+            return r
+    raise RecipectlError(f"no variant {variant!r} in {path}",
+                         fix="variants: " + ", ".join(r.recipe.name for r in recipes))
