@@ -158,8 +158,8 @@ def gdn_head_dims(ctx: RuleContext) -> Iterator[Violation]:
     if not cfg:
         return
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
-    for key in ("linear_key_head_dim", "linear_value_head_dim"):
-        dim = text.get(key)
-        if dim is not None and dim not in (64, 128):
-            yield Violation("model.path", f"the model's {key} is {dim}; CPU GDN kernels take 64 or 128",
-                            "# use a model whose GDN head dims are 64 or 128")
+    bad = [f"{key} {text[key]}" for key in ("linear_key_head_dim", "linear_value_head_dim")
+           if text.get(key) is not None and text[key] not in (64, 128)]
+    if bad:
+        yield Violation("model.path", f"the model's {' and '.join(bad)}: CPU GDN kernels take 64 or 128",
+                        "# use a model whose GDN head dims are 64 or 128")

@@ -33,10 +33,17 @@ def max_model_len(ctx: RuleContext) -> Iterator[Violation]:
     """
     w = ctx.recipe.workload
     need = w.max_isl + w.max_osl
+    flagged: set[str] = set()
     for role, _ in ctx.roles():
         have = ctx.recipe.max_model_len(role)
-        if have is not None and have < need:
-            path = f"{role}.max_model_len" if ctx.recipe.roles[role].max_model_len else "model.max_model_len"
-            yield Violation(path, f"{role} max_model_len {have} is below the longest request {need} "
-                                  f"(ISL {w.isl} and OSL {w.osl} with range ratio {w.random_range_ratio})",
-                            f"model:\n  max_model_len: {need}")
+        if have is None or have >= need:
+            continue
+        own = ctx.recipe.roles[role].max_model_len is not None
+        path = f"{role}.max_model_len" if own else "model.max_model_len"
+        if path in flagged:
+            continue
+        flagged.add(path)
+        who = role if own else "every role"
+        yield Violation(path, f"max_model_len {have} ({who}) is below the longest request {need} "
+                              f"(ISL {w.isl} and OSL {w.osl} with range ratio {w.random_range_ratio})",
+                        f"{role if own else 'model'}:\n  max_model_len: {need}")

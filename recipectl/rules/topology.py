@@ -33,15 +33,24 @@ def fit(ctx: RuleContext) -> Iterator[Violation]:
         cluster:
           nodes: 4
     """
-    if ctx.is_cpu:
+    if ctx.is_cpu or not ctx.placement.problems:
         return
-    total = ctx.recipe.cluster.nodes * ctx.recipe.cluster.gpus_per_node
+    c = ctx.recipe.cluster
+    total = c.nodes * c.gpus_per_node
     need = sum(s.endpoints * s.parallel.gpus for _, s in ctx.roles())
-    import math
-    nodes_needed = math.ceil(need / max(1, ctx.recipe.cluster.gpus_per_node))
-    for problem in ctx.placement.problems:
-        yield Violation("cluster.nodes", f"{problem} ({need} GPUs wanted, {total} in the cluster)",
-                        f"cluster:\n  nodes: {max(nodes_needed, ctx.recipe.cluster.nodes + 1)}")
+    tp_too_wide = [p for p in ctx.placement.problems if "GPUs per node" in p]
+    for role, spec in ctx.roles():
+        if spec.parallel.tp > c.gpus_per_node:
+            yield Violation(f"{role}.parallel", f"{role} TP {spec.parallel.tp} exceeds the {c.gpus_per_node} GPUs "
+                            "of a node; tensor parallelism stays within a node",
+                            f"{role}:\n  parallel: {{tp: {c.gpus_per_node}, dp: "
+                            f"{spec.parallel.dp * spec.parallel.tp // c.gpus_per_node}}}")
+    rest = [p for p in ctx.placement.problems if p not in tp_too_wide]
+    if rest:
+        nodes_needed = -(-need // max(1, c.gpus_per_node))
+        yield Violation("cluster.nodes", f"{len(rest)} endpoint(s) do not fit: {rest[0]} "
+                        f"({need} GPUs wanted, {total} in the cluster)",
+                        f"cluster:\n  nodes: {max(nodes_needed, c.nodes + 1)}")
 
 
 @rule(code="TOP002", name="topology.expert-split", title="Expert count divisible by the EP size",

@@ -1,0 +1,63 @@
+"""The rule registry itself: every rule documented, with a fix and a source; docs/rules.md fresh."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from recipectl.diagnostics import Category, Severity
+from recipectl.ruledocs import rule_page, rules_markdown
+from recipectl.rules import all_rules
+from recipectl.rules.registry import Violation, rule
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_rule_is_complete():
+    rules = all_rules()
+    assert len(rules) >= 30
+    for r in rules:
+        assert r.source and r.applies and r.title
+        for section in ("What it checks", "Why", "Example", "Fix"):
+            assert r.doc[section].strip(), (r.code, section)
+        assert r.code in rule_page(r)
+
+
+def test_codes_and_names_are_unique():
+    rules = all_rules()
+    assert len({r.code for r in rules}) == len(rules)
+    assert len({r.name for r in rules}) == len(rules)
+
+
+def test_malformed_rules_fail_at_import():
+    with pytest.raises(TypeError, match="lacks section"):
+        @rule(code="ZZZ901", name="test.bad-doc", title="t", severity=Severity.ERROR,
+              category=Category.CRASH, applies="x", source="y")
+        def bad(ctx):
+            """What it checks: nothing."""
+            yield Violation("a", "b", "c")
+    with pytest.raises(TypeError, match="must look like"):
+        @rule(code="bad", name="test.bad-code", title="t", severity=Severity.ERROR,
+              category=Category.CRASH, applies="x", source="y")
+        def bad2(ctx):
+            yield Violation("a", "b", "c")
+    with pytest.raises(TypeError, match="registered twice"):
+        @rule(code="HYB001", name="test.dup", title="t", severity=Severity.ERROR,
+              category=Category.CRASH, applies="x", source="y")
+        def dup(ctx):
+            """What it checks:
+            x
+            Why:
+            x
+            Example:
+            x
+            Fix:
+            x
+            """
+            yield Violation("a", "b", "c")
+
+
+def test_docs_rules_md_is_current():
+    current = (ROOT / "docs" / "rules.md").read_text()
+    assert current == rules_markdown(), "docs/rules.md is stale: python -m recipectl.ruledocs > docs/rules.md"

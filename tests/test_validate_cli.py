@@ -1,0 +1,118 @@
+"""`recipectl validate` as a user runs it: exit codes, positions, fixes, JSON, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+GB200 = ROOT / "recipes" / "gb200" / "qwen3.5-397b-nvfp4-pd.yaml"
+
+
+def _gb200_variant(tmp_path: Path, edit) -> Path:
+    data = yaml.safe_load(GB200.read_text())
+    edit(data)
+    out = tmp_path / "recipe.yaml"
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    return out
+
+
+def test_shipped_recipes_validate_clean(recipectl_cli):
+    r = recipectl_cli("validate", "recipes/")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "0 error(s)" in r.stdout
+
+
+def test_gb200_without_ds_on_decode_fails_with_rule_field_and_fix(recipectl_cli, tmp_path):
+    path = _gb200_variant(tmp_path, lambda d: d["decode"]["env"].pop("VLLM_SSM_CONV_STATE_LAYOUT"))
+    r = recipectl_cli("validate", str(path))
+    assert r.returncode == 1
+    assert "HYB001 error" in r.stdout
+    assert "[decode.env.VLLM_SSM_CONV_STATE_LAYOUT]" in r.stdout
+    assert "VLLM_SSM_CONV_STATE_LAYOUT: DS" in r.stdout  # the fix, as YAML
+
+
+def test_gb200_on_vllm_025_with_async_fails(recipectl_cli, tmp_path):
+    def edit(d):
+        d["engine"]["vllm_version"] = "0.25.0"
+        d["engine"].pop("image")
+    path = _gb200_variant(tmp_path, edit)
+    r = recipectl_cli("validate", str(path), "--format", "json")
+    assert r.returncode == 1
+    body = json.loads(r.stdout)
+    found = {(f["code"], f["path"]) for f in body["files"][0]["findings"]}
+    assert ("VER001", "decode.async_scheduling") in found
+    finding = next(f for f in body["files"][0]["findings"] if f["code"] == "VER001")
+    assert finding["fix"] and finding["line"] and finding["severity"] == "error"
+    assert body["summary"]["errors"] >= 1
+
+
+def test_yaml_syntax_error_is_a_position_not_a_traceback(recipectl_cli, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\nname: x\nmodel:\n  path: [unclosed\ncluster: {gpu: CPU}\n")
+    r = recipectl_cli("validate", str(bad))
+    assert r.returncode == 2
+    assert "Traceback" not in r.stdout + r.stderr
+    assert f"{bad}:" in r.stdout and "YAML syntax error" in r.stdout
+
+
+def test_unknown_key_suggests_the_right_one(recipectl_cli, tmp_path):
+    text = GB200.read_text().replace("  max_num_batched_tokens: 16384", "  max_num_batched_token: 16384")
+    bad = tmp_path / "typo.yaml"
+    bad.write_text(text)
+    r = recipectl_cli("validate", str(bad))
+    assert r.returncode == 2
+    line = next(i + 1 for i, ln in enumerate(text.splitlines()) if "max_num_batched_token:" in ln)
+    assert f"typo.yaml:{line}:3 SCH002 error: unknown key 'max_num_batched_token'" in r.stdout
+    assert "did you mean 'max_num_batched_tokens'?" in r.stdout
+
+
+def test_wrong_type_and_duplicate_key(recipectl_cli, tmp_path):
+    bad = tmp_path / "types.yaml"
+    bad.write_text("version: 1\nname: x\nmodel: {path: m}\ncluster: {gpu: TPU}\nworkload: {isl: many, osl: 1}\n")
+    r = recipectl_cli("validate", str(bad))
+    assert r.returncode == 2
+    assert "cluster.gpu" in r.stdout and "workload.isl" in r.stdout
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("version: 1\nname: x\nname: y\n")
+    r = recipectl_cli("validate", str(dup))
+    assert r.returncode == 2 and "duplicate key 'name'" in r.stdout
+
+
+def test_strict_makes_warnings_fail(recipectl_cli, tmp_path):
+    path = _gb200_variant(tmp_path, lambda d: d["decode"].pop("mamba_ssm_cache_dtype"))
+    assert recipectl_cli("validate", str(path)).returncode == 0
+    r = recipectl_cli("validate", str(path), "--strict")
+    assert r.returncode == 1 and "PRF002 warning" in r.stdout
+
+
+def test_missing_file_and_empty_directory(recipectl_cli, tmp_path):
+    r = recipectl_cli("validate", str(tmp_path / "nope.yaml"))
+    assert r.returncode == 2 and "no such file" in r.stdout
+    r = recipectl_cli("validate", str(tmp_path))
+    assert r.returncode == 2 and "no *.yaml recipes" in r.stderr
+
+
+def test_matrix_expands_into_the_seeds_five_configurations(recipectl_cli):
+    r = recipectl_cli("expand", str(GB200), "--format", "names")
+    assert r.returncode == 0
+    names = r.stdout.split()
+    assert len(names) == 5 and names[0].endswith("prefill-endpoints-4") and names[-1].endswith("prefill-endpoints-8")
+
+
+def test_show_resolved_includes_defaults(recipectl_cli):
+    r = recipectl_cli("show", str(GB200), "--resolved", "--variant", "prefill-endpoints-8", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["prefill"]["endpoints"] == 8
+    assert data["kv_transfer"]["load_failure_policy"] == "fail"  # a default, shown
+    assert data["model"]["family"] == "hybrid"  # inferred from the known model
+
+
+def test_explain_and_rules(recipectl_cli):
+    r = recipectl_cli("explain", "VER001")
+    assert r.returncode == 0 and "Why:" in r.stdout and "45357" in r.stdout
+    r = recipectl_cli("rules", "--format", "json")
+    assert r.returncode == 0 and len(json.loads(r.stdout)) >= 30
