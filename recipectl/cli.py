@@ -125,6 +125,38 @@ def expand(
         _echo(yaml.safe_dump_all(docs, sort_keys=False))
 
 
+class Target(str, Enum):
+    bash = "bash"
+    slurm = "slurm"
+    k8s = "k8s"
+
+
+@app.command()
+def render(
+    recipe: str = typer.Argument(...),
+    target: Target = typer.Option(Target.bash, "--target", "-t", help="bash, slurm or k8s"),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="directory to write; stdout when omitted"),
+    variant: Optional[str] = typer.Option(None, "--variant", help="one variant of a matrix recipe"),
+) -> None:
+    """Render the deployment (every vllm serve process and the router) for a target."""
+    from pathlib import Path
+
+    from .render.processes import build_deployment
+    from .render.targets import render as render_target
+    from .render.targets import write
+    from .validate import load_variant
+
+    files_out = render_target(build_deployment(load_variant(recipe, variant).recipe), target.value)
+    if out is None:
+        for f in files_out:
+            if len(files_out) > 1:
+                _echo(f"# ---- {f.name}")
+            _echo(f.text)
+        return
+    for p in write(files_out, Path(out)):
+        sys.stderr.write(f"wrote {p}\n")
+
+
 def _dump(data: dict, format: str) -> None:
     if format == "json":
         import json
@@ -152,12 +184,11 @@ def main() -> None:
     except SystemExit:
         raise
     except Exception as e:  # noqa: BLE001 - last resort: a bug, not bad input
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
+        # usage errors from the (vendored) click parser: print them as click would, exit 2
+        if callable(getattr(e, "show", None)) and hasattr(e, "exit_code"):
             e.show()
             sys.exit(int(ExitCode.INVALID))
-        if isinstance(e, click.exceptions.Abort):
+        if type(e).__name__ == "Abort":  # Ctrl-C inside a prompt
             sys.stderr.write("recipectl: interrupted\n")
             sys.exit(int(ExitCode.INTERRUPTED))
         import tempfile

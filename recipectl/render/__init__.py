@@ -1,0 +1,1 @@
+"""Render a recipe into processes (argv + env) and into bash, Slurm and Kubernetes files."""

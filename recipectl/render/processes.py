@@ -1,0 +1,227 @@
+"""The deployment as typed processes: for every endpoint process and the router, its argv,
+its environment and where it runs. Every target renders from this one list, so the bash script,
+the sbatch script, the manifests and `recipectl launch` start exactly the same commands."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from ..errors import RecipectlError
+from ..rules.context import fmt_version
+from ..rules.versions import gdn_backends_for
+from ..schema import Recipe, RoleSection
+from ..topology import Placement, Process, place
+from .values import NodeAddress, UrlOf, Value, parse_env_value
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    name: str  # prefill-0, decode-0-node3, router
+    kind: str  # prefill | decode | router
+    node: int
+    host: str
+    argv: tuple[Value, ...]
+    env: tuple[tuple[str, Value], ...]
+    port: int | None  # HTTP port it serves (None for headless followers)
+    gpus: tuple[int, ...] = ()
+    headless: bool = False
+    endpoint: int = 0
+
+    @property
+    def health_path(self) -> str:
+        return "/health"
+
+    def env_dict(self) -> dict[str, Value]:
+        return dict(self.env)
+
+
+@dataclass
+class Deployment:
+    recipe: Recipe
+    placement: Placement
+    processes: list[ProcessSpec] = field(default_factory=list)
+
+    @property
+    def workers(self) -> list[ProcessSpec]:
+        return [p for p in self.processes if p.kind != "router"]
+
+    @property
+    def router(self) -> ProcessSpec:
+        return next(p for p in self.processes if p.kind == "router")
+
+    @property
+    def nodes_used(self) -> list[int]:
+        return sorted({p.node for p in self.processes})
+
+    def on_node(self, node: int) -> list[ProcessSpec]:
+        return [p for p in self.processes if p.node == node]
+
+
+def _flag(argv: list, name: str, value) -> None:
+    if value is None:
+        return
+    argv += [name, str(value)]
+
+
+def _bool_flag(argv: list, name: str, value: bool | None) -> None:
+    """vLLM's boolean flags take --x / --no-x (argparse BooleanOptionalAction)."""
+    if value is None:
+        return
+    argv.append(name if value else "--no-" + name[2:])
+
+
+def kv_transfer_json(recipe: Recipe, role: str) -> str:
+    kv = recipe.kv_transfer
+    spec: RoleSection = recipe.roles[role]
+    device = kv.buffer_device or ("cpu" if recipe.cluster.is_cpu else "cuda")
+    config = {
+        "kv_connector": kv.connector,
+        "kv_role": spec.effective_kv_role,  # type: ignore[attr-defined]
+        "kv_buffer_device": device,
+        "kv_load_failure_policy": kv.load_failure_policy,
+        "kv_connector_extra_config": {"backends": list(kv.backends), **kv.extra_config},
+    }
+    return json.dumps(config, separators=(",", ":"), sort_keys=False)
+
+
+def serve_argv(recipe: Recipe, proc: Process, placement: Placement) -> list[Value]:
+    """The `vllm serve` command line of one process, every flag from a typed field."""
+    spec = recipe.roles[proc.role]
+    model = recipe.model
+    version = recipe.engine.version
+    argv: list[Value] = [*recipe.engine.serve_command, model.path]
+    _flag(argv, "--served-model-name", model.name)
+    if not proc.headless:
+        argv += ["--host", "0.0.0.0" if not recipe.cluster.is_cpu else proc.host, "--port", str(proc.http_port)]
+    par = spec.parallel
+    if par.tp > 1:
+        _flag(argv, "--tensor-parallel-size", par.tp)
+    if par.dp > 1:
+        _flag(argv, "--data-parallel-size", par.dp)
+        endpoint = next(e for e in placement.role(proc.role) if e.index == proc.endpoint)
+        if endpoint.multi_node:
+            _flag(argv, "--data-parallel-size-local", proc.dp_local)
+            _flag(argv, "--data-parallel-start-rank", proc.dp_start_rank)
+            argv += ["--data-parallel-address", NodeAddress(endpoint.leader.node)]
+            _flag(argv, "--data-parallel-rpc-port", spec.data_parallel_rpc_port)
+            if proc.headless:
+                argv.append("--headless")
+    if par.expert_parallel:
+        argv.append("--enable-expert-parallel")
+    _flag(argv, "--dtype", model.dtype)
+    _flag(argv, "--load-format", model.load_format)
+    if model.trust_remote_code:
+        argv.append("--trust-remote-code")
+    if model.language_model_only:
+        argv.append("--language-model-only")
+    _flag(argv, "--max-model-len", recipe.max_model_len(proc.role))
+    _flag(argv, "--max-num-batched-tokens", spec.max_num_batched_tokens)
+    _flag(argv, "--max-num-seqs", spec.max_num_seqs)
+    _flag(argv, "--gpu-memory-utilization", spec.gpu_memory_utilization)
+    _bool_flag(argv, "--async-scheduling", spec.async_scheduling)
+    _flag(argv, "--mamba-ssm-cache-dtype", spec.mamba_ssm_cache_dtype)
+    _flag(argv, "--mamba-cache-dtype", spec.mamba_cache_dtype)
+    _flag(argv, "--kv-cache-dtype", spec.kv_cache_dtype)
+    _flag(argv, "--block-size", spec.block_size)
+    _flag(argv, "--attention-backend", spec.attention_backend)
+    backend = spec.gdn_prefill_backend
+    if backend not in (None, "auto"):  # 'auto' is vLLM's own default: no flag
+        accepted = gdn_backends_for(version)
+        if accepted is None or backend not in accepted:
+            raise RecipectlError(
+                f"vLLM {fmt_version(version)} does not accept --gdn-prefill-backend {backend} ({proc.role})",
+                fix="recipectl validate explains it (VER004); set gdn_prefill_backend: auto")
+        _flag(argv, "--gdn-prefill-backend", backend)
+    _flag(argv, "--stream-interval", spec.stream_interval)
+    _flag(argv, "--api-server-count", spec.api_server_count)
+    _bool_flag(argv, "--enable-prefix-caching", spec.enable_prefix_caching)
+    _bool_flag(argv, "--disable-hybrid-kv-cache-manager", spec.disable_hybrid_kv_cache_manager)
+    if spec.speculative_config:
+        argv += ["--speculative-config", json.dumps(spec.speculative_config, separators=(",", ":"))]
+    _flag(argv, "--max-cudagraph-capture-size", spec.max_cudagraph_capture_size)
+    if spec.enforce_eager:
+        argv.append("--enforce-eager")
+    _flag(argv, "--all2all-backend", spec.all2all_backend)
+    if spec.enable_eplb:
+        argv.append("--enable-eplb")
+    argv += ["--kv-transfer-config", kv_transfer_json(recipe, proc.role)]
+    argv += list(spec.extra_args)
+    return argv
+
+
+def process_env(recipe: Recipe, proc: Process, placement: Placement) -> list[tuple[str, Value]]:
+    env: dict[str, Value] = {k: parse_env_value(v) for k, v in recipe.role_env(proc.role).items()}
+    env.setdefault("VLLM_NIXL_SIDE_CHANNEL_PORT", str(proc.side_channel_base))
+    multi_host = len({p.host for p in placement.processes}) > 1
+    if multi_host or not recipe.cluster.is_cpu:
+        env.setdefault("VLLM_NIXL_SIDE_CHANNEL_HOST", NodeAddress(proc.node))
+    else:
+        env.setdefault("VLLM_NIXL_SIDE_CHANNEL_HOST", proc.host)
+    if proc.gpus:
+        env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(map(str, proc.gpus)))
+    if recipe.cluster.is_cpu and proc.cpu_cores is not None:
+        # vLLM's CPU backend binds its OpenMP threads to these cores; with no core reserved for
+        # the front-end, two servers on a small host do not fight over the same core.
+        env.setdefault("VLLM_CPU_OMP_THREADS_BIND", proc.cpu_cores)
+        env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+    return sorted(env.items())
+
+
+def router_argv(recipe: Recipe, placement: Placement) -> list[Value]:
+    r = recipe.router
+    if r.kind == "vllm-proxy":
+        if not r.proxy_command:
+            raise RecipectlError("router.kind vllm-proxy needs router.proxy_command",
+                                 fix="router:\n  proxy_command: [python, toy_proxy_server.py]")
+        argv: list[Value] = [*r.proxy_command, "--port", str(r.port)]
+        for e in placement.role("prefill"):
+            argv += ["--prefiller-host", NodeAddress(e.leader.node), "--prefiller-port", str(e.leader.http_port)]
+        for e in placement.role("decode"):
+            argv += ["--decoder-host", NodeAddress(e.leader.node), "--decoder-port", str(e.leader.http_port)]
+        return argv + list(r.extra_args)
+    argv = [*recipe.engine.router_command, "--vllm-pd-disaggregation"]
+    for e in placement.role("prefill"):
+        argv += ["--prefill", _url(recipe, e.leader)]
+    for e in placement.role("decode"):
+        argv += ["--decode", _url(recipe, e.leader)]
+    argv += ["--host", "0.0.0.0" if not recipe.cluster.is_cpu else placement.router_host,
+             "--port", str(r.port)]
+    _flag(argv, "--policy", r.policy)
+    _flag(argv, "--prefill-policy", r.prefill_policy)
+    _flag(argv, "--decode-policy", r.decode_policy)
+    if recipe.kv_transfer.connector.startswith("Nixl"):
+        argv += ["--kv-connector", "nixl"]
+    _flag(argv, "--prometheus-port", r.prometheus_port)
+    _flag(argv, "--request-timeout-secs", r.request_timeout_s)
+    _flag(argv, "--worker-startup-timeout-secs", r.worker_startup_timeout_s)
+    return argv + list(r.extra_args)
+
+
+def _url(recipe: Recipe, proc: Process) -> Value:
+    """Worker URL as the router sees it. A literal when hosts are known, else built on the node."""
+    if recipe.cluster.hosts:
+        return f"http://{proc.host}:{proc.http_port}"
+    return UrlOf(proc.node, proc.http_port)
+
+
+def build_deployment(recipe: Recipe) -> Deployment:
+    placement = place(recipe)
+    if placement.problems:
+        raise RecipectlError("the recipe does not fit its cluster: " + "; ".join(placement.problems),
+                             fix="recipectl validate explains it (TOP001)")
+    dep = Deployment(recipe, placement)
+    for ep in placement.endpoints:
+        for proc in ep.processes:
+            dep.processes.append(ProcessSpec(
+                name=proc.name, kind=proc.role, node=proc.node, host=proc.host,
+                argv=tuple(serve_argv(recipe, proc, placement)),
+                env=tuple(process_env(recipe, proc, placement)),
+                port=None if proc.headless else proc.http_port, gpus=proc.gpus, headless=proc.headless,
+                endpoint=proc.endpoint))
+    router_env = [(k, parse_env_value(v)) for k, v in sorted(recipe.engine.env.items())
+                  if not k.startswith(("VLLM_", "UCX_", "CUDA_"))]
+    dep.processes.append(ProcessSpec(
+        name="router", kind="router", node=placement.router_node, host=placement.router_host,
+        argv=tuple(router_argv(recipe, placement)), env=tuple(router_env), port=recipe.router.port))
+    return dep
