@@ -1,0 +1,83 @@
+"""Runs INSIDE the engine's Python (vllm / vllm-router installed): checks command lines with the
+engine's own argument parsers, without starting anything.
+
+    <engine-python> -m recipectl.engine_probe parse < commands.json
+
+stdin: {"serve": [[arg, ...], ...], "router": [[arg, ...], ...]} — argv after the program name
+(for serve: starting with the model). stdout: one JSON object with a verdict per command.
+Only the standard library is imported at module level: the package is put on PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+
+
+def _serve_parser():
+    import argparse
+
+    from vllm.entrypoints.cli.serve import ServeSubcommand
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    root = FlexibleArgumentParser(prog="vllm")
+    sub = root.add_subparsers(dest="subparser")
+    ServeSubcommand().subparser_init(sub)
+    assert isinstance(root, argparse.ArgumentParser)
+    return root
+
+
+def _parse(parse, argv: list[str]) -> dict:
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            parse(argv)
+        return {"ok": True}
+    except SystemExit as e:  # argparse reports errors by exiting
+        lines = [ln for ln in err.getvalue().strip().splitlines() if ln.strip()]
+        return {"ok": False, "error": lines[-1] if lines else f"exit {e.code}"}
+    except Exception as e:  # noqa: BLE001 - report, do not crash the batch
+        return {"ok": False, "error": f"{type(e).__name__}: {e}"}
+
+
+def parse_commands(request: dict) -> dict:
+    out: dict = {"serve": [], "router": []}
+    if request.get("serve"):
+        from vllm.entrypoints.launchers.cli_args import validate_parsed_serve_args
+
+        parser = _serve_parser()
+
+        def parse_serve(argv):
+            args = parser.parse_args(["serve", *argv])
+            validate_parsed_serve_args(args)
+
+        out["serve"] = [_parse(parse_serve, argv) for argv in request["serve"]]
+    if request.get("router"):
+        from vllm_router.launch_router import parse_router_args
+
+        out["router"] = [_parse(parse_router_args, argv) for argv in request["router"]]
+    from importlib.metadata import version
+
+    out["versions"] = {name: _version(version, name) for name in ("vllm", "vllm-router")}
+    return out
+
+
+def _version(version, name):
+    try:
+        return version(name)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def main() -> None:
+    if sys.argv[1:2] != ["parse"]:
+        sys.stderr.write(__doc__ or "")
+        sys.exit(2)
+    request = json.load(sys.stdin)
+    sys.stdout.write(json.dumps(parse_commands(request)) + "\n")
+
+
+if __name__ == "__main__":
+    main()
