@@ -157,6 +157,72 @@ def render(
         sys.stderr.write(f"wrote {p}\n")
 
 
+@app.command()
+def launch(
+    recipe: str = typer.Argument(...),
+    target: str = typer.Option("local", "--target", "-t", help="local (this host) or slurm"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print every process (host, env, command); start nothing"),
+    detach: bool = typer.Option(False, "--detach", "-d", help="return once ready; stop later with recipectl stop"),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="seconds to wait for readiness"),
+    variant: Optional[str] = typer.Option(None, "--variant"),
+    format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="json: the run state on stdout"),
+) -> None:
+    """Start the deployment: endpoints in parallel, the router once they are up; supervise it."""
+    from .validate import load_variant
+
+    loaded = load_variant(recipe, variant)
+    if dry_run:
+        from .commands.launch import print_dry_run
+
+        print_dry_run(loaded.recipe, as_json=format is OutputFormat.json)
+        return
+    if target == "slurm":
+        from .commands.slurm import launch_slurm
+
+        raise typer.Exit(launch_slurm(recipe, loaded.recipe, detach=detach, timeout=timeout, as_json=format is OutputFormat.json))
+    if target != "local":
+        raise RecipectlError(f"unknown target {target!r}", fix="--target local or --target slurm")
+    from .commands.launch import launch_local
+
+    raise typer.Exit(launch_local(recipe, loaded.recipe, detach=detach, timeout=timeout,
+                                  as_json=format is OutputFormat.json))
+
+
+@app.command()
+def status(
+    run: Optional[str] = typer.Argument(None, help="run id, recipe or run directory (default: the latest run)"),
+    format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f"),
+) -> None:
+    """Show a run's processes: alive, healthy, ports, logs."""
+    from .commands.launch import show_status
+
+    raise typer.Exit(show_status(run, as_json=format is OutputFormat.json))
+
+
+@app.command()
+def stop(run: Optional[str] = typer.Argument(None, help="run id, recipe or run directory (default: the latest)")) -> None:
+    """Stop a run: SIGTERM to every process group, SIGKILL after the grace period."""
+    from .commands.launch import stop_run
+
+    raise typer.Exit(stop_run(run))
+
+
+app.command("down", help="Alias of stop.")(stop)
+
+
+@app.command()
+def logs(
+    process: Optional[str] = typer.Argument(None, help="prefill, decode, router or a process name (default: all)"),
+    follow: bool = typer.Option(False, "--follow", "-f", help="keep printing new lines"),
+    lines: int = typer.Option(40, "--lines", "-n"),
+    run: Optional[str] = typer.Option(None, "--run", help="run id, recipe or run directory"),
+) -> None:
+    """Print the logs of a run's processes."""
+    from .commands.launch import show_logs
+
+    raise typer.Exit(show_logs(run, process, follow=follow, lines=lines))
+
+
 def _dump(data: dict, format: str) -> None:
     if format == "json":
         import json

@@ -219,8 +219,7 @@ def build_deployment(recipe: Recipe) -> Deployment:
                 env=tuple(process_env(recipe, proc, placement)),
                 port=None if proc.headless else proc.http_port, gpus=proc.gpus, headless=proc.headless,
                 endpoint=proc.endpoint))
-    router_env = [(k, parse_env_value(v)) for k, v in sorted(recipe.engine.env.items())
-                  if not k.startswith(("VLLM_", "UCX_", "CUDA_"))]
+    router_env: list = []  # the router needs none of the engine's environment (and no secrets)
     dep.processes.append(ProcessSpec(
         name="router", kind="router", node=placement.router_node, host=placement.router_host,
         argv=tuple(router_argv(recipe, placement)), env=tuple(router_env), port=recipe.router.port))

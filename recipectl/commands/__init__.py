@@ -1,0 +1,1 @@
+"""Presentation of the longer-running commands (launch, status, stop, logs, doctor, ...)."""

@@ -1,0 +1,174 @@
+"""launch / status / stop / logs: what the user sees; the work is in recipectl.launch."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from ..errors import ExitCode, RecipectlError
+from ..launch import processes as procs
+from ..launch.state import RunState, find_run, runs_root
+from ..schema import Recipe
+
+
+def print_dry_run(recipe: Recipe, *, as_json: bool) -> None:
+    from ..render.processes import build_deployment
+    from ..render.values import shell_join
+
+    dep = build_deployment(recipe)
+    hosts = recipe.cluster.host_names
+    if as_json:
+        from ..render.values import literal
+
+        out = [{"name": p.name, "kind": p.kind, "host": p.host, "port": p.port, "gpus": list(p.gpus),
+                "env": {k: literal(v, hosts) if not hasattr(v, "name") or hasattr(v, "node") else f"${{{v.name}}}"
+                        for k, v in p.env},
+                "argv": [literal(a, hosts) for a in p.argv]} for p in dep.processes]
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        return
+    for node in dep.nodes_used:
+        sys.stdout.write(f"# host {hosts[node]} (node {node})\n")
+        for p in dep.on_node(node):
+            gpus = f" gpus={','.join(map(str, p.gpus))}" if p.gpus else ""
+            sys.stdout.write(f"## {p.name}{gpus}\n")
+            for k, v in p.env:
+                sys.stdout.write(f"  {k}={shell_join([v], lambda n: hosts[n])}\n")
+            sys.stdout.write(f"  {shell_join(p.argv, lambda n: hosts[n])}\n")
+        sys.stdout.write("\n")
+
+
+def launch_local(recipe_path: str, recipe: Recipe, *, detach: bool, timeout: float | None, as_json: bool) -> int:
+    from ..launch.display import Display
+    from ..launch.local import launch
+
+    display = Display()
+    try:
+        result = launch(recipe_path, recipe, detach=detach, timeout_s=timeout, display=display)
+    except KeyboardInterrupt:
+        display.console.print("[yellow]interrupted[/]: every process stopped")
+        return int(ExitCode.INTERRUPTED)
+    if as_json:
+        sys.stdout.write(json.dumps(asdict(result.state), indent=2) + "\n")
+    if result.ok:
+        if detach:
+            display.console.print(f"[green]ready[/] — router {result.state.router_url}  "
+                                  f"(run {result.state.run_id}; stop with: recipectl stop)")
+        return 0
+    c = display.console
+    c.print(f"[red]launch failed[/]: {result.message}")
+    if result.failed is not None:
+        c.print(f"--- last lines of {result.failed.log} ---", highlight=False)
+        c.print(result.log_tail, markup=False, highlight=False)
+        c.print("---", highlight=False)
+    if result.diagnosis:
+        c.print(f"[bold]cause[/]: {result.diagnosis}")
+        c.print(f"[bold]fix[/]: {result.fix}")
+    c.print("every process of the run was stopped")
+    return int(ExitCode.FINDINGS)
+
+
+def _alive(p) -> bool:
+    return procs.is_ours(p.pid, p.start_ticks)
+
+
+def show_status(ref: str | None, *, as_json: bool) -> int:
+    import httpx
+
+    state = find_run(ref, runs_root())
+    rows = []
+    with httpx.Client(timeout=2.0) as client:
+        for p in state.processes:
+            alive = _alive(p)
+            healthy = None
+            if alive and p.url:
+                try:
+                    healthy = client.get(p.url + "/health").status_code == 200
+                except httpx.HTTPError:
+                    healthy = False
+            rows.append({"name": p.name, "kind": p.kind, "pid": p.pid, "alive": alive, "healthy": healthy,
+                         "url": p.url, "log": p.log})
+    running = any(r["alive"] for r in rows)
+    if as_json:
+        sys.stdout.write(json.dumps({"run_id": state.run_id, "run_dir": state.run_dir, "router_url": state.router_url,
+                                     "running": running, "processes": rows}, indent=2) + "\n")
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(title=f"{state.run_id}  router {state.router_url}", title_justify="left")
+        for col in ("process", "pid", "state", "url", "log"):
+            t.add_column(col)
+        for r in rows:
+            st = ("[green]healthy[/]" if r["healthy"] else "[yellow]up, not healthy[/]" if r["alive"] and r["url"]
+                  else "[green]up[/]" if r["alive"] else "[dim]stopped[/]")
+            t.add_row(r["name"], str(r["pid"] or "-"), st, r["url"] or "-", r["log"])
+        Console().print(t)
+    all_ok = all(r["alive"] and r["healthy"] is not False for r in rows)
+    return 0 if all_ok else 1
+
+
+def stop_run(ref: str | None) -> int:
+    from rich.console import Console
+
+    c = Console(stderr=True)
+    state = find_run(ref, runs_root())
+    if state.target == "slurm" and state.job_id:
+        from .slurm import cancel_job
+
+        cancel_job(state)
+        c.print(f"cancelled Slurm job {state.job_id}")
+        return 0
+    ours = [p for p in state.processes if _alive(p)]
+    if not ours:
+        c.print(f"{state.run_id}: nothing running")
+        return 0
+    grace = 20.0
+    try:
+        from ..validate import load_one
+
+        grace = load_one(state.recipe_path).recipe.launch.stop_grace_s
+    except RecipectlError:
+        pass
+    outcome = procs.stop_groups([p.pid for p in ours], grace)  # pid == pgid: own session
+    state.stopped_at = time.time()
+    state.save()
+    for p in ours:
+        c.print(f"{p.name} (pid {p.pid}): {outcome.get(p.pid, '?')}")
+    left = [p.name for p in ours if procs.group_alive(p.pid)]
+    if left:
+        c.print(f"[red]still running[/]: {', '.join(left)}")
+        return 1
+    return 0
+
+
+def show_logs(ref: str | None, which: str | None, *, follow: bool, lines: int) -> int:
+    state = find_run(ref, runs_root())
+    chosen = [p for p in state.processes if which in (None, p.kind, p.name)]
+    if not chosen:
+        raise RecipectlError(f"no process {which!r} in {state.run_id}",
+                             fix="one of: " + ", ".join(sorted({p.kind for p in state.processes} |
+                                                               {p.name for p in state.processes})))
+    prefix = len(chosen) > 1
+    for p in chosen:
+        for line in procs.tail(p.log, lines).splitlines():
+            sys.stdout.write(f"{p.name} | {line}\n" if prefix else line + "\n")
+    if not follow:
+        return 0
+    files = {p.name: open(p.log, errors="replace") for p in chosen if Path(p.log).exists()}
+    for f in files.values():
+        f.seek(0, 2)
+    try:
+        while True:
+            quiet = True
+            for name, f in files.items():
+                for line in f.readlines():
+                    quiet = False
+                    sys.stdout.write(f"{name} | {line}" if prefix else line)
+            sys.stdout.flush()
+            if quiet:
+                time.sleep(0.3)
+    except KeyboardInterrupt:
+        return 0

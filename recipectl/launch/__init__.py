@@ -1,0 +1,1 @@
+"""Run a deployment locally: preflight, start, supervise, wait for readiness, stop."""

@@ -1,0 +1,286 @@
+"""`recipectl launch` on this host: start every process of the recipe that runs here, watch them
+come up with a live table, start the router once the workers answer, and stop everything —
+process groups, SIGTERM then SIGKILL — on failure, Ctrl-C or `recipectl stop`."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ExitCode, RecipectlError
+from ..render.processes import Deployment, ProcessSpec, build_deployment
+from ..render.values import EnvRef, literal
+from ..schema import Recipe
+from . import processes as procs
+from .diagnose import diagnose
+from .state import ProcessState, RunState, new_run_dir, runs_root
+
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
+
+
+@dataclass
+class LaunchResult:
+    state: RunState
+    ok: bool
+    message: str
+    failed: ProcessState | None = None
+    log_tail: str = ""
+    diagnosis: str | None = None
+    fix: str | None = None
+
+
+def local_argv(recipe: Recipe, spec: ProcessSpec) -> list[str]:
+    """The process's argv with concrete values: engine programs from the engine venv, ~ expanded."""
+    from ..engine_env import engine_venv
+
+    hosts = recipe.cluster.host_names
+    argv = [literal(a, hosts) for a in spec.argv]
+    bin_dir = engine_venv(recipe.engine.venv) / "bin"
+    if (bin_dir / argv[0]).exists():
+        argv[0] = str(bin_dir / argv[0])
+    return [os.path.expanduser(a) if a.startswith("~/") else a for a in argv]
+
+
+def recipe_env(recipe: Recipe, spec: ProcessSpec) -> dict[str, str]:
+    """What the recipe sets for this process; secrets stay references (for the state file)."""
+    hosts = recipe.cluster.host_names
+    return {k: (f"${{{v.name}}}" if isinstance(v, EnvRef) else literal(v, hosts)) for k, v in spec.env}
+
+
+def process_environ(recipe: Recipe, spec: ProcessSpec) -> dict[str, str]:
+    from ..engine_env import engine_venv
+
+    env = dict(os.environ)
+    hosts = recipe.cluster.host_names
+    env.update({k: literal(v, hosts) for k, v in spec.env})
+    env["PATH"] = f"{engine_venv(recipe.engine.venv) / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.setdefault("VLLM_NO_USAGE_STATS", "1")
+    return env
+
+
+def local_processes(dep: Deployment) -> list[ProcessSpec]:
+    here = [p for p in dep.processes if p.host in LOCAL_HOSTS or p.host == os.uname().nodename]
+    if len(here) != len(dep.processes):
+        others = sorted({p.host for p in dep.processes} - {p.host for p in here})
+        raise RecipectlError(f"this recipe places processes on other hosts ({', '.join(others)})",
+                             fix="render per-host scripts: recipectl render RECIPE --target bash|slurm|k8s")
+    return here
+
+
+def preflight(recipe: Recipe, specs: list[ProcessSpec]) -> list[tuple[str, str]]:
+    """Problems that would make the launch fail, found before anything starts: (problem, fix)."""
+    problems: list[tuple[str, str]] = []
+    for s in specs:
+        if s.port and procs.port_in_use(s.host, s.port):
+            problems.append((f"port {s.port} ({s.name}) is already in use on {s.host}",
+                             f"stop what listens there (ss -ltnp 'sport = :{s.port}') or: recipectl stop"))
+        for k, v in s.env:
+            if k == "VLLM_NIXL_SIDE_CHANNEL_PORT" and procs.port_in_use(s.host, int(v)):
+                problems.append((f"NIXL side-channel port {v} ({s.name}) is already in use",
+                                 "stop the process holding it, or change side_channel_port"))
+    for s in specs:
+        exe = local_argv(recipe, s)[0]
+        if "/" in exe and not Path(exe).exists() or "/" not in exe and not _which(exe, recipe):
+            problems.append((f"{exe} not found ({s.name})", "bash scripts/install-engine.sh, or set engine.venv"))
+            break
+    model = os.path.expanduser(recipe.model.path)
+    if model.startswith(("/", "./", "../")) and not Path(model).exists():
+        problems.append((f"model directory {model} does not exist",
+                         "for the local recipe: bash scripts/make-tiny-model.sh"))
+    if recipe.cluster.is_cpu:
+        need = _cpu_memory_need_gib(recipe)
+        have = _mem_available_gib()
+        if have is not None and have < need:
+            problems.append((f"about {need:.0f} GiB of memory needed, {have:.1f} GiB available",
+                             "stop other servers, or lower VLLM_CPU_KVCACHE_SPACE"))
+    else:
+        problems.extend(_gpu_preflight(recipe))
+    return problems
+
+
+def _which(exe: str, recipe: Recipe) -> bool:
+    import shutil
+
+    from ..engine_env import engine_venv
+
+    return shutil.which(exe, path=f"{engine_venv(recipe.engine.venv) / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}") is not None
+
+
+def _mem_available_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024 / 1024
+    except OSError:
+        return None
+    return None
+
+
+def _cpu_memory_need_gib(recipe: Recipe) -> float:
+    # ~3 GiB of runtime per CPU server (seen: 6.3 GB RSS for a tiny P/D pair) plus its KV cache space
+    kv = float(recipe.engine.env.get("VLLM_CPU_KVCACHE_SPACE", "4"))
+    n = recipe.prefill.endpoints + recipe.decode.endpoints
+    return n * (3.0 + kv)
+
+
+def _gpu_preflight(recipe: Recipe) -> list[tuple[str, str]]:
+    from ..checks.gpus import query_gpus
+
+    gpus = query_gpus()
+    if gpus is None:
+        return [("no NVIDIA GPU visible (nvidia-smi / NVML)", "run on a GPU host, or use a CPU recipe")]
+    need = sum(s.endpoints * s.parallel.gpus for s in recipe.roles.values())
+    problems = []
+    if len(gpus) < need:
+        problems.append((f"{need} GPUs needed, {len(gpus)} visible", "use a recipe that fits this host"))
+    want = recipe.cluster.gpu.value
+    if gpus and not all(want.lower() in g.name.lower() for g in gpus):
+        problems.append((f"the recipe is for {want}, this host has {gpus[0].name}",
+                         f"set cluster.gpu to match, or run on {want}"))
+    return problems
+
+
+def recipe_hash(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+class Supervisor:
+    """Owns the Popen objects of one run while recipectl stays in the foreground."""
+
+    def __init__(self, recipe: Recipe, state: RunState, specs: list[ProcessSpec]):
+        self.recipe = recipe
+        self.state = state
+        self.specs = {s.name: s for s in specs}
+        self.popen: dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str) -> None:
+        ps = next(p for p in self.state.processes if p.name == name)
+        spec = self.specs[name]
+        p = procs.start(ps.argv, process_environ(self.recipe, spec), Path(ps.log))
+        self.popen[name] = p
+        ps.pid, ps.start_ticks, ps.started_at = p.pid, procs.proc_start_ticks(p.pid), time.time()
+        self.state.save()
+
+    def dead(self) -> ProcessState | None:
+        for ps in self.state.processes:
+            p = self.popen.get(ps.name)
+            if p is not None and p.poll() is not None:
+                ps.exited = p.returncode
+                return ps
+        return None
+
+    def stop(self) -> dict[int, str]:
+        pgids = [p.pid for p in self.popen.values()]
+        outcome = procs.stop_groups(pgids, self.recipe.launch.stop_grace_s)
+        for p in self.popen.values():
+            try:
+                p.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                pass
+        self.state.stopped_at = time.time()
+        self.state.save()
+        return outcome
+
+
+def create_state(loaded_path: str, recipe: Recipe, specs: list[ProcessSpec], run_root: Path) -> RunState:
+    run_id, run_dir = new_run_dir(run_root, recipe.name)
+    state = RunState(run_id=run_id, recipe_name=recipe.name, recipe_path=str(Path(loaded_path).resolve()),
+                     recipe_hash=recipe_hash(loaded_path), run_dir=str(run_dir.resolve()),
+                     served_model_name=recipe.served_name)
+    for s in specs:
+        url = f"http://{s.host}:{s.port}" if s.port else None
+        state.processes.append(ProcessState(
+            name=s.name, kind=s.kind, host=s.host, port=s.port, url=url, log=str(run_dir.resolve() / f"{s.name}.log"),
+            argv=local_argv(recipe, s), env=recipe_env(recipe, s)))
+        if s.kind == "router":
+            state.router_url = url
+    (run_dir / "recipe.yaml").write_bytes(Path(loaded_path).read_bytes())
+    state.save()
+    return state
+
+
+def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float | None, display) -> LaunchResult:
+    """Start, wait until ready (or failure / timeout / Ctrl-C), then either return (detach)
+    or stay in the foreground until a process exits or the user stops it."""
+    import httpx
+
+    dep = build_deployment(recipe)
+    specs = local_processes(dep)
+    problems = preflight(recipe, specs)
+    if problems:
+        raise RecipectlError("preflight failed:\n  " + "\n  ".join(p for p, _ in problems),
+                             fix="\n       ".join(dict.fromkeys(f for _, f in problems)), exit_code=ExitCode.FINDINGS)
+    state = create_state(recipe_path, recipe, specs, runs_root(recipe.launch.run_dir))
+    sup = Supervisor(recipe, state, specs)
+    timeout_s = timeout_s or recipe.launch.ready_timeout_s
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        for ps in state.processes:
+            if ps.kind != "router":
+                sup.start(ps.name)
+        result = _wait_ready(sup, state, timeout_s, display, httpx)
+        if not result.ok or detach:
+            if not result.ok:
+                sup.stop()
+            return result
+        display.ready(state)
+        while True:  # foreground: until a process exits or Ctrl-C
+            dead = sup.dead()
+            if dead is not None:
+                sup.stop()
+                return _failure(state, dead, f"{dead.name} exited with code {dead.exited}")
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        sup.stop()
+        state.save()
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _failure(state: RunState, ps: ProcessState, message: str) -> LaunchResult:
+    text = procs.tail(ps.log, 40)
+    d = diagnose(procs.tail(ps.log, 400))
+    return LaunchResult(state, False, message, ps, text, d.cause if d else None, d.fix if d else None)
+
+
+def _wait_ready(sup: Supervisor, state: RunState, timeout_s: float, display, httpx) -> LaunchResult:
+    t0 = time.monotonic()
+    router = next((p for p in state.processes if p.kind == "router"), None)
+    with httpx.Client(timeout=httpx.Timeout(2.0, connect=0.5)) as client, display.live(state) as live:
+        while True:
+            dead = sup.dead()
+            if dead is not None:
+                return _failure(state, dead, f"{dead.name} exited with code {dead.exited} during start-up")
+            pending = [p for p in state.processes if p.pid and p.healthy_at is None and p.url]
+            for ps in pending:
+                try:
+                    if client.get(ps.url + "/health").status_code == 200:
+                        ps.healthy_at = time.time()
+                        state.save()
+                except httpx.HTTPError:
+                    pass
+            workers_up = all(p.healthy_at for p in state.processes if p.kind != "router")
+            if router and workers_up and router.pid is None:
+                sup.start(router.name)
+                continue  # poll the router at once
+            if all(p.healthy_at for p in state.processes):
+                state.ready_at = time.time()
+                state.save()
+                live.update()
+                return LaunchResult(state, True, "ready")
+            if time.monotonic() - t0 > timeout_s:
+                slow = next(p for p in state.processes if p.healthy_at is None)
+                return _failure(state, slow, f"{slow.name} not ready after {timeout_s:.0f}s")
+            live.update()
+            time.sleep(0.25)
