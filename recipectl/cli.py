@@ -223,6 +223,19 @@ def logs(
     raise typer.Exit(show_logs(run, process, follow=follow, lines=lines))
 
 
+@app.command()
+def plan(
+    recipe: str = typer.Argument(...),
+    format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f"),
+    variant: Optional[str] = typer.Option(None, "--variant"),
+) -> None:
+    """Capacity plan: KV cache + GDN state per GPU, concurrency at which decode saturates."""
+    from .commands.plan import print_plan
+    from .validate import load_variant
+
+    raise typer.Exit(print_plan(load_variant(recipe, variant).recipe, recipe, as_json=format is OutputFormat.json))
+
+
 def _dump(data: dict, format: str) -> None:
     if format == "json":
         import json

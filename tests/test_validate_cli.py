@@ -116,3 +116,20 @@ def test_explain_and_rules(recipectl_cli):
     assert r.returncode == 0 and "Why:" in r.stdout and "45357" in r.stdout
     r = recipectl_cli("rules", "--format", "json")
     assert r.returncode == 0 and len(json.loads(r.stdout)) >= 30
+
+
+def test_plan_json_for_the_seed_decode(recipectl_cli):
+    r = recipectl_cli("plan", str(GB200), "--variant", "prefill-endpoints-4", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    body = json.loads(r.stdout)
+    decode = body["roles"]["decode"]
+    assert decode["kv_bytes_per_token"] == 30_720  # 15 attention layers x 2 x 2 KV heads x 256 x 2 B
+    assert decode["gdn_state_bytes_per_request"] == 97_689_600  # 93.2 MiB with a bf16 SSM cache
+    assert 1000 < decode["saturation_concurrency_all_endpoints"] < 5120  # the seed's sweep ran past it
+    assert decode["ssm_bf16_vs_fp32"]["concurrency_ratio"] > 1.2
+
+
+def test_capacity_warning_is_opted_out_with_a_reason_in_the_seed_recipe(recipectl_cli, tmp_path):
+    path = _gb200_variant(tmp_path, lambda d: d.pop("ignore"))
+    r = recipectl_cli("validate", str(path))
+    assert r.returncode == 0 and "CAP001 warning" in r.stdout and "decode GPUs would hold 5120" in r.stdout

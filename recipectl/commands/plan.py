@@ -1,0 +1,86 @@
+"""`recipectl plan`: the capacity table (and --json)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..errors import RecipectlError
+from ..schema import Recipe
+
+
+def _mib(b: int) -> str:
+    return f"{b / 2**20:,.1f} MiB"
+
+
+def plan_report(recipe: Recipe, recipe_path: str) -> dict:
+    from ..plan.recipe_plan import plan_recipe
+
+    plans = plan_recipe(recipe, Path(recipe_path).parent)
+    if plans is None:
+        raise RecipectlError(f"no model description for {recipe.model.path}",
+                             fix="set model.spec to a built-in model (Qwen3.5-397B-A17B, ...) or point model.path "
+                                 "at a local directory with config.json")
+    out = {"recipe": recipe.name, "model": recipe.model.path, "roles": {}}
+    for role, rp in plans.items():
+        p = rp.plan
+        entry = p.model_dump(mode="json")
+        entry["endpoints"] = rp.endpoints
+        entry["saturation_concurrency_all_endpoints"] = rp.saturation
+        if rp.gain is not None:
+            entry["ssm_bf16_vs_fp32"] = {
+                "state_bytes_ratio": round(rp.gain.state_bytes_ratio, 3),
+                "concurrency_ratio": round(rp.gain.concurrency_ratio, 3),
+                "fp32_saturation_concurrency": rp.gain.fp32.saturation_concurrency,
+                "bf16_saturation_concurrency": rp.gain.bf16.saturation_concurrency,
+            }
+        out["roles"][role] = entry
+    target = max(recipe.workload.concurrency)
+    d = plans["decode"]
+    out["target_concurrency"] = target
+    out["decode_gpus_for_target"] = d.plan.decode_gpus_for(target) if d.plan.saturation_concurrency_per_rank else None
+    return out
+
+
+def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool) -> int:
+    report = plan_report(recipe, recipe_path)
+    if as_json:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{recipe.name}: cache per GPU rank (vLLM {recipe.engine.vllm_version or '?'} arithmetic)",
+              title_justify="left")
+    t.add_column("")
+    roles = report["roles"]
+    for role in roles:
+        t.add_column(role, justify="right")
+
+    def row(label, fn):
+        t.add_row(label, *[fn(v) for v in roles.values()])
+
+    row("layout", lambda v: f"{v['endpoints']} x TP{v['tp']} DP{v['dp']}{' EP' if v['ep'] else ''}")
+    row("weights per GPU", lambda v: f"{v['weight_bytes_per_gpu'] / 1e9:,.1f} GB")
+    row("cache per GPU", lambda v: f"{v['cache_bytes'] / 1e9:,.2f} GB")
+    row("KV bytes / token", lambda v: f"{v['kv_bytes_per_token']:,}")
+    row("GDN state / request", lambda v: _mib(v["gdn_state_bytes_per_request"]) if v["gdn_state_bytes_per_request"] else "-")
+    row("block size (tokens)", lambda v: str(v["block_size"]))
+    row("blocks per rank", lambda v: f"{v['num_blocks']:,}")
+    row("KV cache size (tokens)", lambda v: f"{v['cache_tokens']:,}")
+    row("max concurrency @ max_model_len", lambda v: f"{v['max_concurrency']:.2f}x @ {v['max_model_len']:,}")
+    row("blocks / request (mean, worst)", lambda v: f"{v['blocks_per_request_mean_length']}, {v['blocks_per_request_worst_case']}")
+    row("saturation (all endpoints)", lambda v: f"{v['saturation_concurrency_all_endpoints']:,}"
+        if v["saturation_concurrency_all_endpoints"] is not None else "-")
+    row("bf16 vs fp32 SSM cache", lambda v: (f"{v['ssm_bf16_vs_fp32']['concurrency_ratio']:.2f}x requests"
+                                              if "ssm_bf16_vs_fp32" in v else "-"))
+    c = Console()
+    c.print(t)
+    target = report["target_concurrency"]
+    sat = roles["decode"]["saturation_concurrency_all_endpoints"]
+    if sat is not None:
+        verdict = "[green]fits[/]" if target <= sat else "[yellow]exceeds decode capacity[/]"
+        c.print(f"workload concurrency up to {target:,}: {verdict} (decode holds about {sat:,}); "
+                f"decode GPUs for {target:,}: {report['decode_gpus_for_target']}")
+    return 0

@@ -1,0 +1,50 @@
+"""Capacity planning for vLLM endpoints of hybrid (Gated DeltaNet + attention) and plain models.
+
+Pure arithmetic mirroring vLLM 0.32.0's own start-up sizing, so a recipe can be checked
+before any GPU is booked: how big a KV-cache block is, how many fit, how many requests of a
+workload a decode endpoint keeps resident, and how many decode GPUs a target concurrency needs.
+
+    >>> from recipectl.plan import QWEN3_5_397B_A17B, Workload, plan_role, GB200_HBM_BYTES
+    >>> plan = plan_role(QWEN3_5_397B_A17B, tp=1, dp=8, ep=True, max_model_len=16_590,
+    ...                  gpu_memory_bytes=GB200_HBM_BYTES, gpu_memory_utilization=0.9,
+    ...                  quantization="nvfp4", mamba_ssm_cache_dtype="bfloat16",
+    ...                  workload=Workload(isl=8192, osl=1024, range_ratio=0.8))
+    >>> plan.block_size
+    1072
+"""
+
+from recipectl.plan.builtin_models import (
+    BUILTIN_MODELS,
+    QWEN3_5_35B_A3B,
+    QWEN3_5_397B_A17B,
+    QWEN3_NEXT_80B_A3B,
+    builtin_model,
+)
+from recipectl.plan.capacity import (
+    GB200_HBM_BYTES,
+    CacheGroup,
+    CapacityPlan,
+    Overheads,
+    SsmDtypeGain,
+    Workload,
+    align_hybrid_block_size,
+    attention_kv_bytes_per_token,
+    attention_page_bytes_per_token,
+    gdn_state_bytes_per_layer,
+    gdn_state_bytes_per_request,
+    kv_cache_groups,
+    plan_role,
+    random_dataset_ranges,
+    ssm_dtype_gain,
+    weight_bytes_per_gpu,
+)
+from recipectl.plan.model_spec import LayerType, ModelFamily, ModelSpec, ParamCounts
+
+__all__ = [
+    "BUILTIN_MODELS", "GB200_HBM_BYTES", "QWEN3_5_35B_A3B", "QWEN3_5_397B_A17B",
+    "QWEN3_NEXT_80B_A3B", "CacheGroup", "CapacityPlan", "LayerType", "ModelFamily", "ModelSpec",
+    "Overheads", "ParamCounts", "SsmDtypeGain", "Workload", "align_hybrid_block_size",
+    "attention_kv_bytes_per_token", "attention_page_bytes_per_token", "builtin_model",
+    "gdn_state_bytes_per_layer", "gdn_state_bytes_per_request", "kv_cache_groups", "plan_role",
+    "random_dataset_ranges", "ssm_dtype_gain", "weight_bytes_per_gpu",
+]

@@ -1,0 +1,99 @@
+"""The planner applied to a recipe: which model spec, how much cache per GPU, which workload."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..schema import GpuType, Recipe
+
+# Memory per GPU as the driver reports it (bytes); GB200 from NVIDIA's NVL72 figure (13.4 TB / 72).
+GPU_MEMORY_BYTES = {
+    GpuType.GB200: 186 * 10**9,
+    GpuType.B200: 183_359 * 2**20,
+    GpuType.H200: 143_771 * 2**20,
+    GpuType.H100: 81_559 * 2**20,
+}
+GiB = 2**30
+
+
+@dataclass(frozen=True)
+class RolePlan:
+    role: str
+    endpoints: int
+    plan: object  # CapacityPlan
+    gain: object | None  # SsmDtypeGain (hybrid models only)
+
+    @property
+    def saturation(self) -> int | None:
+        s = self.plan.saturation_concurrency
+        return None if s is None else s * self.endpoints
+
+
+def model_spec(recipe: Recipe, base_dir=None):
+    """The recipe's model as a ModelSpec: a built-in spec, or a local config.json; None if unknown."""
+    from pathlib import Path
+
+    from . import builtin_model
+    from .model_spec import ModelSpec
+    from ..model_info import local_config
+
+    if recipe.model.spec:
+        try:
+            return builtin_model(recipe.model.spec)
+        except (KeyError, ValueError):
+            pass
+    cfg = local_config(recipe.model.path, base_dir)
+    if cfg is not None:
+        import os
+
+        path = Path(os.path.expanduser(recipe.model.path))
+        if not path.is_absolute() and base_dir is not None:
+            path = Path(base_dir) / path
+        return ModelSpec.from_config_json(path / "config.json", name=recipe.model.name)
+    return None
+
+
+def plan_kwargs(recipe: Recipe, role: str) -> dict:
+    from .capacity import Workload
+
+    spec = recipe.roles[role]
+    w = recipe.workload
+    version = recipe.engine.version
+    default_util = 0.92 if version is None or version >= (0, 20, 0) else 0.9
+    kw = dict(
+        max_model_len=recipe.max_model_len(role) or (w.max_isl + w.max_osl),
+        tp=spec.parallel.tp, dp=spec.parallel.dp, ep=spec.parallel.expert_parallel,
+        kv_cache_dtype=spec.kv_cache_dtype or "auto",
+        mamba_cache_dtype=spec.mamba_cache_dtype or "auto",
+        mamba_ssm_cache_dtype=spec.mamba_ssm_cache_dtype or "auto",
+        model_dtype=None if recipe.model.dtype in (None, "auto") else recipe.model.dtype,
+        block_size=spec.block_size,
+        # vLLM turns prefix caching on by default (0.32); the recipe's explicit choice wins
+        enable_prefix_caching=True if spec.enable_prefix_caching is None else spec.enable_prefix_caching,
+        quantization=(recipe.model.quantization.value if recipe.model.quantization else "bf16"),
+        workload=Workload(isl=w.isl, osl=w.osl, range_ratio=w.random_range_ratio),
+        max_num_seqs=spec.max_num_seqs,
+    )
+    if recipe.cluster.is_cpu:
+        env = recipe.role_env(role)
+        kw["platform"] = "cpu"
+        kw["cache_bytes_override"] = int(env.get("VLLM_CPU_KVCACHE_SPACE", "4") or 4) * GiB
+    else:
+        kw["gpu_memory_bytes"] = GPU_MEMORY_BYTES[recipe.cluster.gpu]
+        kw["gpu_memory_utilization"] = spec.gpu_memory_utilization or default_util
+    return kw
+
+
+def plan_recipe(recipe: Recipe, base_dir=None) -> dict[str, RolePlan] | None:
+    from .capacity import plan_role, ssm_dtype_gain
+
+    spec = model_spec(recipe, base_dir)
+    if spec is None:
+        return None
+    out = {}
+    for role in ("prefill", "decode"):
+        kw = plan_kwargs(recipe, role)
+        plan = plan_role(spec, **kw)
+        gain = ssm_dtype_gain(spec, **kw) if spec.num_linear_attention_layers else None
+        out[role] = RolePlan(role, recipe.roles[role].endpoints, plan, gain)
+    return out

