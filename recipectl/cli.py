@@ -236,6 +236,32 @@ def plan(
     raise typer.Exit(print_plan(load_variant(recipe, variant).recipe, recipe, as_json=format is OutputFormat.json))
 
 
+@app.command()
+def doctor(
+    recipe: Optional[str] = typer.Argument(None, help="the recipe (its latest run is checked when running)"),
+    run: Optional[str] = typer.Option(None, "--run", help="run id or directory instead of the recipe's latest"),
+    router: Optional[str] = typer.Option(None, "--router", help="router URL (a deployment not started here)"),
+    prefill: List[str] = typer.Option([], "--prefill", help="prefill endpoint URL (repeatable)"),
+    decode: List[str] = typer.Option([], "--decode", help="decode endpoint URL (repeatable)"),
+    env: bool = typer.Option(True, "--env/--no-env", help="environment checks"),
+    proofs: bool = typer.Option(True, "--proofs/--no-proofs", help="P/D transfer proof, parity, GSM8K"),
+    parity: bool = typer.Option(True, "--parity/--no-parity"),
+    gsm8k: bool = typer.Option(True, "--gsm8k/--no-gsm8k"),
+    gsm8k_questions: Optional[int] = typer.Option(None, "--gsm8k-questions", help="override the recipe's sample size"),
+    reference: Optional[str] = typer.Option(None, "--reference", help="parity reference URL (default: prefill)"),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="seconds per endpoint check"),
+    format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f"),
+) -> None:
+    """Environment, endpoint health, proof that KV moved over NIXL, parity and a gated GSM8K check.
+
+    Exit 0: every check passed; 1: a check failed; 2: doctor could not run."""
+    from .commands.doctor import doctor as run_doctor
+
+    raise typer.Exit(run_doctor(recipe, run=run, router=router, prefill=prefill, decode=decode, env=env,
+                                proofs=proofs, parity=parity, gsm8k=gsm8k, gsm8k_questions=gsm8k_questions,
+                                reference=reference, timeout=timeout, as_json=format is OutputFormat.json))
+
+
 def _dump(data: dict, format: str) -> None:
     if format == "json":
         import json

@@ -12,7 +12,7 @@ from ..rules.context import fmt_version
 from ..rules.versions import gdn_backends_for
 from ..schema import Recipe, RoleSection
 from ..topology import Placement, Process, place
-from .values import NodeAddress, UrlOf, Value, parse_env_value
+from .values import NodeAddress, UrlOf, Value, parse_env_value, path_value
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def serve_argv(recipe: Recipe, proc: Process, placement: Placement) -> list[Valu
     spec = recipe.roles[proc.role]
     model = recipe.model
     version = recipe.engine.version
-    argv: list[Value] = [*recipe.engine.serve_command, model.path]
+    argv: list[Value] = [*recipe.engine.serve_command, path_value(model.path)]
     _flag(argv, "--served-model-name", model.name)
     if not proc.headless:
         argv += ["--host", "0.0.0.0" if not recipe.cluster.is_cpu else proc.host, "--port", str(proc.http_port)]

@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .processes import Deployment, ProcessSpec
-from .values import EnvRef, NodeAddress, UrlOf, Value, shell_lines, shell_word
+from .values import EnvRef, HomePath, NodeAddress, UrlOf, Value, shell_lines, shell_word
 
 TARGETS = ("bash", "slurm", "k8s")
 # templates/ at the top of the source tree, shipped inside the package as recipectl/templates
@@ -138,6 +138,8 @@ def render_k8s(dep: Deployment) -> list[RenderedFile]:
                 args.append(f"http://{svc((owner.kind, owner.endpoint))}:{a.port}")
             elif isinstance(a, EnvRef):
                 args.append(f"$({a.name})")
+            elif isinstance(a, HomePath):
+                args.append(f"/root/{a.rest}")  # containers run as root unless the image says otherwise
             elif a == "--data-parallel-start-rank" and worker_rank_expr:
                 args += [a, worker_rank_expr]
                 next(it)

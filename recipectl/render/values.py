@@ -35,7 +35,18 @@ class UrlOf:
     port: int
 
 
-Value = str | EnvRef | NodeAddress | UrlOf
+@dataclass(frozen=True)
+class HomePath:
+    """`~/rest` in a recipe: the home directory of whoever runs the process (quoted, ~ would not expand)."""
+
+    rest: str
+
+
+Value = str | EnvRef | NodeAddress | UrlOf | HomePath
+
+
+def path_value(path: str) -> Value:
+    return HomePath(path[2:]) if path.startswith("~/") else path
 
 
 def parse_env_value(value: str) -> Value:
@@ -47,6 +58,8 @@ def shell_word(value: Value, node_expr=None) -> str:
     """One shell word. Literals are quoted with shlex; references expand on the node."""
     if isinstance(value, EnvRef):
         return value.shell()
+    if isinstance(value, HomePath):
+        return '"$HOME"/' + shlex.quote(value.rest)
     if isinstance(value, (NodeAddress, UrlOf)):
         if node_expr is None:
             raise ValueError("a node address needs the target's resolver")
@@ -65,6 +78,10 @@ def literal(value: Value, hosts: list[str]) -> str:
         return hosts[value.node]
     if isinstance(value, UrlOf):
         return f"http://{hosts[value.node]}:{value.port}"
+    if isinstance(value, HomePath):
+        import os
+
+        return os.path.join(os.path.expanduser("~"), value.rest)
     if isinstance(value, EnvRef):
         import os
 

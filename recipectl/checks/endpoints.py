@@ -1,0 +1,168 @@
+"""Checks against a running deployment: health, models, version, metrics; then the proofs —
+KV really moved over NIXL, P/D output equals an aggregated reference, GSM8K passes its gate."""
+
+from __future__ import annotations
+
+from typing import Awaitable, Callable
+
+import httpx
+
+from ..schema import Recipe
+from .doctor import FAIL, PASS, SKIP, WARN, CheckResult, Targets
+
+E, P = "endpoints", "proofs"
+
+
+def _all(targets: Targets) -> list[tuple[str, str]]:
+    out = [(f"prefill {u}", u) for u in targets.prefill] + [(f"decode {u}", u) for u in targets.decode]
+    if targets.router:
+        out.append((f"router {targets.router}", targets.router))
+    return out
+
+
+def endpoint_checks(recipe: Recipe | None, targets: Targets, client: httpx.AsyncClient,
+                    timeout: float) -> list[tuple[str, Callable[[], Awaitable[CheckResult]], float]]:
+    checks = []
+    for label, url in _all(targets):
+        checks.append((f"health {label}", _health(url, client), timeout))
+    for label, url in _all(targets):
+        if not label.startswith("router"):
+            checks.append((f"models {label}", _models(url, targets.model, client), timeout))
+            checks.append((f"version {label}", _version(url, recipe, client), timeout))
+            checks.append((f"metrics {label}", _metrics(url, client), timeout))
+    if targets.router:
+        checks.append((f"models router {targets.router}", _models(targets.router, targets.model, client), timeout))
+    return checks
+
+
+def _health(url: str, client: httpx.AsyncClient):
+    async def check() -> CheckResult:
+        try:
+            r = await client.get(url + "/health")
+        except httpx.HTTPError as e:
+            return CheckResult(E, "", FAIL, f"down: {type(e).__name__} {e}".strip(),
+                               "recipectl status / recipectl logs: the process is not serving")
+        if r.status_code == 200:
+            return CheckResult(E, "", PASS, "200")
+        return CheckResult(E, "", FAIL, f"HTTP {r.status_code}", "recipectl logs to see why it is unhealthy")
+    return check
+
+
+def _models(url: str, want: str | None, client: httpx.AsyncClient):
+    async def check() -> CheckResult:
+        r = await client.get(url + "/v1/models")
+        if r.status_code != 200:
+            return CheckResult(E, "", FAIL, f"HTTP {r.status_code}")
+        ids = [m.get("id") for m in r.json().get("data", [])]
+        if want and want not in ids:
+            return CheckResult(E, "", FAIL, f"serves {ids}, the recipe expects {want!r}",
+                               "check model.served_name / --served-model-name")
+        return CheckResult(E, "", PASS, ", ".join(map(str, ids)))
+    return check
+
+
+def _version(url: str, recipe: Recipe | None, client: httpx.AsyncClient):
+    async def check() -> CheckResult:
+        r = await client.get(url + "/version")
+        if r.status_code != 200:
+            return CheckResult(E, "", WARN, f"/version: HTTP {r.status_code}")
+        v = r.json().get("version", "?")
+        if recipe and recipe.engine.vllm_version:
+            from ..schema import parse_version
+
+            if parse_version(v) != recipe.engine.version:
+                return CheckResult(E, "", FAIL, f"vLLM {v}; the recipe says {recipe.engine.vllm_version}",
+                                   "the rules judged the recipe's version: fix engine.vllm_version or the image")
+        return CheckResult(E, "", PASS, f"vLLM {v}")
+    return check
+
+
+def _metrics(url: str, client: httpx.AsyncClient):
+    async def check() -> CheckResult:
+        from .metrics import scrape_metrics
+
+        m = await scrape_metrics(client, url)
+        usage = f"{m.kv_cache_usage * 100:.1f}%" if m.kv_cache_usage is not None else "?"
+        detail = f"KV cache {usage}, running {m.requests_running or 0:.0f}, waiting {m.requests_waiting or 0:.0f}"
+        return CheckResult(E, "", PASS, detail, data=m.model_dump())
+    return check
+
+
+PD_PROMPT = ("Disaggregated serving moves the prompt's state from prefill to decode. " * 12).strip()
+
+
+async def pd_proof(targets: Targets, client: httpx.AsyncClient, timeout: float) -> CheckResult:
+    """One request through the router; decode's counters must show the prompt arrived by transfer."""
+    from .client import post_json
+    from .metrics import scrape_metrics, transfer_evidence
+
+    if not targets.router or not targets.decode:
+        return CheckResult(P, "", SKIP, "needs the router and decode URLs")
+    before = [await scrape_metrics(client, u) for u in targets.decode]
+    body = {"model": targets.model, "prompt": PD_PROMPT, "max_tokens": 8, "temperature": 0}
+    await post_json(client, targets.router.rstrip("/") + "/v1/completions", body, timeout_s=timeout, retries=1)
+    after = [await scrape_metrics(client, u) for u in targets.decode]
+    evidences = [transfer_evidence(b, a) for b, a in zip(before, after)]
+    moved = [e for e in evidences if e.transferred]
+    data = {"decode": [e.model_dump() for e in evidences]}
+    if moved:
+        e = moved[0]
+        detail = (f"external-transfer prompt tokens +{e.external_transfer_tokens or 0:.0f}, NIXL bytes "
+                  f"+{e.nixl_bytes or 0:,.0f} in {e.nixl_transfers or 0:.0f} transfer(s), failed "
+                  f"{e.failed_transfers or 0:.0f}; local compute +{e.local_compute_tokens or 0:.0f}")
+        return CheckResult(P, "", PASS, detail, data=data)
+    return CheckResult(P, "", FAIL, evidences[0].message if evidences else "no decode metrics",
+                       "decode recomputed the prompt: check kv_transfer roles, NIXL side channel, router --kv-connector",
+                       data=data)
+
+
+async def parity(recipe: Recipe | None, targets: Targets, client: httpx.AsyncClient, reference: str | None,
+                 timeout: float) -> CheckResult:
+    from .parity import run_parity
+
+    cfg = recipe.checks.parity if recipe else None
+    ref = reference or (cfg.reference if cfg and cfg.reference != "prefill" else None) or \
+        (targets.prefill[0] if targets.prefill else None)
+    if not targets.router or not ref:
+        return CheckResult(P, "", SKIP, "needs the router and a reference URL")
+    from .parity import DEFAULT_PROMPTS
+
+    n = cfg.num_prompts if cfg else 20
+    result = await run_parity(client, targets.router, ref, targets.model or "",
+                              prompts=DEFAULT_PROMPTS[:n], max_tokens=cfg.max_tokens if cfg else 32,
+                              near_tie_nats=cfg.near_tie_nats if cfg else 0.1,
+                              min_exact_match_rate=cfg.min_match_rate if cfg else 0.5,
+                              request_timeout_s=timeout)
+    data = result.model_dump()
+    bad = [p for p in result.prompts if p.classification not in ("match", "near_tie")]
+    detail = f"{result.message}"
+    if bad:
+        detail += "; " + "; ".join(
+            f"prompt {i}: {p.classification} at token {p.first_divergence} (margin "
+            f"{'?' if p.margin_nats is None else f'{p.margin_nats:.3f}'} nats)"
+            for i, p in enumerate(result.prompts) if p.classification not in ("match", "near_tie"))[:600]
+    return CheckResult(P, "", PASS if result.passed else FAIL, detail,
+                       "" if result.passed else "P/D output differs from the reference where the reference was "
+                       "confident: transferred state is corrupt (async-scheduling race? layout? dtype?)", data=data)
+
+
+async def gsm8k(recipe: Recipe | None, targets: Targets, client: httpx.AsyncClient, progress,
+                num_questions: int | None) -> CheckResult:
+    from .gsm8k import gate, run_gsm8k
+
+    if not targets.router:
+        return CheckResult(P, "", SKIP, "needs the router URL")
+    cfg = recipe.checks.gsm8k if recipe else None
+    n = num_questions or (cfg.num_questions if cfg else 200)
+    result = await run_gsm8k(client, targets.router, targets.model or "", num_questions=n,
+                             num_shots=cfg.num_shots if cfg else 5, concurrency=cfg.concurrency if cfg else 64,
+                             max_tokens=cfg.max_tokens if cfg else 256,
+                             request_timeout_s=cfg.timeout_s if cfg else 600, on_progress=progress)
+    verdict = gate(result, cfg.threshold if cfg else 0.0, cfg.tolerance if cfg else 0.0)
+    p50 = f"{result.latency_p50_s:.2f}s" if result.latency_p50_s is not None else "?"
+    p99 = f"{result.latency_p99_s:.2f}s" if result.latency_p99_s is not None else "?"
+    detail = (f"accuracy {result.accuracy:.3f} on {result.n} (invalid {result.invalid_rate:.1%}), "
+              f"latency p50 {p50} p99 {p99}, {result.output_tokens_per_s:.1f} tok/s; {verdict.message}")
+    return CheckResult(P, "", PASS if verdict.passed else FAIL, detail,
+                       "" if verdict.passed else "accuracy below the recipe's bar: run parity to tell corruption "
+                       "from a model or prompt problem", data={"result": result.model_dump(), "gate": verdict.model_dump()})

