@@ -91,7 +91,7 @@ PY
 test -x "$VENV/bin/vllm" || { log "vllm console script missing"; exit 1; }
 
 log "smoke test: imports"
-"$VENV/bin/python" - <<'PY'
+"$VENV/bin/python" - >&2 <<'PY'
 from importlib.metadata import version
 import torch
 assert "+cpu" in torch.__version__ or not torch.cuda.is_available(), torch.__version__
@@ -104,7 +104,7 @@ print("torch", torch.__version__, "vllm", version("vllm"), "nixl", version("nixl
       "vllm-router", version("vllm-router"))
 PY
 log "smoke test: vllm --version (the console script, through the dist-info alias)"
-"$VENV/bin/vllm" --version
+"$VENV/bin/vllm" --version >&2   # prints 0.32.0+cpu; stdout stays just the venv path
 echo "$WANT" > "$STAMP"
 log "done: $VENV"
 echo "$VENV"
