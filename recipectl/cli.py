@@ -262,6 +262,31 @@ def doctor(
                                 reference=reference, timeout=timeout, as_json=format is OutputFormat.json))
 
 
+@app.command(context_settings={"allow_interspersed_args": True})
+def bench(
+    args: List[str] = typer.Argument(..., help="RECIPE, or: compare RUN_A RUN_B"),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="output directory (default: in the run directory)"),
+    run: Optional[str] = typer.Option(None, "--run", help="run id or directory (default: the recipe's latest)"),
+    router: Optional[str] = typer.Option(None, "--router", help="router URL of a deployment not started here"),
+    max_failed_ratio: float = typer.Option(0.0, "--max-failed-ratio", help="failed requests tolerated per level"),
+    format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f"),
+) -> None:
+    """The concurrency sweep with `vllm bench serve`: TPS/GPU, latencies, CSV/JSON/plots, validity gates.
+
+    `recipectl bench compare A B` prints level-by-level ratios of two runs."""
+    from .commands.bench import bench as run_bench
+    from .commands.bench import bench_compare
+
+    if args[0] == "compare":
+        if len(args) != 3:
+            raise RecipectlError("bench compare takes two bench directories", fix="recipectl bench compare A B")
+        raise typer.Exit(bench_compare(args[1], args[2], as_json=format is OutputFormat.json))
+    if len(args) != 1:
+        raise RecipectlError("bench takes one recipe", fix="recipectl bench RECIPE")
+    raise typer.Exit(run_bench(args[0], out=out, run=run, router=router, max_failed_ratio=max_failed_ratio,
+                               as_json=format is OutputFormat.json))
+
+
 def _dump(data: dict, format: str) -> None:
     if format == "json":
         import json

@@ -1,0 +1,190 @@
+"""Run `vllm bench serve` once per concurrency level against the router; summarise and gate.
+
+TPS per GPU is the seed's headline metric: (input + output tokens) / duration / GPUs of all
+prefill and decode endpoints. On the CPU platform each endpoint counts as one device.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import RecipectlError
+from ..schema import Recipe
+
+
+@dataclass
+class Level:
+    concurrency: int
+    num_prompts: int
+    result_file: str
+    completed: int = 0
+    failed: int = 0
+    total_input_tokens: int = 0
+    total_output_tokens: int = 0
+    duration_s: float = 0.0
+    total_tps: float = 0.0
+    output_tps: float = 0.0
+    tps_per_gpu: float = 0.0
+    request_throughput: float = 0.0
+    ttft_median_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    tpot_median_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    itl_median_ms: float | None = None
+    itl_p99_ms: float | None = None
+    valid: bool = True
+    problems: list[str] = field(default_factory=list)
+
+
+def devices(recipe: Recipe) -> int:
+    return sum(s.endpoints * s.parallel.gpus for s in recipe.roles.values())
+
+
+def bench_argv(recipe: Recipe, router_url: str, concurrency: int, num_prompts: int, out_dir: Path,
+               result_file: str) -> list[str]:
+    from ..engine_env import engine_venv
+
+    w = recipe.workload
+    model = os.path.expanduser(recipe.model.path)
+    exe = engine_venv(recipe.engine.venv) / "bin" / "vllm"
+    return [str(exe) if exe.exists() else "vllm", "bench", "serve",
+            "--backend", "vllm", "--base-url", router_url, "--endpoint", "/v1/completions",
+            "--model", model, "--served-model-name", recipe.served_name, "--tokenizer", model,
+            "--dataset-name", "random", "--random-input-len", str(w.isl), "--random-output-len", str(w.osl),
+            "--random-range-ratio", str(w.random_range_ratio), "--max-concurrency", str(concurrency),
+            "--num-prompts", str(num_prompts), "--ignore-eos", "--percentile-metrics", "ttft,tpot,itl,e2el",
+            "--save-result", "--result-dir", str(out_dir), "--result-filename", result_file,
+            "--disable-tqdm", "--seed", "0"]
+
+
+def summarise(raw: dict, level: Level, gpus: int, max_failed_ratio: float) -> Level:
+    level.completed = int(raw.get("completed", 0))
+    level.failed = int(raw.get("failed", 0) or 0)
+    level.total_input_tokens = int(raw.get("total_input_tokens", 0))
+    level.total_output_tokens = int(raw.get("total_output_tokens", 0))
+    level.duration_s = float(raw.get("duration", 0.0))
+    level.total_tps = float(raw.get("total_token_throughput", 0.0))
+    level.output_tps = float(raw.get("output_throughput", 0.0))
+    level.request_throughput = float(raw.get("request_throughput", 0.0))
+    if level.duration_s > 0:
+        level.tps_per_gpu = (level.total_input_tokens + level.total_output_tokens) / level.duration_s / gpus
+    for metric in ("ttft", "tpot", "itl"):
+        setattr(level, f"{metric}_median_ms", raw.get(f"median_{metric}_ms"))
+        setattr(level, f"{metric}_p99_ms", raw.get(f"p99_{metric}_ms"))
+    # Validity gates: a benchmark that "succeeds" with nothing generated is not a result.
+    if level.total_output_tokens == 0:
+        level.problems.append("zero output tokens")
+    if level.completed < level.num_prompts:
+        level.problems.append(f"{level.completed} of {level.num_prompts} requests completed")
+    if level.num_prompts and level.failed / level.num_prompts > max_failed_ratio:
+        level.problems.append(f"{level.failed} failed requests")
+    level.valid = not level.problems
+    return level
+
+
+def run_sweep(recipe: Recipe, router_url: str, out_dir: Path, *, on_level=None, max_failed_ratio: float = 0.0,
+              level_timeout_s: float = 3600) -> list[Level]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    gpus = devices(recipe)
+    levels: list[Level] = []
+    for c in recipe.workload.concurrency:
+        n = c * recipe.workload.prompts_per_concurrency
+        level = Level(concurrency=c, num_prompts=n, result_file=f"level-c{c}.json")
+        argv = bench_argv(recipe, router_url, c, n, out_dir, level.result_file)
+        log = out_dir / f"level-c{c}.log"
+        with open(log, "w") as f:
+            f.write("$ " + " ".join(argv) + "\n")
+            f.flush()
+            try:
+                proc = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, timeout=level_timeout_s,
+                                      env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+                rc = proc.returncode
+            except subprocess.TimeoutExpired:
+                rc = 124
+        result = out_dir / level.result_file
+        if rc != 0 or not result.exists():
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+            level.valid = False
+            level.problems.append(f"vllm bench serve exited {rc}: {tail[-800:]}")
+        else:
+            summarise(json.loads(result.read_text()), level, gpus, max_failed_ratio)
+        levels.append(level)
+        if on_level:
+            on_level(level)
+        if not level.valid:
+            break  # the deployment is broken; later levels would only measure that
+    return levels
+
+
+def write_outputs(recipe: Recipe, levels: list[Level], out_dir: Path, router_url: str) -> dict:
+    summary = {"recipe": recipe.name, "router": router_url, "gpus": devices(recipe),
+               "workload": recipe.workload.model_dump(), "valid": all(lv.valid for lv in levels),
+               "levels": [asdict(lv) for lv in levels]}
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    fields = [f for f in asdict(levels[0]).keys() if f != "problems"] if levels else []
+    with open(out_dir / "summary.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        w.writeheader()
+        for lv in levels:
+            w.writerow(asdict(lv))
+    plot(levels, out_dir, recipe.name)
+    return summary
+
+
+def plot(levels: list[Level], out_dir: Path, title: str) -> None:
+    ok = [lv for lv in levels if lv.valid]
+    if not ok:
+        return
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise RecipectlError("plots need matplotlib", fix="pip install 'recipectl[plot]'") from e
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot([lv.concurrency for lv in ok], [lv.tps_per_gpu for lv in ok], marker="o")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("concurrency")
+    ax.set_ylabel("total tokens/s per GPU")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out_dir / "tps_per_gpu_vs_concurrency.png", dpi=120)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    xs = [lv.tpot_median_ms or 0 for lv in ok]
+    ax.plot(xs, [lv.tps_per_gpu for lv in ok], marker="o")
+    for lv, x in zip(ok, xs):
+        ax.annotate(f"c={lv.concurrency}", (x, lv.tps_per_gpu), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_xlabel("median TPOT (ms)  — interactivity")
+    ax.set_ylabel("total tokens/s per GPU")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out_dir / "tps_per_gpu_vs_tpot.png", dpi=120)
+    plt.close(fig)
+
+
+def compare(a: dict, b: dict) -> list[dict]:
+    """Level-by-level ratios B / A for the levels both runs have."""
+    by_c = {lv["concurrency"]: lv for lv in a["levels"]}
+    rows = []
+    for lv in b["levels"]:
+        base = by_c.get(lv["concurrency"])
+        if not base:
+            continue
+
+        def ratio(key):
+            x, y = base.get(key), lv.get(key)
+            return None if not x or y is None else y / x
+
+        rows.append({"concurrency": lv["concurrency"], "tps_per_gpu_a": base["tps_per_gpu"],
+                     "tps_per_gpu_b": lv["tps_per_gpu"], "tps_per_gpu_ratio": ratio("tps_per_gpu"),
+                     "tpot_median_ratio": ratio("tpot_median_ms"), "ttft_median_ratio": ratio("ttft_median_ms")})
+    return rows

@@ -1,0 +1,72 @@
+"""launch under failure, with the real engine: a process that dies during start-up, and Ctrl-C.
+Both must end quickly, say what happened, and leave no process behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from recipectl.launch.processes import group_alive
+
+from .e2e_support import LOCAL_RECIPE, ROOT, assert_nothing_left, read_state, wait_for
+from .engine_support import require_engine
+
+pytestmark = pytest.mark.engine
+
+
+def _start_launch(run_root):
+    env = {**os.environ, "RECIPECTL_RUN_DIR": str(run_root)}
+    return subprocess.Popen([sys.executable, "-m", "recipectl", "launch", str(LOCAL_RECIPE)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _pid_of(run_root, kind):
+    state = read_state(run_root)
+    if not state:
+        return None
+    return next((p["pid"] for p in state["processes"] if p["kind"] == kind and p.get("pid")), None)
+
+
+def test_decode_killed_during_startup_fails_launch_with_its_log(tmp_path):
+    require_engine()
+    assert_nothing_left(None)
+    proc = _start_launch(tmp_path)
+    try:
+        pid = wait_for(lambda: _pid_of(tmp_path, "decode"), 60)
+        assert pid, "decode was never started"
+        time.sleep(3)  # let it write a few log lines
+        os.killpg(pid, signal.SIGKILL)
+        t0 = time.time()
+        out, err = proc.communicate(timeout=90)
+        elapsed = time.time() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err
+    assert "decode-0 exited" in err and "last lines of" in err and "decode-0.log" in err
+    assert elapsed < 30, f"launch took {elapsed:.1f}s to notice and clean up"
+    assert_nothing_left(read_state(tmp_path))
+
+
+def test_ctrl_c_during_startup_leaves_nothing(tmp_path):
+    require_engine()
+    assert_nothing_left(None)
+    proc = _start_launch(tmp_path)
+    try:
+        assert wait_for(lambda: _pid_of(tmp_path, "decode") and _pid_of(tmp_path, "prefill"), 60)
+        time.sleep(2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    state = read_state(tmp_path)
+    assert all(not group_alive(p["pid"]) for p in state["processes"] if p.get("pid"))
+    assert_nothing_left(state)

