@@ -28,8 +28,13 @@ def resolve_targets(recipe: Recipe | None, recipe_path: str | None, run: str | N
         if run:
             raise
         return t
-    if not any(is_ours(p.pid, p.start_ticks) for p in state.processes) and state.target == "local":
+    if state.target == "local" and not any(is_ours(p.pid, p.start_ticks) for p in state.processes):
         return t  # a finished run: nothing to check
+    if state.target == "slurm":
+        from .slurm import job_state
+
+        if state.job_id and job_state(state.job_id) != "RUNNING":
+            return t
     t.run_state = state
     t.router = state.router_url
     t.prefill = state.endpoint_urls("prefill")

@@ -79,9 +79,14 @@ def show_status(ref: str | None, *, as_json: bool) -> int:
 
     state = find_run(ref, runs_root())
     rows = []
+    job = None
+    if state.target == "slurm" and state.job_id:
+        from .slurm import job_state
+
+        job = job_state(state.job_id)
     with httpx.Client(timeout=2.0) as client:
         for p in state.processes:
-            alive = _alive(p)
+            alive = (job == "RUNNING") if state.target == "slurm" else _alive(p)
             healthy = None
             if alive and p.url:
                 try:
@@ -93,12 +98,16 @@ def show_status(ref: str | None, *, as_json: bool) -> int:
     running = any(r["alive"] for r in rows)
     if as_json:
         sys.stdout.write(json.dumps({"run_id": state.run_id, "run_dir": state.run_dir, "router_url": state.router_url,
+                                     "target": state.target, "job_id": state.job_id, "job_state": job,
                                      "running": running, "processes": rows}, indent=2) + "\n")
     else:
         from rich.console import Console
         from rich.table import Table
 
-        t = Table(title=f"{state.run_id}  router {state.router_url}", title_justify="left")
+        title = f"{state.run_id}  router {state.router_url}"
+        if state.job_id:
+            title += f"  (Slurm job {state.job_id}: {job or 'ended'})"
+        t = Table(title=title, title_justify="left")
         for col in ("process", "pid", "state", "url", "log"):
             t.add_column(col)
         for r in rows:
@@ -116,8 +125,11 @@ def stop_run(ref: str | None) -> int:
     c = Console(stderr=True)
     state = find_run(ref, runs_root())
     if state.target == "slurm" and state.job_id:
-        from .slurm import cancel_job
+        from .slurm import cancel_job, job_state
 
+        if not job_state(state.job_id):
+            c.print(f"{state.run_id}: Slurm job {state.job_id} is not running")
+            return 0
         cancel_job(state)
         c.print(f"cancelled Slurm job {state.job_id}")
         return 0

@@ -1,14 +1,175 @@
-"""`launch --target slurm`: not implemented yet."""
+"""`launch --target slurm`: submit the rendered sbatch script, record the job, wait for the
+router; `status`, `stop` and `logs` then work on the job (squeue, scancel, the step logs)."""
 
 from __future__ import annotations
 
-from ..errors import RecipectlError
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from ..errors import ExitCode, RecipectlError
+from ..launch.diagnose import diagnose
+from ..launch.processes import tail
+from ..launch.state import ProcessState, RunState, new_run_dir, runs_root
+from ..schema import Recipe
 
 
-def launch_slurm(*args, **kwargs) -> int:
-    raise RecipectlError("launch --target slurm is not available yet",
-                         fix="render the sbatch script: recipectl render RECIPE --target slurm -o DIR")
+def _slurm(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    exe = shutil.which(args[0])
+    if exe is None:
+        raise RecipectlError(f"{args[0]} not found: this host is not a Slurm client",
+                             fix="run on a Slurm login node, or render the script: recipectl render RECIPE --target slurm")
+    return subprocess.run([exe, *args[1:]], capture_output=True, text=True, timeout=timeout)
 
 
-def cancel_job(state) -> None:
-    raise RecipectlError("slurm runs are not supported yet")
+def job_state(job_id: str) -> str | None:
+    """PENDING / RUNNING / COMPLETING ...; None once the job has left the queue."""
+    r = _slurm("squeue", "-h", "-j", job_id, "-o", "%T")
+    state = r.stdout.strip()
+    return state or None
+
+
+def cancel_job(state: RunState, wait_s: float = 60) -> None:
+    _slurm("scancel", state.job_id)
+    deadline = time.time() + wait_s
+    while time.time() < deadline and job_state(state.job_id):
+        time.sleep(0.5)
+    state.stopped_at = time.time()
+    state.save()
+
+
+def submit(recipe_path: str, recipe: Recipe) -> RunState:
+    from ..launch.local import recipe_hash
+    from ..render.processes import build_deployment
+    from ..render.targets import render_slurm
+
+    dep = build_deployment(recipe)
+    run_id, run_dir = new_run_dir(runs_root(recipe.launch.run_dir), recipe.name)
+    run_dir = run_dir.resolve()
+    (script,) = render_slurm(dep)
+    path = run_dir / script.name
+    path.write_text(script.text)
+    path.chmod(0o755)
+    (run_dir / "recipe.yaml").write_bytes(Path(recipe_path).read_bytes())
+    env = {**os.environ, "LOG_DIR": str(run_dir), "READY_TIMEOUT": str(int(recipe.launch.ready_timeout_s))}
+    exe = shutil.which("sbatch")
+    if exe is None:
+        raise RecipectlError("sbatch not found: this host is not a Slurm client",
+                             fix=f"the script is in {path}; submit it from a login node")
+    r = subprocess.run([exe, "--parsable", f"--chdir={run_dir}", f"--output={run_dir}/slurm-%j.out", str(path)],
+                       capture_output=True, text=True, timeout=60, env=env)
+    if r.returncode != 0:
+        raise RecipectlError(f"sbatch refused the job: {r.stderr.strip()}", fix=f"the script is {path}",
+                             exit_code=ExitCode.FINDINGS)
+    job_id = r.stdout.strip().split(";")[0]
+    state = RunState(run_id=run_id, recipe_name=recipe.name, recipe_path=str(Path(recipe_path).resolve()),
+                     recipe_hash=recipe_hash(recipe_path), run_dir=str(run_dir), target="slurm", job_id=job_id,
+                     served_model_name=recipe.served_name)
+    for p in dep.processes:
+        state.processes.append(ProcessState(name=p.name, kind=p.kind, host=p.host, port=p.port, url=None,
+                                            log=str(run_dir / f"{p.name}.log"), argv=[], env={}))
+    state.save()
+    return state
+
+
+def _resolve_urls(state: RunState, recipe: Recipe) -> bool:
+    """Once the job runs, its node list (written by the script) gives every URL."""
+    nodes_file = Path(state.run_dir) / "nodes"
+    if not nodes_file.exists():
+        return False
+    nodes = nodes_file.read_text().split()
+    if not nodes:
+        return False
+    from ..render.processes import build_deployment
+
+    dep = build_deployment(recipe)
+    used = dep.nodes_used
+    for ps, spec in zip(state.processes, dep.processes):
+        host = spec.host if recipe.cluster.hosts else nodes[used.index(spec.node)]
+        ps.host = host
+        ps.url = f"http://{host}:{spec.port}" if spec.port else None
+        if ps.kind == "router":
+            state.router_url = ps.url
+    state.save()
+    return True
+
+
+def _failed_step(state: RunState) -> ProcessState:
+    """The step whose log explains the failure (a recognised cause first, else the newest log)."""
+    logs = [p for p in state.processes if Path(p.log).exists()]
+    for p in logs:
+        if diagnose(tail(p.log, 400)):
+            return p
+    return max(logs, key=lambda p: Path(p.log).stat().st_mtime) if logs else state.processes[0]
+
+
+def wait_ready(state: RunState, recipe: Recipe, timeout_s: float, console) -> tuple[bool, str]:
+    import httpx
+
+    t0 = time.monotonic()
+    last_phase = ""
+    with httpx.Client(timeout=httpx.Timeout(2.0, connect=0.5)) as client:
+        while True:
+            js = job_state(state.job_id)
+            if js is None:
+                return False, f"job {state.job_id} ended before the deployment was ready"
+            if js == "RUNNING" and not any(p.url for p in state.processes):
+                _resolve_urls(state, recipe)
+            for p in state.processes:
+                if p.url and p.healthy_at is None:
+                    try:
+                        if client.get(p.url + "/health").status_code == 200:
+                            p.healthy_at = time.time()
+                            state.save()
+                    except httpx.HTTPError:
+                        pass
+            phase = f"job {state.job_id} {js}; healthy: " + ", ".join(p.name for p in state.processes if p.healthy_at)
+            if phase != last_phase:
+                console.print(phase, highlight=False)
+                last_phase = phase
+            if all(p.healthy_at for p in state.processes if p.port):
+                state.ready_at = time.time()
+                state.save()
+                return True, "ready"
+            if time.monotonic() - t0 > timeout_s:
+                return False, f"not ready after {timeout_s:.0f}s"
+            time.sleep(0.5)
+
+
+def launch_slurm(recipe_path: str, recipe: Recipe, *, detach: bool, timeout: float | None, as_json: bool) -> int:
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    state = submit(recipe_path, recipe)
+    console.print(f"submitted job {state.job_id} (run {state.run_id}, logs in {state.run_dir})")
+    try:
+        ok, message = wait_ready(state, recipe, timeout or recipe.launch.ready_timeout_s, console)
+        if not ok:
+            failed = _failed_step(state)
+            cancel_job(state)
+            console.print(f"[red]launch failed[/]: {message}")
+            console.print(f"--- last lines of {failed.log} ---", highlight=False)
+            console.print(tail(failed.log, 40), markup=False, highlight=False)
+            d = diagnose(tail(failed.log, 400))
+            if d:
+                console.print(f"[bold]cause[/]: {d.cause}\n[bold]fix[/]: {d.fix}")
+            console.print(f"job {state.job_id} cancelled")
+            return int(ExitCode.FINDINGS)
+        if as_json:
+            sys.stdout.write(json.dumps(asdict(state), indent=2) + "\n")
+        console.print(f"[green]ready[/] — router {state.router_url} (job {state.job_id}; stop with: recipectl stop)")
+        if detach:
+            return 0
+        while job_state(state.job_id):
+            time.sleep(2)
+        console.print(f"job {state.job_id} ended")
+        return 1
+    except KeyboardInterrupt:
+        cancel_job(state)
+        console.print(f"[yellow]interrupted[/]: job {state.job_id} cancelled")
+        return int(ExitCode.INTERRUPTED)

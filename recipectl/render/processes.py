@@ -58,6 +58,15 @@ class Deployment:
         return [p for p in self.processes if p.node == node]
 
 
+def engine_program(recipe: Recipe, command: list[str]) -> list[Value]:
+    """With engine.venv, the engine's programs are called by their path in that venv, so every
+    target (bash, Slurm steps, the local launcher) runs the same binary without PATH games."""
+    venv = recipe.engine.venv
+    if venv and command and "/" not in command[0]:
+        return [path_value(f"{venv.rstrip('/')}/bin/{command[0]}"), *command[1:]]
+    return list(command)
+
+
 def _flag(argv: list, name: str, value) -> None:
     if value is None:
         return
@@ -90,7 +99,7 @@ def serve_argv(recipe: Recipe, proc: Process, placement: Placement) -> list[Valu
     spec = recipe.roles[proc.role]
     model = recipe.model
     version = recipe.engine.version
-    argv: list[Value] = [*recipe.engine.serve_command, path_value(model.path)]
+    argv: list[Value] = [*engine_program(recipe, recipe.engine.serve_command), path_value(model.path)]
     _flag(argv, "--served-model-name", model.name)
     if not proc.headless:
         argv += ["--host", "0.0.0.0" if not recipe.cluster.is_cpu else proc.host, "--port", str(proc.http_port)]
@@ -180,7 +189,7 @@ def router_argv(recipe: Recipe, placement: Placement) -> list[Value]:
         for e in placement.role("decode"):
             argv += ["--decoder-host", NodeAddress(e.leader.node), "--decoder-port", str(e.leader.http_port)]
         return argv + list(r.extra_args)
-    argv = [*recipe.engine.router_command, "--vllm-pd-disaggregation"]
+    argv = [*engine_program(recipe, recipe.engine.router_command), "--vllm-pd-disaggregation"]
     for e in placement.role("prefill"):
         argv += ["--prefill", _url(recipe, e.leader)]
     for e in placement.role("decode"):
