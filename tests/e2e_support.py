@@ -13,7 +13,7 @@ from recipectl.launch.processes import group_alive, port_in_use
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL_RECIPE = ROOT / "recipes" / "local" / "tiny-hybrid-cpu.yaml"
-PORTS = (8100, 8200, 30000, 5600, 5700)
+PORTS = (8100, 8200, 30000, 5600, 5700, 29000)  # 29000: the router's Prometheus default
 
 
 def cli(*args: str, env: dict | None = None, timeout: float = 900, **kw) -> subprocess.CompletedProcess:

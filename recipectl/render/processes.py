@@ -170,10 +170,9 @@ def process_env(recipe: Recipe, proc: Process, placement: Placement) -> list[tup
     if proc.gpus:
         env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(map(str, proc.gpus)))
     if recipe.cluster.is_cpu and proc.cpu_cores is not None:
-        # vLLM's CPU backend binds its OpenMP threads to these cores; with no core reserved for
-        # the front-end, two servers on a small host do not fight over the same core.
+        # vLLM's CPU backend binds its OpenMP threads to exactly these cores (with the default
+        # `auto`, two servers on a small host share a core and every request crawls).
         env.setdefault("VLLM_CPU_OMP_THREADS_BIND", proc.cpu_cores)
-        env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
     return sorted(env.items())
 
 
