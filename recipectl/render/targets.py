@@ -59,7 +59,7 @@ def render_bash(dep: Deployment) -> list[RenderedFile]:
         workers = [p for p in procs if p.kind != "router"]
         router = next((p for p in procs if p.kind == "router"), None)
         ctx = {
-            **_header(dep), "host": hosts[node], "node": node,
+            **_header(dep), "host": hosts[node], "node": node, "required_env": required_env(dep),
             "workers": [{"name": p.name, "env": _env_lines(p, node_expr), "cmd": shell_lines(p.argv, node_expr)}
                         for p in workers],
             "router": None if router is None else {
@@ -88,6 +88,7 @@ def render_slurm(dep: Deployment) -> list[RenderedFile]:
     router = dep.router
     ctx = {
         **_header(dep), "nodes": len(nodes), "gpus_per_node": 0 if r.cluster.is_cpu else r.cluster.gpus_per_node,
+        "required_env": required_env(dep),
         "steps": steps,
         "router": {"name": router.name, "node": index[router.node], "env": _env_lines(router, node_expr),
                    "cmd": shell_lines(router.argv, node_expr), "port": router.port},
@@ -99,8 +100,26 @@ def render_slurm(dep: Deployment) -> list[RenderedFile]:
     return [RenderedFile(f"{r.name}.sbatch", text, executable=True)]
 
 
-def _k8s_name(text: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")[:40].strip("-")
+def _k8s_name(text: str, limit: int = 40) -> str:
+    """A DNS-1123 name; a long one is cut and given a hash of the whole, so variants stay distinct."""
+    import hashlib
+
+    name = "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
+    if len(name) <= limit:
+        return name
+    return name[: limit - 7].strip("-") + "-" + hashlib.sha1(name.encode()).hexdigest()[:6]
+
+
+def _k8s_literal(text: str) -> str:
+    """Kubernetes expands $(NAME) in command, args and env values; $$ is a literal $."""
+    return text.replace("$", "$$")
+
+
+def required_env(dep: Deployment) -> list[str]:
+    """Variables the rendered processes take by reference (${NAME}): checked before anything starts."""
+    names = {v.name for p in dep.processes for _, v in p.env if isinstance(v, EnvRef)}
+    names |= {a.name for p in dep.processes for a in p.argv if isinstance(a, EnvRef)}
+    return sorted(names)
 
 
 def render_k8s(dep: Deployment) -> list[RenderedFile]:
@@ -122,30 +141,37 @@ def render_k8s(dep: Deployment) -> list[RenderedFile]:
             elif k == "CUDA_VISIBLE_DEVICES":
                 continue  # each pod gets its own GPUs from the device plugin
             else:
-                out.append({"name": k, "value": str(v)})
+                out.append({"name": k, "value": _k8s_literal(str(v))})
         return out
 
-    def k8s_args(proc: ProcessSpec, worker_rank_expr: str | None = None) -> list[str]:
-        args = []
-        it = iter(range(len(proc.argv)))
+    def k8s_words(proc: ProcessSpec, worker_rank_expr: str | None = None) -> list[tuple[str, bool]]:
+        """(word, is_expression): expressions are expanded by the kubelet or the shell; every
+        literal is escaped so that neither can touch it."""
+        words: list[tuple[str, bool]] = []
         argv = list(proc.argv)
-        for i in it:
+        i = 0
+        while i < len(argv):
             a = argv[i]
             if isinstance(a, NodeAddress):
-                args.append("$(LWS_LEADER_ADDRESS)")
+                words.append(("$(LWS_LEADER_ADDRESS)", True))
             elif isinstance(a, UrlOf):
                 owner = next(p for p in dep.workers if p.node == a.node and p.port == a.port)
-                args.append(f"http://{svc((owner.kind, owner.endpoint))}:{a.port}")
+                words.append((f"http://{svc((owner.kind, owner.endpoint))}:{a.port}", False))
             elif isinstance(a, EnvRef):
-                args.append(f"$({a.name})")
+                words.append((f"$({a.name})", True))
             elif isinstance(a, HomePath):
-                args.append(f"/root/{a.rest}")  # containers run as root unless the image says otherwise
+                # containers run as root unless the image says otherwise
+                words.append((_k8s_literal(f"/root/{a.rest}"), False))
             elif a == "--data-parallel-start-rank" and worker_rank_expr:
-                args += [a, worker_rank_expr]
-                next(it)
+                words += [(a, False), (worker_rank_expr, True)]
+                i += 1
             else:
-                args.append(str(a))
-        return args
+                words.append((_k8s_literal(str(a)), False))
+            i += 1
+        return words
+
+    def k8s_args(proc: ProcessSpec) -> list[str]:
+        return [w for w, _ in k8s_words(proc)]
 
     workloads = []
     for ep in dep.placement.endpoints:
@@ -160,8 +186,8 @@ def render_k8s(dep: Deployment) -> list[RenderedFile]:
             entry.update(kind="lws", size=len(procs), leader_args=k8s_args(leader),
                          # every follower pod shares one template: its start rank comes from its index
                          worker_command=["sh", "-c", "exec " + " ".join(
-                             shlex.quote(a) if not a.startswith(("$(", "$((")) else a
-                             for a in k8s_args(follower, f"$((LWS_WORKER_INDEX * {dp_local}))"))],
+                             w if is_expr else shlex.quote(w)
+                             for w, is_expr in k8s_words(follower, f"$((LWS_WORKER_INDEX * {dp_local}))"))],
                          worker_env=k8s_env(follower, False))
         else:
             entry.update(kind="deployment", args=k8s_args(leader))
