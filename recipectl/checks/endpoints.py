@@ -132,7 +132,9 @@ async def parity(recipe: Recipe | None, targets: Targets, client: httpx.AsyncCli
                               prompts=DEFAULT_PROMPTS[:n], max_tokens=cfg.max_tokens if cfg else 32,
                               near_tie_nats=cfg.near_tie_nats if cfg else 0.1,
                               min_exact_match_rate=cfg.min_match_rate if cfg else 0.5,
-                              request_timeout_s=timeout)
+                              request_timeout_s=timeout,
+                              # compare token ids: two different tokens can render as the same text
+                              token_ids=True)
     data = result.model_dump()
     bad = [p for p in result.prompts if p.classification not in ("match", "near_tie")]
     detail = f"{result.message}"
