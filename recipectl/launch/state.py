@@ -70,7 +70,8 @@ class RunState:
 
 
 def runs_root(base: str | None = None) -> Path:
-    return Path(os.path.expanduser(base or os.environ.get("RECIPECTL_RUN_DIR") or ".recipectl/runs"))
+    """$RECIPECTL_RUN_DIR wins over the recipe's launch.run_dir (tests, CI, shared hosts)."""
+    return Path(os.path.expanduser(os.environ.get("RECIPECTL_RUN_DIR") or base or ".recipectl/runs"))
 
 
 def new_run_dir(root: Path, recipe_name: str) -> tuple[str, Path]:
