@@ -76,6 +76,7 @@ def test_launch_overhead_is_small(deployment):
 
 def test_doctor_passes_every_check(deployment):
     r = cli("doctor", str(LOCAL_RECIPE), "--format", "json", env=deployment["env"], timeout=1500)
+    assert r.stdout.strip(), r.stderr[-3000:]
     body = json.loads(r.stdout)
     for c in body["checks"]:
         print(f"{c['status']:5} {c['group']:12} {c['name']}: {c['detail'][:200]}")

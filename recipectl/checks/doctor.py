@@ -204,7 +204,9 @@ def environment_checks(recipe: Recipe | None) -> list[tuple[str, Callable[[], Aw
 
 
 def cpu_core_check(recipe: Recipe | None, targets: Targets):
-    """Engine-readiness rules cannot see: running CPU endpoints really do not share cores."""
+    """Engine-readiness rules cannot see: the running CPU endpoints' compute threads are bound to
+    disjoint cores. vLLM binds its OpenMP threads to VLLM_CPU_OMP_THREADS_BIND (read from each
+    server's own environment); it keeps its other threads on the remaining cores by design."""
 
     async def check() -> CheckResult:
         state = targets.run_state
@@ -212,47 +214,37 @@ def cpu_core_check(recipe: Recipe | None, targets: Targets):
             return CheckResult("environment", "", SKIP, "needs a local CPU run")
         from ..launch.processes import is_ours
 
-        sets: dict[str, set[int]] = {}
+        sets: dict[str, set[int] | None] = {}
         for p in state.processes:  # type: ignore[attr-defined]
             if p.kind == "router" or not is_ours(p.pid, p.start_ticks):
                 continue
-            sets[p.name] = _group_affinity(p.pid)
+            sets[p.name] = _omp_binding(p.pid)
         names = list(sets)
         unbound = [n for n in names if not sets[n]]
         if len(names) > 1 and unbound:
-            return CheckResult("environment", "", FAIL, f"{', '.join(unbound)}: engine threads not bound to cores",
-                               "set cpu_cores per endpoint (VLLM_CPU_OMP_THREADS_BIND)")
+            return CheckResult("environment", "", FAIL,
+                               f"{', '.join(unbound)}: compute threads not bound (VLLM_CPU_OMP_THREADS_BIND auto/unset)",
+                               "set cpu_cores per endpoint")
         clashes = [f"{a} and {b} share cores {sorted(sets[a] & sets[b])}"
                    for i, a in enumerate(names) for b in names[i + 1:] if sets[a] & sets[b]]
         if clashes:
             return CheckResult("environment", "", FAIL, "; ".join(clashes), "give each endpoint its own cpu_cores")
-        detail = ", ".join(f"{n}: {sorted(c)}" for n, c in sets.items())
+        detail = ", ".join(f"{n}: cores {sorted(c or [])}" for n, c in sets.items())
         return CheckResult("environment", "", PASS if sets else SKIP, detail or "no running endpoint")
 
     return ("CPU cores per endpoint", check, 10)
 
 
-def _group_affinity(pgid: int) -> set[int]:
-    """Cores the engine threads of a process group are bound to. vLLM binds its OpenMP worker
-    threads one by one; threads left on every core (the API server, Python helpers) say nothing."""
-    everything = set(range(os.cpu_count() or 1))
-    cores: set[int] = set()
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) != pgid:
-                continue
-            for t in (d / "task").iterdir():
-                for line in (t / "status").read_text().splitlines():
-                    if line.startswith("Cpus_allowed_list:"):
-                        allowed = _parse_list(line.split(":", 1)[1].strip())
-                        if allowed and allowed != everything:
-                            cores |= allowed
-        except OSError:
-            continue
-    return cores
+def _omp_binding(pid: int) -> set[int] | None:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for item in environ:
+        if item.startswith(b"VLLM_CPU_OMP_THREADS_BIND="):
+            value = item.split(b"=", 1)[1].decode()
+            return None if value in ("", "auto", "all") else _parse_list(value.split("|")[0])
+    return None
 
 
 def _parse_list(text: str) -> set[int]:

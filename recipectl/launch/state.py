@@ -99,7 +99,9 @@ def find_run(ref: str | None, root: Path) -> RunState:
         elif (root / ref / STATE_FILE).is_file():
             candidates.append(root / ref / STATE_FILE)
         else:
-            matches = sorted(root.glob(f"{ref}-*/{STATE_FILE}"), key=lambda q: q.stat().st_mtime)
+            matches = []
+            if "/" not in ref and not ref.startswith("."):
+                matches = sorted(root.glob(f"{ref}-*/{STATE_FILE}"), key=lambda q: q.stat().st_mtime)
             if not matches and p.suffix in (".yaml", ".yml") and p.is_file():
                 from ..validate import load_one
 
