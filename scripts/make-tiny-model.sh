@@ -11,4 +11,4 @@ if [[ ! -x "$VENV/bin/python" ]]; then
   exit 1
 fi
 PYTHONPATH="$ROOT" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
-  "$VENV/bin/python" -m recipectl.tinymodel --out "$OUT" --kind "$KIND" --seed 0
+  "$VENV/bin/python" -m recipectl.tinymodel --out "$OUT" --kind "$KIND" --seed "${SEED:-0}"

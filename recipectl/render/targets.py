@@ -75,15 +75,19 @@ def render_slurm(dep: Deployment) -> list[RenderedFile]:
     nodes = dep.nodes_used
     index = {n: i for i, n in enumerate(nodes)}  # recipe node -> position in the job's node list
 
-    def node_expr(n: int) -> str:
-        return f"${{NODES[{index[n]}]}}"
-
     r = dep.recipe
+
+    def node_expr(n: int) -> str:
+        # hosts the recipe names are used as they are; otherwise the job's own node list
+        return r.cluster.hosts[n] if r.cluster.hosts else f"${{NODES[{index[n]}]}}"
+
+    cpus_per_gpu = (r.cluster.cpus_per_node // r.cluster.gpus_per_node
+                    if r.cluster.cpus_per_node and r.cluster.gpus_per_node else 8)
     steps = []
     for p in dep.workers:
         # Slurm gives each step its GPUs (--gpus) and sets CUDA_VISIBLE_DEVICES itself
         env = [ln for ln in _env_lines(p, node_expr) if not ln.startswith("CUDA_VISIBLE_DEVICES=")]
-        steps.append({"name": p.name, "node": index[p.node], "gpus": len(p.gpus),
+        steps.append({"name": p.name, "node": index[p.node], "gpus": len(p.gpus), "cpus": cpus_per_gpu * len(p.gpus),
                       "env": env, "cmd": shell_lines(p.argv, node_expr)})
     router = dep.router
     ctx = {
@@ -91,7 +95,8 @@ def render_slurm(dep: Deployment) -> list[RenderedFile]:
         "required_env": required_env(dep),
         "steps": steps,
         "router": {"name": router.name, "node": index[router.node], "env": _env_lines(router, node_expr),
-                   "cmd": shell_lines(router.argv, node_expr), "port": router.port},
+                   "cmd": shell_lines(router.argv, node_expr), "port": router.port,
+                   "address": node_expr(router.node)},
         "wait_urls": [f'"http://{node_expr(p.node)}:{p.port}/health"' for p in dep.workers if p.port],
         "ready_timeout": int(r.launch.ready_timeout_s),
         "container": r.engine.image,

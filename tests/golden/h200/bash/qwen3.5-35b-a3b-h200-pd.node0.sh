@@ -100,6 +100,12 @@ echo "started decode-0 (pid $!), log $LOG_DIR/decode-0.log"
 wait_healthy() {
   local url=$1 deadline=$((SECONDS + READY_TIMEOUT))
   until curl -sf -o /dev/null "$url"; do
+    for pid in "${pids[@]}"; do
+      if ! kill -0 "$pid" 2>/dev/null; then
+        echo "a process exited before $url answered (see $LOG_DIR)" >&2
+        return 1
+      fi
+    done
     if ((SECONDS > deadline)); then
       echo "timed out after ${READY_TIMEOUT}s waiting for $url" >&2
       return 1

@@ -1,0 +1,431 @@
+"""A real single-node Slurm cluster for tests: Debian's slurm-wlm and munge, run from a temp dir.
+
+``from .slurm_support import slurm_cluster`` in a test module gives its tests a module-scoped
+fixture that installs slurm-wlm and munge if they are missing (scripts/install-slurm.sh, as root),
+writes a munge key and a minimal slurm.conf into a fresh temp dir, starts munged, slurmctld and
+slurmd in the foreground (children of pytest, each stopped by pid on teardown) and waits until the
+node is idle. Nothing outside the temp dir is used: no /etc/slurm, /etc/munge, /run/munge, no
+systemd, and free TCP ports, so two clusters (two pytest runs) can run side by side.
+
+When Slurm cannot be installed or started the fixture skips, with the reason and the daemon logs;
+with CI set in the environment it fails instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+INSTALL_SCRIPT = ROOT / "scripts" / "install-slurm.sh"
+CLIENTS = ("sbatch", "srun", "squeue", "sinfo", "scancel", "scontrol")
+DAEMONS = ("munged", "munge", "slurmctld", "slurmd")
+# seconds for munged + slurmctld + slurmd to bring the node to idle
+START_TIMEOUT = float(os.environ.get("RECIPECTL_SLURM_START_TIMEOUT", "60"))
+STOP_TIMEOUT = 20.0  # seconds for one daemon to exit after SIGTERM, before SIGKILL
+TERMINAL_STATES = {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
+                   "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT"}
+_SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/bin",
+                                "/bin"])
+
+
+class SlurmUnavailable(RuntimeError):
+    """Slurm could not be installed or started; the message says why (with logs)."""
+
+
+def _which(name: str) -> str | None:
+    return shutil.which(name, path=_SEARCH_PATH)
+
+
+def _unavailable(msg: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"Slurm is required in CI: {msg}", pytrace=False)
+    pytest.skip(f"no Slurm cluster: {msg}")
+
+
+def ensure_installed() -> dict[str, str]:
+    """Paths of the Slurm and munge programs, installing slurm-wlm + munge first if needed."""
+    missing = [b for b in (*CLIENTS, *DAEMONS) if _which(b) is None]
+    if missing:
+        if os.geteuid() != 0:
+            raise SlurmUnavailable(f"{', '.join(missing)} not found and not root: "
+                                   f"run `sudo bash {INSTALL_SCRIPT.relative_to(ROOT)}`")
+        try:
+            proc = subprocess.run(["bash", str(INSTALL_SCRIPT)], capture_output=True, text=True,
+                                  timeout=900)
+        except subprocess.TimeoutExpired:
+            raise SlurmUnavailable(f"{INSTALL_SCRIPT.name} took over 900 s") from None
+        if proc.returncode != 0:
+            raise SlurmUnavailable(f"{INSTALL_SCRIPT.name} failed (exit {proc.returncode}):\n"
+                                   f"{_tail(proc.stdout + proc.stderr)}")
+        missing = [b for b in (*CLIENTS, *DAEMONS) if _which(b) is None]
+        if missing:
+            raise SlurmUnavailable(f"{', '.join(missing)} still missing after "
+                                   f"{INSTALL_SCRIPT.name}")
+    return {b: _which(b) for b in (*CLIENTS, *DAEMONS)}  # type: ignore[misc]
+
+
+def _tail(text: str, lines: int = 40) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def _die_with_parent() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def _node_hardware(slurmd: str) -> dict[str, int]:
+    """CPUs and topology as slurmd itself counts them (`slurmd -C`); RealMemory from /proc/meminfo
+    minus a margin, so the node never registers with less memory than configured."""
+    hw: dict[str, int] = {}
+    try:
+        out = subprocess.run([slurmd, "-C"], capture_output=True, text=True, timeout=30).stdout
+        first = out.splitlines()[0] if out else ""
+        for key in ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore"):
+            m = re.search(rf"\b{key}=(\d+)", first)
+            if m:
+                hw[key] = int(m.group(1))
+    except (OSError, subprocess.SubprocessError, IndexError):
+        pass
+    if "CPUs" not in hw:  # no topology: CPUs alone is a valid node line
+        hw = {"CPUs": len(os.sched_getaffinity(0))}
+    mem_kb = int(re.search(r"^MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text(), re.M).group(1))
+    mem_mb = mem_kb // 1024
+    hw["RealMemory"] = max(1, mem_mb - max(512, mem_mb // 10))
+    return hw
+
+
+def write_slurm_conf(path: Path, *, cluster: str, node: str, hw: dict[str, int], base: Path,
+                     munge_socket: Path, ctld_port: int, slurmd_port: int, extra: str = "",
+                     node_options: str = "") -> str:
+    node_hw = " ".join([*(f"{k}={v}" for k, v in hw.items()), *node_options.split()])
+    text = f"""\
+# Generated by tests/slurm_support.py: a single-node test cluster, everything under {base}
+ClusterName={cluster}
+SlurmctldHost={node}(127.0.0.1)
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={munge_socket}
+MpiDefault=none
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
+ReturnToService=2
+MailProg=/bin/true
+StateSaveLocation={base}/state
+SlurmdSpoolDir={base}/spool
+SlurmctldPidFile={base}/run/slurmctld.pid
+SlurmdPidFile={base}/run/slurmd.pid
+SlurmctldLogFile={base}/log/slurmctld.log
+SlurmdLogFile={base}/log/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+SlurmctldTimeout=30
+SlurmdTimeout=60
+MessageTimeout=10
+InactiveLimit=0
+KillWait=5
+MinJobAge=300
+Waittime=0
+NodeName={node} NodeAddr=127.0.0.1 {node_hw} State=UNKNOWN
+PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
+"""
+    if extra:
+        text += extra.rstrip("\n") + "\n"
+    path.write_text(text)
+    return text
+
+
+@dataclass
+class SlurmCluster:
+    env: dict[str, str]  # add to the environment of commands that use this cluster
+    conf_dir: Path  # holds slurm.conf
+    node: str  # the one node's name (this host's short hostname)
+    base: Path  # the temp dir everything lives in
+    bins: dict[str, str] = field(repr=False, default_factory=dict)
+    procs: dict[str, subprocess.Popen] = field(repr=False, default_factory=dict)
+
+    @property
+    def conf(self) -> Path:
+        return self.conf_dir / "slurm.conf"
+
+    def full_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """os.environ without any SLURM_* of an enclosing job, plus this cluster's env."""
+        base = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        return {**base, **self.env, **(extra or {})}
+
+    def run(self, args: Sequence[str], *, check: bool = False, timeout: float = 60,
+            cwd: str | Path | None = None, env: dict[str, str] | None = None,
+            ) -> subprocess.CompletedProcess[str]:
+        """Run a Slurm command (sbatch, squeue, ...) against this cluster; output captured."""
+        args = list(args)
+        if args and "/" not in args[0] and args[0] in self.bins:
+            args[0] = self.bins[args[0]]
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                              env=self.full_env(env))
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} exited {proc.returncode}:\n"
+                                 f"{proc.stdout}{proc.stderr}")
+        return proc
+
+    # -- conveniences for tests ------------------------------------------------------------
+    def sbatch(self, *args: str, cwd: str | Path | None = None,
+               env: dict[str, str] | None = None) -> str:
+        """Submit (the job gets this environment, plus env); return the job id."""
+        out = self.run(["sbatch", "--parsable", *args], check=True, cwd=cwd, env=env).stdout.strip()
+        return out.split(";")[0]
+
+    def job_state(self, job_id: str) -> str | None:
+        """The job's state (RUNNING, COMPLETED, ...) while slurmctld remembers it, else None."""
+        out = self.run(["scontrol", "show", "job", "-o", job_id]).stdout
+        m = re.search(r"\bJobState=(\S+)", out)
+        return m.group(1) if m else None
+
+    def job_info(self, job_id: str) -> dict[str, str]:
+        out = self.run(["scontrol", "show", "job", "-o", job_id]).stdout
+        return dict(re.findall(r"(\w+)=(\S*)", out))
+
+    def wait_running(self, job_id: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while (state := self.job_state(job_id)) != "RUNNING":
+            if state in TERMINAL_STATES or time.monotonic() > deadline:
+                raise AssertionError(f"job {job_id} is {state}, not RUNNING, after {timeout} s\n"
+                                     f"{self.logs()}")
+            time.sleep(0.2)
+
+    def wait_gone(self, job_id: str, timeout: float = 60) -> str | None:
+        """Poll squeue until the job has left the queue; return its final state."""
+        deadline = time.monotonic() + timeout
+        while True:
+            proc = self.run(["squeue", "-h", "-j", job_id, "-o", "%T"])
+            out = proc.stdout.strip()
+            if proc.returncode == 0 and (not out or out in TERMINAL_STATES):
+                return self.job_state(job_id)
+            if proc.returncode != 0 and "Invalid job id" in proc.stderr:
+                return None  # finished long enough ago that slurmctld forgot it
+            if time.monotonic() > deadline:
+                raise AssertionError(f"job {job_id} still {out or proc.stderr.strip()!r} after "
+                                     f"{timeout} s\n{self.logs()}")
+            time.sleep(0.2)
+
+    def steps(self, job_id: str) -> list[str]:
+        """Names of the job's running steps (squeue -s)."""
+        out = self.run(["squeue", "-h", "-s", "-j", job_id, "-o", "%j"]).stdout
+        return out.split()
+
+    def logs(self, lines: int = 30) -> str:
+        """The tail of each daemon's log (its stdout/stderr where it has no log file)."""
+        parts = []
+        log_dir = self.base / "log"
+        for name in ("munged", "slurmctld", "slurmd"):
+            for f in (log_dir / f"{name}.log", log_dir / f"{name}.out"):
+                if f.is_file() and f.stat().st_size:
+                    text = _tail(f.read_text(errors="replace"), lines)
+                    parts.append(f"--- {f} (last {lines} lines) ---\n{text}")
+                    break
+        return "\n".join(parts)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def _spawn(self, name: str, args: list[str]) -> None:
+        out = open(self.base / "log" / f"{name}.out", "ab")
+        try:
+            # Own session: a ^C in the terminal reaches pytest (which tears down), not the
+            # daemons. SIGTERM when pytest dies without tearing down (killed, timed out).
+            self.procs[name] = subprocess.Popen(
+                args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                env=self.full_env(), cwd=self.base, start_new_session=True,
+                preexec_fn=_die_with_parent)
+        finally:
+            out.close()
+
+    def _check_alive(self) -> None:
+        for name, p in self.procs.items():
+            if p.poll() is not None:
+                raise SlurmUnavailable(f"{name} exited with {p.returncode} during start-up\n"
+                                       f"{self.logs()}")
+
+    def start(self, timeout: float = START_TIMEOUT) -> None:
+        t0 = time.monotonic()
+        deadline = t0 + timeout
+        munge_dir = self.base / "munge"
+        sock = munge_dir / "munge.socket.2"
+        self._spawn("munged", [self.bins["munged"], "--foreground",
+                               f"--key-file={munge_dir / 'munge.key'}", f"--socket={sock}",
+                               f"--pid-file={munge_dir / 'munged.pid'}",
+                               f"--log-file={self.base / 'log' / 'munged.log'}",
+                               f"--seed-file={munge_dir / 'munged.seed'}"])
+        while True:  # munged answers
+            self._check_alive()
+            probe = subprocess.run([self.bins["munge"], "-S", str(sock), "-n"],
+                                   capture_output=True, timeout=10)
+            if probe.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise SlurmUnavailable(f"munged did not answer on {sock} in {timeout:.0f} s\n"
+                                       f"{self.logs()}")
+            time.sleep(0.1)
+        self._spawn("slurmctld", [self.bins["slurmctld"], "-D", "-i"])
+        self._spawn("slurmd", [self.bins["slurmd"], "-D", "-N", self.node])
+        state = ""
+        while True:  # the node registered and is idle
+            self._check_alive()
+            proc = self.run(["sinfo", "-h", "-N", "-n", self.node, "-o", "%t"], timeout=15)
+            state = proc.stdout.strip()
+            if state == "idle":
+                return
+            if time.monotonic() > deadline:
+                node = self.run(["scontrol", "show", "node", self.node], timeout=15)
+                raise SlurmUnavailable(
+                    f"node {self.node} not idle after {timeout:.0f} s (sinfo: {state!r} "
+                    f"{proc.stderr.strip()})\n{node.stdout}{node.stderr}\n{self.logs()}")
+            time.sleep(0.25)
+
+    def stop(self) -> list[str]:
+        """Cancel every job, stop slurmd, slurmctld and munged; return the problems found."""
+        problems: list[str] = []
+        ctld = self.procs.get("slurmctld")
+        if ctld is not None and ctld.poll() is None:
+            try:
+                ids = self.run(["squeue", "-h", "-o", "%i"], timeout=15).stdout.split()
+                if ids:
+                    self.run(["scancel", *ids], timeout=15)
+                    deadline = time.monotonic() + 30
+                    while self.run(["squeue", "-h", "-o", "%i"], timeout=15).stdout.split():
+                        if time.monotonic() > deadline:
+                            problems.append(f"jobs still queued 30 s after scancel: "
+                                            f"{self.run(['squeue'], timeout=15).stdout}")
+                            break
+                        time.sleep(0.2)
+            except (OSError, subprocess.SubprocessError) as e:
+                problems.append(f"could not cancel the jobs: {e}")
+        for name in ("slurmd", "slurmctld", "munged"):
+            p = self.procs.get(name)
+            if p is None or p.poll() is not None:
+                continue
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                problems.append(f"{name} (pid {p.pid}) ignored SIGTERM for {STOP_TIMEOUT:.0f} s; "
+                                "killed")
+                p.kill()
+                p.wait(10)
+        for name, p in self.procs.items():
+            if p.poll() is None:
+                problems.append(f"{name} (pid {p.pid}) still running")
+        deadline = time.monotonic() + 5  # slurmctld's slurmscriptd child exits after it
+        while (leftovers := self.leftover_processes()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if leftovers:
+            problems.append("processes of this cluster left behind (killed): "
+                            + "; ".join(f"{pid} {cmd}" for pid, cmd in leftovers))
+            for pid, _ in leftovers:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        return problems
+
+    def leftover_processes(self) -> list[tuple[int, str]]:
+        """Processes (daemons, slurmstepd, job tasks) whose environment names this cluster's
+        slurm.conf: every one of them inherits SLURM_CONF from the fixture or from a job."""
+        marker = f"SLURM_CONF={self.conf}".encode()
+        found = []
+        me = os.getpid()
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit() or int(d.name) == me:
+                continue
+            try:
+                if marker not in (d / "environ").read_bytes().split(b"\0"):
+                    continue
+                if (d / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue  # a zombie is already dead; its parent reaps it
+                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            found.append((int(d.name), cmd.strip()))
+        return found
+
+
+def start_cluster(extra_conf: str = "", node_options: str = "") -> SlurmCluster:
+    """Install if needed, write the config, start the daemons; raise SlurmUnavailable if not.
+    extra_conf: lines appended to slurm.conf (a later line wins); node_options: appended to the
+    NodeName line (e.g. "Gres=gpu:8")."""
+    bins = ensure_installed()
+    node = socket.gethostname().split(".")[0]
+    # Not under pytest's basetemp: munged wants every directory above its socket to be o+x,
+    # and /tmp/pytest-of-<user> is 0700.
+    base = Path(tempfile.mkdtemp(prefix="recipectl-slurm-"))
+    base.chmod(0o755)
+    for sub in ("etc", "munge", "state", "spool", "run", "log"):
+        (base / sub).mkdir(mode=0o755)
+    key = base / "munge" / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o600)
+    write_slurm_conf(base / "etc" / "slurm.conf", cluster="recipectl-test", node=node,
+                     hw=_node_hardware(bins["slurmd"]), base=base,
+                     munge_socket=base / "munge" / "munge.socket.2",
+                     ctld_port=_free_port(), slurmd_port=_free_port(), extra=extra_conf,
+                     node_options=node_options)
+    cluster = SlurmCluster(env={"SLURM_CONF": str(base / "etc" / "slurm.conf")},
+                           conf_dir=base / "etc", node=node, base=base, bins=bins)
+    try:
+        cluster.start()
+    except BaseException as e:
+        problems = cluster.stop()
+        if isinstance(e, SlurmUnavailable):
+            raise SlurmUnavailable(f"{e}\n(files kept in {base})"
+                                   + "".join(f"\n{p}" for p in problems)) from None
+        raise
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster() -> Iterator[SlurmCluster]:
+    t0 = time.monotonic()
+    try:
+        cluster = start_cluster()
+    except SlurmUnavailable as e:
+        _unavailable(str(e))
+        raise  # unreachable: skip/fail raise
+    print(f"\n[slurm] cluster up in {time.monotonic() - t0:.1f} s: node {cluster.node}, "
+          f"SLURM_CONF={cluster.conf}")
+    try:
+        yield cluster
+    finally:
+        problems = cluster.stop()
+        if problems:
+            pytest.fail("Slurm teardown: " + "\n".join(problems) + f"\n{cluster.logs()}\n"
+                        f"(files kept in {cluster.base})", pytrace=False)
+        shutil.rmtree(cluster.base, ignore_errors=True)
