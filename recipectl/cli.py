@@ -287,6 +287,20 @@ def bench(
                                as_json=format is OutputFormat.json))
 
 
+@app.command()
+def top(
+    recipe: Optional[str] = typer.Argument(None, help="the recipe whose latest run to watch"),
+    run: Optional[str] = typer.Option(None, "--run"),
+    interval: float = typer.Option(2.0, "--interval", "-i", help="seconds between refreshes"),
+    once: bool = typer.Option(False, "--once", help="one snapshot, then exit"),
+    format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="json: one snapshot"),
+) -> None:
+    """Live KV-cache use, running/waiting requests and throughput of every endpoint (from /metrics)."""
+    from .commands.top import top as run_top
+
+    raise typer.Exit(run_top(recipe, run=run, interval=interval, once=once, as_json=format is OutputFormat.json))
+
+
 def _dump(data: dict, format: str) -> None:
     if format == "json":
         import json

@@ -66,6 +66,14 @@ def test_logs_show_each_role(deployment):
     assert r.returncode == 0 and r.stdout.strip()
 
 
+def test_top_shows_every_endpoint(deployment):
+    r = cli("top", str(LOCAL_RECIPE), "--format", "json", env=deployment["env"], timeout=60)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [row["endpoint"] for row in rows] == ["prefill-0", "decode-0"]
+    assert all(row["up"] and row["kv_cache_usage"] is not None for row in rows)
+
+
 def test_launch_overhead_is_small(deployment):
     state = read_state(deployment["run_root"])
     last_healthy = max(p["healthy_at"] for p in state["processes"])
