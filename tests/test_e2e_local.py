@@ -158,6 +158,59 @@ def test_parity_against_a_corrupted_reference_fails_with_positions_and_margins(d
         time.sleep(1)
 
 
+def test_planner_matches_the_engines_own_capacity_lines(deployment):
+    """vLLM prints its cache capacity at start-up; `recipectl plan` must give the same numbers."""
+    import re
+
+    from recipectl.commands.plan import plan_report
+    from recipectl.validate import load_one
+
+    report = plan_report(load_one(str(LOCAL_RECIPE)).recipe, str(LOCAL_RECIPE))
+    line = re.compile(r"KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+    for proc in deployment["state"]["processes"]:
+        if proc["kind"] == "router":
+            continue
+        text = open(proc["log"], errors="replace").read()
+        m = line.search(text)
+        assert m, f"no capacity line in {proc['log']}"
+        tokens, max_len, conc = int(m[1].replace(",", "")), int(m[2].replace(",", "")), float(m[3])
+        plan = report["roles"][proc["kind"]]
+        print(f"{proc['name']}: engine {tokens:,} tokens, {conc}x @ {max_len}; "
+              f"planner {plan['cache_tokens']:,} tokens, {plan['max_concurrency']:.2f}x @ {plan['max_model_len']}")
+        assert max_len == plan["max_model_len"]
+        assert plan["cache_tokens"] == tokens
+        assert round(plan["max_concurrency"], 2) == conc
+
+
+def test_bench_is_invalid_when_decode_dies_mid_sweep(deployment, tmp_path):
+    """Kills decode after the first level: the sweep must say which level is invalid, exit 1."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from .e2e_support import ROOT, wait_for
+
+    recipe = tmp_path / "sweep.yaml"
+    recipe.write_text(LOCAL_RECIPE.read_text().replace("concurrency: [1, 2, 4]", "concurrency: [1, 4, 8]"))
+    out = tmp_path / "bench"
+    proc = subprocess.Popen([sys.executable, "-m", "recipectl", "bench", str(recipe), "--out", str(out),
+                             "--run", deployment["state"]["run_dir"]], cwd=ROOT, text=True,
+                            env={**os.environ, **deployment["env"]}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert wait_for(lambda: (out / "level-c1.json").exists() or proc.poll() is not None, 600, 0.5)
+        decode = next(p for p in deployment["state"]["processes"] if p["kind"] == "decode")
+        os.killpg(decode["pid"], signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, stderr[-2000:]
+    assert "invalid run: concurrency 4" in stderr, stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["valid"] is False and summary["levels"][0]["valid"] is True
+
+
 def test_doctor_fails_and_names_decode_when_it_is_down(deployment):
     """Run last in this module: it kills decode."""
     import os
@@ -168,7 +221,10 @@ def test_doctor_fails_and_names_decode_when_it_is_down(deployment):
 
     state = read_state(deployment["run_root"])
     decode = next(p for p in state["processes"] if p["kind"] == "decode")
-    os.killpg(decode["pid"], signal.SIGKILL)
+    try:
+        os.killpg(decode["pid"], signal.SIGKILL)  # the bench test may have killed it already
+    except ProcessLookupError:
+        pass
     deadline = time.time() + 30
     while group_alive(decode["pid"]) and time.time() < deadline:
         time.sleep(0.2)
