@@ -27,14 +27,15 @@ def _all_commands():
         for loaded in recipes:
             dep = build_deployment(loaded.recipe)
             hosts = dep.recipe.cluster.host_names
-            cmd = dep.recipe.engine.serve_command
             for p in dep.workers:
                 argv = [literal(a, hosts) for a in p.argv]
-                assert argv[: len(cmd)] == cmd
-                serve.append(argv[len(cmd):])
+                start = argv.index("serve") + 1  # after `vllm serve` (or `<engine venv>/bin/vllm serve`)
+                assert argv[start - 2].endswith("vllm")
+                serve.append(argv[start:])
                 names.append(f"{loaded.recipe.name}:{p.name}")
             rargv = [literal(a, hosts) for a in dep.router.argv]
-            router.append(rargv[len(dep.recipe.engine.router_command):])
+            assert rargv[0].endswith("vllm-router")
+            router.append(rargv[1:])
             names.append(f"{loaded.recipe.name}:router")
     return serve, router, names
 

@@ -186,7 +186,8 @@ def test_rendered_local_script_runs_all_steps(slurm_cluster: SlurmCluster, tmp_p
                  f"router on {c.node}", "a step exited; stopping the job"):
         assert line in out, detail
     assert (logs / "nodes").read_text() == f"{c.node}\n", detail
-    assert (logs / "router_url").read_text().startswith(f"http://{c.node}:"), detail
+    # the local recipe names its host (127.0.0.1): URLs use it rather than the node's name
+    assert (logs / "router_url").read_text().startswith("http://127.0.0.1:"), detail
     for name, mode in (("prefill-0", "serve"), ("decode-0", "serve"), ("router", "router")):
         assert f"fake {mode} step " in _read(logs / f"{name}.log"), detail
     assert "fake router stopping" in _read(logs / "router.log"), detail
