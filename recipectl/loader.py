@@ -8,7 +8,6 @@ impossible values.
 
 from __future__ import annotations
 
-import copy
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -251,7 +250,3 @@ def load_file(path: str | Path) -> LoadResult:
     except (OSError, UnicodeDecodeError) as e:
         return LoadResult(shown, [], [_schema_diag(shown, f"cannot read the file: {e}", None, code="SCH000")])
     return load_text(text, shown, base_dir=p.parent)
-
-
-def deep_copy(data: Any) -> Any:
-    return copy.deepcopy(data)

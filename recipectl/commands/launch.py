@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import ExitCode, RecipectlError
 from ..launch import processes as procs
-from ..launch.state import RunState, find_run, runs_root
+from ..launch.state import find_run, runs_root
 from ..schema import Recipe
 
 
@@ -21,12 +21,11 @@ def print_dry_run(recipe: Recipe, *, as_json: bool) -> None:
     dep = build_deployment(recipe)
     hosts = recipe.cluster.host_names
     if as_json:
+        from ..launch.local import recipe_env
         from ..render.values import literal
 
         out = [{"name": p.name, "kind": p.kind, "host": p.host, "port": p.port, "gpus": list(p.gpus),
-                "env": {k: literal(v, hosts) if not hasattr(v, "name") or hasattr(v, "node") else f"${{{v.name}}}"
-                        for k, v in p.env},
-                "argv": [literal(a, hosts) for a in p.argv]} for p in dep.processes]
+                "env": recipe_env(recipe, p), "argv": [literal(a, hosts) for a in p.argv]} for p in dep.processes]
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         return
     for node in dep.nodes_used:

@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .processes import Deployment, ProcessSpec
-from .values import EnvRef, HomePath, NodeAddress, UrlOf, Value, shell_lines, shell_word
+from .values import EnvRef, HomePath, NodeAddress, UrlOf, shell_lines, shell_word
 
 TARGETS = ("bash", "slurm", "k8s")
 # templates/ at the top of the source tree, shipped inside the package as recipectl/templates
