@@ -87,7 +87,19 @@ DENSE_PARAMS: dict = {
     "initializer_range": 0.1,
     "dtype": "bfloat16",
 }
-KINDS = {"hybrid": HYBRID_PARAMS, "dense": DENSE_PARAMS}
+# Qwen3.5's own architecture: the same hybrid text stack (Gated DeltaNet x3 + gated attention,
+# MoE) inside the multimodal wrapper the real checkpoints use, with a minimal vision tower. It is
+# served with --language-model-only, as the seed serves Qwen3.5-397B: the tower is never run.
+QWEN35_PARAMS: dict = {
+    **{k: v for k, v in HYBRID_PARAMS.items() if k != "architecture"},
+    "architecture": "Qwen3_5MoeForConditionalGeneration",
+    "vision": {"depth": 1, "hidden_size": 64, "intermediate_size": 128, "num_heads": 2,
+               "patch_size": 16, "temporal_patch_size": 2, "spatial_merge_size": 2,
+               "num_position_embeddings": 64},
+}
+KINDS = {"hybrid": HYBRID_PARAMS, "dense": DENSE_PARAMS, "qwen35": QWEN35_PARAMS}
+# Multimodal placeholder tokens the qwen35 kind's tokenizer adds (their ids must exist in the vocab).
+VISION_TOKENS = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
 
 _WORDS = (
     "the quick brown fox jumps over the lazy dog while a small model serves tokens on a cpu "
@@ -133,7 +145,7 @@ def _corpus() -> list[str]:
     return lines
 
 
-def _build_tokenizer(eos: str = "<|endoftext|>"):
+def _build_tokenizer(eos: str = "<|endoftext|>", extra_special: tuple[str, ...] = ()):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -142,7 +154,7 @@ def _build_tokenizer(eos: str = "<|endoftext|>"):
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=VOCAB_SIZE,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=SPECIAL_TOKENS + list(extra_special),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
@@ -154,7 +166,7 @@ def _build_tokenizer(eos: str = "<|endoftext|>"):
     return hf
 
 
-def _build_config(kind: str, eos_id: int):
+def _build_config(kind: str, eos_id: int, vision_ids: dict[str, int] | None = None):
     p = KINDS[kind]
     common = dict(
         vocab_size=p["vocab_size"],
@@ -171,28 +183,37 @@ def _build_config(kind: str, eos_id: int):
         eos_token_id=eos_id,
         pad_token_id=eos_id,
     )
-    if kind == "hybrid":
+    hybrid = dict(
+        linear_conv_kernel_dim=p.get("linear_conv_kernel_dim"),
+        linear_key_head_dim=p.get("linear_key_head_dim"),
+        linear_value_head_dim=p.get("linear_value_head_dim"),
+        linear_num_key_heads=p.get("linear_num_key_heads"),
+        linear_num_value_heads=p.get("linear_num_value_heads"),
+        moe_intermediate_size=p.get("moe_intermediate_size"),
+        shared_expert_intermediate_size=p.get("shared_expert_intermediate_size"),
+        num_experts_per_tok=p.get("num_experts_per_tok"),
+        num_experts=p.get("num_experts"),
+        layer_types=list(p.get("layer_types", [])),
+        rope_parameters={"rope_type": "default", "rope_theta": p["rope_theta"],
+                         "partial_rotary_factor": p.get("partial_rotary_factor", 1.0)},
+    )
+    if kind == "qwen35":
+        from transformers import Qwen3_5MoeConfig
+
+        text = {k: v for k, v in common.items() if k != "intermediate_size"}
+        v = p["vision"]
+        cfg = Qwen3_5MoeConfig(
+            text_config={**text, **hybrid},
+            vision_config={**{k: val for k, val in v.items()}, "out_hidden_size": p["hidden_size"],
+                           "initializer_range": p["initializer_range"]},
+            image_token_id=vision_ids["<|image_pad|>"], video_token_id=vision_ids["<|video_pad|>"],
+            vision_start_token_id=vision_ids["<|vision_start|>"],
+            vision_end_token_id=vision_ids["<|vision_end|>"], tie_word_embeddings=False)
+        cfg.text_config.dtype = p["dtype"]
+    elif kind == "hybrid":
         from transformers import Qwen3NextConfig
 
-        cfg = Qwen3NextConfig(
-            **common,
-            linear_conv_kernel_dim=p["linear_conv_kernel_dim"],
-            linear_key_head_dim=p["linear_key_head_dim"],
-            linear_value_head_dim=p["linear_value_head_dim"],
-            linear_num_key_heads=p["linear_num_key_heads"],
-            linear_num_value_heads=p["linear_num_value_heads"],
-            decoder_sparse_step=p["decoder_sparse_step"],
-            moe_intermediate_size=p["moe_intermediate_size"],
-            shared_expert_intermediate_size=p["shared_expert_intermediate_size"],
-            num_experts_per_tok=p["num_experts_per_tok"],
-            num_experts=p["num_experts"],
-            layer_types=list(p["layer_types"]),
-            rope_parameters={
-                "rope_type": "default",
-                "rope_theta": p["rope_theta"],
-                "partial_rotary_factor": p["partial_rotary_factor"],
-            },
-        )
+        cfg = Qwen3NextConfig(**common, **hybrid, decoder_sparse_step=p["decoder_sparse_step"])
     else:
         from transformers import Qwen3Config
 
@@ -211,17 +232,24 @@ def _build_into(tmp: Path, kind: str, seed: int) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    tokenizer = _build_tokenizer()
-    cfg = _build_config(kind, tokenizer.eos_token_id)
+    extra = tuple(VISION_TOKENS) if kind == "qwen35" else ()
+    tokenizer = _build_tokenizer(extra_special=extra)
+    vision_ids = {t: tokenizer.convert_tokens_to_ids(t) for t in extra}
+    cfg = _build_config(kind, tokenizer.eos_token_id, vision_ids)
 
     torch.manual_seed(seed)
     # Initialise in float32 on the CPU (deterministic), then cast to bf16.
-    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    if kind == "qwen35":
+        from transformers import Qwen3_5MoeForConditionalGeneration
+
+        model = Qwen3_5MoeForConditionalGeneration._from_config(cfg, dtype=torch.float32)
+    else:
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     # Zero the output rows of the special tokens: their logit is then exactly 0 while the
     # largest of the ~500 random logits is positive, so greedy decoding never emits EOS and
     # every completion runs to max_tokens (a random model otherwise stops early at random).
     with torch.no_grad():
-        special_ids = sorted(tokenizer.convert_tokens_to_ids(SPECIAL_TOKENS))
+        special_ids = sorted(tokenizer.convert_tokens_to_ids(SPECIAL_TOKENS + list(extra)))
         model.get_output_embeddings().weight[special_ids] = 0
     model = model.to(torch.bfloat16).eval()
     model.config.dtype = "bfloat16"
