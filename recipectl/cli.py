@@ -166,6 +166,8 @@ def launch(
     timeout: Optional[float] = typer.Option(None, "--timeout", help="seconds to wait for readiness"),
     variant: Optional[str] = typer.Option(None, "--variant"),
     format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="json: the run state on stdout"),
+    preflight: bool = typer.Option(True, "--preflight/--no-preflight",
+                                   help="refuse to start when the host checks find a problem (local target)"),
 ) -> None:
     """Start the deployment: endpoints in parallel, the router once they are up; supervise it."""
     from .validate import load_variant
@@ -185,7 +187,7 @@ def launch(
     from .commands.launch import launch_local
 
     raise typer.Exit(launch_local(recipe, loaded.recipe, detach=detach, timeout=timeout,
-                                  as_json=format is OutputFormat.json))
+                                  as_json=format is OutputFormat.json, preflight=preflight))
 
 
 @app.command()
@@ -314,6 +316,11 @@ def _dump(data: dict, format: str) -> None:
 
 def main() -> None:
     """Entry point: expected failures print a message and a fix; bugs exit 3 with a log file."""
+    import faulthandler
+    import signal
+
+    # `kill -USR1 PID` prints every thread's stack to stderr: how to see where a hung command waits.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         rc = app(standalone_mode=False)  # returns the code of a typer.Exit raised by a command
         sys.exit(int(rc or 0))

@@ -21,6 +21,25 @@ def cli(*args: str, env: dict | None = None, timeout: float = 900, **kw) -> subp
                           timeout=timeout, env={**os.environ, **(env or {})}, cwd=ROOT, **kw)
 
 
+def cli_watched(*args: str, env: dict | None = None, timeout: float = 120, dump_after: float = 30):
+    """`cli`, but a command still running after `dump_after` seconds is asked (SIGUSR1) to print
+    every thread's stack to its stderr: a slow run's failure message then says where it waited."""
+    import signal
+    import threading
+
+    proc = subprocess.Popen([sys.executable, "-m", "recipectl", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}, cwd=ROOT)
+    timer = threading.Timer(dump_after, lambda: proc.poll() is None and proc.send_signal(signal.SIGUSR1))
+    timer.start()
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
 def read_state(run_root: Path) -> dict | None:
     p = run_root / "latest" / "state.json"
     try:
@@ -50,3 +69,15 @@ def wait_for(predicate, timeout: float, interval: float = 0.2):
             return value
         time.sleep(interval)
     return None
+
+
+def log_tails(run_root: Path, lines: int = 40) -> str:
+    """The last lines of every log of the latest run: what a failed assertion should show."""
+    out = []
+    for log in sorted((run_root / "latest").glob("*.log")) if (run_root / "latest").exists() else []:
+        try:
+            tail = log.read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            continue
+        out.append(f"----- {log.name}\n" + "\n".join(tail))
+    return "\n".join(out) or f"(no logs under {run_root})"

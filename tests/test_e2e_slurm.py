@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from .e2e_support import LOCAL_RECIPE, assert_nothing_left, cli, read_state
+from .e2e_support import LOCAL_RECIPE, assert_nothing_left, cli, log_tails, read_state
 from .engine_support import require_engine
 from .slurm_support import slurm_cluster  # noqa: F401 - fixture
 
@@ -32,7 +32,8 @@ def test_local_recipe_through_slurm(slurm_cluster, tmp_path):  # noqa: F811
         assert state["target"] == "slurm" and state["job_id"]
         out = httpx.post(state["router_url"] + "/v1/completions", timeout=300,
                          json={"model": "tiny", "prompt": "the quick brown fox " * 12, "max_tokens": 8})
-        assert out.status_code == 200 and out.json()["choices"][0]["text"]
+        assert out.status_code == 200 and out.json()["choices"][0]["text"], (
+            f"HTTP {out.status_code}: {out.text[:500]}\n" + log_tails(tmp_path / "runs"))
         st = cli("status", "--format", "json", env=env)
         body = json.loads(st.stdout)
         assert body["job_state"] == "RUNNING" and all(p["healthy"] for p in body["processes"]), body

@@ -53,3 +53,134 @@ def test_dry_run_json_lists_every_process(recipectl_cli):
 def test_status_without_runs_says_how_to_start(recipectl_cli, tmp_path):
     r = recipectl_cli("status", env={"RECIPECTL_RUN_DIR": str(tmp_path)})
     assert r.returncode == 2 and "recipectl launch" in r.stderr
+
+
+# ----------------------------------------------------------------- first request before "ready"
+class _Router:
+    """A stand-in router on a real socket: answers each POST with the next scripted status."""
+
+    def __init__(self, statuses):
+        import http.server
+        import threading
+
+        self.statuses = list(statuses)
+        self.calls = 0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                self.rfile.read(int(self.headers["Content-Length"]))
+                code = outer.statuses[min(outer.calls, len(outer.statuses) - 1)]
+                outer.calls += 1
+                body = b'{"choices": [{"text": "ok"}]}' if code == 200 else b'{"error": "KV transfer failed"}'
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _first(router, diagnosis=None, attempts=6):
+    import time
+
+    import httpx
+
+    from recipectl.launch.warmup import first_request
+
+    with httpx.Client() as client:
+        return first_request(client, router.url, "tiny", deadline=time.monotonic() + 60,
+                             diagnose_logs=lambda: diagnosis, max_attempts=attempts)
+
+
+def test_first_request_retries_a_failed_handshake_until_the_path_serves(monkeypatch):
+    import recipectl.launch.warmup as warmup
+    from recipectl.launch.diagnose import diagnose
+
+    monkeypatch.setattr(warmup.time, "sleep", lambda s: None)
+    router = _Router([500, 500, 200])
+    try:
+        handshake = diagnose("NIXL transfer failure: handshake_setup_failed")
+        result = _first(router, handshake)
+    finally:
+        router.close()
+    assert result.ok and result.attempts == 3 and router.calls == 3
+
+
+def test_first_request_stops_at_once_when_the_cause_is_final(monkeypatch):
+    import recipectl.launch.warmup as warmup
+    from recipectl.launch.diagnose import diagnose
+
+    monkeypatch.setattr(warmup.time, "sleep", lambda s: None)
+    router = _Router([500])
+    try:
+        result = _first(router, diagnose("ModuleNotFoundError: No module named 'flashinfer'"))
+    finally:
+        router.close()
+    assert not result.ok and result.attempts == 1 and router.calls == 1
+    assert "HTTP 500" in result.error and "FlashInfer" in result.diagnosis.cause
+
+
+def test_first_request_gives_up_after_its_attempts(monkeypatch):
+    import recipectl.launch.warmup as warmup
+
+    monkeypatch.setattr(warmup.time, "sleep", lambda s: None)
+    router = _Router([503])
+    try:
+        result = _first(router, None, attempts=3)
+    finally:
+        router.close()
+    assert not result.ok and router.calls == 3 and "HTTP 503" in result.error
+
+
+# ---------------------------------------------------------- GDN prefill backend on Hopper
+def _hopper_recipe(**prefill):
+    from recipectl.schema import Recipe
+
+    import yaml
+
+    data = yaml.safe_load((LOCAL_RECIPE.parent.parent / "h200" / "tiny-qwen35-pd.yaml").read_text())
+    data["prefill"].update(prefill)
+    data["decode"].update(prefill)
+    return Recipe.model_validate(data)
+
+
+def test_launch_preflight_refuses_auto_gdn_backend_without_flashinfer(monkeypatch):
+    from recipectl.checks.gpus import Gpu
+    from recipectl.launch import local
+
+    monkeypatch.setattr("recipectl.checks.doctor.engine_versions", lambda venv: {"vllm": "0.26.0"})
+    gpus = [Gpu(0, "NVIDIA H200", 143771), Gpu(1, "NVIDIA H200", 143771)]
+    problems = local._gdn_backend_preflight(_hopper_recipe(gdn_prefill_backend=None), gpus)
+    assert len(problems) == 1 and "FlashInfer" in problems[0][0] and "triton" in problems[0][1]
+    assert local._gdn_backend_preflight(_hopper_recipe(gdn_prefill_backend="triton"), gpus) == []
+    monkeypatch.setattr("recipectl.checks.doctor.engine_versions",
+                        lambda venv: {"vllm": "0.26.0", "flashinfer-python": "0.6.0"})
+    assert local._gdn_backend_preflight(_hopper_recipe(gdn_prefill_backend=None), gpus) == []
+
+
+# ------------------------------------------------------------- doctor explains a failed request
+def test_doctor_names_the_cause_of_a_failed_request_from_the_run_logs(tmp_path):
+    from recipectl.checks.doctor import FAIL, PASS, CheckResult, Targets
+    from recipectl.commands.doctor import explain_from_logs
+    from recipectl.launch.state import ProcessState, RunState
+
+    log = tmp_path / "prefill-0.log"
+    log.write_text("INFO starting\nERROR ModuleNotFoundError: No module named 'flashinfer'\n")
+    state = RunState(run_id="r", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(tmp_path),
+                     processes=[ProcessState(name="prefill-0", kind="prefill", host="127.0.0.1", port=8100, url=None,
+                                                log=str(log), argv=[], env={})])
+    results = [CheckResult("endpoints", "health prefill", PASS, "200"),
+               CheckResult("proofs", "P/D transfer (NIXL)", FAIL, "HTTP 500")]
+    explain_from_logs(results, Targets(run_state=state))
+    assert "FlashInfer" in results[1].detail and "prefill-0.log" in results[1].detail
+    assert "triton" in results[1].fix and results[0].detail == "200"

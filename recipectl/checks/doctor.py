@@ -58,7 +58,19 @@ async def timed(group: str, name: str, fn: Callable[[], Awaitable[CheckResult]],
 
 # ----------------------------------------------------------------------------- environment
 def _site_packages(venv: Path) -> list[str]:
-    return [str(p) for p in venv.glob("lib/python*/site-packages")]
+    """The venv's site-packages, then the directories its .pth files add (a venv made by
+    scripts/install-offline-bundle.sh reaches the host's torch that way)."""
+    own = [p for p in venv.glob("lib/python*/site-packages")]
+    extra: list[str] = []
+    for site in own:
+        for pth in sorted(site.glob("*.pth")):
+            try:
+                lines = pth.read_text().splitlines()
+            except OSError:
+                continue
+            extra += [ln.strip() for ln in lines if ln.strip() and not ln.startswith(("#", "import"))
+                      and Path(ln.strip()).is_dir()]
+    return [str(p) for p in own] + [e for e in extra if e not in map(str, own)]
 
 
 def engine_versions(venv: Path) -> dict[str, str]:

@@ -92,7 +92,39 @@ async def run_doctor(recipe: Recipe | None, targets: Targets, *, env: bool, proo
                 budget = (recipe.checks.gsm8k.timeout_s if recipe else 600) * 3
                 results.append(await timed("proofs", "GSM8K smoke",
                                            lambda: ep.gsm8k(recipe, targets, client, progress, gsm8k_questions), budget))
+    explain_from_logs(results, targets)
     return results
+
+
+def explain_from_logs(results: list[CheckResult], targets: Targets) -> None:
+    """A failed request check says only "HTTP 500"; the server's log usually says why. Known
+    causes found in the run's logs become the check's cause and fix."""
+    failed = [r for r in results if r.status == FAIL and r.group in ("proofs", "endpoints")
+              and not r.name.startswith("health")]
+    state = targets.run_state
+    if not failed or state is None:
+        return
+    from pathlib import Path
+
+    from ..launch.diagnose import diagnose
+
+    for p in state.processes:
+        if p.kind == "router" or not p.log:
+            continue
+        try:
+            with open(Path(p.log), "rb") as f:
+                f.seek(0, 2)
+                f.seek(max(0, f.tell() - 256 * 1024))
+                text = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        found = diagnose(text)
+        if found is None:
+            continue
+        for r in failed:
+            r.detail = f"{r.detail}; cause (from {Path(p.log).name}): {found.cause}"
+            r.fix = found.fix
+        return
 
 
 STYLE = {PASS: "[green]pass[/]", FAIL: "[red]FAIL[/]", WARN: "[yellow]warn[/]", SKIP: "[dim]skip[/]"}

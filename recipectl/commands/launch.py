@@ -39,13 +39,15 @@ def print_dry_run(recipe: Recipe, *, as_json: bool) -> None:
         sys.stdout.write("\n")
 
 
-def launch_local(recipe_path: str, recipe: Recipe, *, detach: bool, timeout: float | None, as_json: bool) -> int:
+def launch_local(recipe_path: str, recipe: Recipe, *, detach: bool, timeout: float | None, as_json: bool,
+                 preflight: bool = True) -> int:
     from ..launch.display import Display
     from ..launch.local import launch
 
     display = Display()
     try:
-        result = launch(recipe_path, recipe, detach=detach, timeout_s=timeout, display=display)
+        result = launch(recipe_path, recipe, detach=detach, timeout_s=timeout, display=display,
+                        check_first=preflight)
     except KeyboardInterrupt:
         display.console.print("[yellow]interrupted[/]: every process stopped")
         return int(ExitCode.INTERRUPTED)

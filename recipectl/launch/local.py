@@ -143,7 +143,25 @@ def _gpu_preflight(recipe: Recipe) -> list[tuple[str, str]]:
     if gpus and not all(want.lower() in g.name.lower() for g in gpus):
         problems.append((f"the recipe is for {want}, this host has {gpus[0].name}",
                          f"set cluster.gpu to match, or run on {want}"))
+    problems.extend(_gdn_backend_preflight(recipe, gpus))
     return problems
+
+
+def _gdn_backend_preflight(recipe: Recipe, gpus) -> list[tuple[str, str]]:
+    """vLLM picks FlashInfer's GDN prefill kernel on Hopper for `auto` too, and imports it only on
+    the first prefill: a server without FlashInfer passes /health, then answers HTTP 500."""
+    if not recipe.is_hybrid or not gpus or not any(g.family in ("hopper", "blackwell") for g in gpus):
+        return []
+    from ..checks.doctor import engine_versions
+    from ..engine_env import engine_venv
+
+    wants = [role for role, spec in recipe.roles.items() if spec.gdn_prefill_backend in (None, "auto", "flashinfer")]
+    if not wants or "flashinfer-python" in engine_versions(engine_venv(recipe.engine.venv)):
+        return []
+    return [(f"{' and '.join(wants)}: GDN prefill backend "
+             f"{recipe.roles[wants[0]].gdn_prefill_backend or 'auto'} means FlashInfer on {gpus[0].name}, and "
+             "FlashInfer is not installed in the engine: every request would fail with HTTP 500",
+             "install flashinfer-python in the engine, or set gdn_prefill_backend: triton on both roles")]
 
 
 def recipe_hash(path: str) -> str:
@@ -205,7 +223,8 @@ def create_state(loaded_path: str, recipe: Recipe, specs: list[ProcessSpec], run
     return state
 
 
-def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float | None, display) -> LaunchResult:
+def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float | None, display,
+           check_first: bool = True) -> LaunchResult:
     """Start, wait until ready (or failure / timeout / Ctrl-C), then either return (detach)
     or stay in the foreground until a process exits or the user stops it."""
     import httpx
@@ -213,7 +232,10 @@ def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float |
     dep = build_deployment(recipe)
     specs = local_processes(dep)
     problems = preflight(recipe, specs)
-    if problems:
+    if problems and not check_first:
+        for problem, _ in problems:
+            display.console.print(f"[yellow]preflight (ignored)[/]: {problem}")
+    elif problems:
         raise RecipectlError("preflight failed:\n  " + "\n  ".join(p for p, _ in problems),
                              fix="\n       ".join(dict.fromkeys(f for _, f in problems)), exit_code=ExitCode.FINDINGS)
     state = create_state(recipe_path, recipe, specs, runs_root(recipe.launch.run_dir))
@@ -224,7 +246,10 @@ def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float |
         for ps in state.processes:
             if ps.kind != "router":
                 sup.start(ps.name)
+        deadline = time.monotonic() + timeout_s
         result = _wait_ready(sup, state, timeout_s, display, httpx)
+        if result.ok:
+            result = _prove_serving(state, deadline, display, httpx)
         if not result.ok or detach:
             if not result.ok:
                 sup.stop()
@@ -252,6 +277,30 @@ def _failure(state: RunState, ps: ProcessState, message: str) -> LaunchResult:
     text = procs.tail(ps.log, 40)
     d = diagnose(procs.tail(ps.log, 400))
     return LaunchResult(state, False, message, ps, text, d.cause if d else None, d.fix if d else None)
+
+
+def _prove_serving(state: RunState, deadline: float, display, httpx) -> LaunchResult:
+    """One request through the router (see launch.warmup): ready means serving P/D."""
+    from .warmup import diagnose_run_logs, first_request
+
+    if not state.router_url:
+        return LaunchResult(state, True, "ready")
+    with display.console.status("first request through the router ..."), httpx.Client() as client:
+        logs = [p.log for p in state.processes if p.kind != "router"]
+        first = first_request(client, state.router_url, state.served_model_name,
+                              deadline=max(deadline, time.monotonic() + 60),
+                              diagnose_logs=lambda: diagnose_run_logs(logs))
+    state.first_request_s = round(first.seconds, 3)
+    state.save()
+    if first.ok:
+        return LaunchResult(state, True, "ready")
+    d = first.diagnosis
+    culprit = next((p for p in state.processes if d and p.kind != "router"
+                    and diagnose_run_logs([p.log]) == d), None) or next(
+                        p for p in state.processes if p.kind == "router")
+    return LaunchResult(state, False, f"every process is healthy, but the first request through the router "
+                        f"failed ({first.attempts} attempt(s)): {first.error}", culprit,
+                        procs.tail(culprit.log, 40), d.cause if d else None, d.fix if d else None)
 
 
 def _wait_ready(sup: Supervisor, state: RunState, timeout_s: float, display, httpx) -> LaunchResult:

@@ -41,6 +41,7 @@ class RunState:
     target: str = "local"
     created_at: float = field(default_factory=time.time)
     ready_at: float | None = None
+    first_request_s: float | None = None  # the first request through the router, after ready_at
     stopped_at: float | None = None
     router_url: str | None = None
     served_model_name: str = ""
