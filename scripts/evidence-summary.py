@@ -70,8 +70,8 @@ def capacity(evidence: Path, plan) -> list[str]:
         m = CAPACITY.search(logs[0].read_text(errors="replace")) if logs else None
         p = (plan or {}).get("roles", {}).get(role, {})
         eng = (f"{m[1]} | {m[3]}x @ {m[2]}" if m else "(no line) | -")
-        out.append(f"| {role} | {eng} | {p.get('cache_tokens', '-'):,} | "
-                   f"{p.get('max_concurrency', 0):.2f}x @ {p.get('max_model_len', '-')} |")
+        tokens = f"{p['cache_tokens']:,}" if "cache_tokens" in p else "-"
+        out.append(f"| {role} | {eng} | {tokens} | {p.get('max_concurrency', 0):.2f}x @ {p.get('max_model_len', '-')} |")
     return out + [""]
 
 

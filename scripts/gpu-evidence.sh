@@ -12,6 +12,7 @@
 #   ENGINE   the engine venv (default ~/.cache/recipectl/engine-cu130, as the recipe says)
 #   RECIPE   the recipe (default recipes/h200/tiny-qwen35-pd.yaml)
 #   BUDGET   seconds this script may take in all (default 560); phases that no longer fit are skipped
+#   SKIP_GDN_FORCED=1  skip starting the deployment with the missing GDN backend (preflight only)
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${OUT:-$PWD/gpu-evidence}"
@@ -100,14 +101,15 @@ base_variant() {
 
 phase_negative() {
   # 1. DS layout unset: the rules refuse before anything starts.
-  local ds; ds=$(base_variant no-ds -e '/VLLM_SSM_CONV_STATE_LAYOUT/d')
+  # (the role's env keeps one harmless entry: an empty env: would be a schema error instead)
+  local ds; ds=$(base_variant no-ds -e 's/VLLM_SSM_CONV_STATE_LAYOUT: DS/RECIPECTL_NEGATIVE_RUN: "no DS layout"/')
   run neg-ds-validate rc validate "$ds" --format json
   run neg-ds-launch rc launch "$ds" --detach
   run neg-ds-stop rc stop "$ds"    # nothing to stop when the rules refused, as they should
   log "DS unset: $(grep -o 'HYB00[0-9]' "$E/neg-ds-validate.out" | sort -u | tr '\n' ' ')"
   # ... and past the rules (declared ignored), the engine dies at connector setup; launch says why.
   if (( $(left) > 240 )); then
-    local forced; forced=$(base_variant no-ds-forced -e '/VLLM_SSM_CONV_STATE_LAYOUT/d' -e "\$a ignore:\n  HYB001: negative run, proves the engine dies without DS")
+    local forced; forced=$(base_variant no-ds-forced -e 's/VLLM_SSM_CONV_STATE_LAYOUT: DS/RECIPECTL_NEGATIVE_RUN: "no DS layout"/' -e "\$a ignore:\n  HYB001: negative run, proves the engine dies without DS")
     run neg-ds-forced-launch rc launch "$forced" --detach --timeout 300
     run neg-ds-forced-stop rc stop "$forced"
     grep -h "3-read\|DS conv\|cause\|fix" "$E/neg-ds-forced-launch.err" | head -5 | tee -a "$E/driver.log"
@@ -116,7 +118,7 @@ phase_negative() {
   local gdn; gdn=$(base_variant gdn-auto -e '/gdn_prefill_backend/d')
   run neg-gdn-launch rc launch "$gdn" --detach
   # ... and started anyway, /health passes, the first request fails; doctor names the cause.
-  if (( $(left) > 150 )); then
+  if (( $(left) > 150 )) && [[ "${SKIP_GDN_FORCED:-0}" != 1 ]]; then
     if run neg-gdn-forced-launch rc launch "$gdn" --detach --no-preflight; then
       run neg-gdn-doctor rc doctor "$gdn" --format json --no-env --no-gsm8k --no-parity
       run neg-gdn-stop rc stop "$gdn"

@@ -129,13 +129,21 @@ def environment_checks(recipe: Recipe | None) -> list[tuple[str, Callable[[], Aw
             return CheckResult(G, "", FAIL, "no engine Python", "bash scripts/install-engine.sh")
         code = ("from nixl._api import nixl_agent, nixl_agent_config; "
                 "a = nixl_agent('recipectl-doctor', nixl_agent_config(backends=['UCX'])); print('UCX ok')")
-        rc, out = await _run([str(py), "-c", code], 90, env={**os.environ, "UCX_TLS": os.environ.get("UCX_TLS", "tcp,self,sm")})
+        # The agent is made with the UCX settings the endpoints get (the recipe's, else the
+        # environment's): a CPU host needs tcp/self/sm, a GPU host UCX's own choice.
+        env = {**os.environ, **(recipe.role_env("prefill") if recipe else {})}
+        if recipe is None or recipe.cluster.is_cpu:
+            env.setdefault("UCX_TLS", "tcp,self,sm")
+        rc, out = await _run([str(py), "-c", code], 90, env=env)
         v = engine_versions(venv)
         ver = v.get("nixl") or v.get("nixl-cu12") or v.get("nixl-cu13") or "?"
         if rc == 0 and "UCX ok" in out:
             return CheckResult(G, "", PASS, f"nixl {ver}: agent with the UCX backend created")
-        return CheckResult(G, "", FAIL, f"nixl {ver}: {out.strip().splitlines()[-1] if out.strip() else rc}",
-                           "pip install nixl==1.5.1 in the engine venv (install-engine.sh)")
+        tls = env.get("UCX_TLS", "UCX's default")
+        return CheckResult(G, "", FAIL, f"nixl {ver} (UCX_TLS={tls}): "
+                           f"{out.strip().splitlines()[-1] if out.strip() else rc}",
+                           "check UCX_TLS / UCX_NET_DEVICES for this host; else pip install nixl==1.5.1 "
+                           "in the engine venv")
 
     async def router() -> CheckResult:
         v = engine_versions(venv).get("vllm-router")
