@@ -146,7 +146,7 @@ def render(
     from .render.targets import write
     from .validate import load_variant
 
-    files_out = render_target(build_deployment(load_variant(recipe, variant).recipe), target.value)
+    files_out = render_target(build_deployment(load_variant(recipe, variant, refuse_errors=True).recipe), target.value)
     if out is None:
         for f in files_out:
             if len(files_out) > 1:
@@ -172,7 +172,7 @@ def launch(
     """Start the deployment: endpoints in parallel, the router once they are up; supervise it."""
     from .validate import load_variant
 
-    loaded = load_variant(recipe, variant)
+    loaded = load_variant(recipe, variant, refuse_errors=not dry_run)
     if dry_run:
         from .commands.launch import print_dry_run
 

@@ -84,9 +84,30 @@ def load_one(path: str) -> LoadedRecipe:
     return recipes[0]
 
 
-def load_variant(path: str, variant: str | None) -> LoadedRecipe:
+def refuse_rule_errors(loaded: LoadedRecipe, path: str) -> None:
+    """Commands that start or write a deployment stop at a rule error: each one names a crash or
+    a silent corruption, and finding it now costs nothing while the engine finds it minutes into
+    start-up. A rule that does not apply is declared in the recipe's `ignore:` with a reason."""
+    from .rules import check_recipe
+
+    errors = [d for d in check_recipe(loaded) if d.severity is Severity.ERROR]
+    if not errors:
+        return
+    from .diagnostics import format_reports_text
+
+    report = FileReport(file=str(path), diagnostics=errors, valid=True, recipe_name=loaded.recipe.name)
+    raise RecipectlError(f"the rules found {len(errors)} error(s); nothing was started or written\n"
+                         + format_reports_text([report]).rstrip(),
+                         fix="fix them, or declare a rule that does not apply: ignore: {CODE: reason}",
+                         exit_code=ExitCode.FINDINGS)
+
+
+def load_variant(path: str, variant: str | None, *, refuse_errors: bool = False) -> LoadedRecipe:
     if variant is None:
-        return load_one(path)
+        loaded = load_one(path)
+        if refuse_errors:
+            refuse_rule_errors(loaded, path)
+        return loaded
     report, recipes = validate_file(Path(path))
     if not report.valid:
         from .diagnostics import format_reports_text
@@ -94,6 +115,8 @@ def load_variant(path: str, variant: str | None) -> LoadedRecipe:
         raise RecipectlError(format_reports_text([report]).rstrip())
     for r in recipes:
         if r.recipe.name == variant or (r.variant or "").endswith(variant):
+            if refuse_errors:
+                refuse_rule_errors(r, path)
             return r
     raise RecipectlError(f"no variant {variant!r} in {path}",
                          fix="variants: " + ", ".join(r.recipe.name for r in recipes))

@@ -184,3 +184,15 @@ def test_doctor_names_the_cause_of_a_failed_request_from_the_run_logs(tmp_path):
     explain_from_logs(results, Targets(run_state=state))
     assert "FlashInfer" in results[1].detail and "prefill-0.log" in results[1].detail
     assert "triton" in results[1].fix and results[0].detail == "200"
+
+
+def test_launch_refuses_a_recipe_with_rule_errors_before_starting_anything(recipectl_cli, tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(LOCAL_RECIPE.read_text().replace("buffer_device: cpu", "buffer_device: cuda"))
+    r = recipectl_cli("launch", str(recipe), "--detach", env={"RECIPECTL_RUN_DIR": str(tmp_path / "runs")})
+    assert r.returncode == 1, r.stderr
+    assert "the rules found 1 error(s); nothing was started" in r.stderr and "CPU002" in r.stderr
+    assert "ignore:" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "runs").exists()
+    dry = recipectl_cli("launch", str(recipe), "--dry-run")  # a dry run only prints: still allowed
+    assert dry.returncode == 0 and "vllm" in dry.stdout

@@ -678,7 +678,8 @@ def test_unaccepted_gdn_backend_is_an_error_not_a_flag(recipectl_cli, tmp_path, 
     out = tmp_path / "out"
     r = recipectl_cli("render", str(recipe), "--target", target, "-o", str(out))
     assert r.returncode != 0
-    assert "--gdn-prefill-backend cutedsl" in r.stderr and "0.26.0" in r.stderr, r.stderr
+    # the rules (VER004) refuse it before the renderer's own check would
+    assert "VER004" in r.stderr and "cutedsl" in r.stderr and "0.26" in r.stderr, r.stderr
     assert "fix:" in r.stderr and "Traceback" not in r.stderr
     assert not out.exists() or not any(out.iterdir()), "a file was written"
     r = recipectl_cli("render", str(recipe), "--target", target)  # stdout: nothing rendered either
