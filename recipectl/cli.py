@@ -1,19 +1,19 @@
 """The command line: parse -> call -> present -> exit code. Nothing else lives here.
 
 Heavy modules (httpx, rich live displays, jinja2, the planner) are imported inside the command
-that needs them, so `recipectl validate` starts fast.
+that needs them. Plain `validate` and `render` command lines do not reach this module: entry.py
+parses them and calls the same functions, without importing Typer.
 """
 
 from __future__ import annotations
 
-import sys
 from enum import Enum
 from typing import List, Optional
 
 import typer
 
 from .commands import echo
-from .errors import ExitCode, RecipectlError
+from .errors import RecipectlError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Validate, render, launch and check disaggregated prefill/decode vLLM deployments "
@@ -291,36 +291,10 @@ def _dump(data: dict, format: str) -> None:
 
 
 def main() -> None:
-    """Entry point: expected failures print a message and a fix; bugs exit 3 with a log file."""
-    try:
-        rc = app(standalone_mode=False)  # returns the code of a typer.Exit raised by a command
-        sys.exit(int(rc or 0))
-    except RecipectlError as e:
-        sys.stderr.write(f"recipectl: error: {e.message}\n")
-        if e.fix:
-            sys.stderr.write(f"  fix: {e.fix}\n")
-        sys.exit(int(e.exit_code))
-    except KeyboardInterrupt:
-        sys.stderr.write("recipectl: interrupted\n")
-        sys.exit(int(ExitCode.INTERRUPTED))
-    except SystemExit:
-        raise
-    except Exception as e:  # noqa: BLE001 - last resort: a bug, not bad input
-        # usage errors from the (vendored) click parser: print them as click would, exit 2
-        if callable(getattr(e, "show", None)) and hasattr(e, "exit_code"):
-            e.show()
-            sys.exit(int(ExitCode.INVALID))
-        if type(e).__name__ == "Abort":  # Ctrl-C inside a prompt
-            sys.stderr.write("recipectl: interrupted\n")
-            sys.exit(int(ExitCode.INTERRUPTED))
-        import tempfile
-        import traceback
+    """The Typer app as the entry point (entry.main calls it for what its fast path leaves)."""
+    from .entry import run_guarded
 
-        with tempfile.NamedTemporaryFile("w", prefix="recipectl-crash-", suffix=".log", delete=False) as f:
-            traceback.print_exc(file=f)
-        sys.stderr.write(f"recipectl: internal error: {type(e).__name__}: {e}\n  traceback: {f.name}\n"
-                         "  this is a bug in recipectl; please report it with that file\n")
-        sys.exit(int(ExitCode.INTERNAL))
+    run_guarded(lambda: app(standalone_mode=False))  # app returns the code of a typer.Exit
 
 
 if __name__ == "__main__":

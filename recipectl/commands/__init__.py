@@ -1,5 +1,5 @@
-"""Presentation of the commands: what each prints and the exit code it returns. cli.py parses the
-command line and calls these."""
+"""Presentation of the commands: what each prints and the exit code it returns. cli.py (and, for
+validate and render, entry.py) parse the command line and call these."""
 
 from __future__ import annotations
 
