@@ -8,7 +8,6 @@ impossible values.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -205,6 +204,8 @@ def validation_diagnostics(err: ValidationError, smap: SourceMap, raw: dict, pre
         if etype == "extra_forbidden":
             key = str(loc[-1]) if loc else "?"
             allowed = _fields_at(Recipe, loc)
+            import difflib  # only for a misspelt key
+
             close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
             msg = f"unknown key '{key}'"
             if close:
