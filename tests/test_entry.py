@@ -144,3 +144,59 @@ def test_fast_path_values():
 def test_shell_completion_requests_go_to_typer(monkeypatch):
     monkeypatch.setenv("_RECIPECTL_COMPLETE", "complete_bash")
     assert parse_fast(["validate", "a.yaml"]) is None
+
+
+def test_fast_path_declares_the_typer_commands_options():
+    """The fast path's table of options and values is the Typer command's: an option added to or
+    changed in cli.py without entry.py fails here (until then the fast path would leave command
+    lines with the new option to Typer, which is safe, but the table would be stale)."""
+    from enum import Enum
+
+    import typer.main
+
+    from recipectl.cli import app
+    from recipectl.entry import _FAST
+
+    group = typer.main.get_command(app)
+    for name, (positional, many, flags, options) in _FAST.items():
+        params = [p for p in group.commands[name].params if p.name != "help"]
+        args = [p for p in params if p.param_type_name == "argument"]
+        assert [(a.name, a.nargs == -1, a.required) for a in args] == [(positional, many, True)]
+        want_flags, want_options = {}, {}
+        for p in params:
+            assert p.envvar is None and not p.secondary_opts, p.name
+            if p.param_type_name == "argument":
+                continue
+            ann = p.type_descriptor.annotation
+            choices = tuple(m.value for m in ann) if isinstance(ann, type) and issubclass(ann, Enum) else None
+            for opt in p.opts:
+                if p.is_flag:
+                    assert p.default is False, p.name
+                    want_flags[opt] = p.name
+                else:
+                    want_options[opt] = (p.name, choices, p.multiple)
+        assert (flags, options) == (want_flags, want_options), name
+    # the defaults entry.py assumes when an option is not given
+    defaults = {(c, p.name): getattr(p.default, "value", p.default)
+                for c in _FAST for p in group.commands[c].params if p.param_type_name == "option"}
+    assert defaults[("validate", "format")] == "text" and defaults[("validate", "select")] is None
+    assert defaults[("render", "target")] == "bash"
+    assert defaults[("render", "out")] is None and defaults[("render", "variant")] is None
+
+
+def test_interrupts_and_closed_pipes_end_as_under_typer(capsys):
+    """Typer's main: Ctrl-C in a command is a quiet exit 130; end of input an Abort, which the
+    entry point reports as an interruption (130)."""
+    from recipectl.entry import _as_typer_would, run_guarded
+
+    def raises(exc):
+        def fn():
+            raise exc
+        return fn
+
+    assert _as_typer_would(raises(KeyboardInterrupt())) == 130
+    with pytest.raises(SystemExit) as e:
+        run_guarded(lambda: _as_typer_would(raises(EOFError())))
+    assert e.value.code == 130 and capsys.readouterr().err == "\nrecipectl: interrupted\n"
+    with pytest.raises(OSError):
+        _as_typer_would(raises(OSError(5, "I/O error")))
