@@ -77,8 +77,11 @@ def test_invalid_files(recipes):
     assert rc == 2 and "SCH002" in out
     rc, out, _ = _both(["validate", str(recipes["missing"])])
     assert rc == 2 and "no such file" in out
-    rc, out, _ = _both(["validate", str(recipes["syntax"]), "--format", "json"])
-    assert rc == 2 and "YAML syntax error" in out
+    rc, out, _ = _both(["validate", str(recipes["missing"]), "-f", "json"])
+    assert rc == 2 and '"invalid_files": 1' in out
+    for fmt in ("text", "json"):
+        rc, out, _ = _both(["validate", str(recipes["syntax"]), "--format", fmt])
+        assert rc == 2 and "YAML syntax error" in out
     rc, out, err = _both(["validate", str(recipes["empty_dir"])])  # an error, not a report
     assert rc == 2 and out == "" and "no *.yaml recipes" in err
 
