@@ -1,18 +1,19 @@
 """The command line: parse -> call -> present -> exit code. Nothing else lives here.
 
 Heavy modules (httpx, rich live displays, jinja2, the planner) are imported inside the command
-that needs them, so `recipectl validate` starts fast.
+that needs them. Plain `validate` and `render` command lines do not reach this module: entry.py
+parses them and calls the same functions, without importing Typer.
 """
 
 from __future__ import annotations
 
-import sys
 from enum import Enum
 from typing import List, Optional
 
 import typer
 
-from .errors import ExitCode, RecipectlError
+from .commands import echo
+from .errors import RecipectlError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Validate, render, launch and check disaggregated prefill/decode vLLM deployments "
@@ -22,10 +23,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 class OutputFormat(str, Enum):
     text = "text"
     json = "json"
-
-
-def _echo(text: str) -> None:
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
 @app.command()
@@ -39,16 +36,10 @@ def validate(
     """Check recipes against the schema and the hybrid P/D rules.
 
     Exit 0: clean; 1: rule errors (or warnings with --strict); 2: a file is invalid."""
-    from .diagnostics import Severity, format_reports_text, reports_to_json
-    from .validate import collect_files, exit_code_for, validate_file
+    from .commands.validate import validate as run_validate
 
-    files = collect_files(recipes)
-    reports = [validate_file(f, select=set(select) if select else None)[0] for f in files]
-    if format is OutputFormat.json:
-        _echo(reports_to_json(reports))
-    else:
-        _echo(format_reports_text(reports, min_severity=Severity.WARNING if quiet else Severity.INFO))
-    raise typer.Exit(exit_code_for(reports, strict=strict))
+    raise typer.Exit(run_validate(recipes, as_json=format is OutputFormat.json, strict=strict, select=select,
+                                  quiet=quiet))
 
 
 @app.command("rules")
@@ -58,10 +49,10 @@ def list_rules(format: OutputFormat = typer.Option(OutputFormat.text, "--format"
     from .ruledocs import rules_json
 
     if format is OutputFormat.json:
-        _echo(rules_json())
+        echo(rules_json())
         return
     for r in all_rules():
-        _echo(f"{r.code}  {r.severity.value:<7}  {r.category.value:<17}  {r.name:<38} {r.title}")
+        echo(f"{r.code}  {r.severity.value:<7}  {r.category.value:<17}  {r.name:<38} {r.title}")
 
 
 @app.command()
@@ -77,7 +68,7 @@ def explain(code: str = typer.Argument(..., help="rule code or name, e.g. HYB001
         names = [x.code for x in all_rules()] + [x.name for x in all_rules()]
         close = difflib.get_close_matches(code, names, n=1)
         raise RecipectlError(f"no rule {code!r}", fix=f"did you mean {close[0]}?" if close else "see: recipectl rules")
-    _echo(rule_page(r))
+    echo(rule_page(r))
 
 
 @app.command()
@@ -112,17 +103,17 @@ def expand(
         raise RecipectlError(format_reports_text([report]).rstrip())
     if format == "names":
         for r in recipes:
-            _echo(r.recipe.name)
+            echo(r.recipe.name)
         return
     docs = [r.recipe.model_dump(mode="json", exclude_none=True) for r in recipes]
     if format == "json":
         import json
 
-        _echo(json.dumps(docs, indent=2))
+        echo(json.dumps(docs, indent=2))
     else:
         import yaml
 
-        _echo(yaml.safe_dump_all(docs, sort_keys=False))
+        echo(yaml.safe_dump_all(docs, sort_keys=False))
 
 
 class Target(str, Enum):
@@ -139,22 +130,9 @@ def render(
     variant: Optional[str] = typer.Option(None, "--variant", help="one variant of a matrix recipe"),
 ) -> None:
     """Render the deployment (every vllm serve process and the router) for a target."""
-    from pathlib import Path
+    from .commands.render import render as run_render
 
-    from .render.processes import build_deployment
-    from .render.targets import render as render_target
-    from .render.targets import write
-    from .validate import load_variant
-
-    files_out = render_target(build_deployment(load_variant(recipe, variant, refuse_errors=True).recipe), target.value)
-    if out is None:
-        for f in files_out:
-            if len(files_out) > 1:
-                _echo(f"# ---- {f.name}")
-            _echo(f.text)
-        return
-    for p in write(files_out, Path(out)):
-        sys.stderr.write(f"wrote {p}\n")
+    raise typer.Exit(run_render(recipe, target=target.value, out=out, variant=variant))
 
 
 @app.command()
@@ -307,49 +285,18 @@ def _dump(data: dict, format: str) -> None:
     if format == "json":
         import json
 
-        _echo(json.dumps(data, indent=2))
+        echo(json.dumps(data, indent=2))
     else:
         import yaml
 
-        _echo(yaml.safe_dump(data, sort_keys=False))
+        echo(yaml.safe_dump(data, sort_keys=False))
 
 
 def main() -> None:
-    """Entry point: expected failures print a message and a fix; bugs exit 3 with a log file."""
-    import faulthandler
-    import signal
+    """The Typer app as the entry point (entry.main calls it for what its fast path leaves)."""
+    from .entry import run_guarded
 
-    # `kill -USR1 PID` prints every thread's stack to stderr: how to see where a hung command waits.
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
-    try:
-        rc = app(standalone_mode=False)  # returns the code of a typer.Exit raised by a command
-        sys.exit(int(rc or 0))
-    except RecipectlError as e:
-        sys.stderr.write(f"recipectl: error: {e.message}\n")
-        if e.fix:
-            sys.stderr.write(f"  fix: {e.fix}\n")
-        sys.exit(int(e.exit_code))
-    except KeyboardInterrupt:
-        sys.stderr.write("recipectl: interrupted\n")
-        sys.exit(int(ExitCode.INTERRUPTED))
-    except SystemExit:
-        raise
-    except Exception as e:  # noqa: BLE001 - last resort: a bug, not bad input
-        # usage errors from the (vendored) click parser: print them as click would, exit 2
-        if callable(getattr(e, "show", None)) and hasattr(e, "exit_code"):
-            e.show()
-            sys.exit(int(ExitCode.INVALID))
-        if type(e).__name__ == "Abort":  # Ctrl-C inside a prompt
-            sys.stderr.write("recipectl: interrupted\n")
-            sys.exit(int(ExitCode.INTERRUPTED))
-        import tempfile
-        import traceback
-
-        with tempfile.NamedTemporaryFile("w", prefix="recipectl-crash-", suffix=".log", delete=False) as f:
-            traceback.print_exc(file=f)
-        sys.stderr.write(f"recipectl: internal error: {type(e).__name__}: {e}\n  traceback: {f.name}\n"
-                         "  this is a bug in recipectl; please report it with that file\n")
-        sys.exit(int(ExitCode.INTERNAL))
+    run_guarded(lambda: app(standalone_mode=False))  # app returns the code of a typer.Exit
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ The JSON shape is documented in docs/json-output.md and kept stable (``schema_ve
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Iterable
@@ -73,6 +72,8 @@ JSON_SCHEMA_VERSION = 1
 
 
 def reports_to_json(reports: Iterable[FileReport]) -> str:
+    import json  # here, not at the top: text output (the default) does without it
+
     reports = list(reports)
     body = {
         "schema_version": JSON_SCHEMA_VERSION,

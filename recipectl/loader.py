@@ -8,7 +8,6 @@ impossible values.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,14 +111,18 @@ def _schema_diag(file: str, message: str, pos: Position | None, *, path: str = "
 def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic]]:
     """Parse YAML text into plain data plus a source map; problems come back as diagnostics."""
     smap = SourceMap(file=file)
+    loader = None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        # one parse: the node tree gives the positions, and the same tree is constructed into data
+        # (what yaml.safe_load does after composing)
+        loader = yaml.SafeLoader(text)
+        node = loader.get_single_node()
         if node is None:
             return None, smap, [_schema_diag(file, "the file is empty", (1, 1), code="SCH000",
                                              fix="start from a recipe in recipes/ (recipectl show --resolved)")]
         smap.positions[()] = (node.start_mark.line + 1, node.start_mark.column + 1)
         _walk(node, (), smap.positions)
-        data = yaml.safe_load(text)
+        data = loader.construct_document(node)
     except _DuplicateKey as e:
         return None, smap, [_schema_diag(
             file, f"duplicate key '{e.key}' (first defined at line {e.first.line + 1})",
@@ -134,6 +137,9 @@ def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic]]:
                                          fix="fix the YAML syntax at this position (indentation, quotes, ':' after keys)")]
     except yaml.YAMLError as e:
         return None, smap, [_schema_diag(file, f"YAML error: {e}", None, code="SCH000")]
+    finally:
+        if loader is not None:
+            loader.dispose()
     if not isinstance(data, dict):
         return None, smap, [_schema_diag(file, "a recipe must be a mapping of keys (version, model, engine, ...)",
                                          (1, 1), code="SCH000")]
@@ -198,6 +204,8 @@ def validation_diagnostics(err: ValidationError, smap: SourceMap, raw: dict, pre
         if etype == "extra_forbidden":
             key = str(loc[-1]) if loc else "?"
             allowed = _fields_at(Recipe, loc)
+            import difflib  # only for a misspelt key
+
             close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
             msg = f"unknown key '{key}'"
             if close:

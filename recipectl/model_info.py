@@ -3,7 +3,6 @@ config.json or from the published models recipectl knows. Reads JSON only: no en
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,8 +37,14 @@ def local_config(path: str, base_dir: Path | None) -> dict[str, Any] | None:
         p = base_dir / p
     cfg = p / "config.json"
     try:
-        data = json.loads(cfg.read_text())
+        text = cfg.read_text()
     except (OSError, ValueError):
+        return None
+    import json  # here: only a recipe whose model is a local directory needs it
+
+    try:
+        data = json.loads(text)
+    except ValueError:
         return None
     return data if isinstance(data, dict) else None
 

@@ -4,7 +4,8 @@ Impossible recipes fail here (exit 2); inadvisable ones are rules (recipectl/rul
 Defaults live here and nowhere else, so `recipectl show --resolved` shows exactly what runs.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: with it every field annotation is a string that
+# pydantic compiles and evaluates when the class is created (~2 ms of start-up for this module).
 
 import re
 from enum import Enum
@@ -16,7 +17,13 @@ SCHEMA_VERSION = 1
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # defer_build: a model's validator is built when first used, not when its class is defined.
+    # Loading a recipe needs only Recipe's (it holds every section), so the sections' own
+    # validators and the unused RoleSection's are never built on `recipectl validate`.
+    # (Empty-list defaults are `lambda: []` rather than `list` for start-up time as well: pydantic
+    # reads every default factory's signature, and the text signature of a builtin is parsed with
+    # tokenize, whose large regex would be compiled for it, ~3 ms.)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
 
 class SchemaValueError(ValueError):
@@ -77,7 +84,7 @@ class EngineSection(Strict):
     vllm_version: str | None = Field(
         None, description="vLLM release the endpoints run, e.g. 0.26.0 (or read from the image tag)")
     image: str | None = Field(None, description="container image; a release tag like v0.26.0 gives the version")
-    patches: list[int] = Field(default_factory=list,
+    patches: list[int] = Field(default_factory=lambda: [],
                                description="upstream vLLM PR numbers a nightly/patched build carries")
     venv: str | None = Field(None, description="virtual environment whose bin/ holds vllm and vllm-router")
     serve_command: list[str] = Field(default_factory=lambda: ["vllm", "serve"],
@@ -227,7 +234,7 @@ class RoleSection(Strict):
                                    description="VLLM_NIXL_SIDE_CHANNEL_PORT base of the first endpoint on a host")
     kv_role: Literal["kv_producer", "kv_consumer", "kv_both"] | None = None
     env: dict[str, str] = Field(default_factory=dict)
-    extra_args: list[str] = Field(default_factory=list, description="extra vllm serve arguments, verbatim")
+    extra_args: list[str] = Field(default_factory=lambda: [], description="extra vllm serve arguments, verbatim")
     cpu_cores: list[str] | None = Field(
         None, description="CPU platform: cores per endpoint, e.g. ['0'] or ['0-3', '4-7']")
     data_parallel_rpc_port: int | None = Field(None, ge=1, le=65535,
@@ -309,7 +316,7 @@ class RouterSection(Strict):
     request_timeout_s: int | None = Field(None, ge=1)
     worker_startup_timeout_s: int | None = Field(None, ge=1)
     proxy_command: list[str] | None = Field(None, description="vllm-proxy: the command of the proxy server")
-    extra_args: list[str] = Field(default_factory=list)
+    extra_args: list[str] = Field(default_factory=lambda: [])
 
 
 # ------------------------------------------------------------------------------------- workload

@@ -1,0 +1,165 @@
+"""The process entry point of `recipectl` and `python -m recipectl`.
+
+A run of `recipectl validate` or `recipectl render` is mostly interpreter start-up and imports,
+and importing Typer and building the pydantic TypeAdapters it makes for every parameter of the
+command it parses took about 40 ms of a ~310 ms validate (2-core machine). So a command line of
+those two commands that uses only their plain forms is parsed here, by a small parser that
+accepts a strict subset of what the Typer app in cli.py accepts, and calls the same function
+(recipectl/commands/) the Typer command calls. Everything else goes to the Typer app, which
+prints its own help, usage errors and suggestions: another command, --help, an unknown or
+misspelt option, a missing or invalid value, an option value that starts with '-', combined
+short options (-qf), `--`, shell completion. tests/test_entry.py runs command lines both ways and
+compares stdout, stderr and exit codes, and checks the option table below against cli.py.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+# command -> (positional dest, at least one and possibly many?, flags, options with a value)
+# flags: option string -> dest; options: option string -> (dest, allowed values or None, repeatable)
+_Spec = tuple[str, bool, dict[str, str], dict[str, tuple[str, tuple[str, ...] | None, bool]]]
+_FAST: dict[str, _Spec] = {
+    "validate": ("recipes", True, {"--strict": "strict", "--quiet": "quiet", "-q": "quiet"},
+                 {"--format": ("format", ("text", "json"), False), "-f": ("format", ("text", "json"), False),
+                  "--select": ("select", None, True)}),
+    "render": ("recipe", False, {},
+               {"--target": ("target", ("bash", "slurm", "k8s"), False),
+                "-t": ("target", ("bash", "slurm", "k8s"), False),
+                "--out": ("out", None, False), "-o": ("out", None, False),
+                "--variant": ("variant", None, False)}),
+}
+
+
+def parse_fast(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
+    """(command, arguments) when the fast path handles `argv` exactly as the Typer app would;
+    None to leave it to the Typer app."""
+    if not argv or argv[0] not in _FAST:
+        return None
+    if any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ):
+        return None  # a shell-completion request: Typer answers it
+    positional, many, flags, options = _FAST[argv[0]]
+    values: dict[str, Any] = {}
+    words: list[str] = []
+    args = argv[1:]
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "-" or not arg.startswith("-"):
+            words.append(arg)  # click: options may come between arguments
+            continue
+        name, eq, attached = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if name in flags and not eq:
+            values[flags[name]] = True
+            continue
+        if name not in options:
+            return None
+        if eq:
+            value = attached
+        elif i < len(args):
+            value = args[i]
+            i += 1
+        else:
+            return None
+        dest, allowed, repeatable = options[name]
+        if value.startswith("-") or (allowed is not None and value not in allowed):
+            return None
+        if repeatable:
+            values.setdefault(dest, []).append(value)
+        else:
+            values[dest] = value  # click: the last one wins
+    if not words or (not many and len(words) > 1):
+        return None
+    values[positional] = words if many else words[0]
+    return argv[0], values
+
+
+def _run_fast(command: str, values: dict[str, Any]) -> int:
+    if command == "validate":
+        from .commands.validate import validate
+
+        return validate(values["recipes"], as_json=values.get("format") == "json",
+                        strict=values.get("strict", False), select=values.get("select"),
+                        quiet=values.get("quiet", False))
+    from .commands.render import render
+
+    return render(values["recipe"], target=values.get("target", "bash"), out=values.get("out"),
+                  variant=values.get("variant"))
+
+
+def _as_typer_would(fn: Callable[[], int]) -> int:
+    """What Typer's main does around a command: Ctrl-C is a quiet exit 130, end of input an abort
+    (a newline, then run_guarded's "interrupted" and 130), a closed stdout pipe a quiet exit 1."""
+    import errno
+
+    try:
+        return fn()
+    except KeyboardInterrupt:
+        return 130
+    except EOFError:
+        sys.stderr.write("\n")
+        raise KeyboardInterrupt from None  # run_guarded reports it as Typer's Abort is reported
+    except OSError as e:
+        if e.errno != errno.EPIPE:
+            raise
+        devnull = os.open(os.devnull, os.O_WRONLY)  # nothing more can reach the reader
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+def run_guarded(fn: Callable[[], Any]) -> None:
+    """Run a command and exit: expected failures print a message and a fix; bugs exit 3 with a log file."""
+    import faulthandler
+    import signal
+
+    from .errors import ExitCode, RecipectlError
+
+    # `kill -USR1 PID` prints every thread's stack to stderr: how to see where a hung command waits.
+    try:
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+    except (AttributeError, ValueError, OSError):  # stderr without a file descriptor (captured)
+        pass
+    try:
+        rc = fn()  # the exit code
+        sys.exit(int(rc or 0))
+    except RecipectlError as e:
+        sys.stderr.write(f"recipectl: error: {e.message}\n")
+        if e.fix:
+            sys.stderr.write(f"  fix: {e.fix}\n")
+        sys.exit(int(e.exit_code))
+    except KeyboardInterrupt:
+        sys.stderr.write("recipectl: interrupted\n")
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except SystemExit:
+        raise
+    except Exception as e:  # noqa: BLE001 - last resort: a bug, not bad input
+        # usage errors from the (vendored) click parser: print them as click would, exit 2
+        if callable(getattr(e, "show", None)) and hasattr(e, "exit_code"):
+            e.show()
+            sys.exit(int(ExitCode.INVALID))
+        if type(e).__name__ == "Abort":  # Ctrl-C inside a prompt
+            sys.stderr.write("recipectl: interrupted\n")
+            sys.exit(int(ExitCode.INTERRUPTED))
+        import tempfile
+        import traceback
+
+        with tempfile.NamedTemporaryFile("w", prefix="recipectl-crash-", suffix=".log", delete=False) as f:
+            traceback.print_exc(file=f)
+        sys.stderr.write(f"recipectl: internal error: {type(e).__name__}: {e}\n  traceback: {f.name}\n"
+                         "  this is a bug in recipectl; please report it with that file\n")
+        sys.exit(int(ExitCode.INTERNAL))
+
+
+def main() -> None:
+    fast = parse_fast(sys.argv[1:])
+    if fast is None:
+        from .cli import main as typer_main
+
+        typer_main()
+        return
+    command, values = fast
+    run_guarded(lambda: _as_typer_would(lambda: _run_fast(command, values)))

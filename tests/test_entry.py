@@ -1,0 +1,205 @@
+"""The entry point's fast path (recipectl/entry.py) against the full Typer app: the same command
+lines give the same stdout, stderr, exit code and files, whichever of the two runs them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from recipectl.entry import parse_fast
+
+ROOT = Path(__file__).resolve().parent.parent
+GB200 = ROOT / "recipes" / "gb200" / "qwen3.5-397b-nvfp4-pd.yaml"
+VARIANT = "prefill-endpoints-4"
+
+
+def _run(module: str, args: list[str]) -> tuple[int, str, str]:
+    r = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=ROOT,
+                       timeout=120)
+    # usage lines name the program, `python -m recipectl` or `python -m recipectl.cli`, and help pads
+    # its lines to the terminal width after it
+    def same_name(text: str) -> str:
+        return "\n".join(ln.replace("recipectl.cli", "recipectl").rstrip() for ln in text.split("\n"))
+
+    return r.returncode, same_name(r.stdout), same_name(r.stderr)
+
+
+def _both(args: list[str]) -> tuple[int, str, str]:
+    """Run through the entry point and through the Typer app alone; they must agree."""
+    fast = _run("recipectl", args)
+    full = _run("recipectl.cli", args)
+    assert fast == full, f"entry point and Typer app differ for {args}"
+    return fast
+
+
+@pytest.fixture(scope="module")
+def recipes(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("entry")
+    data = yaml.safe_load(GB200.read_text())
+    data["decode"]["env"].pop("VLLM_SSM_CONV_STATE_LAYOUT")  # HYB001, an error
+    data["decode"].pop("mamba_ssm_cache_dtype")  # PRF002, a warning
+    findings = d / "findings.yaml"
+    findings.write_text(yaml.safe_dump(data, sort_keys=False))
+    typo = d / "typo.yaml"
+    typo.write_text(GB200.read_text().replace("  max_num_batched_tokens: 16384", "  max_num_batched_token: 16384"))
+    syntax = d / "syntax.yaml"
+    syntax.write_text("version: 1\nname: x\nmodel:\n  path: [unclosed\ncluster: {gpu: CPU}\n")
+    empty_dir = d / "empty"
+    empty_dir.mkdir()
+    return {"findings": findings, "typo": typo, "syntax": syntax, "missing": d / "nope.yaml", "empty_dir": empty_dir}
+
+
+def test_valid_recipe(recipes):
+    rc, out, err = _both(["validate", str(GB200)])
+    assert rc == 0 and "ok (5 variants)" in out and err == ""
+    rc, out, _ = _both(["validate", "--format", "json", str(GB200), "recipes/"])
+    assert rc == 0 and '"schema_version": 1' in out
+
+
+def test_recipe_with_findings_text_and_json(recipes):
+    f = str(recipes["findings"])
+    rc, out, _ = _both(["validate", f])
+    assert rc == 1 and "HYB001 error" in out and "PRF002 warning" in out
+    rc, out, _ = _both(["validate", f, "--format", "json"])
+    assert rc == 1 and '"code": "HYB001"' in out
+    rc, out, _ = _both(["validate", "-q", "--select", "PRF002", "--strict", f])
+    assert rc == 1 and "PRF002" in out and "HYB001" not in out
+    rc, out, _ = _both(["validate", "--select=HYB001", "-f", "json", f])
+    assert rc == 1 and "PRF002" not in out
+
+
+def test_invalid_files(recipes):
+    rc, out, _ = _both(["validate", str(recipes["typo"])])
+    assert rc == 2 and "SCH002" in out
+    rc, out, _ = _both(["validate", str(recipes["missing"])])
+    assert rc == 2 and "no such file" in out
+    rc, out, _ = _both(["validate", str(recipes["missing"]), "-f", "json"])
+    assert rc == 2 and '"invalid_files": 1' in out
+    for fmt in ("text", "json"):
+        rc, out, _ = _both(["validate", str(recipes["syntax"]), "--format", fmt])
+        assert rc == 2 and "YAML syntax error" in out
+    rc, out, err = _both(["validate", str(recipes["empty_dir"])])  # an error, not a report
+    assert rc == 2 and out == "" and "no *.yaml recipes" in err
+
+
+def test_help_and_usage_errors_stay_the_typer_apps():
+    for args in (["validate", "--help"], ["render", "--help"], ["--help"]):
+        rc, out, _ = _both(args)
+        assert rc == 0 and "Usage:" in out, args
+    rc, out, err = _both([])  # no command: the help, as a usage error
+    assert rc == 2 and "Usage:" in out + err
+    for args in (["validate"], ["validate", str(GB200), "--formt", "json"], ["validate", str(GB200), "--format", "JSON"],
+                 ["render", str(GB200), "extra"], ["render", str(GB200), "-t"], ["render", str(GB200), "-t", "ssh"]):
+        rc, out, err = _both(args)
+        assert rc == 2 and "Error" in out + err, args
+
+
+def test_render_to_stdout_and_to_a_directory(tmp_path):
+    rc, out, err = _both(["render", str(GB200), "--variant", VARIANT, "-t", "k8s"])
+    assert rc == 0 and "kind: Deployment" in out and err == ""
+    rc, out, err = _both(["render", str(GB200), "--variant", VARIANT])  # bash: one script per host
+    assert rc == 0 and out.count("# ---- ") == 4
+    outputs = []
+    for module, out_dir in (("recipectl", tmp_path / "fast"), ("recipectl.cli", tmp_path / "full")):
+        r = _run(module, ["render", str(GB200), f"--variant={VARIANT}", "--target", "slurm", "-o", str(out_dir)])
+        assert r[0] == 0
+        outputs.append((r[1], r[2].replace(str(out_dir), "DIR"),
+                        {p.name: (p.read_text(), p.stat().st_mode) for p in out_dir.iterdir()}))
+    assert outputs[0] == outputs[1]
+    rc, _, err = _both(["render", str(GB200), "--variant", "no-such-variant"])
+    assert rc == 2 and "no variant 'no-such-variant'" in err
+    rc, _, err = _both(["render", str(GB200)])  # a matrix without --variant
+    assert rc == 2 and "expands into 5 recipes" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["validate", "a.yaml"], ["validate", "a.yaml", "b.yaml", "-q", "--strict"], ["validate", "-", "--format=json"],
+    ["validate", "a.yaml", "--select", "HYB001", "--select=PRF002", "-f", "text", "-f", "json"],
+    ["render", "a.yaml", "-t", "k8s", "-o", "out", "--variant", "v"], ["render", "a.yaml", "--target=slurm"],
+])
+def test_fast_path_takes_plain_command_lines(argv):
+    assert parse_fast(argv) is not None
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["--help"], ["rules"], ["show", "a.yaml"], ["validate"], ["validate", "--help"], ["validate", "a.yaml", "--help"],
+    ["validate", "a.yaml", "-h"], ["validate", "a.yaml", "--formt", "json"], ["validate", "a.yaml", "--format", "JSON"],
+    ["validate", "a.yaml", "--format"], ["validate", "a.yaml", "--select", "-q"], ["validate", "a.yaml", "-qf", "json"],
+    ["validate", "a.yaml", "--strict=true"], ["validate", "--", "a.yaml"], ["validate", "a.yaml", "-fjson"],
+    ["render"], ["render", "a.yaml", "b.yaml"], ["render", "a.yaml", "-t", "ssh"], ["render", "a.yaml", "--out"],
+    ["render", "a.yaml", "--format", "json"], ["render", "a.yaml", "-q"],
+])
+def test_fast_path_leaves_everything_else_to_typer(argv):
+    assert parse_fast(argv) is None
+
+
+def test_fast_path_values():
+    assert parse_fast(["validate", "a.yaml", "--select", "X", "b.yaml", "--select=Y", "-q", "--format", "json"]) == (
+        "validate", {"recipes": ["a.yaml", "b.yaml"], "select": ["X", "Y"], "quiet": True, "format": "json"})
+    assert parse_fast(["render", "a.yaml", "-t", "bash", "--target", "k8s", "-o", "d"]) == (
+        "render", {"recipe": "a.yaml", "target": "k8s", "out": "d"})
+
+
+def test_shell_completion_requests_go_to_typer(monkeypatch):
+    monkeypatch.setenv("_RECIPECTL_COMPLETE", "complete_bash")
+    assert parse_fast(["validate", "a.yaml"]) is None
+
+
+def test_fast_path_declares_the_typer_commands_options():
+    """The fast path's table of options and values is the Typer command's: an option added to or
+    changed in cli.py without entry.py fails here (until then the fast path would leave command
+    lines with the new option to Typer, which is safe, but the table would be stale)."""
+    from enum import Enum
+
+    import typer.main
+
+    from recipectl.cli import app
+    from recipectl.entry import _FAST
+
+    group = typer.main.get_command(app)
+    for name, (positional, many, flags, options) in _FAST.items():
+        params = [p for p in group.commands[name].params if p.name != "help"]
+        args = [p for p in params if p.param_type_name == "argument"]
+        assert [(a.name, a.nargs == -1, a.required) for a in args] == [(positional, many, True)]
+        want_flags, want_options = {}, {}
+        for p in params:
+            assert p.envvar is None and not p.secondary_opts, p.name
+            if p.param_type_name == "argument":
+                continue
+            ann = p.type_descriptor.annotation
+            choices = tuple(m.value for m in ann) if isinstance(ann, type) and issubclass(ann, Enum) else None
+            for opt in p.opts:
+                if p.is_flag:
+                    assert p.default is False, p.name
+                    want_flags[opt] = p.name
+                else:
+                    want_options[opt] = (p.name, choices, p.multiple)
+        assert (flags, options) == (want_flags, want_options), name
+    # the defaults entry.py assumes when an option is not given
+    defaults = {(c, p.name): getattr(p.default, "value", p.default)
+                for c in _FAST for p in group.commands[c].params if p.param_type_name == "option"}
+    assert defaults[("validate", "format")] == "text" and defaults[("validate", "select")] is None
+    assert defaults[("render", "target")] == "bash"
+    assert defaults[("render", "out")] is None and defaults[("render", "variant")] is None
+
+
+def test_interrupts_and_closed_pipes_end_as_under_typer(capsys):
+    """Typer's main: Ctrl-C in a command is a quiet exit 130; end of input an Abort, which the
+    entry point reports as an interruption (130)."""
+    from recipectl.entry import _as_typer_would, run_guarded
+
+    def raises(exc):
+        def fn():
+            raise exc
+        return fn
+
+    assert _as_typer_would(raises(KeyboardInterrupt())) == 130
+    with pytest.raises(SystemExit) as e:
+        run_guarded(lambda: _as_typer_would(raises(EOFError())))
+    assert e.value.code == 130 and capsys.readouterr().err == "\nrecipectl: interrupted\n"
+    with pytest.raises(OSError):
+        _as_typer_would(raises(OSError(5, "I/O error")))
