@@ -41,7 +41,7 @@ def test_local_recipe_through_slurm(slurm_cluster, tmp_path):  # noqa: F811
                   env=env, timeout=600)
         checks = json.loads(doc.stdout)["checks"]
         assert doc.returncode == 0, [c for c in checks if c["status"] == "fail"]
-        assert any(c["name"] == "P/D transfer (NIXL)" and c["status"] == "pass" for c in checks)
+        assert any(c["name"] == "P/D transfer (NIXL)" and c["status"] == "pass" for c in checks), checks
     finally:
         stop = cli("stop", env=env, timeout=180)
         print(stop.stderr)
