@@ -196,3 +196,26 @@ def test_launch_refuses_a_recipe_with_rule_errors_before_starting_anything(recip
     assert not (tmp_path / "runs").exists()
     dry = recipectl_cli("launch", str(recipe), "--dry-run")  # a dry run only prints: still allowed
     assert dry.returncode == 0 and "vllm" in dry.stdout
+
+
+def test_prove_serving_names_the_endpoint_whose_log_explains_the_failure(tmp_path, monkeypatch):
+    import recipectl.launch.warmup as warmup
+    from recipectl.launch.state import ProcessState, RunState
+    from rich.console import Console
+
+    monkeypatch.setattr(warmup.time, "sleep", lambda s: None)
+    router = _Router([500])
+    logs = {n: tmp_path / f"{n}.log" for n in ("prefill-0", "decode-0", "router")}
+    logs["prefill-0"].write_text("INFO up\nModuleNotFoundError: No module named 'flashinfer'\n")
+    logs["decode-0"].write_text("INFO up\n")
+    logs["router"].write_text("INFO up\n")
+    procs_ = [ProcessState(name=n, kind=n.split("-")[0], host="127.0.0.1", port=None, url=None, log=str(p),
+                           argv=[], env={}) for n, p in logs.items()]
+    state = RunState(run_id="r", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(tmp_path),
+                     router_url=router.url, served_model_name="tiny", processes=procs_)
+    try:
+        proof = warmup.prove_serving(state, deadline=0, console=Console(file=open(tmp_path / "out", "w")))
+    finally:
+        router.close()
+    assert not proof.ok and proof.culprit.name == "prefill-0" and "FlashInfer" in proof.diagnosis.cause
+    assert "HTTP 500" in proof.message and state.first_request_s is not None

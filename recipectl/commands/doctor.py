@@ -106,25 +106,15 @@ def explain_from_logs(results: list[CheckResult], targets: Targets) -> None:
         return
     from pathlib import Path
 
-    from ..launch.diagnose import diagnose
+    from ..launch.diagnose import diagnose_endpoints
 
-    for p in state.processes:
-        if p.kind == "router" or not p.log:
-            continue
-        try:
-            with open(Path(p.log), "rb") as f:
-                f.seek(0, 2)
-                f.seek(max(0, f.tell() - 256 * 1024))
-                text = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        found = diagnose(text)
-        if found is None:
-            continue
-        for r in failed:
-            r.detail = f"{r.detail}; cause (from {Path(p.log).name}): {found.cause}"
-            r.fix = found.fix
+    hit = diagnose_endpoints(state.processes)
+    if hit is None:
         return
+    process, found = hit
+    for r in failed:
+        r.detail = f"{r.detail}; cause (from {Path(process.log).name}): {found.cause}"
+        r.fix = found.fix
 
 
 STYLE = {PASS: "[green]pass[/]", FAIL: "[red]FAIL[/]", WARN: "[yellow]warn[/]", SKIP: "[dim]skip[/]"}

@@ -141,30 +141,6 @@ def wait_ready(state: RunState, recipe: Recipe, timeout_s: float, console) -> tu
             time.sleep(0.5)
 
 
-def _prove_serving(state: RunState, deadline: float, console):
-    """One request through the router before "ready" (see recipectl.launch.warmup)."""
-    import httpx
-
-    from ..launch.warmup import diagnose_run_logs, first_request
-
-    if not state.router_url:
-        return True, "ready", None
-    logs = [p.log for p in state.processes if p.kind != "router"]
-    with console.status("first request through the router ..."), httpx.Client() as client:
-        first = first_request(client, state.router_url, state.served_model_name,
-                              deadline=max(deadline, time.monotonic() + 60),
-                              diagnose_logs=lambda: diagnose_run_logs(logs))
-    state.first_request_s = round(first.seconds, 3)
-    state.save()
-    if first.ok:
-        return True, "ready", None
-    culprit = next((p for p in state.processes if first.diagnosis and p.kind != "router"
-                    and diagnose_run_logs([p.log]) == first.diagnosis), None) or next(
-                        p for p in state.processes if p.kind == "router")
-    return False, (f"every process is healthy, but the first request through the router failed "
-                   f"({first.attempts} attempt(s)): {first.error}"), culprit
-
-
 def launch_slurm(recipe_path: str, recipe: Recipe, *, detach: bool, timeout: float | None, as_json: bool) -> int:
     from rich.console import Console
 
@@ -177,7 +153,10 @@ def launch_slurm(recipe_path: str, recipe: Recipe, *, detach: bool, timeout: flo
         ok, message = wait_ready(state, recipe, timeout_s, console)
         failed = None
         if ok:
-            ok, message, failed = _prove_serving(state, deadline, console)
+            from ..launch.warmup import prove_serving
+
+            proof = prove_serving(state, deadline, console)
+            ok, message, failed = proof.ok, proof.message, proof.culprit
         if not ok:
             failed = failed or _failed_step(state)
             cancel_job(state)

@@ -49,3 +49,16 @@ def diagnose(log_text: str) -> Diagnosis | None:
         if pattern.search(log_text):
             return diag
     return None
+
+
+def diagnose_endpoints(processes) -> tuple[object, Diagnosis] | None:
+    """The first endpoint process (not the router) whose log tail names a known cause, with it."""
+    from .processes import tail
+
+    for p in processes:
+        if p.kind == "router" or not p.log:
+            continue
+        found = diagnose(tail(p.log, 400))
+        if found is not None:
+            return p, found
+    return None

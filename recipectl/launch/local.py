@@ -249,7 +249,7 @@ def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float |
         deadline = time.monotonic() + timeout_s
         result = _wait_ready(sup, state, timeout_s, display, httpx)
         if result.ok:
-            result = _prove_serving(state, deadline, display, httpx)
+            result = _prove_serving(state, deadline, display)
         if not result.ok or detach:
             if not result.ok:
                 sup.stop()
@@ -279,28 +279,15 @@ def _failure(state: RunState, ps: ProcessState, message: str) -> LaunchResult:
     return LaunchResult(state, False, message, ps, text, d.cause if d else None, d.fix if d else None)
 
 
-def _prove_serving(state: RunState, deadline: float, display, httpx) -> LaunchResult:
-    """One request through the router (see launch.warmup): ready means serving P/D."""
-    from .warmup import diagnose_run_logs, first_request
+def _prove_serving(state: RunState, deadline: float, display) -> LaunchResult:
+    from .warmup import prove_serving
 
-    if not state.router_url:
+    proof = prove_serving(state, deadline, display.console)
+    if proof.ok:
         return LaunchResult(state, True, "ready")
-    with display.console.status("first request through the router ..."), httpx.Client() as client:
-        logs = [p.log for p in state.processes if p.kind != "router"]
-        first = first_request(client, state.router_url, state.served_model_name,
-                              deadline=max(deadline, time.monotonic() + 60),
-                              diagnose_logs=lambda: diagnose_run_logs(logs))
-    state.first_request_s = round(first.seconds, 3)
-    state.save()
-    if first.ok:
-        return LaunchResult(state, True, "ready")
-    d = first.diagnosis
-    culprit = next((p for p in state.processes if d and p.kind != "router"
-                    and diagnose_run_logs([p.log]) == d), None) or next(
-                        p for p in state.processes if p.kind == "router")
-    return LaunchResult(state, False, f"every process is healthy, but the first request through the router "
-                        f"failed ({first.attempts} attempt(s)): {first.error}", culprit,
-                        procs.tail(culprit.log, 40), d.cause if d else None, d.fix if d else None)
+    d = proof.diagnosis
+    return LaunchResult(state, False, proof.message, proof.culprit, procs.tail(proof.culprit.log, 40),
+                        d.cause if d else None, d.fix if d else None)
 
 
 def _wait_ready(sup: Supervisor, state: RunState, timeout_s: float, display, httpx) -> LaunchResult:

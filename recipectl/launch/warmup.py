@@ -59,13 +59,36 @@ def first_request(client, router_url: str, model: str, *, deadline: float,
     return FirstRequest(False, max_attempts, time.monotonic() - t0, error, diagnosis)
 
 
-def diagnose_run_logs(log_paths: list[str]) -> Diagnosis | None:
-    """The first known cause found in the tails of the given logs."""
-    from . import processes as procs
-    from .diagnose import diagnose
+@dataclass
+class ServingProof:
+    ok: bool
+    message: str
+    culprit: object | None = None  # the ProcessState whose log explains a failure (else the router)
+    diagnosis: Diagnosis | None = None
 
-    for path in log_paths:
-        d = diagnose(procs.tail(path, 400))
-        if d is not None:
-            return d
-    return None
+
+def prove_serving(state, deadline: float, console) -> ServingProof:
+    """Launch's last step on every target: the first request, recorded in the run state."""
+    import httpx
+
+    from .diagnose import diagnose_endpoints
+
+    if not state.router_url:
+        return ServingProof(True, "ready")
+    found: list = []
+
+    def diagnose_logs() -> Diagnosis | None:
+        hit = diagnose_endpoints(state.processes)
+        found[:] = [hit[0]] if hit else []
+        return hit[1] if hit else None
+
+    with console.status("first request through the router ..."), httpx.Client() as client:
+        first = first_request(client, state.router_url, state.served_model_name,
+                              deadline=max(deadline, time.monotonic() + 60), diagnose_logs=diagnose_logs)
+    state.first_request_s = round(first.seconds, 3)
+    state.save()
+    if first.ok:
+        return ServingProof(True, "ready")
+    culprit = found[0] if found else next(p for p in state.processes if p.kind == "router")
+    return ServingProof(False, f"every process is healthy, but the first request through the router failed "
+                               f"({first.attempts} attempt(s)): {first.error}", culprit, first.diagnosis)
