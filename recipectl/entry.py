@@ -79,6 +79,10 @@ def parse_fast(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
 
 
 def _run_fast(command: str, values: dict[str, Any]) -> int:
+    # pydantic looks for plugins (validation observers) by scanning every installed package's entry
+    # points when it builds recipectl's schema: ~8 ms of a ~270 ms validate. recipectl's models need
+    # none, and these two commands start no process that could inherit the variable.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     if command == "validate":
         from .commands.validate import validate
 

@@ -13,7 +13,10 @@ if [[ ! -x .venv/bin/python ]]; then
   "$PYTHON" -m venv .venv
 fi
 log "installing recipectl (editable) with its test extras"
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' 2>&1 | grep -v '^WARNING: Location' || true
+# editable_mode=compat: a plain path in a .pth file. The default mode installs an import hook whose
+# module costs every recipectl command ~8 ms of start-up (benchmarks/validate_startup.py).
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' --config-settings editable_mode=compat \
+  2>&1 | grep -v '^WARNING: Location' || true
 .venv/bin/recipectl --help >/dev/null
 
 if ! command -v shellcheck >/dev/null 2>&1; then

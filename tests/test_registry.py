@@ -9,7 +9,7 @@ import pytest
 from recipectl.diagnostics import Category, Severity
 from recipectl.ruledocs import rule_page, rules_markdown
 from recipectl.rules import all_rules
-from recipectl.rules.registry import Violation, rule
+from recipectl.rules.registry import REGISTRY, Violation, rule
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,12 +30,22 @@ def test_codes_and_names_are_unique():
     assert len({r.name for r in rules}) == len(rules)
 
 
-def test_malformed_rules_fail_at_import():
-    with pytest.raises(TypeError, match="lacks section"):
+def test_malformed_rules_are_refused():
+    try:
         @rule(code="ZZZ901", name="test.bad-doc", title="t", severity=Severity.ERROR,
               category=Category.CRASH, applies="x", source="y")
         def bad(ctx):
             """What it checks: nothing."""
+            yield Violation("a", "b", "c")
+        # sections are parsed when the page is asked for; test_every_rule_is_complete asks for all
+        with pytest.raises(TypeError, match="lacks section"):
+            REGISTRY["ZZZ901"].doc
+    finally:
+        REGISTRY.pop("ZZZ901", None)
+    with pytest.raises(TypeError, match="no docstring"):
+        @rule(code="ZZZ902", name="test.no-doc", title="t", severity=Severity.ERROR,
+              category=Category.CRASH, applies="x", source="y")
+        def undocumented(ctx):
             yield Violation("a", "b", "c")
     with pytest.raises(TypeError, match="must look like"):
         @rule(code="bad", name="test.bad-code", title="t", severity=Severity.ERROR,

@@ -133,3 +133,29 @@ def test_capacity_warning_is_opted_out_with_a_reason_in_the_seed_recipe(recipect
     path = _gb200_variant(tmp_path, lambda d: d.pop("ignore"))
     r = recipectl_cli("validate", str(path))
     assert r.returncode == 0 and "CAP001 warning" in r.stdout and "decode GPUs would hold 5120" in r.stdout
+
+
+def test_libyaml_and_the_python_parser_give_the_same_data_and_positions():
+    """validate composes with libyaml for speed; what it reports must not depend on which parser ran."""
+    from recipectl import loader
+
+    files = sorted(ROOT.glob("recipes/**/*.yaml")) + sorted(ROOT.glob("tests/rule_cases/*.yaml"))
+    assert loader._FAST_LOADER is not None, "PyYAML without libyaml: validate runs the slow parser"
+    for f in files:
+        text = f.read_text()
+        fast = loader._parse_yaml(text, str(f), loader._FAST_LOADER)
+        slow = loader._parse_yaml(text, str(f), yaml.SafeLoader)
+        assert fast[0] == slow[0], f
+        assert fast[1].positions == slow[1].positions, f
+        assert fast[2] == slow[2], f
+
+
+def test_a_syntax_error_is_reported_in_the_python_parsers_words():
+    from recipectl import loader
+
+    text = "version: 1\nname: x\nmodel:\n  path: [unclosed\ncluster: {gpu: CPU}\n"
+    _, _, diags = loader.parse_yaml(text, "bad.yaml")
+    (d,) = diags
+    assert (d.line, d.col) == (5, 8)
+    assert d.message == ("YAML syntax error: expected ',' or ']', but got ':' "
+                         "(while parsing a flow sequence)")

@@ -3,7 +3,8 @@
 A rule is a pure function of the recipe (and the facts derived from it) that *yields*
 Violations; the registry attaches code, severity, category and source. Its docstring is its
 documentation page (`recipectl explain CODE`, docs/rules.md) and must have the sections
-What it checks / Why / Example / Fix — a rule without them fails at import.
+What it checks / Why / Example / Fix: a rule without a docstring fails at import, one that lacks a
+section fails tests/test_registry.py.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import inspect
 import re
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from ..diagnostics import Category, Severity
@@ -44,7 +45,12 @@ class Rule:
     applies: str  # when it applies, in words
     source: str  # the seed, a vLLM PR or issue, vllm-facts
     check: CheckFn
-    doc: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def doc(self) -> dict[str, str]:
+        """The documentation page's sections, parsed from the check's docstring when first asked
+        for (`validate` never asks); tests/test_registry.py parses every rule's."""
+        return _parse_doc(self.code, self.check.__doc__)
 
 
 REGISTRY: dict[str, Rule] = {}
@@ -75,8 +81,9 @@ def rule(*, code: str, name: str, title: str, severity: Severity, category: Cate
             raise TypeError(f"rule code {code} registered twice")
         if any(r.name == name for r in REGISTRY.values()):
             raise TypeError(f"rule name {name} registered twice")
-        REGISTRY[code] = Rule(code, name, title, severity, category, applies, source, fn,
-                              _parse_doc(code, fn.__doc__))
+        if not fn.__doc__:
+            raise TypeError(f"rule {code} has no docstring")
+        REGISTRY[code] = Rule(code, name, title, severity, category, applies, source, fn)
         return fn
 
     return deco
