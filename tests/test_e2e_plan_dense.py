@@ -1,0 +1,71 @@
+"""`recipectl plan` against the real engine on a tiny DENSE model (the hybrid one is checked against
+the running deployment in test_e2e_local.py): the decode server the recipe renders prints its cache
+capacity at start-up, and the planner must print the same numbers. The server is stopped as soon as
+it has printed them."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import pytest
+
+from recipectl.commands.plan import plan_report
+from recipectl.launch.local import local_argv, process_environ
+from recipectl.launch.processes import stop_groups
+from recipectl.render.processes import build_deployment
+from recipectl.validate import load_one
+
+from .e2e_support import LOCAL_RECIPE, ROOT, wait_for
+from .engine_support import require_engine
+
+pytestmark = pytest.mark.engine
+
+CAPACITY = re.compile(r"KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per request: "
+                      r"([\d.]+)x")
+
+
+def _dense_recipe(tmp_path, model) -> str:
+    text = LOCAL_RECIPE.read_text()
+    for old, new in (("path: ~/.cache/recipectl/models/qwen3next-tiny", f"path: {model}"),
+                     ("family: hybrid", "family: dense"),
+                     ("  mamba_ssm_cache_dtype: bfloat16\n", ""),
+                     # off the local deployment's ports, in case one is up
+                     ("port: 8200", "port: 8290"), ("side_channel_port: 5700", "side_channel_port: 5790")):
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / "tiny-dense-cpu.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_planner_matches_the_engine_on_the_tiny_dense_model(tmp_path):
+    require_engine()
+    model = tmp_path / "qwen3-dense-tiny"
+    subprocess.run(["bash", str(ROOT / "scripts" / "make-tiny-model.sh"), str(model)], check=True,
+                   env={**os.environ, "KIND": "dense"}, capture_output=True, timeout=300)
+    recipe_path = _dense_recipe(tmp_path, model)
+    recipe = load_one(recipe_path).recipe
+    plan = plan_report(recipe, recipe_path)["roles"]["decode"]
+
+    spec = next(p for p in build_deployment(recipe).processes if p.kind == "decode")
+    log_path = tmp_path / "decode.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(local_argv(recipe, spec), env=process_environ(recipe, spec), stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            printed = wait_for(lambda: CAPACITY.search(log_path.read_text(errors="replace"))
+                               or proc.poll() is not None, 600, 0.5)
+        finally:
+            stop_groups([proc.pid], 15)
+    text = log_path.read_text(errors="replace")
+    m = CAPACITY.search(text)
+    assert printed and m, f"no capacity line from the engine:\n{text[-3000:]}"
+    tokens, max_len, conc = int(m[1].replace(",", "")), int(m[2].replace(",", "")), float(m[3])
+    print(f"engine {tokens:,} tokens, {conc}x @ {max_len}; planner {plan['cache_tokens']:,} tokens, "
+          f"{plan['max_concurrency']:.2f}x @ {plan['max_model_len']} (block {plan['block_size']})")
+    assert not plan["gdn_state_bytes_per_request"], "a dense model has no GDN state"
+    assert max_len == plan["max_model_len"]
+    assert plan["cache_tokens"] == tokens
+    assert round(plan["max_concurrency"], 2) == conc
