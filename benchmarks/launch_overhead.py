@@ -1,6 +1,11 @@
 """recipectl's own overhead in `launch`: the time from the slowest process's first healthy
-/health to launch reporting ready, from the run state it records. Launches the local recipe
-(or RECIPE) with --detach, reads the state, stops it. Needs the CPU engine.
+/health to launch seeing every process ready, from the run state it records. Launches the local
+recipe (or RECIPE) with --detach, reads the state, stops it. Needs the CPU engine.
+
+After that, launch sends one request through the router before it says "ready" (it proves the
+deployment serves; a NIXL handshake that timed out is retried there). That request is engine work
+(prefill, transfer, decode of 2 tokens), reported on its own line, and so is the time from the last
+/health to the `launch --detach` process exiting.
 
     .venv/bin/python benchmarks/launch_overhead.py [RECIPE] [--runs 1]
     .venv/bin/python benchmarks/launch_overhead.py --state PATH/state.json   # an existing run
@@ -14,16 +19,22 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def report(state: dict) -> float:
+def report(state: dict, exited_at: float | None = None) -> float:
     for p in state["processes"]:
         print(f"  {p['name']:<10} ready {p['healthy_at'] - p['started_at']:7.1f} s after start")
-    overhead = state["ready_at"] - max(p["healthy_at"] for p in state["processes"])
+    last_healthy = max(p["healthy_at"] for p in state["processes"])
+    overhead = state["ready_at"] - last_healthy
     print(f"  recipectl overhead after the last /health: {overhead * 1000:.0f} ms")
+    if state.get("first_request_s") is not None:
+        print(f"  then the first request through the router: {state['first_request_s']:.2f} s (engine work)")
+    if exited_at is not None:
+        print(f"  launch --detach exited {exited_at - last_healthy:.2f} s after the last /health")
     return overhead
 
 
@@ -41,11 +52,12 @@ def main() -> None:
             env = {**os.environ, "RECIPECTL_RUN_DIR": d}
             r = subprocess.run([sys.executable, "-m", "recipectl", "launch", args.recipe, "--detach"], env=env,
                                capture_output=True, text=True)
+            exited_at = time.time()
             try:
                 if r.returncode != 0:
                     sys.exit(f"launch failed:\n{r.stderr[-3000:]}")
                 print(f"run {i + 1}:")
-                report(json.loads((Path(d) / "latest" / "state.json").read_text()))
+                report(json.loads((Path(d) / "latest" / "state.json").read_text()), exited_at)
             finally:
                 subprocess.run([sys.executable, "-m", "recipectl", "stop"], env=env, capture_output=True)
 
