@@ -119,7 +119,7 @@ def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic]]:
     if _FAST_LOADER is not None:
         try:
             return _parse_yaml(text, file, _FAST_LOADER)
-        except yaml.YAMLError:
+        except (yaml.YAMLError, ValueError):  # ValueError: text libyaml cannot take (a lone surrogate)
             pass  # reported below, in the Python parser's words
     return _parse_yaml(text, file, yaml.SafeLoader)
 

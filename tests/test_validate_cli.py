@@ -159,3 +159,10 @@ def test_a_syntax_error_is_reported_in_the_python_parsers_words():
     assert (d.line, d.col) == (5, 8)
     assert d.message == ("YAML syntax error: expected ',' or ']', but got ':' "
                          "(while parsing a flow sequence)")
+
+
+def test_text_libyaml_cannot_take_is_a_diagnostic_not_a_traceback():
+    from recipectl import loader
+
+    _, _, diags = loader.parse_yaml("version: 1\nname: \ud800\n", "bad.yaml")
+    assert [d.code for d in diags] == ["SCH000"] and "unacceptable character" in diags[0].message
