@@ -81,3 +81,24 @@ def log_tails(run_root: Path, lines: int = 40) -> str:
             continue
         out.append(f"----- {log.name}\n" + "\n".join(tail))
     return "\n".join(out) or f"(no logs under {run_root})"
+
+
+def launched(tmp_path_factory):
+    """The local recipe launched with --detach for a module's tests, then stopped; nothing may be
+    left. Yields {"env", "state", "run_root"}. (A generator for module-scoped fixtures.)"""
+    from .engine_support import require_engine
+
+    require_engine()
+    run_root = tmp_path_factory.mktemp("runs")
+    env = {"RECIPECTL_RUN_DIR": str(run_root)}
+    assert_nothing_left(None)  # the ports must be free before we start
+    r = cli("launch", str(LOCAL_RECIPE), "--detach", env=env, timeout=1200)
+    state = read_state(run_root)
+    try:
+        assert r.returncode == 0, r.stdout + r.stderr
+        yield {"env": env, "state": state, "run_root": run_root}
+    finally:
+        stop = cli("stop", env=env, timeout=120)
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        assert_nothing_left(read_state(run_root))
+
