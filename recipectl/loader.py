@@ -121,17 +121,28 @@ def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic]]:
             return _parse_yaml(text, file, _FAST_LOADER)
         except (yaml.YAMLError, ValueError):  # ValueError: text libyaml cannot take (a lone surrogate)
             pass  # reported below, in the Python parser's words
-    return _parse_yaml(text, file, yaml.SafeLoader)
+    try:
+        return _parse_yaml(text, file, yaml.SafeLoader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        pos = (mark.line + 1, mark.column + 1) if mark else None
+        msg = f"YAML syntax error: {e.problem or e.context}"
+        if e.context and e.problem:
+            msg += f" ({e.context})"
+        return None, SourceMap(file=file), [_schema_diag(
+            file, msg, pos, code="SCH000",
+            fix="fix the YAML syntax at this position (indentation, quotes, ':' after keys)")]
+    except yaml.YAMLError as e:
+        return None, SourceMap(file=file), [_schema_diag(file, f"YAML error: {e}", None, code="SCH000")]
 
 
 def _parse_yaml(text: str, file: str, loader_class: type) -> tuple[Any, SourceMap, list[Diagnostic]]:
+    """One parse with `loader_class`; YAML syntax errors are raised for parse_yaml to word."""
     smap = SourceMap(file=file)
-    loader = None
-    fast = loader_class is not yaml.SafeLoader
+    # one parse: the node tree gives the positions, and the same tree is constructed into data
+    # (what yaml.safe_load does after composing)
+    loader = loader_class(text)
     try:
-        # one parse: the node tree gives the positions, and the same tree is constructed into data
-        # (what yaml.safe_load does after composing)
-        loader = loader_class(text)
         node = loader.get_single_node()
         if node is None:
             return None, smap, [_schema_diag(file, "the file is empty", (1, 1), code="SCH000",
@@ -143,23 +154,8 @@ def _parse_yaml(text: str, file: str, loader_class: type) -> tuple[Any, SourceMa
         return None, smap, [_schema_diag(
             file, f"duplicate key '{e.key}' (first defined at line {e.first.line + 1})",
             (e.mark.line + 1, e.mark.column + 1), code="SCH000", fix="keep one of the two keys")]
-    except yaml.MarkedYAMLError as e:
-        if fast:
-            raise
-        mark = e.problem_mark or e.context_mark
-        pos = (mark.line + 1, mark.column + 1) if mark else None
-        msg = f"YAML syntax error: {e.problem or e.context}"
-        if e.context and e.problem:
-            msg += f" ({e.context})"
-        return None, smap, [_schema_diag(file, msg, pos, code="SCH000",
-                                         fix="fix the YAML syntax at this position (indentation, quotes, ':' after keys)")]
-    except yaml.YAMLError as e:
-        if fast:
-            raise
-        return None, smap, [_schema_diag(file, f"YAML error: {e}", None, code="SCH000")]
     finally:
-        if loader is not None:
-            loader.dispose()
+        loader.dispose()
     if not isinstance(data, dict):
         return None, smap, [_schema_diag(file, "a recipe must be a mapping of keys (version, model, engine, ...)",
                                          (1, 1), code="SCH000")]

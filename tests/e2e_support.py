@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -14,6 +15,9 @@ from recipectl.launch.processes import group_alive, port_in_use
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL_RECIPE = ROOT / "recipes" / "local" / "tiny-hybrid-cpu.yaml"
 PORTS = (8100, 8200, 30000, 5600, 5700, 29000)  # 29000: the router's Prometheus default
+# What vLLM prints at start-up about its cache (docs/engine-cpu.md, "Capacity lines")
+CAPACITY_LINE = re.compile(r"KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per "
+                           r"request: ([\d.]+)x")
 
 
 def cli(*args: str, env: dict | None = None, timeout: float = 900, **kw) -> subprocess.CompletedProcess:
@@ -101,4 +105,3 @@ def launched(tmp_path_factory):
         stop = cli("stop", env=env, timeout=120)
         assert stop.returncode == 0, stop.stdout + stop.stderr
         assert_nothing_left(read_state(run_root))
-

@@ -156,18 +156,17 @@ def test_parity_against_a_corrupted_reference_fails_with_positions_and_margins(d
 
 def test_planner_matches_the_engines_own_capacity_lines(deployment):
     """vLLM prints its cache capacity at start-up; `recipectl plan` must give the same numbers."""
-    import re
-
     from recipectl.commands.plan import plan_report
     from recipectl.validate import load_one
 
+    from .e2e_support import CAPACITY_LINE
+
     report = plan_report(load_one(str(LOCAL_RECIPE)).recipe, str(LOCAL_RECIPE))
-    line = re.compile(r"KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
     for proc in deployment["state"]["processes"]:
         if proc["kind"] == "router":
             continue
         text = open(proc["log"], errors="replace").read()
-        m = line.search(text)
+        m = CAPACITY_LINE.search(text)
         assert m, f"no capacity line in {proc['log']}"
         tokens, max_len, conc = int(m[1].replace(",", "")), int(m[2].replace(",", "")), float(m[3])
         plan = report["roles"][proc["kind"]]

@@ -6,7 +6,6 @@ it has printed them."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 
 import pytest
@@ -17,14 +16,10 @@ from recipectl.launch.processes import stop_groups
 from recipectl.render.processes import build_deployment
 from recipectl.validate import load_one
 
-from .e2e_support import LOCAL_RECIPE, ROOT, wait_for
+from .e2e_support import CAPACITY_LINE, LOCAL_RECIPE, ROOT, wait_for
 from .engine_support import require_engine
 
 pytestmark = pytest.mark.engine
-
-CAPACITY = re.compile(r"KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per request: "
-                      r"([\d.]+)x")
-
 
 def _dense_recipe(tmp_path, model) -> str:
     text = LOCAL_RECIPE.read_text()
@@ -55,12 +50,12 @@ def test_planner_matches_the_engine_on_the_tiny_dense_model(tmp_path):
         proc = subprocess.Popen(local_argv(recipe, spec), env=process_environ(recipe, spec), stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            printed = wait_for(lambda: CAPACITY.search(log_path.read_text(errors="replace"))
+            printed = wait_for(lambda: CAPACITY_LINE.search(log_path.read_text(errors="replace"))
                                or proc.poll() is not None, 600, 0.5)
         finally:
             stop_groups([proc.pid], 15)
     text = log_path.read_text(errors="replace")
-    m = CAPACITY.search(text)
+    m = CAPACITY_LINE.search(text)
     assert printed and m, f"no capacity line from the engine:\n{text[-3000:]}"
     tokens, max_len, conc = int(m[1].replace(",", "")), int(m[2].replace(",", "")), float(m[3])
     print(f"engine {tokens:,} tokens, {conc}x @ {max_len}; planner {plan['cache_tokens']:,} tokens, "

@@ -13,6 +13,7 @@ import inspect
 import re
 import textwrap
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from ..diagnostics import Category, Severity
@@ -46,19 +47,17 @@ class Rule:
     source: str  # the seed, a vLLM PR or issue, vllm-facts
     check: CheckFn
 
-    @property
+    @cached_property
     def doc(self) -> dict[str, str]:
         """The documentation page's sections, parsed from the check's docstring when first asked
         for (`validate` never asks); tests/test_registry.py parses every rule's."""
-        return _parse_doc(self.code, self.check.__doc__)
+        return _parse_doc(self.code, self.check.__doc__ or "")
 
 
 REGISTRY: dict[str, Rule] = {}
 
 
-def _parse_doc(code: str, text: str | None) -> dict[str, str]:
-    if not text:
-        raise TypeError(f"rule {code} has no docstring")
+def _parse_doc(code: str, text: str) -> dict[str, str]:
     text = inspect.cleandoc(text)
     parts = re.split(r"^(What it checks|Why|Example|Fix):\s*$", text, flags=re.M)
     doc: dict[str, str] = {}
