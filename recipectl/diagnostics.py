@@ -32,6 +32,7 @@ class Category(str, Enum):
 
 @dataclass(frozen=True)
 class Diagnostic:
+    """One finding, from the schema or a rule, at a place in a recipe file."""
     code: str
     severity: Severity
     message: str
@@ -59,6 +60,7 @@ class Diagnostic:
 
 @dataclass
 class FileReport:
+    """What validating one file found: its findings, and whether it matched the schema."""
     file: str
     diagnostics: list[Diagnostic] = field(default_factory=list)
     valid: bool = True  # False when the file could not be read or does not match the schema

@@ -78,11 +78,50 @@ def parse_fast(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
     return argv[0], values
 
 
-def _run_fast(command: str, values: dict[str, Any]) -> int:
-    # pydantic looks for plugins (validation observers) by scanning every installed package's entry
-    # points when it builds recipectl's schema: ~8 ms of a ~270 ms validate. recipectl's models need
-    # none, and these two commands start no process that could inherit the variable.
+_NO_PLUGINS = ("__all__", "1", "true")  # the values for which pydantic loads no plugin at all
+
+
+def _skip_pydantic_plugin_lookup() -> None:
+    """pydantic looks for plugins (validation observers) when it builds recipectl's schema: it
+    imports importlib.metadata (email, zipfile, socket, csv: ~25 ms of a ~260 ms validate on a
+    2-core machine) and scans every installed package's entry points (~8 ms). recipectl's models
+    need no plugin, and these two commands start no process that could inherit the variable.
+
+    With PYDANTIC_DISABLE_PLUGINS at one of _NO_PLUGINS, pydantic's `get_plugins()` returns ()
+    without using importlib.metadata, so the module holding it is pre-seeded with one that returns
+    () without importing it. Any other name asked of that module loads pydantic's own (module
+    __getattr__), and a user's own PYDANTIC_DISABLE_PLUGINS that keeps some plugin is left alone.
+    tests/test_startup_imports.py checks both modules agree and that pydantic asks for nothing else."""
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    name = "pydantic.plugin._loader"
+    if os.environ["PYDANTIC_DISABLE_PLUGINS"] not in _NO_PLUGINS or name in sys.modules:
+        return
+    import types
+
+    import pydantic.plugin  # its parent, as an import of the real module would have it
+
+    shim = types.ModuleType(name, "recipectl: pydantic plugins are disabled (recipectl/entry.py)")
+
+    def get_plugins() -> tuple[()]:
+        return ()
+
+    def real_module_attribute(attr: str) -> Any:
+        import importlib
+
+        if attr.startswith("__"):  # the import system asks for __path__ and the like
+            raise AttributeError(attr)
+        if sys.modules.get(name) is shim:
+            del sys.modules[name]
+        return getattr(importlib.import_module(name), attr)  # also sets pydantic.plugin._loader
+
+    shim.get_plugins = get_plugins  # type: ignore[attr-defined]
+    shim.__getattr__ = real_module_attribute  # type: ignore[method-assign]
+    sys.modules[name] = shim
+    pydantic.plugin._loader = shim  # type: ignore[attr-defined]
+
+
+def _run_fast(command: str, values: dict[str, Any]) -> int:
+    _skip_pydantic_plugin_lookup()
     if command == "validate":
         from .commands.validate import validate
 

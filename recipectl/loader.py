@@ -41,6 +41,7 @@ class SourceMap:
 
 @dataclass
 class LoadedRecipe:
+    """One concrete recipe from a file (a matrix file gives one per variant) and where its keys stand."""
     recipe: Recipe
     source: SourceMap
     raw: dict[str, Any]
@@ -54,6 +55,7 @@ class LoadedRecipe:
 
 @dataclass
 class LoadResult:
+    """What loading one file gave: its recipes and the schema's findings."""
     file: str
     recipes: list[LoadedRecipe]
     diagnostics: list[Diagnostic]

@@ -41,6 +41,7 @@ class Process:
 
 @dataclass(frozen=True)
 class Endpoint:
+    """One prefill or decode endpoint: its role, its index and the processes that serve it."""
     role: str
     index: int
     processes: tuple[Process, ...]
@@ -64,6 +65,7 @@ class Endpoint:
 
 @dataclass
 class Placement:
+    """Every endpoint of a recipe placed on the cluster's nodes, the router's place, and what did not fit."""
     endpoints: list[Endpoint] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # why something did not fit
     router_node: int = 0

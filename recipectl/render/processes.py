@@ -17,6 +17,7 @@ from .values import NodeAddress, UrlOf, Value, parse_env_value, path_value
 
 @dataclass(frozen=True)
 class ProcessSpec:
+    """One process of a deployment: its command line, environment, node and port."""
     name: str  # prefill-0, decode-0-node3, router
     kind: str  # prefill | decode | router
     node: int
@@ -38,6 +39,7 @@ class ProcessSpec:
 
 @dataclass
 class Deployment:
+    """Every process a recipe starts, and where its endpoints are placed."""
     recipe: Recipe
     placement: Placement
     processes: list[ProcessSpec] = field(default_factory=list)

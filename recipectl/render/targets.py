@@ -32,6 +32,7 @@ def environment():
 
 @dataclass(frozen=True)
 class RenderedFile:
+    """One file a render target writes: its name, its text and whether it is executable."""
     name: str
     text: str
     executable: bool = False

@@ -23,6 +23,7 @@ def fmt_version(v: tuple[int, int, int] | None) -> str:
 
 @dataclass
 class RuleContext:
+    """What a rule sees: the typed recipe and facts derived from it."""
     recipe: Recipe
 
     @property

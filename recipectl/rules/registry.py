@@ -27,6 +27,7 @@ _CODE_RE = re.compile(r"^[A-Z]{3}\d{3}$")
 
 @dataclass(frozen=True)
 class Violation:
+    """What a rule yields: the field it concerns, the message and the fix."""
     path: str  # dotted field path the finding points at
     message: str  # what is wrong, in this recipe's terms
     fix: str  # what to write instead (YAML where possible)
@@ -38,6 +39,7 @@ CheckFn = Callable[["RuleContext"], Iterator[Violation]]
 
 @dataclass(frozen=True)
 class Rule:
+    """A registered rule: its code, severity, category, when it applies, and the check itself."""
     code: str
     name: str  # dotted readable name, e.g. hybrid.ds-layout
     title: str
