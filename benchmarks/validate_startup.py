@@ -57,7 +57,7 @@ def main() -> None:
     print(f"  CPU time: median {statistics.median(cpu) * 1000:.0f} ms, min {min(cpu) * 1000:.0f} ms")
     print(f"  the interpreter with yaml and pydantic alone ({FLOOR!r}): median "
           f"{statistics.median(floor) * 1000:.0f} ms; recipectl's own share: median "
-          f"{statistics.median(a - b for a, b in zip(times, floor)) * 1000:.0f} ms")
+          f"{statistics.median(a - b for a, b in zip(times, floor, strict=True)) * 1000:.0f} ms")
     imp = subprocess.run([sys.executable, "-X", "importtime", *cmd[1:]], capture_output=True, text=True)
     mods = [ln.split("|")[-1].strip() for ln in imp.stderr.splitlines() if ln.startswith("import time:")]
     heavy = sorted({m for m in mods for h in HEAVY if m == h or m.startswith(h + ".")})

@@ -45,8 +45,8 @@ def validate(
 @app.command("rules")
 def list_rules(format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f")) -> None:
     """List every rule: code, severity, category, title."""
-    from .rules import all_rules
     from .ruledocs import rules_json
+    from .rules import all_rules
 
     if format is OutputFormat.json:
         echo(rules_json())
@@ -159,7 +159,8 @@ def launch(
     if target == "slurm":
         from .commands.slurm import launch_slurm
 
-        raise typer.Exit(launch_slurm(recipe, loaded.recipe, detach=detach, timeout=timeout, as_json=format is OutputFormat.json))
+        raise typer.Exit(launch_slurm(recipe, loaded.recipe, detach=detach, timeout=timeout,
+                                      as_json=format is OutputFormat.json))
     if target != "local":
         raise RecipectlError(f"unknown target {target!r}", fix="--target local or --target slurm")
     from .commands.launch import launch_local
@@ -180,7 +181,9 @@ def status(
 
 
 @app.command()
-def stop(run: Optional[str] = typer.Argument(None, help="run id, recipe or run directory (default: the latest)")) -> None:
+def stop(
+    run: Optional[str] = typer.Argument(None, help="run id, recipe or run directory (default: the latest)"),
+) -> None:
     """Stop a run: SIGTERM to every process group, SIGKILL after the grace period."""
     from .commands.launch import stop_run
 

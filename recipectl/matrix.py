@@ -45,7 +45,7 @@ def expand_matrix(data: dict, smap: Any) -> tuple[list[tuple[str | None, dict]],
         variant = copy.deepcopy(base)
         labels = []
         try:
-            for k, v in zip(keys, combo):
+            for k, v in zip(keys, combo, strict=True):
                 _set_path(variant, k, v)
                 labels.append(_label(k, v))
         except KeyError as e:

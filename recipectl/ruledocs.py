@@ -35,7 +35,8 @@ def rules_markdown() -> str:
            "Turn one off for a recipe with `ignore: {CODE: reason}`.", "",
            "| code | name | severity | category | title |", "|---|---|---|---|---|"]
     for r in rules:
-        out.append(f"| [{r.code}](#{r.code.lower()}) | `{r.name}` | {r.severity.value} | {r.category.value} | {r.title} |")
+        out.append(f"| [{r.code}](#{r.code.lower()}) | `{r.name}` | {r.severity.value} | {r.category.value} "
+                   f"| {r.title} |")
     for r in rules:
         out += ["", f"## {r.code}", "", f"**{r.title}** (`{r.name}`) — {r.severity.value}, {r.category.value}", "",
                 f"Applies: {r.applies}.", "", "### What it checks", "", r.doc["What it checks"], "",

@@ -54,7 +54,9 @@ def ready_times(state) -> list[str]:
     t0 = state.get("created_at") or 0
     for p in state.get("processes", []):
         s, r = p.get("started_at"), p.get("healthy_at")
-        out.append(f"| {p['name']} | {(s - t0) if s else float('nan'):.1f} | {(r - s) if r and s else float('nan'):.1f} |")
+        started = (s - t0) if s else float("nan")
+        ready = (r - s) if r and s else float("nan")
+        out.append(f"| {p['name']} | {started:.1f} | {ready:.1f} |")
     ready, first = state.get("ready_at"), state.get("first_request_s")
     if ready:
         out += ["", f"all healthy {ready - t0:.1f} s after launch; first request through the router took "
@@ -71,7 +73,8 @@ def capacity(evidence: Path, plan) -> list[str]:
         p = (plan or {}).get("roles", {}).get(role, {})
         eng = (f"{m[1]} | {m[3]}x @ {m[2]}" if m else "(no line) | -")
         tokens = f"{p['cache_tokens']:,}" if "cache_tokens" in p else "-"
-        out.append(f"| {role} | {eng} | {tokens} | {p.get('max_concurrency', 0):.2f}x @ {p.get('max_model_len', '-')} |")
+        out.append(f"| {role} | {eng} | {tokens} "
+                   f"| {p.get('max_concurrency', 0):.2f}x @ {p.get('max_model_len', '-')} |")
     return out + [""]
 
 
@@ -81,7 +84,8 @@ def bench(evidence: Path) -> list[str]:
         return ["(no bench summary)", ""]
     out = [f"valid: {s.get('valid')}; GPUs: {s.get('gpus')}; workload ISL {s['workload']['isl']}, "
            f"OSL {s['workload']['osl']}", "",
-           "| concurrency | completed | failed | total TPS | output TPS | TPS/GPU | TTFT p50 ms | TPOT p50 ms | valid |",
+           "| concurrency | completed | failed | total TPS | output TPS | TPS/GPU "
+           "| TTFT p50 ms | TPOT p50 ms | valid |",
            "|---|---|---|---|---|---|---|---|---|"]
     for lv in s["levels"]:
         out.append(f"| {lv['concurrency']} | {lv.get('completed')} | {lv.get('failed')} | "
@@ -96,7 +100,8 @@ def main() -> int:
     out = ["# recipectl GPU evidence", "", "```", text(ev / "driver.log", 60), "```", "",
            "## Environment (doctor, before launch)", ""]
     out += doctor_table(load(ev / "doctor-env.out"), "recipectl doctor (environment)")
-    out += ["## Time to ready per process", ""] + ready_times(load(ev / "launch.out") or load(ev / "launch-qwen3next.out"))
+    launch_log = load(ev / "launch.out") or load(ev / "launch-qwen3next.out")
+    out += ["## Time to ready per process", ""] + ready_times(launch_log)
     out += ["## Doctor against the deployment", ""] + doctor_table(load(ev / "doctor.out"), "recipectl doctor")
     out += ["## Planner vs the engine's capacity lines", ""] + capacity(ev, load(ev / "plan.out"))
     out += ["## Bench", ""] + bench(ev)

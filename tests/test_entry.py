@@ -92,8 +92,9 @@ def test_help_and_usage_errors_stay_the_typer_apps():
         assert rc == 0 and "Usage:" in out, args
     rc, out, err = _both([])  # no command: the help, as a usage error
     assert rc == 2 and "Usage:" in out + err
-    for args in (["validate"], ["validate", str(GB200), "--formt", "json"], ["validate", str(GB200), "--format", "JSON"],
-                 ["render", str(GB200), "extra"], ["render", str(GB200), "-t"], ["render", str(GB200), "-t", "ssh"]):
+    for args in (["validate"], ["validate", str(GB200), "--formt", "json"],
+                 ["validate", str(GB200), "--format", "JSON"], ["render", str(GB200), "extra"],
+                 ["render", str(GB200), "-t"], ["render", str(GB200), "-t", "ssh"]):
         rc, out, err = _both(args)
         assert rc == 2 and "Error" in out + err, args
 
@@ -126,7 +127,8 @@ def test_fast_path_takes_plain_command_lines(argv):
 
 
 @pytest.mark.parametrize("argv", [
-    [], ["--help"], ["rules"], ["show", "a.yaml"], ["validate"], ["validate", "--help"], ["validate", "a.yaml", "--help"],
+    [], ["--help"], ["rules"], ["show", "a.yaml"], ["validate"], ["validate", "--help"],
+    ["validate", "a.yaml", "--help"],
     ["validate", "a.yaml", "-h"], ["validate", "a.yaml", "--formt", "json"], ["validate", "a.yaml", "--format", "JSON"],
     ["validate", "a.yaml", "--format"], ["validate", "a.yaml", "--select", "-q"], ["validate", "a.yaml", "-qf", "json"],
     ["validate", "a.yaml", "--strict=true"], ["validate", "--", "a.yaml"], ["validate", "a.yaml", "-fjson"],

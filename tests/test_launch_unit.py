@@ -144,9 +144,9 @@ def test_first_request_gives_up_after_its_attempts(monkeypatch):
 
 # ---------------------------------------------------------- GDN prefill backend on Hopper
 def _hopper_recipe(**prefill):
-    from recipectl.schema import Recipe
-
     import yaml
+
+    from recipectl.schema import Recipe
 
     data = yaml.safe_load((LOCAL_RECIPE.parent.parent / "h200" / "tiny-qwen35-pd.yaml").read_text())
     data["prefill"].update(prefill)
@@ -199,9 +199,10 @@ def test_launch_refuses_a_recipe_with_rule_errors_before_starting_anything(recip
 
 
 def test_prove_serving_names_the_endpoint_whose_log_explains_the_failure(tmp_path, monkeypatch):
+    from rich.console import Console
+
     import recipectl.launch.warmup as warmup
     from recipectl.launch.state import ProcessState, RunState
-    from rich.console import Console
 
     monkeypatch.setattr(warmup.time, "sleep", lambda s: None)
     router = _Router([500])

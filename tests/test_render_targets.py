@@ -523,7 +523,7 @@ def test_model_path_survives_bash(tmp_path, model_path):
     scripts = write(render(dep, "bash"), tmp_path / "bash")
     shellcheck(scripts, exclude=LITERAL_DOLLAR)
     hosts = dep.recipe.cluster.host_names
-    for node, script in zip(dep.nodes_used, scripts):
+    for node, script in zip(dep.nodes_used, scripts, strict=True):
         assert script.name.endswith(f".{hosts[node]}.sh")
         procs = dep.on_node(node)
         records = run_script(script, tmp_path, len(procs))

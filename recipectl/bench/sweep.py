@@ -163,7 +163,7 @@ def plot(levels: list[Level], out_dir: Path, title: str) -> None:
     fig, ax = plt.subplots(figsize=(6, 4))
     xs = [lv.tpot_median_ms or 0 for lv in ok]
     ax.plot(xs, [lv.tps_per_gpu for lv in ok], marker="o")
-    for lv, x in zip(ok, xs):
+    for lv, x in zip(ok, xs, strict=True):
         ax.annotate(f"c={lv.concurrency}", (x, lv.tps_per_gpu), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.set_xlabel("median TPOT (ms)  — interactivity")
     ax.set_ylabel("total tokens/s per GPU")
@@ -182,12 +182,14 @@ def compare(a: dict, b: dict) -> list[dict]:
         base = by_c.get(lv["concurrency"])
         if not base:
             continue
-
-        def ratio(key):
-            x, y = base.get(key), lv.get(key)
-            return None if not x or y is None else y / x
-
         rows.append({"concurrency": lv["concurrency"], "tps_per_gpu_a": base["tps_per_gpu"],
-                     "tps_per_gpu_b": lv["tps_per_gpu"], "tps_per_gpu_ratio": ratio("tps_per_gpu"),
-                     "tpot_median_ratio": ratio("tpot_median_ms"), "ttft_median_ratio": ratio("ttft_median_ms")})
+                     "tps_per_gpu_b": lv["tps_per_gpu"], "tps_per_gpu_ratio": _ratio(base, lv, "tps_per_gpu"),
+                     "tpot_median_ratio": _ratio(base, lv, "tpot_median_ms"),
+                     "ttft_median_ratio": _ratio(base, lv, "ttft_median_ms")})
     return rows
+
+
+def _ratio(a: dict, b: dict, key: str) -> float | None:
+    """b[key] / a[key]; None when either is missing or a's is 0."""
+    x, y = a.get(key), b.get(key)
+    return None if not x or y is None else y / x

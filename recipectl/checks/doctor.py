@@ -150,7 +150,8 @@ def environment_checks(recipe: Recipe | None) -> list[tuple[str, Callable[[], Aw
         exe = venv / "bin" / "vllm-router"
         if v and exe.exists():
             return CheckResult(G, "", PASS, f"vllm-router {v}")
-        return CheckResult(G, "", FAIL, "vllm-router not installed", "pip install vllm-router==0.1.17 in the engine venv")
+        return CheckResult(G, "", FAIL, "vllm-router not installed",
+                           "pip install vllm-router==0.1.17 in the engine venv")
 
     async def gpus() -> CheckResult:
         from .gpus import query_gpus
@@ -181,7 +182,8 @@ def environment_checks(recipe: Recipe | None) -> list[tuple[str, Callable[[], Aw
         missing = []
         for role in ("prefill", "decode"):
             env = {**os.environ, **recipe.role_env(role)}
-            if env.get("VLLM_SSM_CONV_STATE_LAYOUT") != "DS" and not (recipe.cluster.is_cpu and "VLLM_SSM_CONV_STATE_LAYOUT" not in env):
+            layout = env.get("VLLM_SSM_CONV_STATE_LAYOUT")
+            if layout != "DS" and not (recipe.cluster.is_cpu and layout is None):
                 missing.append(f"{role}: VLLM_SSM_CONV_STATE_LAYOUT={env.get('VLLM_SSM_CONV_STATE_LAYOUT', 'unset')}")
         if missing:
             return CheckResult(G, "", FAIL, "; ".join(missing), "set VLLM_SSM_CONV_STATE_LAYOUT=DS for both roles")
@@ -243,7 +245,8 @@ def cpu_core_check(recipe: Recipe | None, targets: Targets):
         unbound = [n for n in names if not sets[n]]
         if len(names) > 1 and unbound:
             return CheckResult("environment", "", FAIL,
-                               f"{', '.join(unbound)}: compute threads not bound (VLLM_CPU_OMP_THREADS_BIND auto/unset)",
+                               f"{', '.join(unbound)}: compute threads not bound "
+                               "(VLLM_CPU_OMP_THREADS_BIND auto/unset)",
                                "set cpu_cores per endpoint")
         clashes = [f"{a} and {b} share cores {sorted(sets[a] & sets[b])}"
                    for i, a in enumerate(names) for b in names[i + 1:] if sets[a] & sets[b]]

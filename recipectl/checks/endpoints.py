@@ -102,7 +102,7 @@ async def pd_proof(targets: Targets, client: httpx.AsyncClient, timeout: float) 
     body = {"model": targets.model, "prompt": PD_PROMPT, "max_tokens": 8, "temperature": 0}
     await post_json(client, targets.router.rstrip("/") + "/v1/completions", body, timeout_s=timeout, retries=1)
     after = [await scrape_metrics(client, u) for u in targets.decode]
-    evidences = [transfer_evidence(b, a) for b, a in zip(before, after)]
+    evidences = [transfer_evidence(b, a) for b, a in zip(before, after, strict=True)]
     moved = [e for e in evidences if e.transferred]
     data = {"decode": [e.model_dump() for e in evidences]}
     if moved:
@@ -112,7 +112,8 @@ async def pd_proof(targets: Targets, client: httpx.AsyncClient, timeout: float) 
                   f"{e.failed_transfers or 0:.0f}; local compute +{e.local_compute_tokens or 0:.0f}")
         return CheckResult(P, "", PASS, detail, data=data)
     return CheckResult(P, "", FAIL, evidences[0].message if evidences else "no decode metrics",
-                       "decode recomputed the prompt: check kv_transfer roles, NIXL side channel, router --kv-connector",
+                       "decode recomputed the prompt: check kv_transfer roles, NIXL side channel, "
+                       "router --kv-connector",
                        data=data)
 
 
@@ -167,4 +168,5 @@ async def gsm8k(recipe: Recipe | None, targets: Targets, client: httpx.AsyncClie
               f"latency p50 {p50} p99 {p99}, {result.output_tokens_per_s:.1f} tok/s; {verdict.message}")
     return CheckResult(P, "", PASS if verdict.passed else FAIL, detail,
                        "" if verdict.passed else "accuracy below the recipe's bar: run parity to tell corruption "
-                       "from a model or prompt problem", data={"result": result.model_dump(), "gate": verdict.model_dump()})
+                       "from a model or prompt problem",
+                       data={"result": result.model_dump(), "gate": verdict.model_dump()})

@@ -82,7 +82,8 @@ async def run_doctor(recipe: Recipe | None, targets: Targets, *, env: bool, proo
         if gsm8k:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            with Progress(TextColumn("GSM8K smoke"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+            with Progress(TextColumn("GSM8K smoke"), BarColumn(), MofNCompleteColumn(),
+                          TextColumn("{task.description}"),
                           TimeElapsedColumn(), console=console, transient=True) as bar:
                 task = bar.add_task("", total=gsm8k_questions or (recipe.checks.gsm8k.num_questions if recipe else 200))
 
@@ -90,8 +91,9 @@ async def run_doctor(recipe: Recipe | None, targets: Targets, *, env: bool, proo
                     bar.update(task, completed=done, total=total, description=f"{correct} correct")
 
                 budget = (recipe.checks.gsm8k.timeout_s if recipe else 600) * 3
-                results.append(await timed("proofs", "GSM8K smoke",
-                                           lambda: ep.gsm8k(recipe, targets, client, progress, gsm8k_questions), budget))
+                results.append(await timed(
+                    "proofs", "GSM8K smoke",
+                    lambda: ep.gsm8k(recipe, targets, client, progress, gsm8k_questions), budget))
     explain_from_logs(results, targets)
     return results
 
@@ -137,7 +139,8 @@ def present(results: list[CheckResult], *, as_json: bool, console) -> int:
         Console().print(t)
         verdict = "[red]FAILED[/]" if failed else "[green]all checks passed[/]"
         Console().print(f"{verdict}: {sum(r.status == PASS for r in results)} passed, {len(failed)} failed, "
-                        f"{sum(r.status == WARN for r in results)} warnings, {sum(r.status == SKIP for r in results)} skipped")
+                        f"{sum(r.status == WARN for r in results)} warnings, "
+                        f"{sum(r.status == SKIP for r in results)} skipped")
     return 1 if failed else 0
 
 

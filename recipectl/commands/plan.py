@@ -65,12 +65,14 @@ def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool) -> int:
     row("weights per GPU", lambda v: f"{v['weight_bytes_per_gpu'] / 1e9:,.1f} GB")
     row("cache per GPU", lambda v: f"{v['cache_bytes'] / 1e9:,.2f} GB")
     row("KV bytes / token", lambda v: f"{v['kv_bytes_per_token']:,}")
-    row("GDN state / request", lambda v: _mib(v["gdn_state_bytes_per_request"]) if v["gdn_state_bytes_per_request"] else "-")
+    row("GDN state / request",
+        lambda v: _mib(v["gdn_state_bytes_per_request"]) if v["gdn_state_bytes_per_request"] else "-")
     row("block size (tokens)", lambda v: str(v["block_size"]))
     row("blocks per rank", lambda v: f"{v['num_blocks']:,}")
     row("KV cache size (tokens)", lambda v: f"{v['cache_tokens']:,}")
     row("max concurrency @ max_model_len", lambda v: f"{v['max_concurrency']:.2f}x @ {v['max_model_len']:,}")
-    row("blocks / request (mean, worst)", lambda v: f"{v['blocks_per_request_mean_length']}, {v['blocks_per_request_worst_case']}")
+    row("blocks / request (mean, worst)",
+        lambda v: f"{v['blocks_per_request_mean_length']}, {v['blocks_per_request_worst_case']}")
     row("saturation (all endpoints)", lambda v: f"{v['saturation_concurrency_all_endpoints']:,}"
         if v["saturation_concurrency_all_endpoints"] is not None else "-")
     row("bf16 vs fp32 SSM cache", lambda v: (f"{v['ssm_bf16_vs_fp32']['concurrency_ratio']:.2f}x requests"

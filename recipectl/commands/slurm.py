@@ -23,7 +23,8 @@ def _slurm(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
     exe = shutil.which(args[0])
     if exe is None:
         raise RecipectlError(f"{args[0]} not found: this host is not a Slurm client",
-                             fix="run on a Slurm login node, or render the script: recipectl render RECIPE --target slurm")
+                             fix="run on a Slurm login node, or render the script: "
+                                 "recipectl render RECIPE --target slurm")
     return subprocess.run([exe, *args[1:]], capture_output=True, text=True, timeout=timeout)
 
 
@@ -89,7 +90,7 @@ def _resolve_urls(state: RunState, recipe: Recipe) -> bool:
 
     dep = build_deployment(recipe)
     used = dep.nodes_used
-    for ps, spec in zip(state.processes, dep.processes):
+    for ps, spec in zip(state.processes, dep.processes, strict=True):
         host = spec.host if recipe.cluster.hosts else nodes[used.index(spec.node)]
         ps.host = host
         ps.url = f"http://{host}:{spec.port}" if spec.port else None

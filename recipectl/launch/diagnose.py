@@ -29,7 +29,8 @@ PATTERNS: list[tuple[re.Pattern, Diagnosis]] = [
     (re.compile(r"(NIXL|nixl|UCX|ucx).*(handshake|timed out|Timeout|failed|error)", re.I),
      Diagnosis("the NIXL/UCX handshake between prefill and decode failed",
                "check VLLM_NIXL_SIDE_CHANNEL_HOST/PORT are reachable between roles, UCX_TLS and UCX_NET_DEVICES")),
-    (re.compile(r"No module named '?(vllm|nixl|vllm_router)'?|command not found|No such file or directory: '.*(vllm|vllm-router)'"),
+    (re.compile(r"No module named '?(vllm|nixl|vllm_router)'?|command not found"
+                r"|No such file or directory: '.*(vllm|vllm-router)'"),
      Diagnosis("the engine is not installed where this process runs",
                "bash scripts/install-engine.sh (or set engine.venv)")),
     (re.compile(r"PackageNotFoundError: No package metadata was found for vllm"),
@@ -40,7 +41,8 @@ PATTERNS: list[tuple[re.Pattern, Diagnosis]] = [
     (re.compile(r"Unexpected head dim size"),
      Diagnosis("the CPU GDN kernels take head dims 64 or 128 only", "use a model with GDN head dims 64/128 (CPU004)")),
     (re.compile(r"unrecognized arguments|invalid choice|error: argument", re.I),
-     Diagnosis("the engine rejected a command-line flag", "recipectl validate RECIPE (VER004) and check engine.vllm_version")),
+     Diagnosis("the engine rejected a command-line flag",
+               "recipectl validate RECIPE (VER004) and check engine.vllm_version")),
 ]
 
 

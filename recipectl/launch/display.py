@@ -24,7 +24,8 @@ def table(state: RunState):
 
     t = Table(title=f"{state.recipe_name}  ({state.run_dir})", title_justify="left", expand=True)
     for col, kw in (("process", {"no_wrap": True}), ("phase", {"no_wrap": True}), ("time", {"justify": "right"}),
-                    ("url", {"no_wrap": True}), ("last log line", {"overflow": "ellipsis", "no_wrap": True, "ratio": 1})):
+                    ("url", {"no_wrap": True}),
+                    ("last log line", {"overflow": "ellipsis", "no_wrap": True, "ratio": 1})):
         t.add_column(col, **kw)
     now = time.time()
     for p in state.processes:

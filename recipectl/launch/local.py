@@ -109,7 +109,8 @@ def _which(exe: str, recipe: Recipe) -> bool:
 
     from ..engine_env import engine_venv
 
-    return shutil.which(exe, path=f"{engine_venv(recipe.engine.venv) / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}") is not None
+    search = f"{engine_venv(recipe.engine.venv) / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+    return shutil.which(exe, path=search) is not None
 
 
 def _mem_available_gib() -> float | None:

@@ -33,9 +33,9 @@ def model_spec(recipe: Recipe, base_dir=None):
     """The recipe's model as a ModelSpec: a built-in spec, or a local config.json; None if unknown."""
     from pathlib import Path
 
+    from ..model_info import local_config
     from . import builtin_model
     from .model_spec import ModelSpec
-    from ..model_info import local_config
 
     if recipe.model.spec:
         try:

@@ -93,7 +93,7 @@ def shell_lines(args, node_expr=None, indent: str = "  ") -> str:
     """Like shell_join, but one `--flag value` per line (continuations), for readable scripts."""
     words = [shell_word(a, node_expr) for a in args]
     lines: list[str] = []
-    for w, raw in zip(words, args):
+    for w, raw in zip(words, args, strict=True):
         if isinstance(raw, str) and raw.startswith("--") or not lines:
             lines.append(w)
         else:

@@ -63,7 +63,7 @@ def _parse_doc(code: str, text: str) -> dict[str, str]:
     text = inspect.cleandoc(text)
     parts = re.split(r"^(What it checks|Why|Example|Fix):\s*$", text, flags=re.M)
     doc: dict[str, str] = {}
-    for head, body in zip(parts[1::2], parts[2::2]):
+    for head, body in zip(parts[1::2], parts[2::2], strict=True):
         doc[head] = textwrap.dedent(body.strip("\n")).strip()
     missing = [s for s in SECTIONS if not doc.get(s)]
     if missing:
@@ -111,7 +111,6 @@ def _load_families() -> None:
     if _loaded:
         return
     # Importing a family module registers its rules.
-    from . import (  # noqa: F401
-        capacity, consistency, cpu, hybrid, operability, performance, sizing, topology, versions)
+    from . import capacity, consistency, cpu, hybrid, operability, performance, sizing, topology, versions  # noqa: F401
 
     _loaded = True

@@ -15,7 +15,8 @@ def _needs(fix: str) -> str:
     return f"engine:\n  vllm_version: {fmt_version(min_version)}{prs_text}"
 
 
-@rule(code="VER001", name="versions.async-scheduling-race", title="Async scheduling on hybrid P/D before the race fixes",
+@rule(code="VER001", name="versions.async-scheduling-race",
+      title="Async scheduling on hybrid P/D before the race fixes",
       severity=Severity.ERROR, category=Category.SILENT_CORRUPTION,
       applies="hybrid model, P/D decode with async scheduling on (explicitly or by default), vLLM < 0.26",
       source="seed (accuracy dropped to zero); vLLM PRs #45357 and #48481")
@@ -111,7 +112,8 @@ def ds_env_version(ctx: RuleContext) -> Iterator[Violation]:
     for role, _ in ctx.roles():
         if "VLLM_SSM_CONV_STATE_LAYOUT" in ctx.env(role):
             yield Violation(ctx.env_path(role, "VLLM_SSM_CONV_STATE_LAYOUT"),
-                            f"vLLM {fmt_version(ctx.version)} ignores VLLM_SSM_CONV_STATE_LAYOUT", _needs("ds_layout_env"))
+                            f"vLLM {fmt_version(ctx.version)} ignores VLLM_SSM_CONV_STATE_LAYOUT",
+                            _needs("ds_layout_env"))
 
 
 # Flag availability: field -> list of (first version, accepted values or None for any).
