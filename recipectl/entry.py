@@ -120,8 +120,37 @@ def _skip_pydantic_plugin_lookup() -> None:
     pydantic.plugin._loader = shim  # type: ignore[attr-defined]
 
 
+# What each fast command imports before it reads a file: yaml, pydantic, the schema, the rules
+# (and Jinja2 to render).
+_FAST_IMPORTS = {
+    "validate": ("recipectl.commands.validate", "recipectl.validate", "recipectl.rules"),
+    "render": ("recipectl.commands.render", "recipectl.validate", "recipectl.render.processes",
+               "recipectl.render.targets"),
+}
+
+
+def _import_without_gc(command: str) -> None:
+    """Import what `command` needs with the cyclic garbage collector paused, then freeze it.
+
+    Those imports create objects that all live until the process exits; the collector ran ~50
+    times over them and freed ~300 objects: ~16 ms of a ~260 ms validate on a 2-core machine.
+    gc.freeze() then moves them out of its sight, so the collections the command itself triggers
+    look only at what the command allocates."""
+    import gc
+    import importlib
+
+    gc.disable()
+    try:
+        _skip_pydantic_plugin_lookup()
+        for name in _FAST_IMPORTS[command]:
+            importlib.import_module(name)
+    finally:
+        gc.freeze()
+        gc.enable()
+
+
 def _run_fast(command: str, values: dict[str, Any]) -> int:
-    _skip_pydantic_plugin_lookup()
+    _import_without_gc(command)
     if command == "validate":
         from .commands.validate import validate
 

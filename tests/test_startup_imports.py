@@ -104,3 +104,12 @@ def test_pydantic_asks_its_plugin_loader_only_for_get_plugins():
                     and "plugin" in f"{source.parent.name}.{node.module}":
                 asked |= {a.name for a in node.names}
     assert asked == {"get_plugins"}
+
+
+def test_the_collector_runs_again_once_the_imports_are_done():
+    """The fast path pauses the cyclic GC only while it imports (recipectl/entry.py)."""
+    out = _python("import atexit, gc, sys\n"
+                  "atexit.register(lambda: print(gc.isenabled(), gc.get_freeze_count() > 10000))\n"
+                  f"sys.argv = ['recipectl', 'validate', {GB200!r}]\n"
+                  "from recipectl.entry import main\nmain()")
+    assert out.splitlines()[-1] == "True True"
