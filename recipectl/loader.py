@@ -207,6 +207,9 @@ _TYPE_FIXES = {
 }
 
 
+_EMPTY = {"dict_type": "{}", "model_type": "{}", "list_type": "[]"}  # an empty value, per expected type
+
+
 def validation_diagnostics(err: ValidationError, smap: SourceMap, raw: dict, prefix: PathKey = ()) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for e in err.errors(include_url=False):
@@ -231,6 +234,15 @@ def validation_diagnostics(err: ValidationError, smap: SourceMap, raw: dict, pre
             elif allowed:
                 fix = "valid keys here: " + ", ".join(sorted(allowed))
             out.append(_schema_diag(smap.file, msg, pos, path=dotted, fix=fix, code="SCH002"))
+            continue
+        if e.get("input", ...) is None and loc and isinstance(loc[-1], str):
+            # `env:` with nothing under it (its only entry deleted or commented out): YAML's null
+            key, empty = loc[-1], _EMPTY.get(etype)
+            out.append(_schema_diag(
+                smap.file, f"'{key}' has no value (YAML reads a key with nothing after it as null)", pos,
+                path=dotted, code="SCH001",
+                fix=f"remove the key to use its default, or write {key}: {empty}" if empty
+                else "remove the key to use its default, or give it a value"))
             continue
         msg = e["msg"]
         if etype == "missing":
