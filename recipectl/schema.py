@@ -129,8 +129,10 @@ class GpuType(str, Enum):
 
 class ClusterSection(Strict):
     gpu: GpuType
-    gpus_per_node: int = Field(4, ge=0)
-    nodes: int = Field(1, ge=1)
+    # Upper bounds well past any real machine: a typo such as 40000000 must be an error, not a
+    # placement that allocates a list per GPU.
+    gpus_per_node: int = Field(4, ge=0, le=128)
+    nodes: int = Field(1, ge=1, le=4096)
     hosts: list[str] | None = Field(None, description="host names/IPs, one per node (bash target)")
     cpus_per_node: int | None = Field(None, ge=1, description="CPU platform: cores per host")
     memory_gib_per_node: float | None = Field(None, gt=0, description="CPU platform: host memory")
@@ -158,8 +160,8 @@ _PAR_TOKEN = re.compile(r"(DEP|TP|DP|EP)(\d+)", re.I)
 
 
 class Parallelism(Strict):
-    tp: int = Field(1, ge=1, description="tensor parallel size")
-    dp: int = Field(1, ge=1, description="data parallel size")
+    tp: int = Field(1, ge=1, le=1024, description="tensor parallel size")
+    dp: int = Field(1, ge=1, le=4096, description="data parallel size")
     expert_parallel: bool = Field(False, description="--enable-expert-parallel (EP size = TP x DP)")
 
     @model_validator(mode="before")
@@ -227,7 +229,7 @@ TokenCount = Annotated[int, Field(ge=1)]
 
 # ------------------------------------------------------------------------------------------ roles
 class RoleSection(Strict):
-    endpoints: int = Field(1, ge=1, description="number of endpoints of this role")
+    endpoints: int = Field(1, ge=1, le=1024, description="number of endpoints of this role")
     parallel: Parallelism = Field(default_factory=Parallelism, description="per endpoint: DEP8, TP4, ...")
     port: int = Field(..., ge=1, le=65535, description="HTTP port of the first endpoint; +1 per endpoint on a host")
     side_channel_port: int = Field(..., ge=1, le=65535,

@@ -166,3 +166,30 @@ def test_text_libyaml_cannot_take_is_a_diagnostic_not_a_traceback():
 
     _, _, diags = loader.parse_yaml("version: 1\nname: \ud800\n", "bad.yaml")
     assert [d.code for d in diags] == ["SCH000"] and "unacceptable character" in diags[0].message
+
+
+def test_a_key_left_without_a_value_says_so(recipectl_cli, tmp_path):
+    """Deleting the only entry under `env:` leaves YAML's null there, not an empty mapping."""
+    text = GB200.read_text()
+    lines = text.splitlines()
+    ds = [i for i, ln in enumerate(lines) if "VLLM_SSM_CONV_STATE_LAYOUT: DS" in ln][-1]  # decode's
+    bad = tmp_path / "no-ds.yaml"
+    bad.write_text("\n".join(lines[:ds] + lines[ds + 1:]) + "\n")
+    r = recipectl_cli("validate", str(bad))
+    assert r.returncode == 2 and "Traceback" not in r.stdout + r.stderr
+    assert f"no-ds.yaml:{ds}:3 SCH001 error: 'env' has no value" in r.stdout
+    assert "[decode.env]" in r.stdout
+    assert "fix: remove the key to use its default, or write env: {}" in r.stdout
+    # and with `env: {}` the rule about the missing variable speaks instead
+    bad.write_text("\n".join(lines[:ds - 1] + ["  env: {}"] + lines[ds + 1:]) + "\n")
+    r = recipectl_cli("validate", str(bad))
+    assert r.returncode == 1 and "HYB001 error" in r.stdout
+
+
+def test_an_absurd_size_is_a_schema_error_not_an_allocation(recipectl_cli, tmp_path):
+    """Found by tests/test_fuzz.py: 2,527,801,280,929 GPUs per node once reached the placement,
+    which tried to list them all (MemoryError)."""
+    path = _gb200_variant(tmp_path, lambda d: d["cluster"].update(gpus_per_node=2527801280929))
+    r = recipectl_cli("validate", str(path))
+    assert r.returncode == 2 and "Traceback" not in r.stdout + r.stderr
+    assert "less than or equal to 128" in r.stdout and "[cluster.gpus_per_node]" in r.stdout
