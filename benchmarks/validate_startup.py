@@ -55,7 +55,7 @@ def main() -> None:
           f"min {min(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms over {args.runs} runs "
           f"(load average {load})")
     print(f"  CPU time: median {statistics.median(cpu) * 1000:.0f} ms, min {min(cpu) * 1000:.0f} ms")
-    print(f"  the interpreter importing yaml and pydantic alone ({FLOOR.split('  #')[0]!r}): median "
+    print(f"  the interpreter importing yaml and pydantic alone ({FLOOR!r}): median "
           f"{statistics.median(floor) * 1000:.0f} ms; recipectl's own share: median "
           f"{statistics.median(a - b for a, b in zip(times, floor, strict=True)) * 1000:.0f} ms")
     imp = subprocess.run([sys.executable, "-X", "importtime", *cmd[1:]], capture_output=True, text=True)

@@ -19,16 +19,23 @@ GB200 = "recipes/gb200/qwen3.5-397b-nvfp4-pd.yaml"
 NEVER = ("vllm", "torch", "httpx", "numpy", "transformers")
 
 
-def _imported_modules(*argv: str, env: dict[str, str] | None = None) -> set[str]:
-    """Every module a `recipectl ARGV` process has imported when it exits."""
-    code = (f"import sys, runpy; sys.argv=['recipectl', *{list(argv)!r}]\n"
-            "try:\n    runpy.run_module('recipectl', run_name='__main__')\nexcept SystemExit as e:\n"
-            "    assert e.code == 0, e.code\n"
-            "print('MODULES', ' '.join(sorted(sys.modules)))")
+def _python(code: str, **env: str) -> str:
+    """stdout of `python -c CODE` in the repository, with the caller's PYDANTIC_DISABLE_PLUGINS left out."""
+    clean = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                       env={**os.environ, **(env or {})})
-    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("MODULES ")), None)
-    assert line, r.stdout + r.stderr
+                       env={**clean, **env})
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout.strip()
+
+
+def _imported_modules(*argv: str, **env: str) -> set[str]:
+    """Every module a `recipectl ARGV` process has imported when it exits."""
+    out = _python(f"import sys, runpy; sys.argv=['recipectl', *{list(argv)!r}]\n"
+                  "try:\n    runpy.run_module('recipectl', run_name='__main__')\nexcept SystemExit as e:\n"
+                  "    assert e.code == 0, e.code\n"
+                  "print('MODULES', ' '.join(sorted(sys.modules)))", **env)
+    line = next((ln for ln in out.splitlines() if ln.startswith("MODULES ")), None)
+    assert line, out
     return set(line.split()[1:])
 
 
@@ -59,14 +66,6 @@ def test_other_commands_still_go_through_typer():
 # pydantic's plugin lookup (importlib.metadata, ~25 ms) is skipped on the fast path by pre-seeding
 # pydantic.plugin._loader (recipectl/entry.py). These tests keep that honest.
 
-def _python(code: str, **env: str) -> str:
-    clean = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                       env={**clean, **env})
-    assert r.returncode == 0, r.stdout + r.stderr
-    return r.stdout.strip()
-
-
 def test_validate_skips_pydantic_plugin_lookup():
     mods = _imported_modules("validate", GB200)
     assert "pydantic.main" in mods
@@ -74,7 +73,7 @@ def test_validate_skips_pydantic_plugin_lookup():
 
 
 def test_a_users_own_plugin_setting_is_left_to_pydantic():
-    mods = _imported_modules("validate", GB200, env={"PYDANTIC_DISABLE_PLUGINS": "some-plugin"})
+    mods = _imported_modules("validate", GB200, PYDANTIC_DISABLE_PLUGINS="some-plugin")
     assert {"pydantic.plugin._loader", "importlib.metadata"} <= mods
 
 
