@@ -78,11 +78,16 @@ def show(
     format: str = typer.Option("yaml", "--format", "-f", help="yaml or json"),
     variant: Optional[str] = typer.Option(None, "--variant", help="one variant of a matrix recipe"),
 ) -> None:
-    """Print a recipe (with --resolved: exactly what will run, defaults included)."""
+    """Print a recipe (with --resolved: exactly what will run, defaults included, and each role's
+    effective engine configuration: value, source and, where the engine picks by host, each host's)."""
     from .validate import load_variant
 
     loaded = load_variant(recipe, variant)
     data = loaded.recipe.model_dump(mode="json", exclude_unset=not resolved, exclude_none=not resolved)
+    if resolved:
+        from .effective import resolve
+
+        data["effective"] = {role: eff.to_json() for role, eff in resolve(loaded.recipe).items()}
     _dump(data, format)
 
 

@@ -27,13 +27,13 @@ def engine_python(recipe_venv: str | None = None) -> Path:
 
 
 def parse_with_engine(serve: list[list[str]], router: list[list[str]], *, venv: str | None = None,
-                      timeout: float = 180) -> dict:
+                      timeout: float = 180, flags: bool = False) -> dict:
     """Check command lines with the engine's own parsers (one subprocess: the vllm import is slow)."""
     py = engine_python(venv)
     pkg_root = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": pkg_root, "VLLM_LOGGING_LEVEL": "ERROR", "VLLM_NO_USAGE_STATS": "1"}
     proc = subprocess.run([str(py), "-m", "recipectl.engine_probe", "parse"], input=json.dumps(
-        {"serve": serve, "router": router}), capture_output=True, text=True, timeout=timeout, env=env)
+        {"serve": serve, "router": router, "flags": flags}), capture_output=True, text=True, timeout=timeout, env=env)
     if proc.returncode != 0 or not proc.stdout.strip():
         raise RecipectlError(f"the engine's parser could not run: {proc.stderr.strip()[-800:]}",
                              exit_code=ExitCode.INVALID)

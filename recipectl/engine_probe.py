@@ -42,8 +42,33 @@ def _parse(parse, argv: list[str]) -> dict:
         return {"ok": False, "error": f"{type(e).__name__}: {e}"}
 
 
+def serve_flags() -> list[dict]:
+    """`vllm serve`'s options as its parser declares them: spellings and arity (what
+    recipectl.engine_flags must agree with to read extra_args as the engine does)."""
+    import argparse
+
+    root = _serve_parser()
+    serve = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction)).choices["serve"]
+    out = []
+    for action in serve._actions:
+        if not action.option_strings:
+            continue
+        if isinstance(action, argparse.BooleanOptionalAction):
+            arity = "bool"
+        elif action.nargs == 0:
+            arity = "flag"
+        elif action.nargs in ("+", "*"):
+            arity = "many"
+        else:
+            arity = "value"
+        out.append({"dest": action.dest, "options": list(action.option_strings), "arity": arity})
+    return out
+
+
 def parse_commands(request: dict) -> dict:
     out: dict = {"serve": [], "router": []}
+    if request.get("flags"):
+        out["flags"] = serve_flags()
     if request.get("serve"):
         from vllm.entrypoints.launchers.cli_args import validate_parsed_serve_args
 

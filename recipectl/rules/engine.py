@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..diagnostics import Diagnostic, Severity
 from ..loader import LoadedRecipe
 from .context import RuleContext
@@ -9,7 +11,7 @@ from .registry import all_rules
 
 
 def check_recipe(loaded: LoadedRecipe, *, select: set[str] | None = None) -> list[Diagnostic]:
-    ctx = RuleContext(loaded.recipe)
+    ctx = RuleContext(loaded.recipe, Path(loaded.source.file).parent if loaded.source.file else None)
     ignored = loaded.recipe.ignore
     out: list[Diagnostic] = []
     for r in all_rules():

@@ -109,12 +109,13 @@ def decode_prefix_caching(ctx: RuleContext) -> Iterator[Violation]:
     """
     if not (ctx.hybrid and ctx.uses_nixl):
         return
-    if ctx.recipe.decode.enable_prefix_caching is False:
+    setting = ctx.setting("decode", "enable_prefix_caching")
+    if setting.value is False:
         return
     if 42554 in ctx.recipe.engine.patches or ctx.version_at_least((0, 32, 0)):
         return
-    state = "enabled" if ctx.recipe.decode.enable_prefix_caching else "on by default"
-    yield Violation("decode.enable_prefix_caching",
+    state = "enabled" if setting.explicit else "on by default"
+    yield Violation(setting.path,
                     f"prefix caching is {state} on the hybrid decode and vLLM "
                     f"{'version is unknown' if ctx.version is None else 'is older than 0.32'}",
                     "decode:\n  enable_prefix_caching: false\n"
@@ -143,9 +144,10 @@ def speculative(ctx: RuleContext) -> Iterator[Violation]:
     """
     if not ctx.hybrid:
         return
-    for role, spec in ctx.roles():
-        if spec.speculative_config:
-            yield Violation(f"{role}.speculative_config",
+    for role, _ in ctx.roles():
+        setting = ctx.setting(role, "speculative_config")
+        if setting.value:
+            yield Violation(setting.path,
                             f"speculative decoding on {role} of a hybrid P/D deployment crashes on "
                             "transferred requests", f"{role}:\n  speculative_config: null")
 
@@ -172,8 +174,9 @@ def hma_disabled(ctx: RuleContext) -> Iterator[Violation]:
     """
     if not (ctx.hybrid and ctx.uses_nixl):
         return
-    for role, spec in ctx.roles():
-        if spec.disable_hybrid_kv_cache_manager:
-            yield Violation(f"{role}.disable_hybrid_kv_cache_manager",
+    for role, _ in ctx.roles():
+        setting = ctx.setting(role, "disable_hybrid_kv_cache_manager")
+        if setting.value:
+            yield Violation(setting.path,
                             f"the hybrid KV-cache manager is disabled on {role}; NIXL needs it for hybrid state",
                             f"{role}:\n  disable_hybrid_kv_cache_manager: false")

@@ -33,9 +33,10 @@ def async_off(ctx: RuleContext) -> Iterator[Violation]:
     """
     if ctx.hybrid and not ctx.has_fix("async_pd_race"):
         return  # VER001 territory: off is the safe choice there
-    for role, spec in ctx.roles():
-        if spec.async_scheduling is False:
-            yield Violation(f"{role}.async_scheduling", f"async scheduling is off on {role}",
+    for role, _ in ctx.roles():
+        setting = ctx.setting(role, "async_scheduling")
+        if setting.value is False:
+            yield Violation(setting.path, f"async scheduling is off on {role}",
                             f"{role}:\n  async_scheduling: true")
 
 
@@ -59,10 +60,13 @@ def ssm_bf16(ctx: RuleContext) -> Iterator[Violation]:
         decode:
           mamba_ssm_cache_dtype: bfloat16
     """
-    if ctx.hybrid and ctx.recipe.decode.mamba_ssm_cache_dtype != "bfloat16":
-        current = ctx.recipe.decode.mamba_ssm_cache_dtype or "auto (float32 on Qwen3.5)"
-        yield Violation("decode.mamba_ssm_cache_dtype", f"decode keeps SSM state in {current}",
-                        "decode:\n  mamba_ssm_cache_dtype: bfloat16")
+    setting = ctx.setting("decode", "mamba_ssm_cache_dtype")
+    if ctx.hybrid and setting.value != "bfloat16":
+        current = (setting.describe() if setting.host_dependent or setting.value != "auto"
+                   else "auto (float32 on Qwen3.5)")
+        # the same value on prefill too: the SSM dtype sets the page size both roles must share (CON004)
+        yield Violation(setting.path, f"decode keeps SSM state in {current}",
+                        "prefill:\n  mamba_ssm_cache_dtype: bfloat16\ndecode:\n  mamba_ssm_cache_dtype: bfloat16")
 
 
 @rule(code="PRF003", name="performance.language-model-only", title="--language-model-only for text workloads",
@@ -113,9 +117,10 @@ def batched_tokens(ctx: RuleContext) -> Iterator[Violation]:
           max_num_batched_tokens: 16384
     """
     want = 2 * ctx.recipe.workload.isl
-    have = ctx.recipe.prefill.max_num_batched_tokens
+    setting = ctx.setting("prefill", "max_num_batched_tokens")
+    have = setting.value
     if have is None or have < want:
-        yield Violation("prefill.max_num_batched_tokens",
+        yield Violation(setting.path,
                         f"prefill max_num_batched_tokens is {have or 'unset'}, below 2 x ISL = {want}",
                         f"prefill:\n  max_num_batched_tokens: {want}")
 
@@ -143,8 +148,9 @@ def stream_interval(ctx: RuleContext) -> Iterator[Violation]:
     if ctx.max_concurrency < HIGH_CONCURRENCY:
         return
     # decode streams the tokens; prefill answers with one token, its interval does not matter
-    if (ctx.recipe.decode.stream_interval or 1) < 10:
-        yield Violation("decode.stream_interval",
+    setting = ctx.setting("decode", "stream_interval")
+    if (setting.value or 1) < 10:
+        yield Violation(setting.path,
                         f"decode streams every token at concurrency up to {ctx.max_concurrency}",
                         "decode:\n  stream_interval: 100")
 
@@ -169,9 +175,10 @@ def api_server_count(ctx: RuleContext) -> Iterator[Violation]:
         decode:
           api_server_count: 1
     """
-    for role, spec in ctx.roles():
-        if spec.api_server_count is not None and spec.api_server_count != 1:
-            yield Violation(f"{role}.api_server_count", f"{role} runs {spec.api_server_count} API servers",
+    for role, _ in ctx.roles():
+        setting = ctx.setting(role, "api_server_count")
+        if setting.value is not None and setting.value != 1:
+            yield Violation(setting.path, f"{role} runs {setting.value} API servers",
                             f"{role}:\n  api_server_count: 1")
 
 
@@ -198,7 +205,8 @@ def gdn_backend(ctx: RuleContext) -> Iterator[Violation]:
     """
     if not ctx.hybrid or ctx.gpu_family != "blackwell":
         return
-    b = ctx.recipe.prefill.gdn_prefill_backend
+    setting = ctx.setting("prefill", "gdn_prefill_backend")
+    b = setting.value
     if b not in (None, "auto", "flashinfer"):
-        yield Violation("prefill.gdn_prefill_backend", f"prefill uses the {b} GDN prefill kernel on Blackwell",
+        yield Violation(setting.path, f"prefill uses the {b} GDN prefill kernel on Blackwell",
                         "prefill:\n  gdn_prefill_backend: flashinfer")

@@ -111,6 +111,6 @@ def _load_families() -> None:
     if _loaded:
         return
     # Importing a family module registers its rules.
-    from . import capacity, consistency, cpu, hybrid, operability, performance, sizing, topology, versions  # noqa: F401
+    from . import capacity, consistency, cpu, engine_args, hybrid, operability, performance, sizing, topology, versions  # noqa: F401
 
     _loaded = True

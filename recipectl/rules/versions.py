@@ -47,13 +47,14 @@ def async_race(ctx: RuleContext) -> Iterator[Violation]:
     fixed = ctx.has_fix("async_pd_race")
     if fixed:
         return
-    for role, spec in ctx.roles():
-        if spec.async_scheduling is False:
+    for role, _ in ctx.roles():
+        setting = ctx.setting(role, "async_scheduling")
+        if setting.value is False:
             continue
-        how = "on" if spec.async_scheduling else "on by default"
+        how = "on" if setting.explicit else "on by default"
         why = ("the vLLM version is unknown (set engine.vllm_version, or declare patches)" if fixed is None
                else f"vLLM {fmt_version(ctx.version)} lacks the P/D async-scheduling race fixes")
-        yield Violation(f"{role}.async_scheduling", f"async scheduling is {how} on {role} and {why}",
+        yield Violation(setting.path, f"async scheduling is {how} on {role} and {why}",
                         _needs("async_pd_race") + f"\n# or: {role}: {{async_scheduling: false}}")
 
 
@@ -155,17 +156,18 @@ def flag_availability(ctx: RuleContext) -> Iterator[Violation]:
         prefill:
           gdn_prefill_backend: flashinfer
     """
-    for role, spec in ctx.roles():
-        b = spec.gdn_prefill_backend
+    for role, _ in ctx.roles():
+        setting = ctx.setting(role, "gdn_prefill_backend")
+        b = setting.value
         if b is None or b == "auto":
             continue
         accepted = gdn_backends_for(ctx.version)
         if accepted is None:
-            yield Violation(f"{role}.gdn_prefill_backend",
+            yield Violation(setting.path,
                             f"vLLM {fmt_version(ctx.version)} has no --gdn-prefill-backend",
                             f"{role}:\n  gdn_prefill_backend: auto  # renders no flag")
         elif b not in accepted:
-            yield Violation(f"{role}.gdn_prefill_backend",
+            yield Violation(setting.path,
                             f"vLLM {fmt_version(ctx.version)} accepts --gdn-prefill-backend "
                             f"{'|'.join(sorted(accepted))}, not {b}",
                             f"{role}:\n  gdn_prefill_backend: {'flashinfer' if 'flashinfer' in accepted else 'auto'}")

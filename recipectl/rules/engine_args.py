@@ -1,0 +1,121 @@
+"""A role's `extra_args` read by flag name: what they override, and what they must not set."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..diagnostics import Category, Severity
+from .context import RuleContext
+from .registry import Violation, rule
+
+# Where the recipe says what an owned flag would say (recipectl renders the flag from it).
+_OWNER_FIELD = {
+    "tp": "parallel", "dp": "parallel", "expert_parallel": "parallel",
+    "data_parallel_size_local": "parallel", "data_parallel_start_rank": "parallel",
+    "data_parallel_address": "cluster.hosts", "data_parallel_rpc_port": "data_parallel_rpc_port",
+    "headless": "parallel", "host": "cluster.hosts", "port": "port", "served_model_name": "model.served_name",
+    "kv_transfer_config": "kv_transfer / kv_role",
+}
+
+
+@rule(code="ARG001", name="engine-args.given-twice", title="Engine flag given twice",
+      severity=Severity.WARNING, category=Category.OPERABILITY,
+      applies="any role whose extra_args repeat a typed field or themselves",
+      source="argparse (the last occurrence wins); vLLM serve flags")
+def given_twice(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That no engine setting is given both as a recipe field and in the role's `extra_args`, or
+    twice inside `extra_args`.
+
+    Why:
+    recipectl renders the fields first and `extra_args` after them; vLLM's parser keeps the
+    last value, so the field is silently overridden and the recipe says one thing while the
+    engine runs another. recipectl's rules follow the engine (the extra_args value), but a
+    reader of the recipe does not.
+
+    Example:
+        decode:
+          async_scheduling: true
+          extra_args: [--no-async-scheduling]
+
+    Fix:
+        decode:
+          async_scheduling: false
+    """
+    for role, eff in ctx.effective.items():
+        for dup in eff.duplicates:
+            yield Violation(f"{role}.extra_args.{dup.arg.index}",
+                            f"{dup.arg.text} in {role}.extra_args overrides {dup.field_path} "
+                            f"({dup.field_value!r}); the engine runs with {dup.arg.value!r}",
+                            f"{role}:\n  {dup.field}: {_yaml(dup.arg.value)}  # and drop {dup.arg.text} "
+                            "from extra_args")
+        for arg in eff.repeated:
+            yield Violation(f"{role}.extra_args.{arg.index}",
+                            f"{arg.text} appears more than once in {role}.extra_args; the last one wins",
+                            f"{role}:\n  {arg.flag.field}: {_yaml(arg.value)}  # once, as a field")
+
+
+def _yaml(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+@rule(code="ARG002", name="engine-args.owned-flag", title="Flag recipectl derives from the recipe, in extra_args",
+      severity=Severity.ERROR, category=Category.CRASH,
+      applies="any role",
+      source="recipectl render (placement, ports and KV transfer come from the recipe's structure)")
+def owned_flag(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That a role's `extra_args` do not set what recipectl writes itself from the recipe's
+    structure: the parallel layout (`--tensor-parallel-size`, `--data-parallel-*`,
+    `--enable-expert-parallel`, `--headless`), `--host`, `--port`, `--served-model-name` and
+    `--kv-transfer-config`.
+
+    Why:
+    recipectl places GPUs, ports and router URLs from these fields. An override in `extra_args`
+    gives the engine a layout its `CUDA_VISIBLE_DEVICES` does not hold (it fails at start-up),
+    or a port the router and the health checks never look at.
+
+    Example:
+        decode:
+          extra_args: [--tensor-parallel-size, "4"]
+
+    Fix:
+        decode:
+          parallel: TP4
+    """
+    for role, eff in ctx.effective.items():
+        for arg in eff.owned:
+            owner = _OWNER_FIELD.get(arg.flag.field, arg.flag.field)
+            target = owner if "." in owner or " " in owner else f"{role}.{owner}"
+            yield Violation(f"{role}.extra_args.{arg.index}",
+                            f"{arg.text} in {role}.extra_args contradicts what recipectl renders from {target}",
+                            f"# drop {arg.text} from {role}.extra_args and set {target} instead")
+
+
+@rule(code="ARG003", name="engine-args.bad-value", title="extra_args flag without a valid value",
+      severity=Severity.ERROR, category=Category.CRASH,
+      applies="any role",
+      source="vLLM serve flags (arity and type per flag)")
+def bad_value(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That every flag recipectl knows in a role's `extra_args` has the value vLLM expects: a
+    number where it takes a number, no value for a boolean flag, a value at all.
+
+    Why:
+    The engine's parser rejects the command line and the process exits at once, on every node.
+
+    Example:
+        prefill:
+          extra_args: [--max-num-seqs, many]
+
+    Fix:
+        prefill:
+          max_num_seqs: 256
+    """
+    for role, eff in ctx.effective.items():
+        for problem in eff.problems:
+            yield Violation(f"{role}.extra_args.{problem.index}", f"{role}.extra_args: {problem.message}",
+                            f"{role}:\n  extra_args: []  # set it as a field instead")
+
