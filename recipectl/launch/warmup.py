@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from .diagnose import Diagnosis
 
 PROMPT = "recipectl launch: one request through prefill and decode before saying ready."
-#: Causes a retry cannot cure: stop at once and report.
-FINAL_CAUSES = ("FlashInfer", "not installed", "layout", "flag")
 
 
 @dataclass
@@ -53,7 +51,7 @@ def first_request(client, router_url: str, model: str, *, deadline: float,
         except httpx.HTTPError as e:
             error = f"{type(e).__name__}: {e}".strip()
         diagnosis = diagnose_logs()
-        if diagnosis and any(k in diagnosis.cause for k in FINAL_CAUSES):
+        if diagnosis and diagnosis.final:
             return FirstRequest(False, attempt, time.monotonic() - t0, error, diagnosis)
         time.sleep(min(2.0 * attempt, max(0.0, deadline - time.monotonic())))
     return FirstRequest(False, max_attempts, time.monotonic() - t0, error, diagnosis)

