@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from ..errors import RecipectlError
 from .processes import Deployment, ProcessSpec
 from .values import EnvRef, HomePath, NodeAddress, Shell, Token, UrlOf, Var, concat, quote, shell_lines, shell_word
 
@@ -308,13 +309,69 @@ def render(dep: Deployment, target: str) -> list[RenderedFile]:
     return RENDERERS[target](dep)
 
 
-def write(files_out: list[RenderedFile], out_dir: Path) -> list[Path]:
+def _check_names(files_out: list[RenderedFile], out_dir: Path) -> None:
+    names = [f.name for f in files_out]
+    for name in names:
+        if name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
+            raise RecipectlError(f"refusing to write {name!r}: not a file name inside {out_dir}",
+                                 fix="this is a bug in recipectl; please report it with the recipe")
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise RecipectlError(f"two rendered files are both named {name}; nothing was written",
+                                 fix="list each host once in cluster.hosts")
+        seen.add(name)
+
+
+def write(files_out: list[RenderedFile], out_dir: Path, *, force: bool = False) -> list[Path]:
+    """Write the files into `out_dir` and nowhere else: each name is a plain file name; an existing
+    file is an error unless `force`, and then it is replaced (a symlink by a file, never followed);
+    nothing is written unless every file can be."""
+    import os
+    import tempfile
+
+    _check_names(files_out, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if not out_dir.is_dir():
+        raise RecipectlError(f"{out_dir} is not a directory", fix="-o DIR names a directory to write into")
+    existing = [f.name for f in files_out if os.path.lexists(out_dir / f.name)]
+    if existing and not force:
+        raise RecipectlError(f"{out_dir} already holds {', '.join(existing)}; nothing was written",
+                             fix="render into an empty directory, or pass --force to replace those files")
+    for name in existing:
+        p = out_dir / name
+        if p.is_dir() and not p.is_symlink():
+            raise RecipectlError(f"{p} is a directory; nothing was written", fix="remove it or render elsewhere")
     written = []
     for f in files_out:
-        p = out_dir / f.name
-        p.write_text(f.text)
-        if f.executable:
-            p.chmod(0o755)
-        written.append(p)
+        target = out_dir / f.name
+        mode = 0o755 if f.executable else None
+        if force:
+            # a new file beside the target, renamed over it: the rename replaces a symlink itself
+            fd, tmp = tempfile.mkstemp(prefix=f".{f.name}.", dir=out_dir)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as out:
+                    out.write(f.text)
+                os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
+                os.replace(tmp, target)
+            except BaseException:
+                if os.path.lexists(tmp):
+                    os.unlink(tmp)
+                raise
+        else:
+            # O_EXCL: never an existing file, and never through a symlink (not even a dangling one)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                if mode is not None:
+                    os.fchmod(out.fileno(), mode)
+                out.write(f.text)
+        written.append(target)
     return written
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
