@@ -133,11 +133,12 @@ def render(
     target: Target = typer.Option(Target.bash, "--target", "-t", help="bash, slurm or k8s"),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="directory to write; stdout when omitted"),
     variant: Optional[str] = typer.Option(None, "--variant", help="one variant of a matrix recipe"),
+    force: bool = typer.Option(False, "--force", help="replace files that already exist in --out"),
 ) -> None:
     """Render the deployment (every vllm serve process and the router) for a target."""
     from .commands.render import render as run_render
 
-    raise typer.Exit(run_render(recipe, target=target.value, out=out, variant=variant))
+    raise typer.Exit(run_render(recipe, target=target.value, out=out, variant=variant, force=force))
 
 
 @app.command()

@@ -26,7 +26,7 @@ _FAST: dict[str, _Spec] = {
     "validate": ("recipes", True, {"--strict": "strict", "--quiet": "quiet", "-q": "quiet"},
                  {"--format": ("format", ("text", "json"), False), "-f": ("format", ("text", "json"), False),
                   "--select": ("select", None, True)}),
-    "render": ("recipe", False, {},
+    "render": ("recipe", False, {"--force": "force"},
                {"--target": ("target", ("bash", "slurm", "k8s"), False),
                 "-t": ("target", ("bash", "slurm", "k8s"), False),
                 "--out": ("out", None, False), "-o": ("out", None, False),
@@ -161,7 +161,7 @@ def _run_fast(command: str, values: dict[str, Any]) -> int:
     from .commands.render import render
 
     return render(values["recipe"], target=values.get("target", "bash"), out=values.get("out"),
-                  variant=values.get("variant"))
+                  variant=values.get("variant"), force=values.get("force", False))
 
 
 def _as_typer_would(fn: Callable[[], int]) -> int:

@@ -16,6 +16,30 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 SCHEMA_VERSION = 1
 
 
+# Characters no recipe value may hold: C0/C1 controls (newline, NUL, escape, ...), the Unicode line
+# and paragraph separators (YAML 1.1 breaks lines at U+0085, U+2028, U+2029), lone surrogates (they
+# cannot be written out) and the bidirectional overrides that make text read other than it runs.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _control_char(value: Any) -> str | None:
+    """The first forbidden character in a value (strings, and the keys and items of containers)."""
+    if isinstance(value, str):
+        m = _CONTROL.search(value)
+        return m.group() if m else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = _control_char(k) or _control_char(v)
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            found = _control_char(v)
+            if found:
+                return found
+    return None
+
+
 class Strict(BaseModel):
     # defer_build: a model's validator is built when first used, not when its class is defined.
     # Loading a recipe needs only Recipe's (it holds every section), so the sections' own
@@ -24,6 +48,19 @@ class Strict(BaseModel):
     # reads every default factory's signature, and the text signature of a builtin is parsed with
     # tokenize, whose large regex would be compiled for it, ~3 ms.)
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
+
+    @field_validator("*")
+    @classmethod
+    def _no_control_characters(cls, v: Any) -> Any:
+        """A recipe is data: no value may hold a newline, NUL or other control character (a newline
+        in a model path would end the comment it is quoted in and start a command or a YAML document).
+        After validation, so that a section's own fields report their own path (a section is a model
+        instance by then, checked by its own validator)."""
+        found = _control_char(v)
+        if found is not None:
+            raise SchemaValueError(f"the value holds the control character {found!r}",
+                                   fix="write it on one line, without control characters")
+        return v
 
 
 class SchemaValueError(ValueError):
@@ -69,6 +106,31 @@ class ModelSection(Strict):
 
 # --------------------------------------------------------------------------------------- engine
 _VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
+# PEP 440 (its appendix's pattern, as a full match: "0.26.0; rm -rf ~" is not a version)
+_PEP440 = re.compile(
+    r"v?(?:\d+!)?\d+(?:\.\d+)*"
+    r"(?:[-_.]?(?:a|b|c|rc|alpha|beta|pre|preview)[-_.]?\d*)?"
+    r"(?:-\d+|[-_.]?(?:post|rev|r)[-_.]?\d*)?"
+    r"(?:[-_.]?dev[-_.]?\d*)?"
+    r"(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?", re.I)
+# An OCI image reference (the distribution/reference grammar): [registry[:port]/]path[:tag][@digest]
+_OCI_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_OCI_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+_OCI_DOMAIN = rf"(?:{_OCI_LABEL}(?:\.{_OCI_LABEL})*|\[[0-9a-fA-F:.]+\])(?::\d+)?"
+_OCI_REF = re.compile(
+    rf"(?:{_OCI_DOMAIN}/)?{_OCI_COMPONENT}(?:/{_OCI_COMPONENT})*"
+    r"(?::[\w][\w.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_env_names(env: dict[str, str]) -> dict[str, str]:
+    """Environment variable names are identifiers: a name is written into scripts as `NAME=value`."""
+    for name in env:
+        if not _ENV_NAME.fullmatch(name):
+            raise SchemaValueError(f"{name!r} is not an environment variable name",
+                                   fix="use letters, digits and '_', not starting with a digit, e.g. MY_VAR")
+    return env
 
 
 def parse_version(text: str | None) -> tuple[int, int, int] | None:
@@ -95,9 +157,20 @@ class EngineSection(Strict):
     @field_validator("vllm_version")
     @classmethod
     def _version_parses(cls, v: str | None) -> str | None:
-        if v is not None and parse_version(v) is None:
-            raise SchemaValueError(f"'{v}' is not a vLLM version", fix="write it like 0.26.0")
+        if v is not None and (not _PEP440.fullmatch(v) or parse_version(v) is None):
+            raise SchemaValueError("not a vLLM version (a PEP 440 version)", fix="write it like 0.26.0")
         return v
+
+    @field_validator("image")
+    @classmethod
+    def _image_is_a_reference(cls, v: str | None) -> str | None:
+        if v is not None and (len(v) > 512 or not _OCI_REF.fullmatch(v)):
+            raise SchemaValueError("not a container image reference",
+                                   fix="write it like vllm/vllm-openai:v0.26.0 or "
+                                       "registry.example:5000/team/vllm@sha256:<digest>")
+        return v
+
+    _env_names = field_validator("env")(check_env_names)
 
     @property
     def version(self) -> tuple[int, int, int] | None:
@@ -127,6 +200,36 @@ class GpuType(str, Enum):
         return {"GB200": 186.0, "B200": 180.0, "H200": 141.0, "H100": 80.0}.get(self.value, 0.0)
 
 
+_HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+
+def is_host(text: str) -> bool:
+    """An RFC 1123 host name or an IPv4/IPv6 address (no port, no scheme, no brackets)."""
+    if ":" in text or (text and text.replace(".", "").isdigit()):
+        import ipaddress  # only for addresses
+
+        try:
+            ipaddress.ip_address(text)
+        except ValueError:
+            return False
+        return True
+    return 0 < len(text) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in text.split("."))
+
+
+def is_loopback(host: str) -> bool:
+    """A host that only this machine reaches: localhost, 127.0.0.0/8, ::1."""
+    if host.lower() == "localhost":
+        return True
+    if ":" in host or host.replace(".", "").isdigit():
+        import ipaddress
+
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+    return False
+
+
 class ClusterSection(Strict):
     gpu: GpuType
     # Upper bounds well past any real machine: a typo such as 40000000 must be an error, not a
@@ -136,6 +239,23 @@ class ClusterSection(Strict):
     hosts: list[str] | None = Field(None, description="host names/IPs, one per node (bash target)")
     cpus_per_node: int | None = Field(None, ge=1, description="CPU platform: cores per host")
     memory_gib_per_node: float | None = Field(None, gt=0, description="CPU platform: host memory")
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts_are_names_or_addresses(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return v
+        seen: set[str] = set()
+        for host in v:
+            if not is_host(host):
+                raise SchemaValueError(f"{host!r} is not a host name or IP address",
+                                       fix="write a DNS name such as gpu-node-1.example or an address such as 10.0.0.7")
+            key = host.lower()
+            if key in seen:
+                raise SchemaValueError(f"host {host!r} is listed twice",
+                                       fix="list each node once (nodes: the number of distinct hosts)")
+            seen.add(key)
+        return v
 
     @model_validator(mode="after")
     def _hosts_match_nodes(self) -> "ClusterSection":
@@ -266,6 +386,8 @@ class RoleSection(Strict):
 
     _tokens = field_validator("max_num_batched_tokens", mode="before")(_parse_tokens)
 
+    _env_names = field_validator("env")(check_env_names)
+
     @model_validator(mode="after")
     def _cores_per_endpoint(self) -> "RoleSection":
         if self.cpu_cores is not None and len(self.cpu_cores) != self.endpoints:
@@ -273,6 +395,18 @@ class RoleSection(Strict):
                 f"{len(self.cpu_cores)} cpu_cores entries for {self.endpoints} endpoint(s)",
                 fix="give one core list per endpoint, e.g. cpu_cores: ['0'] for one endpoint")
         return self
+
+
+def endpoints_per_host(spec: RoleSection, cluster: ClusterSection) -> int:
+    """The most endpoints of one role that placement can put on one host (recipectl/topology.py):
+    round-robin over the hosts on the CPU platform; on GPUs as many as fit in a node's GPUs, and one
+    per node for an endpoint larger than a node."""
+    if cluster.is_cpu:
+        return -(-spec.endpoints // cluster.nodes)
+    need = spec.parallel.gpus
+    if need > cluster.gpus_per_node or cluster.gpus_per_node < 1:
+        return 1
+    return max(1, min(spec.endpoints, cluster.gpus_per_node // need))
 
 
 class PrefillRole(RoleSection):
@@ -397,6 +531,29 @@ class Recipe(Strict):
     matrix: dict[str, list[Any]] | None = Field(
         None, description="field path -> values; expands into one recipe per combination")
     ignore: dict[str, str] = Field(default_factory=dict, description="rule code -> reason it does not apply")
+
+    @field_validator("prefill", "decode")
+    @classmethod
+    def _derived_ports_in_range(cls, spec: RoleSection, info: Any) -> RoleSection:
+        """The k-th endpoint of a role on a host listens on `port + k` and its DP ranks on
+        `side_channel_port + k * dp + rank` (recipectl/topology.py): the last of them must be a port."""
+        cluster = info.data.get("cluster")
+        if cluster is None:
+            return spec
+        role = info.field_name
+        per_host = endpoints_per_host(spec, cluster)
+        last_http = spec.port + per_host - 1
+        if last_http > 65535:
+            raise SchemaValueError(
+                f"{role}.port {spec.port}: endpoint {per_host} on one host would listen on port {last_http}",
+                fix=f"{role}:\n  port: {65535 - per_host + 1}")
+        last_side = spec.side_channel_port + per_host * spec.parallel.dp - 1
+        if last_side > 65535:
+            raise SchemaValueError(
+                f"{role}.side_channel_port {spec.side_channel_port}: {per_host} endpoint(s) of DP "
+                f"{spec.parallel.dp} on one host would use side-channel port {last_side}",
+                fix=f"{role}:\n  side_channel_port: {65535 - per_host * spec.parallel.dp + 1}")
+        return spec
 
     @field_validator("name")
     @classmethod

@@ -121,6 +121,7 @@ def test_render_to_stdout_and_to_a_directory(tmp_path):
     ["validate", "a.yaml"], ["validate", "a.yaml", "b.yaml", "-q", "--strict"], ["validate", "-", "--format=json"],
     ["validate", "a.yaml", "--select", "HYB001", "--select=PRF002", "-f", "text", "-f", "json"],
     ["render", "a.yaml", "-t", "k8s", "-o", "out", "--variant", "v"], ["render", "a.yaml", "--target=slurm"],
+    ["render", "a.yaml", "-o", "out", "--force"],
 ])
 def test_fast_path_takes_plain_command_lines(argv):
     assert parse_fast(argv) is not None

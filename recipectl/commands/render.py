@@ -7,7 +7,8 @@ import sys
 from . import echo
 
 
-def render(recipe: str, *, target: str = "bash", out: str | None = None, variant: str | None = None) -> int:
+def render(recipe: str, *, target: str = "bash", out: str | None = None, variant: str | None = None,
+           force: bool = False) -> int:
     from pathlib import Path
 
     from ..render.processes import build_deployment
@@ -22,6 +23,6 @@ def render(recipe: str, *, target: str = "bash", out: str | None = None, variant
                 echo(f"# ---- {f.name}")
             echo(f.text)
         return 0
-    for p in write(files_out, Path(out)):
+    for p in write(files_out, Path(out), force=force):
         sys.stderr.write(f"wrote {p}\n")
     return 0

@@ -99,6 +99,12 @@ def _field_flag(argv: list, field: str, setting: Setting) -> None:
         argv += [flag.flag, str(value)]
 
 
+def bind_address(recipe: Recipe, host: str) -> str:
+    """Where a server listens: the host the recipe names (127.0.0.1 stays loopback, a node's name
+    its own interface); every interface only when the hosts are not known until the job runs."""
+    return host if recipe.cluster.hosts else "0.0.0.0"
+
+
 def _flag(argv: list, name: str, value) -> None:
     if value is None:
         return
@@ -128,7 +134,7 @@ def serve_argv(recipe: Recipe, proc: Process, placement: Placement) -> list[Valu
     argv: list[Value] = [*engine_program(recipe, recipe.engine.serve_command), path_value(model.path)]
     _flag(argv, "--served-model-name", model.name)
     if not proc.headless:
-        argv += ["--host", "0.0.0.0" if not recipe.cluster.is_cpu else proc.host, "--port", str(proc.http_port)]
+        argv += ["--host", bind_address(recipe, proc.host), "--port", str(proc.http_port)]
     par = spec.parallel
     if par.tp > 1:
         _flag(argv, "--tensor-parallel-size", par.tp)
@@ -195,8 +201,7 @@ def router_argv(recipe: Recipe, placement: Placement) -> list[Value]:
         argv += ["--prefill", _url(recipe, e.leader)]
     for e in placement.role("decode"):
         argv += ["--decode", _url(recipe, e.leader)]
-    argv += ["--host", "0.0.0.0" if not recipe.cluster.is_cpu else placement.router_host,
-             "--port", str(r.port)]
+    argv += ["--host", bind_address(recipe, placement.router_host), "--port", str(r.port)]
     _flag(argv, "--policy", r.policy)
     _flag(argv, "--prefill-policy", r.prefill_policy)
     _flag(argv, "--decode-policy", r.decode_policy)

@@ -1,23 +1,39 @@
 """Write a Deployment as bash scripts (one per host), an sbatch script, or Kubernetes manifests.
 
-One Jinja2 environment (StrictUndefined: a missing value is an error, never an empty string);
-Python decides every flag and quotes every word; templates only lay the files out.
+Scripts: one Jinja2 environment (StrictUndefined: a missing value is an error, never an empty
+string) whose finalize shell-quotes every value a template writes (shlex.quote), unless it is shell
+code that values.py built from quoted parts; Python decides every flag, templates only lay the
+files out and quote nothing themselves. Manifests: Python data, written by a YAML emitter.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from ..errors import RecipectlError
 from .processes import Deployment, ProcessSpec
-from .values import EnvRef, HomePath, NodeAddress, UrlOf, shell_lines, shell_word
+from .values import EnvRef, HomePath, NodeAddress, Shell, Token, UrlOf, Var, concat, quote, shell_lines, shell_word
 
 TARGETS = ("bash", "slurm", "k8s")
 # templates/ at the top of the source tree, shipped inside the package as recipectl/templates
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
+
+
+def shell_finalize(value) -> str:
+    """What a template's `{{ value }}` writes: shell code made by values.py as it is, a number as
+    digits, anything else as one shell-quoted word."""
+    if isinstance(value, Shell):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, str):
+        return quote(value)
+    raise TypeError(f"a template wrote a {type(value).__name__} ({value!r}); only strings and numbers are words")
 
 
 @lru_cache(maxsize=1)
@@ -25,7 +41,7 @@ def environment():
     import jinja2
 
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)), finalize=shell_finalize,
         undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
         autoescape=False)
 
@@ -38,14 +54,15 @@ class RenderedFile:
     executable: bool = False
 
 
-def _env_lines(proc: ProcessSpec, node_expr) -> list[str]:
-    return [f"{k}={shell_word(v, node_expr)}" for k, v in proc.env]
+def _env_pairs(proc: ProcessSpec, node_expr) -> list[tuple[str, Shell]]:
+    return [(k, shell_word(v, node_expr)) for k, v in proc.env]
 
 
 def _header(dep: Deployment) -> dict:
+    """What the scripts' header comments say: the recipe's name (the schema restricts it to
+    [A-Za-z0-9._-]) and values the environment quotes (the schema lets no newline through)."""
     r = dep.recipe
-    return {"name": r.name, "model": r.model.path, "version": r.engine.vllm_version or "unknown",
-            "image": r.engine.image}
+    return {"name": Token(r.name), "model": r.model.path, "version": r.engine.vllm_version or "unknown"}
 
 
 def render_bash(dep: Deployment) -> list[RenderedFile]:
@@ -60,12 +77,13 @@ def render_bash(dep: Deployment) -> list[RenderedFile]:
         workers = [p for p in procs if p.kind != "router"]
         router = next((p for p in procs if p.kind == "router"), None)
         ctx = {
-            **_header(dep), "host": hosts[node], "node": node, "required_env": required_env(dep),
-            "workers": [{"name": p.name, "env": _env_lines(p, node_expr), "cmd": shell_lines(p.argv, node_expr)}
+            **_header(dep), "host": hosts[node], "node": node, "required_env": [Token(n) for n in required_env(dep)],
+            "workers": [{"name": Token(p.name), "env": _env_pairs(p, node_expr), "cmd": shell_lines(p.argv, node_expr)}
                         for p in workers],
             "router": None if router is None else {
-                "name": router.name, "env": _env_lines(router, node_expr), "cmd": shell_lines(router.argv, node_expr),
-                "wait_urls": [shlex.quote(f"http://{hosts[p.node]}:{p.port}/health") for p in dep.workers if p.port]},
+                "name": Token(router.name), "env": _env_pairs(router, node_expr),
+                "cmd": shell_lines(router.argv, node_expr),
+                "wait_urls": [f"http://{hosts[p.node]}:{p.port}/health" for p in dep.workers if p.port]},
         }
         text = environment().get_template("bash.sh.j2").render(**ctx)
         files_out.append(RenderedFile(f"{dep.recipe.name}.{hosts[node]}.sh", text, executable=True))
@@ -79,26 +97,26 @@ def render_slurm(dep: Deployment) -> list[RenderedFile]:
     r = dep.recipe
 
     def node_expr(n: int) -> str:
-        # hosts the recipe names are used as they are; otherwise the job's own node list
-        return r.cluster.hosts[n] if r.cluster.hosts else f"${{NODES[{index[n]}]}}"
+        # hosts the recipe names are used as they are (literals); otherwise the job's own node list
+        return r.cluster.hosts[n] if r.cluster.hosts else Var(f"${{NODES[{index[n]}]}}")
 
     cpus_per_gpu = (r.cluster.cpus_per_node // r.cluster.gpus_per_node
                     if r.cluster.cpus_per_node and r.cluster.gpus_per_node else 8)
     steps = []
     for p in dep.workers:
         # Slurm gives each step its GPUs (--gpus) and sets CUDA_VISIBLE_DEVICES itself
-        env = [ln for ln in _env_lines(p, node_expr) if not ln.startswith("CUDA_VISIBLE_DEVICES=")]
-        steps.append({"name": p.name, "node": index[p.node], "gpus": len(p.gpus), "cpus": cpus_per_gpu * len(p.gpus),
-                      "env": env, "cmd": shell_lines(p.argv, node_expr)})
+        env = [(k, v) for k, v in _env_pairs(p, node_expr) if k != "CUDA_VISIBLE_DEVICES"]
+        steps.append({"name": Token(p.name), "node": index[p.node], "gpus": len(p.gpus),
+                      "cpus": cpus_per_gpu * len(p.gpus), "env": env, "cmd": shell_lines(p.argv, node_expr)})
     router = dep.router
     ctx = {
         **_header(dep), "nodes": len(nodes), "gpus_per_node": 0 if r.cluster.is_cpu else r.cluster.gpus_per_node,
-        "required_env": required_env(dep),
+        "required_env": [Token(n) for n in required_env(dep)],
         "steps": steps,
-        "router": {"name": router.name, "node": index[router.node], "env": _env_lines(router, node_expr),
-                   "cmd": shell_lines(router.argv, node_expr), "port": router.port,
-                   "address": node_expr(router.node)},
-        "wait_urls": [f'"http://{node_expr(p.node)}:{p.port}/health"' for p in dep.workers if p.port],
+        "router": {"name": Token(router.name), "node": index[router.node], "env": _env_pairs(router, node_expr),
+                   "cmd": shell_lines(router.argv, node_expr),
+                   "url": concat("http://", node_expr(router.node), f":{router.port}")},
+        "wait_urls": [concat("http://", node_expr(p.node), f":{p.port}/health") for p in dep.workers if p.port],
         "ready_timeout": int(r.launch.ready_timeout_s),
         "container": r.engine.image,
     }
@@ -128,7 +146,59 @@ def required_env(dep: Deployment) -> list[str]:
     return sorted(names)
 
 
+_PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
+_K8S_HEADER = """\
+# Rendered by recipectl from recipe {name}: model {model}, vLLM {version}.
+# Multi-node endpoints are LeaderWorkerSets (leaderworkerset.x-k8s.io), single-node ones
+# Deployments; each endpoint and the router get a Service. Secrets referenced as ${{NAME}} in the
+# recipe come from a Secret named after the variable (key "value").
+"""
+
+
+def _comment_value(text: str) -> str:
+    """A value in a YAML comment: as it is when plain, else JSON-quoted (one line, escapes and all)."""
+    return text if _PLAIN.fullmatch(text) else json.dumps(text)
+
+
+def _service(name: str, base: str, role: str, port: int, lws: bool) -> dict:
+    selector = {"recipectl/endpoint": name}
+    if lws:  # the leader pod of the group
+        selector["leaderworkerset.sigs.k8s.io/worker-index"] = "0"
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": base, "recipectl/role": role}},
+            "spec": {"selector": selector, "ports": [{"name": "http", "port": port, "targetPort": port}]}}
+
+
+def _shm_volumes() -> list[dict]:
+    return [{"name": "shm", "emptyDir": {"medium": "Memory"}}]
+
+
+def _vllm_container(image: str, command: list[str], env: list[dict], gpus: int, port: int | None = None,
+                    args: list[str] | None = None) -> dict:
+    c: dict = {"name": "vllm", "image": image, "command": command}
+    if args is not None:
+        c["args"] = args
+    c["env"] = env
+    if port is not None:
+        c["ports"] = [{"containerPort": port, "name": "http"}]
+        c["readinessProbe"] = {"httpGet": {"path": "/health", "port": port}, "periodSeconds": 10,
+                               "failureThreshold": 3}
+    if gpus:
+        c["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
+    c["volumeMounts"] = [{"name": "shm", "mountPath": "/dev/shm"}]
+    return c
+
+
+def _pod_template(name: str, role: str, container: dict) -> dict:
+    return {"metadata": {"labels": {"recipectl/endpoint": name, "recipectl/role": role}},
+            "spec": {"containers": [container], "volumes": _shm_volumes()}}
+
+
 def render_k8s(dep: Deployment) -> list[RenderedFile]:
+    """The manifests as Python data (a list of documents), written by yaml.safe_dump_all: every
+    recipe value is a YAML scalar the emitter quotes, never text spliced into YAML."""
+    import yaml
+
     r = dep.recipe
     base = _k8s_name(r.name)
     image = r.engine.image or "vllm/vllm-openai:latest"
@@ -137,7 +207,7 @@ def render_k8s(dep: Deployment) -> list[RenderedFile]:
         role, ep = p_node_role_endpoint
         return f"{base}-{role}-{ep}"
 
-    def k8s_env(proc: ProcessSpec, leader: bool) -> list[dict]:
+    def k8s_env(proc: ProcessSpec) -> list[dict]:
         out = []
         for k, v in proc.env:
             if isinstance(v, NodeAddress):
@@ -171,6 +241,11 @@ def render_k8s(dep: Deployment) -> list[RenderedFile]:
             elif a == "--data-parallel-start-rank" and worker_rank_expr:
                 words += [(a, False), (worker_rank_expr, True)]
                 i += 1
+            elif a == "--host" and i + 1 < len(argv):
+                # the recipe's hosts name machines, not pods: in a pod the server listens on the
+                # pod's interfaces and its Service decides who reaches it
+                words += [(a, False), ("0.0.0.0", False)]
+                i += 1
             else:
                 words.append((_k8s_literal(str(a)), False))
             i += 1
@@ -179,33 +254,52 @@ def render_k8s(dep: Deployment) -> list[RenderedFile]:
     def k8s_args(proc: ProcessSpec) -> list[str]:
         return [w for w, _ in k8s_words(proc)]
 
-    workloads = []
+    docs: list[dict] = []
     for ep in dep.placement.endpoints:
         procs = [p for p in dep.workers if p.kind == ep.role and p.endpoint == ep.index]
         leader = procs[0]
+        name = svc((ep.role, ep.index))
         gpus = len(leader.gpus)
-        entry = {"name": svc((ep.role, ep.index)), "role": ep.role, "port": leader.port, "gpus": gpus,
-                 "cpu": r.cluster.is_cpu, "env": k8s_env(leader, True)}
-        if ep.multi_node:
-            follower = procs[1]
-            dp_local = ep.processes[0].dp_local
-            entry.update(kind="lws", size=len(procs), leader_args=k8s_args(leader),
-                         # every follower pod shares one template: its start rank comes from its index
-                         worker_command=["sh", "-c", "exec " + " ".join(
-                             w if is_expr else shlex.quote(w)
-                             for w, is_expr in k8s_words(follower, f"$((LWS_WORKER_INDEX * {dp_local}))"))],
-                         worker_env=k8s_env(follower, False))
-        else:
-            entry.update(kind="deployment", args=k8s_args(leader))
-        workloads.append(entry)
+        labels = {"app.kubernetes.io/part-of": base, "recipectl/role": ep.role}
+        docs.append(_service(name, base, ep.role, leader.port, lws=ep.multi_node))
+        args = k8s_args(leader)
+        leader_container = _vllm_container(image, args[:2], k8s_env(leader), gpus, leader.port, args[2:])
+        if not ep.multi_node:
+            docs.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": labels},
+                         "spec": {"replicas": 1, "selector": {"matchLabels": {"recipectl/endpoint": name}},
+                                  "template": _pod_template(name, ep.role, leader_container)}})
+            continue
+        follower = procs[1]
+        dp_local = ep.processes[0].dp_local
+        # every follower pod shares one template: its start rank comes from its index
+        worker_command = ["sh", "-c", "exec " + " ".join(
+            w if is_expr else shlex.quote(w)
+            for w, is_expr in k8s_words(follower, f"$((LWS_WORKER_INDEX * {dp_local}))"))]
+        worker_container = _vllm_container(image, worker_command, k8s_env(follower), gpus)
+        docs.append({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                     "metadata": {"name": name, "labels": labels},
+                     "spec": {"replicas": 1, "leaderWorkerTemplate": {
+                         "size": len(procs), "restartPolicy": "RecreateGroupOnPodRestart",
+                         "leaderTemplate": _pod_template(name, ep.role, leader_container),
+                         "workerTemplate": _pod_template(name, ep.role, worker_container)}}})
     router = dep.router
-    ctx = {**_header(dep), "base": base, "image": image, "workloads": workloads,
-           "router": {"name": f"{base}-router", "port": router.port, "args": k8s_args(router),
-                      "env": k8s_env(router, True)}}
-    env = environment()
-    env.filters.setdefault("json", lambda v: json.dumps(v))
-    text = env.get_template("k8s.yaml.j2").render(**ctx)
-    return [RenderedFile(f"{r.name}.k8s.yaml", text)]
+    rname = f"{base}-router"
+    rargs = k8s_args(router)
+    docs.append(_service(rname, base, "router", router.port, lws=False))
+    docs.append({"apiVersion": "apps/v1", "kind": "Deployment",
+                 "metadata": {"name": rname, "labels": {"app.kubernetes.io/part-of": base, "recipectl/role": "router"}},
+                 "spec": {"replicas": 1, "selector": {"matchLabels": {"recipectl/endpoint": rname}},
+                          "template": {
+                              "metadata": {"labels": {"recipectl/endpoint": rname, "recipectl/role": "router"}},
+                              "spec": {"containers": [{
+                                  "name": "router", "image": image, "command": rargs[:1], "args": rargs[1:],
+                                  "env": k8s_env(router), "ports": [{"containerPort": router.port, "name": "http"}],
+                                  "readinessProbe": {"httpGet": {"path": "/health", "port": router.port},
+                                                     "periodSeconds": 5}}]}}}})
+    header = _K8S_HEADER.format(name=r.name, model=_comment_value(r.model.path),
+                                version=_comment_value(r.engine.vllm_version or "unknown"))
+    body = yaml.safe_dump_all(docs, explicit_start=True, sort_keys=False, width=1 << 16)
+    return [RenderedFile(f"{r.name}.k8s.yaml", header + body)]
 
 
 RENDERERS = {"bash": render_bash, "slurm": render_slurm, "k8s": render_k8s}
@@ -215,13 +309,69 @@ def render(dep: Deployment, target: str) -> list[RenderedFile]:
     return RENDERERS[target](dep)
 
 
-def write(files_out: list[RenderedFile], out_dir: Path) -> list[Path]:
+def _check_names(files_out: list[RenderedFile], out_dir: Path) -> None:
+    names = [f.name for f in files_out]
+    for name in names:
+        if name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
+            raise RecipectlError(f"refusing to write {name!r}: not a file name inside {out_dir}",
+                                 fix="this is a bug in recipectl; please report it with the recipe")
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise RecipectlError(f"two rendered files are both named {name}; nothing was written",
+                                 fix="list each host once in cluster.hosts")
+        seen.add(name)
+
+
+def write(files_out: list[RenderedFile], out_dir: Path, *, force: bool = False) -> list[Path]:
+    """Write the files into `out_dir` and nowhere else: each name is a plain file name; an existing
+    file is an error unless `force`, and then it is replaced (a symlink by a file, never followed);
+    nothing is written unless every file can be."""
+    import os
+    import tempfile
+
+    _check_names(files_out, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if not out_dir.is_dir():
+        raise RecipectlError(f"{out_dir} is not a directory", fix="-o DIR names a directory to write into")
+    existing = [f.name for f in files_out if os.path.lexists(out_dir / f.name)]
+    if existing and not force:
+        raise RecipectlError(f"{out_dir} already holds {', '.join(existing)}; nothing was written",
+                             fix="render into an empty directory, or pass --force to replace those files")
+    for name in existing:
+        p = out_dir / name
+        if p.is_dir() and not p.is_symlink():
+            raise RecipectlError(f"{p} is a directory; nothing was written", fix="remove it or render elsewhere")
     written = []
     for f in files_out:
-        p = out_dir / f.name
-        p.write_text(f.text)
-        if f.executable:
-            p.chmod(0o755)
-        written.append(p)
+        target = out_dir / f.name
+        mode = 0o755 if f.executable else None
+        if force:
+            # a new file beside the target, renamed over it: the rename replaces a symlink itself
+            fd, tmp = tempfile.mkstemp(prefix=f".{f.name}.", dir=out_dir)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as out:
+                    out.write(f.text)
+                os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
+                os.replace(tmp, target)
+            except BaseException:
+                if os.path.lexists(tmp):
+                    os.unlink(tmp)
+                raise
+        else:
+            # O_EXCL: never an existing file, and never through a symlink (not even a dangling one)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                if mode is not None:
+                    os.fchmod(out.fileno(), mode)
+                out.write(f.text)
+        written.append(target)
     return written
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

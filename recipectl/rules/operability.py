@@ -6,6 +6,7 @@ import re
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
+from ..schema import is_loopback
 from .context import RuleContext
 from .registry import Violation, rule
 
@@ -69,3 +70,48 @@ def router_policy(ctx: RuleContext) -> Iterator[Violation]:
         yield Violation("router.prefill_policy",
                         f"{ctx.recipe.prefill.endpoints} prefill endpoints behind the router's default policy",
                         "router:\n  prefill_policy: power_of_two")
+
+
+def has_api_key(ctx: RuleContext, role: str) -> bool:
+    """`--api-key` in the role's extra_args, or VLLM_API_KEY set by reference in its environment."""
+    args = ctx.recipe.roles[role].extra_args
+    if any(a == "--api-key" or a.startswith("--api-key=") for a in args):
+        return True
+    value = ctx.recipe.role_env(role).get("VLLM_API_KEY")
+    return bool(value) and _ENV_REF.match(value) is not None
+
+
+@rule(code="OPS003", name="operability.exposed-without-api-key", title="Servers beyond loopback need an API key",
+      severity=Severity.WARNING, category=Category.OPERABILITY,
+      applies="every role whose servers listen on an address other hosts can reach",
+      source="vLLM security guide (docs/usage/security.md): vllm serve --api-key / VLLM_API_KEY")
+def exposed_without_api_key(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That the servers of a role which listen beyond loopback (the recipe names no hosts, so they
+    listen on 0.0.0.0, or names hosts other than 127.0.0.1 / ::1 / localhost) require an API key:
+    `--api-key` in the role's `extra_args`, or `VLLM_API_KEY` set by reference in its environment.
+
+    Why:
+    `vllm serve` answers anyone who reaches its port: completions on your GPUs, and more. A
+    recipe that only names 127.0.0.1 keeps its servers on this machine; any other address
+    exposes them to the network the node sits on. An API key set by reference keeps the key out
+    of the rendered files.
+
+    Example:
+        cluster: {gpu: H200, nodes: 2, hosts: [gpu-a.example, gpu-b.example]}
+
+    Fix:
+        engine:
+          env:
+            VLLM_API_KEY: ${VLLM_API_KEY}
+    """
+    hosts = ctx.recipe.cluster.hosts
+    for role, _spec in ctx.roles():
+        used = sorted(ctx.placement.hosts_of.get(role, set()))
+        if hosts and used and all(is_loopback(h) for h in used):
+            continue
+        if has_api_key(ctx, role):
+            continue
+        where = ", ".join(h for h in used if not is_loopback(h)) if hosts else "0.0.0.0 (every interface)"
+        yield Violation(f"{role}.env", f"{role} servers listen on {where} without an API key",
+                        "engine:\n  env:\n    VLLM_API_KEY: ${VLLM_API_KEY}")

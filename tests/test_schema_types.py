@@ -1,0 +1,157 @@
+"""A recipe is data: values that would be code where they are rendered are schema errors (exit 2),
+each naming its field and a fix. Env names, hosts, images, the vLLM version, control characters
+in any string, and ports whose derived values leave the port range."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from recipectl.loader import load_text
+
+ROOT = Path(__file__).resolve().parent.parent
+BASES = yaml.safe_load((ROOT / "tests" / "rule_cases" / "_bases.yaml").read_text())
+
+
+def errors(base: str, edit) -> list[tuple[str, str, str | None]]:
+    data = copy.deepcopy(BASES[base])
+    edit(data)
+    result = load_text(yaml.safe_dump(data, sort_keys=False), "r.yaml")
+    return [(d.path, d.message, d.fix) for d in result.diagnostics]
+
+
+def set_path(data: dict, dotted: str, value) -> None:
+    *parents, last = dotted.split(".")
+    node = data
+    for p in parents:
+        node = node.setdefault(p, {})
+    node[last] = value
+
+
+REJECTED = [
+    # env names are written as NAME=value: a name is never code
+    ("cpu", "engine.env", {"A=1 true; touch /tmp/x; X": "1"}),
+    ("cpu", "engine.env", {"$(touch x)": "1"}),
+    ("cpu", "prefill.env", {"`touch x`": "1"}),
+    ("gpu", "decode.env", {"1ABC": "1"}),
+    ("cpu", "decode.env", {"A B": "1"}),
+    # hosts: RFC 1123 names or IP addresses, each once
+    ("cpu", "cluster.hosts", ["$(touch x)"]),
+    ("cpu", "cluster.hosts", ["../etc"]),
+    ("cpu", "cluster.hosts", ["host name"]),
+    ("cpu", "cluster.hosts", ["http://a"]),
+    ("cpu", "cluster.hosts", ["1.2.3"]),
+    ("cpu", "cluster.hosts", ["-leading-dash"]),
+    # images: OCI references
+    ("gpu", "engine.image", "vllm/vllm-openai:v0.26.0 --privileged"),
+    ("gpu", "engine.image", "$(touch x)"),
+    ("gpu", "engine.image", "Vllm/Upper"),
+    # vLLM version: a full PEP 440 match, not a prefix
+    ("gpu", "engine.vllm_version", "0.26.0; touch x"),
+    ("gpu", "engine.vllm_version", "0.26.0 x"),
+    ("gpu", "engine.vllm_version", "latest"),
+    # no control characters anywhere
+    ("gpu", "model.path", "org/model\n- kind: Pod"),
+    ("gpu", "model.served_name", "a\x00b"),
+    ("gpu", "engine.vllm_version", "0.26.0\n"),
+    ("gpu", "description", "one\u2028two"),
+    ("gpu", "prefill.extra_args", ["--x", "a\nb"]),
+    ("gpu", "engine.env", {"X": "a\rb"}),
+    ("gpu", "router.extra_args", ["\x1b[2J"]),
+    ("gpu", "prefill.speculative_config", {"method": "ngram\n"}),
+    ("gpu", "launch.run_dir", "runs\n"),
+]
+
+
+@pytest.mark.parametrize("base,field,value", REJECTED, ids=[f"{r[1]}={r[2]!r}"[:60] for r in REJECTED])
+def test_value_is_rejected_naming_its_field(base, field, value):
+    def edit(d):
+        if field == "cluster.hosts":
+            d["cluster"]["nodes"] = len(value)
+        set_path(d, field, value)
+
+    found = errors(base, edit)
+    assert found, f"{field}={value!r} validated"
+    assert [p for p, _, _ in found] == [field], found
+    assert all(fix for _, _, fix in found), found
+
+
+ACCEPTED = [
+    ("cpu", "cluster.hosts", ["127.0.0.1"]),
+    ("cpu", "cluster.hosts", ["::1"]),
+    ("cpu", "cluster.hosts", ["gpu-node-1.cluster.example"]),
+    ("gpu", "engine.image", "vllm/vllm-openai:v0.26.0"),
+    ("gpu", "engine.image", "registry.example:5000/team/vllm_openai:nightly-2026.01"),
+    ("gpu", "engine.image", "ghcr.io/org/vllm@sha256:" + "a" * 64),
+    ("gpu", "engine.vllm_version", "0.26.0rc1.dev12+g1234abc"),
+    ("gpu", "engine.vllm_version", "v0.26"),
+    ("gpu", "engine.env", {"_UNDERSCORE": "1", "HF_TOKEN": "${HF_TOKEN}", "X": "a b; $(not code) `quoted`"}),
+    ("gpu", "model.path", "/models/my \"odd\" $model dir"),
+    ("gpu", "description", "Unicode is fine: Qwen3.5 — 混合注意力"),
+]
+
+
+@pytest.mark.parametrize("base,field,value", ACCEPTED, ids=[f"{r[1]}={r[2]!r}"[:60] for r in ACCEPTED])
+def test_value_is_accepted(base, field, value):
+    def edit(d):
+        if field == "cluster.hosts":
+            d["cluster"]["nodes"] = len(value)
+        set_path(d, field, value)
+
+    assert errors(base, edit) == []
+
+
+def test_duplicate_hosts_are_rejected():
+    def edit(d):
+        d["cluster"].update(hosts=["node-a", "NODE-A"], nodes=2)
+
+    (found,) = errors("cpu", edit)
+    assert found[0] == "cluster.hosts" and "listed twice" in found[1]
+
+
+@pytest.mark.parametrize("role,edit,message", [
+    # two endpoints on one host: the second listens on port + 1
+    ("prefill", lambda p: p.update(port=65535, endpoints=2, cpu_cores=["0", "1"]), "65536"),
+    # DP 2: the side channel uses base + rank
+    ("decode", lambda p: p.update(side_channel_port=65535, parallel="DP2"), "65536"),
+])
+def test_derived_ports_past_65535_are_rejected(role, edit, message):
+    found = errors("cpu", lambda d: edit(d[role]))
+    assert [p for p, _, _ in found] == [role], found
+    path, text, fix = found[0]
+    assert message in text and f"{role}." in text and fix
+
+
+def test_the_last_port_in_range_is_accepted():
+    def edit(d):
+        d["prefill"].update(port=65534, endpoints=2, cpu_cores=["0", "1"])
+        d["prefill"]["side_channel_port"] = 65534
+        d["decode"].update(port=65535, side_channel_port=65535)
+
+    assert errors("cpu", edit) == []
+
+
+def test_gpu_endpoints_per_host_bound_the_ports():
+    """4 prefill DEP2 endpoints on 4-GPU nodes: two per node, so port 65534 is the last that fits."""
+    assert errors("gpu", lambda d: d["prefill"].update(port=65534)) == []
+    (found,) = errors("gpu", lambda d: d["prefill"].update(port=65535))
+    assert "65536" in found[1]
+
+
+@pytest.mark.parametrize("field,value", [("engine.env", {"A=1 true; touch x; X": "1"}),
+                                         ("cluster.hosts", ["$(touch x)"]),
+                                         ("model.path", "m\nx")])
+def test_cli_exits_2_naming_the_field(recipectl_cli, tmp_path, field, value):
+    data = copy.deepcopy(BASES["cpu"])
+    set_path(data, field, value)
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    r = recipectl_cli("validate", str(path))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"[{field}]" in r.stdout and "fix:" in r.stdout
+    r = recipectl_cli("render", str(path), "-o", str(tmp_path / "out"))
+    assert r.returncode == 2 and not (tmp_path / "out").exists()
+    assert not (tmp_path / "x").exists()
