@@ -24,6 +24,7 @@ class Severity(str, Enum):
 class Category(str, Enum):
     CRASH = "crash"
     SILENT_CORRUPTION = "silent-corruption"
+    REFUSED = "refused"  # the engine rejects the command line or the requests
     PERFORMANCE = "performance"
     CAPACITY = "capacity"
     OPERABILITY = "operability"

@@ -142,10 +142,15 @@ def parse_version(text: str | None) -> tuple[int, int, int] | None:
     return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
 
 
+# vLLM's own release images, on Docker Hub (optionally with its registry name); the tag is the release.
+_VLLM_RELEASE_IMAGE = re.compile(
+    r"(?:(?:docker\.io|registry-1\.docker\.io)/)?vllm/vllm-openai:v?(\d+\.\d+\.\d+)(?:-[A-Za-z0-9.]+)?")
+
+
 class EngineSection(Strict):
     vllm_version: str | None = Field(
         None, description="vLLM release the endpoints run, e.g. 0.26.0 (or read from the image tag)")
-    image: str | None = Field(None, description="container image; a release tag like v0.26.0 gives the version")
+    image: str | None = Field(None, description="container image; only vllm/vllm-openai:vX.Y.Z gives the vLLM version")
     patches: list[int] = Field(default_factory=lambda: [],
                                description="upstream vLLM PR numbers a nightly/patched build carries")
     venv: str | None = Field(None, description="virtual environment whose bin/ holds vllm and vllm-router")
@@ -174,11 +179,18 @@ class EngineSection(Strict):
 
     @property
     def version(self) -> tuple[int, int, int] | None:
-        """The vLLM version, from vllm_version or a release-tagged image; None when unknown."""
+        """The vLLM version, from vllm_version or a vLLM release image; None when unknown.
+
+        Only `vllm/vllm-openai:vX.Y.Z` names a vLLM version. Other tags number something else
+        (Dynamo's `vllm-runtime:1.3.0` ships vLLM 0.23; NGC tags are dates) or nothing (nightly
+        builds): reading them as vLLM versions once advised turning async scheduling back on, on
+        an engine without the race fixes."""
         if self.vllm_version:
             return parse_version(self.vllm_version)
-        if self.image and ":" in self.image:
-            return parse_version(self.image.rsplit(":", 1)[1])
+        if self.image:
+            m = _VLLM_RELEASE_IMAGE.fullmatch(self.image.split("@", 1)[0])
+            if m:
+                return parse_version(m.group(1))
         return None
 
 

@@ -5,22 +5,26 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
-from .context import RuleContext
+from .context import RuleContext, fmt_version
 from .registry import Violation, rule
 
 
 @rule(code="CON001", name="consistency.hybrid-tp-match", title="Hybrid P/D needs the same TP on both roles",
       severity=Severity.ERROR, category=Category.CRASH,
-      applies="hybrid model, P/D",
-      source="vLLM PR #36687 (homogeneous TP only for hybrid SSM-FA); vllm-facts pitfalls")
+      applies="hybrid model, P/D; vLLM < 0.32 without PR 49612 (error), later (warning)",
+      source="vLLM PR #36687 (homogeneous TP only for hybrid SSM-FA); PR #49612 (heterogeneous P/D block "
+             "sizes for hybrid models, in the 0.32.0 wheel); issue #45575 (root cause, open)")
 def hybrid_tp(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That prefill and decode endpoints of a hybrid model use the same tensor-parallel size.
 
     Why:
-    Hybrid state transfer supports homogeneous TP only: GDN state is sharded by TP and the
-    attention block size is aligned per rank, so different TP gives a block-size mismatch at
-    the handshake.
+    GDN state is sharded by TP and the attention block size is aligned per rank, so a different
+    TP gives different pages on the two roles. Before PR #49612 hybrid state transfer supported
+    homogeneous TP only and the handshake asserts on the block-size mismatch (an error). From
+    vLLM 0.32 (or a build declaring `patches: [49612]`) heterogeneous block sizes are handled,
+    while the root-cause issue #45575 is still open: a warning — prove the pair with
+    `recipectl doctor`'s parity check.
 
     Example:
         prefill: {parallel: TP2}
@@ -32,10 +36,14 @@ def hybrid_tp(ctx: RuleContext) -> Iterator[Violation]:
     """
     p, d = ctx.setting("prefill", "tp").value, ctx.setting("decode", "tp").value
     if ctx.hybrid and p != d:
+        handled = 49612 in ctx.recipe.engine.patches or ctx.version_at_least((0, 32, 0))
         yield Violation(ctx.setting("prefill", "tp").path,
-                        f"prefill TP {p} differs from decode TP {d} on a hybrid model",
+                        f"prefill TP {p} differs from decode TP {d} on a hybrid model"
+                        + ("; vLLM handles it from 0.32, with its root-cause fix (#45575) still open" if handled
+                           else f"; vLLM {fmt_version(ctx.version)} supports homogeneous TP only for hybrid P/D"),
                         f"prefill:\n  parallel: {{tp: {d}, dp: {ctx.recipe.prefill.parallel.dp}, "
-                        f"expert_parallel: {str(ctx.recipe.prefill.parallel.expert_parallel).lower()}}}")
+                        f"expert_parallel: {str(ctx.recipe.prefill.parallel.expert_parallel).lower()}}}",
+                        Severity.WARNING if handled else None)
 
 
 @rule(code="CON002", name="consistency.prefill-tp-above-decode", title="Prefill TP above decode TP",
@@ -65,16 +73,17 @@ def prefill_tp_above(ctx: RuleContext) -> Iterator[Violation]:
 
 
 @rule(code="CON003", name="consistency.kv-role", title="Explicit producer/consumer KV roles",
-      severity=Severity.ERROR, category=Category.OPERABILITY,
+      severity=Severity.WARNING, category=Category.OPERABILITY,
       applies="NIXL connector",
-      source="vLLM: kv_both deprecated for NIXL since 0.23")
+      source="vLLM: kv_both deprecated for NIXL since 0.23 (it still works and logs a deprecation)")
 def kv_roles(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That prefill is `kv_producer` and decode `kv_consumer` (the default when `kv_role` is not set).
 
     Why:
-    `kv_both` is deprecated for NIXL since vLLM 0.23; a role set the wrong way round makes
-    the router's requests never transfer, and decode silently recomputes the prompt.
+    `kv_both` is deprecated for NIXL since vLLM 0.23: it still works and logs a deprecation, so
+    this is a warning (published recipes run with it). A role set the wrong way round is the
+    same warning with a sharper message: the router's requests are not transferred as meant.
 
     Example:
         decode:

@@ -27,7 +27,7 @@ def parse_cores(spec: str) -> set[int]:
 
 
 @rule(code="CPU001", name="cpu.disjoint-cores", title="Endpoints on one CPU host get disjoint cores",
-      severity=Severity.ERROR, category=Category.PERFORMANCE,
+      severity=Severity.WARNING, category=Category.PERFORMANCE,
       applies="CPU platform, several endpoints on one host",
       source="vllm-facts (default binding pinned both servers to one core: 34 s per request)")
 def disjoint_cores(ctx: RuleContext) -> Iterator[Violation]:

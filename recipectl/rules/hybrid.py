@@ -84,20 +84,23 @@ def sd_layout(ctx: RuleContext) -> Iterator[Violation]:
                             f"{role}:\n  env:\n    {DS_VAR}: DS")
 
 
-@rule(code="HYB003", name="hybrid.decode-prefix-caching", title="Prefix caching on a hybrid P/D decode",
+@rule(code="HYB003", name="hybrid.decode-prefix-caching", title="Prefix caching on a hybrid P/D pair",
       severity=Severity.WARNING, category=Category.CRASH,
-      applies="hybrid model, NIXL, decode, vLLM < 0.32 without PR 42554",
-      source="vLLM PR #42554 ([PD][Nixl] Mamba prefix caching mode support)")
+      applies="hybrid model, NIXL, either role, vLLM < 0.32 without PR 42554",
+      source="vLLM PR #42554 ([PD][Nixl] Mamba prefix caching mode support); ai-dynamo/dynamo#12197 (decode "
+             "'SSM can only have one local block'); vLLM #53514 (prefill-side assertion after a cache hit, 0.27.0)")
 def decode_prefix_caching(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
-    That a hybrid P/D decode does not run with prefix caching (on by default in recent vLLM)
-    on a release that predates Mamba prefix-caching support in the NIXL path.
+    That neither role of a hybrid P/D pair runs with prefix caching (on by default in recent
+    vLLM) on a release that predates Mamba prefix-caching support in the NIXL path.
 
     Why:
     Before vLLM PR #42554, Mamba prefix caching inserts placeholder blocks that the NIXL worker
-    rejects ("SSM can only have one local block") on the first transferred request — not at
-    start-up, so the deployment looks healthy until traffic arrives. recipectl verified the
-    fixed path on vLLM 0.32.
+    rejects on decode ("SSM can only have one local block", ai-dynamo/dynamo#12197) on the first
+    transferred request — not at start-up, so the deployment looks healthy until traffic
+    arrives. On prefill, a cache hit combined with NIXL's N-1 truncation asserted on 0.27.0
+    (vLLM #53514). recipectl verified prefix caching on both roles on vLLM 0.32 (the local
+    recipe's parity check); a warning, since the failure needs a cache hit or a transfer.
 
     Example:
         engine: {vllm_version: 0.26.0}
@@ -109,23 +112,25 @@ def decode_prefix_caching(ctx: RuleContext) -> Iterator[Violation]:
     """
     if not (ctx.hybrid and ctx.uses_nixl):
         return
-    setting = ctx.setting("decode", "enable_prefix_caching")
-    if setting.value is False:
-        return
     if 42554 in ctx.recipe.engine.patches or ctx.version_at_least((0, 32, 0)):
         return
-    state = "enabled" if setting.explicit else "on by default"
-    yield Violation(setting.path,
-                    f"prefix caching is {state} on the hybrid decode and vLLM "
-                    f"{'version is unknown' if ctx.version is None else 'is older than 0.32'}",
-                    "decode:\n  enable_prefix_caching: false\n"
-                    "# or declare the fix: engine: {patches: [42554]}")
+    for role in ("prefill", "decode"):
+        setting = ctx.setting(role, "enable_prefix_caching")
+        if setting.value is False:
+            continue
+        state = "enabled" if setting.explicit else "on by default"
+        yield Violation(setting.path,
+                        f"prefix caching is {state} on the hybrid {role} and vLLM "
+                        f"{'version is unknown' if ctx.version is None else 'is older than 0.32'}",
+                        f"{role}:\n  enable_prefix_caching: false\n"
+                        "# or declare the fix: engine: {patches: [42554]}")
 
 
 @rule(code="HYB004", name="hybrid.speculative-decoding", title="Speculative decoding / MTP with hybrid P/D",
       severity=Severity.ERROR, category=Category.CRASH,
       applies="hybrid model, P/D, any role with speculative_config",
-      source="vllm-facts: known hybrid P/D pitfalls (crashes on transferred requests)")
+      source="vLLM #38897, #38898 (mamba_cache_mode=align not implemented for the DS layout P/D needs; "
+             "fix PR #50363 closed unmerged); #43559, #53912 (MTP + prefix caching corrupts output)")
 def speculative(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That no role of a hybrid P/D deployment sets a speculative config (MTP, EAGLE, n-gram).
@@ -180,3 +185,71 @@ def hma_disabled(ctx: RuleContext) -> Iterator[Violation]:
             yield Violation(setting.path,
                             f"the hybrid KV-cache manager is disabled on {role}; NIXL needs it for hybrid state",
                             f"{role}:\n  disable_hybrid_kv_cache_manager: false")
+
+
+@rule(code="HYB006", name="hybrid.fp8-kv-nvfp4", title="FP8 KV cache on a Qwen3.5 NVFP4 P/D deployment",
+      severity=Severity.ERROR, category=Category.SILENT_CORRUPTION,
+      applies="hybrid model quantized to NVFP4, P/D, kv_cache_dtype fp8* on either role",
+      source="vLLM issue #42179 (FP8 KV cache corrupted Qwen3.5-NVFP4 P/D output)")
+def fp8_kv_nvfp4(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That neither role of a P/D deployment of an NVFP4 hybrid (Qwen3.5) model keeps its KV cache
+    in FP8.
+
+    Why:
+    Users of the published Qwen3.5 NVFP4 checkpoints reported corrupted output with an FP8 KV
+    cache in P/D (vLLM #42179), with no fix released to gate on. Health checks pass; the answers
+    are wrong. bf16 KV (the default, `auto`) is the safe choice.
+
+    Example:
+        model: {path: nvidia/Qwen3.5-397B-A17B-NVFP4, quantization: nvfp4}
+        prefill: {kv_cache_dtype: fp8}
+        decode: {kv_cache_dtype: fp8}
+
+    Fix:
+        prefill:
+          kv_cache_dtype: auto
+        decode:
+          kv_cache_dtype: auto
+    """
+    if not (ctx.hybrid and ctx.recipe.model.quantization and ctx.recipe.model.quantization.value == "nvfp4"):
+        return
+    for role, _ in ctx.roles():
+        setting = ctx.setting(role, "kv_cache_dtype")
+        if str(setting.value).startswith("fp8"):
+            yield Violation(setting.path, f"{role} keeps an NVFP4 hybrid model's KV cache in {setting.value}, which "
+                                          "corrupted P/D output (vLLM #42179)", f"{role}:\n  kv_cache_dtype: auto")
+
+
+@rule(code="HYB007", name="hybrid.ssm-float16", title="float16 SSM cache: no memory saved over bfloat16",
+      severity=Severity.WARNING, category=Category.SILENT_CORRUPTION,
+      applies="hybrid model, any role with mamba_ssm_cache_dtype float16",
+      source="vllm-facts (float16 and bfloat16 SSM cache are the same size); vLLM PR #39032 (NemotronH "
+             "default moved to float32 for accuracy)")
+def ssm_float16(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That no role keeps the GDN temporal (SSM) state in float16.
+
+    Why:
+    float16 and bfloat16 take the same bytes, so float16 buys no capacity over bfloat16; its
+    narrower exponent range is what the recurrent state is sensitive to (vLLM moved NemotronH's
+    SSM default to float32 for accuracy, #39032). This is a correctness matter, not a capacity
+    one: use bfloat16 for capacity, float32 for the reference numerics.
+
+    Example:
+        decode:
+          mamba_ssm_cache_dtype: float16
+
+    Fix:
+        prefill:
+          mamba_ssm_cache_dtype: bfloat16
+        decode:
+          mamba_ssm_cache_dtype: bfloat16
+    """
+    if not ctx.hybrid:
+        return
+    for role, _ in ctx.roles():
+        setting = ctx.setting(role, "mamba_ssm_cache_dtype")
+        if setting.value == "float16":
+            yield Violation(setting.path, f"{role} keeps SSM state in float16: the size of bfloat16, with less range",
+                            "prefill:\n  mamba_ssm_cache_dtype: bfloat16\ndecode:\n  mamba_ssm_cache_dtype: bfloat16")

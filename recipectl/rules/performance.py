@@ -31,9 +31,9 @@ def async_off(ctx: RuleContext) -> Iterator[Violation]:
         decode:
           async_scheduling: true
     """
-    if ctx.hybrid and not ctx.has_fix("async_pd_race"):
-        return  # VER001 territory: off is the safe choice there
     for role, _ in ctx.roles():
+        if role == "decode" and ctx.hybrid and not ctx.has_fix("async_pd_race"):
+            continue  # VER001 territory: off is the safe choice there
         setting = ctx.setting(role, "async_scheduling")
         if setting.value is False:
             yield Violation(setting.path, f"async scheduling is off on {role}",

@@ -111,6 +111,18 @@ def _load_families() -> None:
     if _loaded:
         return
     # Importing a family module registers its rules.
-    from . import capacity, consistency, cpu, engine_args, hybrid, operability, performance, sizing, topology, versions  # noqa: F401
+    from . import (  # noqa: F401
+        capacity,
+        consistency,
+        cpu,
+        engine_args,
+        hybrid,
+        operability,
+        performance,
+        sizing,
+        topology,
+        transfer,
+        versions,
+    )
 
     _loaded = True

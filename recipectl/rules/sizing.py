@@ -10,7 +10,7 @@ from .registry import Violation, rule
 
 
 @rule(code="SIZ001", name="sizing.max-model-len", title="max_model_len covers the longest request",
-      severity=Severity.ERROR, category=Category.CAPACITY,
+      severity=Severity.ERROR, category=Category.REFUSED,
       applies="every role",
       source="vLLM bench random dataset (lengths drawn up to L x (1 + range_ratio))")
 def max_model_len(ctx: RuleContext) -> Iterator[Violation]:

@@ -110,18 +110,21 @@ def nvfp4(ctx: RuleContext) -> Iterator[Violation]:
                         "model:\n  quantization: fp8   # and an FP8 checkpoint")
 
 
-@rule(code="TOP004", name="topology.multinode-dp-rpc", title="Multi-node DP endpoint needs an RPC port",
-      severity=Severity.ERROR, category=Category.CRASH,
+@rule(code="TOP004", name="topology.multinode-dp-rpc", title="Multi-node DP endpoint on the default RPC port",
+      severity=Severity.INFO, category=Category.OPERABILITY,
       applies="endpoints whose data-parallel ranks span nodes",
-      source="vLLM data-parallel deployment docs (--data-parallel-address/--data-parallel-rpc-port)")
+      source="vLLM data-parallel deployment docs (--data-parallel-address/--data-parallel-rpc-port; "
+             "the port defaults to 29550)")
 def multinode_rpc(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
-    That a data-parallel endpoint spread over several nodes sets `data_parallel_rpc_port`
-    (the leader's address is rendered from the placement).
+    Whether a data-parallel endpoint spread over several nodes leaves `data_parallel_rpc_port`
+    to vLLM's default (29550).
 
     Why:
-    Headless followers find their leader at `--data-parallel-address:--data-parallel-rpc-port`;
-    without an agreed port each node starts its own DP group and the endpoint never becomes ready.
+    Headless followers find their leader at `--data-parallel-address:--data-parallel-rpc-port`.
+    vLLM's default port works (published recipes leave it out), but a port recipectl knows is one
+    it can check against every other port on the leader's host (TOP005) and show in the rendered
+    scripts.
 
     Example:
         decode: {parallel: DEP8}   # over two 4-GPU nodes
@@ -134,8 +137,8 @@ def multinode_rpc(ctx: RuleContext) -> Iterator[Violation]:
         spec = ctx.recipe.roles[ep.role]
         if ep.multi_node and spec.data_parallel_rpc_port is None:
             yield Violation(f"{ep.role}.data_parallel_rpc_port",
-                            f"{ep.name} spans nodes {sorted({p.node for p in ep.processes})} without an RPC port",
-                            f"{ep.role}:\n  data_parallel_rpc_port: 13345")
+                            f"{ep.name} spans nodes {sorted({p.node for p in ep.processes})} on vLLM's default DP "
+                            "RPC port (29550)", f"{ep.role}:\n  data_parallel_rpc_port: 13345")
 
 
 @rule(code="TOP005", name="topology.port-collision", title="Ports collide on a host",
