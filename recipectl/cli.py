@@ -121,6 +121,18 @@ def expand(
         echo(yaml.safe_dump_all(docs, sort_keys=False))
 
 
+@app.command("import")
+def import_cmd(
+    file: str = typer.Argument(..., help="an srt-slurm recipe, a Dynamo DynamoGraphDeployment or vllm serve lines"),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="write the recipe here (default: stdout)"),
+) -> None:
+    """Write the equivalent recipectl recipe: each value with the original line it came from, and
+    what could not be carried. Exit 2: not a format recipectl reads."""
+    from .commands.import_ import import_recipe
+
+    raise typer.Exit(import_recipe(file, out=out))
+
+
 class Target(str, Enum):
     bash = "bash"
     slurm = "slurm"

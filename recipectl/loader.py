@@ -28,6 +28,17 @@ class SourceMap:
 
     file: str
     positions: dict[PathKey, Position] = field(default_factory=dict)
+    # an imported pair of scripts: the paths whose position is in another file than `file`
+    files: dict[PathKey, str] = field(default_factory=dict)
+
+    def file_of(self, path: PathKey) -> str:
+        """The file `locate(path)` points into."""
+        path = tuple(path)
+        while path:
+            if path in self.positions:
+                return self.files.get(path, self.file)
+            path = path[:-1]
+        return self.file
 
     def locate(self, path: PathKey) -> Position | None:
         """The position of `path`, or of its nearest ancestor that exists in the file."""
@@ -48,9 +59,10 @@ class LoadedRecipe:
     variant: str | None = None  # set for recipes expanded from a matrix
 
     def diagnostic(self, *, path: str, **kwargs: Any) -> Diagnostic:
-        pos = self.source.locate(dotted_to_key(path))
+        key = dotted_to_key(path)
+        pos = self.source.locate(key)
         line, col = pos if pos else (None, None)
-        return Diagnostic(path=path, file=self.source.file, line=line, col=col, **kwargs)
+        return Diagnostic(path=path, file=self.source.file_of(key), line=line, col=col, **kwargs)
 
 
 @dataclass
@@ -259,8 +271,11 @@ def validation_diagnostics(err: ValidationError, smap: SourceMap, raw: dict, pre
 
 
 def load_text(text: str, file: str = "<recipe>", *, base_dir: Path | None = None) -> LoadResult:
+    from .formats import NATIVE, sniff
     from .matrix import expand_matrix  # local import keeps the cycle away
 
+    if sniff(text) != NATIVE:  # an srt-slurm recipe, a Dynamo manifest, vllm serve command lines
+        return load_imported(text, file, base_dir=base_dir)
     data, smap, diags = parse_yaml(text, file)
     if data is None:
         return LoadResult(file, [], diags)
@@ -276,6 +291,24 @@ def load_text(text: str, file: str = "<recipe>", *, base_dir: Path | None = None
             continue
         recipes.append(LoadedRecipe(recipe=recipe, source=smap, raw=variant, variant=variant_name))
     return LoadResult(file, recipes, diags)
+
+
+def load_imported(text: str, file: str, *, base_dir: Path | None = None) -> LoadResult:
+    """A recipe in another format (recipectl.formats), validated like a native one; findings
+    point at the original file's lines."""
+    from .formats import import_text
+    from .formats.common import NotImportable
+
+    try:
+        imported = import_text(text, file)
+    except NotImportable as e:
+        return LoadResult(file, [], [_schema_diag(file, e.message, None, code="SCH000", fix=e.fix)])
+    smap = SourceMap(file=file, positions=imported.positions(), files=imported.files_by_path())
+    try:
+        recipe = Recipe.model_validate(imported.data, context={"base_dir": base_dir})
+    except ValidationError as err:
+        return LoadResult(file, [], validation_diagnostics(err, smap, imported.data))
+    return LoadResult(file, [LoadedRecipe(recipe=recipe, source=smap, raw=imported.data)], [])
 
 
 def load_file(path: str | Path) -> LoadResult:

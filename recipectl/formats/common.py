@@ -1,0 +1,492 @@
+"""What the importers share: the result type, a recipe builder that remembers where each value
+came from, a shell tokenizer that keeps line numbers, and the reading of `vllm serve` flags into
+recipe fields (by name, with vLLM's spellings: recipectl.engine_flags)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..engine_flags import FLAGS, Arity, EngineFlag, parse_extra_args
+from ..errors import RecipectlError
+
+PathKey = tuple[str | int, ...]
+
+
+class NotImportable(RecipectlError):
+    """The file is in no format recipectl reads, or says what a recipectl recipe cannot hold."""
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a value stands in the original file."""
+
+    file: str
+    line: int
+    col: int = 1
+    text: str = ""  # the setting as the original writes it, e.g. `--no-async-scheduling`
+    note: str = ""  # how the value follows from it, when not literally
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """A setting of the original that the recipe does not carry, and why."""
+
+    file: str
+    line: int | None
+    what: str
+    why: str
+
+
+@dataclass
+class Imported:
+    """A recipe read from another format: plain data, where each value came from, what was left."""
+
+    format: str
+    file: str
+    data: dict[str, Any] = field(default_factory=dict)
+    origins: dict[PathKey, Origin] = field(default_factory=dict)
+    dropped: list[Dropped] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # every original file read (a pair of scripts)
+
+    # -- building
+    def set(self, path: PathKey, value: Any, origin: Origin | None = None) -> None:
+        node = self.data
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+        if origin is not None:
+            self.origins[tuple(path)] = origin
+
+    def get(self, path: PathKey, default: Any = None) -> Any:
+        node: Any = self.data
+        for part in path:
+            if not isinstance(node, dict) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+    def at(self, path: PathKey, origin: Origin) -> None:
+        """Say where a section stands without setting a value (findings on absent fields point there)."""
+        self.origins.setdefault(tuple(path), origin)
+
+    def drop(self, origin: Origin | None, what: str, why: str) -> None:
+        self.dropped.append(Dropped(origin.file if origin else self.file, origin.line if origin else None,
+                                    what, why))
+
+    # -- reading
+    def positions(self) -> dict[PathKey, tuple[int, int]]:
+        out = {path: (o.line, o.col) for path, o in self.origins.items()}
+        out.setdefault((), (1, 1))
+        return out
+
+    def files_by_path(self) -> dict[PathKey, str]:
+        return {path: o.file for path, o in self.origins.items() if o.file != self.file}
+
+
+# ------------------------------------------------------------------------------------ shell words
+@dataclass(frozen=True)
+class Word:
+    """One shell word with its position (1-based) in the original file."""
+
+    text: str
+    line: int
+    col: int
+
+
+_SEPARATORS = (";", "&&", "||", "&", "|")
+
+
+def shell_words(script: str, line0: int = 1, col0: int = 0, *, block_indent: int = 0) -> list[list[Word]]:
+    """Split a shell script into simple commands of words, each word with its (line, col).
+
+    Enough of POSIX sh for launch scripts: quotes, backslash escapes and line continuations,
+    comments, `;`, `&`, `&&`, `||`, `|` and newlines between commands. `line0` is the file line of
+    the script's first line; `col0` the column offset of its first line, `block_indent` that of
+    the others (a YAML block scalar). No expansion: `$VAR` stays as written."""
+    commands: list[list[Word]] = []
+    current: list[Word] = []
+    buf: list[str] = []
+    start: tuple[int, int] | None = None
+    line, col = line0, col0
+    i, n = 0, len(script)
+
+    def pos() -> tuple[int, int]:
+        return line, col + 1
+
+    def end_word() -> None:
+        nonlocal buf, start
+        if start is not None:
+            current.append(Word("".join(buf), *start))
+        buf, start = [], None
+
+    def end_command() -> None:
+        nonlocal current
+        end_word()
+        if current:
+            commands.append(current)
+        current = []
+
+    def advance(k: int = 1) -> None:
+        nonlocal i, line, col
+        for _ in range(k):
+            if script[i] == "\n":
+                line += 1
+                col = block_indent
+            else:
+                col += 1
+            i += 1
+
+    while i < n:
+        c = script[i]
+        if c == "\\" and i + 1 < n and script[i + 1] == "\n":  # line continuation
+            advance(2)
+            continue
+        if c == "\n":
+            end_command()
+            advance()
+            continue
+        if c in " \t\r":
+            end_word()
+            advance()
+            continue
+        if c == "#" and start is None:  # a comment runs to the end of the line
+            while i < n and script[i] != "\n":
+                advance()
+            continue
+        sep = next((s for s in ("&&", "||", ";", "&", "|") if script.startswith(s, i)), None)
+        if sep:
+            end_command()
+            advance(len(sep))
+            continue
+        if start is None:
+            start = pos()
+        if c == "'":
+            advance()
+            while i < n and script[i] != "'":
+                buf.append(script[i])
+                advance()
+            if i < n:
+                advance()
+            continue
+        if c == '"':
+            advance()
+            while i < n and script[i] != '"':
+                if script[i] == "\\" and i + 1 < n and script[i + 1] in '"\\$`\n':
+                    if script[i + 1] != "\n":
+                        buf.append(script[i + 1])
+                    advance(2)
+                    continue
+                buf.append(script[i])
+                advance()
+            if i < n:
+                advance()
+            continue
+        if c == "\\" and i + 1 < n:
+            buf.append(script[i + 1])
+            advance(2)
+            continue
+        buf.append(c)
+        advance()
+    end_command()
+    return commands
+
+
+# --------------------------------------------------------------------------------- vllm flags
+_SPELLINGS: dict[str, EngineFlag] = {s: f for f in FLAGS for s in f.spellings}
+# Flags recipectl derives from the placement it computes; the original's values are not carried.
+DERIVED = {"data_parallel_size_local", "data_parallel_start_rank", "data_parallel_address", "headless", "host"}
+# Model-level settings (one value for both roles in a recipectl recipe).
+MODEL_FIELDS = {"dtype", "load_format", "trust_remote_code", "language_model_only"}
+# Dynamo's own worker flags (dynamo.vllm): they choose the role, they are not vLLM's.
+DYNAMO_ROLE_FLAGS = {"--is-prefill-worker": "prefill", "--is-decode-worker": "decode"}
+DYNAMO_VALUE_FLAGS = {"--disaggregation-mode", "--connector", "--endpoint", "--store-kv", "--request-plane",
+                      "--migration-limit", "--dyn-tool-call-parser", "--dyn-reasoning-parser"}
+
+
+def _normalise(name: str) -> str:
+    """vLLM's parser takes `--max_num_seqs` for `--max-num-seqs`."""
+    return "--" + name[2:].replace("_", "-") if name.startswith("--") else name
+
+
+@dataclass
+class RoleFlags:
+    """One role's command line, read: typed settings, extra args, and what decides the role."""
+
+    settings: dict[str, tuple[Any, Word]] = field(default_factory=dict)  # field -> (value, flag word)
+    extra: list[Word] = field(default_factory=list)
+    model: tuple[str, Word] | None = None
+    kv_config: tuple[dict, Word] | None = None
+    role: tuple[str, Word] | None = None  # from Dynamo's role flags or the KV role
+    problems: list[tuple[Word, str]] = field(default_factory=list)
+    derived: list[Word] = field(default_factory=list)
+    dropped: list[tuple[Word, str]] = field(default_factory=list)
+
+
+def read_flags(words: list[Word], *, positional_model: bool) -> RoleFlags:
+    """Read a server's arguments (after `vllm serve` or `python3 -m dynamo.vllm`) by flag name."""
+    out = RoleFlags()
+    i = 0
+    while i < len(words):
+        w = words[i]
+        text = w.text
+        if not text.startswith("-") or text == "-":
+            if positional_model and out.model is None:
+                out.model = (text, w)
+            else:
+                out.dropped.append((w, "a positional argument recipectl does not know"))
+            i += 1
+            continue
+        name, eq, inline = text.partition("=")
+        norm = _normalise(name)
+        has_value = bool(eq) or (i + 1 < len(words) and not words[i + 1].text.startswith("-"))
+        value_text = inline if eq else (words[i + 1].text if has_value else None)
+        step = 1 if eq or not has_value else 2
+        if norm == "--model":
+            if value_text is not None:
+                out.model = (value_text, w)
+            i += step
+            continue
+        if norm in DYNAMO_ROLE_FLAGS:
+            out.role = (DYNAMO_ROLE_FLAGS[norm], w)
+            i += 1
+            continue
+        if norm in DYNAMO_VALUE_FLAGS:
+            if norm == "--disaggregation-mode" and value_text in ("prefill", "decode"):
+                out.role = (value_text, w)
+            elif norm != "--disaggregation-mode":
+                out.dropped.append((w, f"{name} is a dynamo.vllm option, not vLLM's; recipectl starts vllm serve"))
+            i += step
+            continue
+        flag = _SPELLINGS.get(norm)
+        if flag is None:
+            out.extra.append(w)
+            if step == 2:
+                out.extra.append(words[i + 1])
+            i += step
+            continue
+        # a known flag: the slice it takes, read by the engine_flags parser
+        if flag.arity in (Arity.BOOL, Arity.FLAG):
+            take = 1
+        elif flag.arity is Arity.MANY:
+            take = 1
+            while not eq and i + take < len(words) and not words[i + take].text.startswith("-"):
+                take += 1
+        else:
+            take = 1 if eq else 2
+        piece = [x.text for x in words[i:i + take]]
+        found, problems = parse_extra_args(piece)
+        for p in problems:
+            out.problems.append((w, p.message))
+        for setting in found:
+            f = setting.flag.field
+            if f in DERIVED:
+                out.derived.append(w)
+            elif f == "kv_transfer_config":
+                if isinstance(setting.value, dict):
+                    out.kv_config = (setting.value, w)
+                else:
+                    out.problems.append((w, f"{name} is not a JSON object"))
+            else:
+                out.settings[f] = (setting.value, w)
+        i += max(take, 1)
+    return out
+
+
+_NAME_OK = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_name(text: str) -> str:
+    """A recipe name from the original's (letters, digits, '.', '_' and '-')."""
+    name = _NAME_OK.sub("-", text).strip("-._") or "imported"
+    return name if name[0].isalnum() else "r" + name
+
+
+GPU_TYPES = {"gb200": "GB200", "b200": "B200", "h200": "H200", "h100": "H100"}
+# GPUs recipectl's schema has no entry for, planned as the nearest one it has
+GPU_NEAREST = {"gb300": "GB200", "b300": "B200"}
+GPUS_PER_NODE = {"GB200": 4, "B200": 8, "H200": 8, "H100": 8}
+_GPU_IN_TEXT = re.compile(r"\b(GB300|GB200|B300|B200|H200|H100)\b", re.I)
+_HYBRID_NAME = re.compile(r"qwen3[._-]?(5|6|next)", re.I)
+
+
+def gpu_type(name: str) -> tuple[str | None, str]:
+    """recipectl's GPU type for a name, and a note when it is only the nearest one."""
+    key = name.strip().lower()
+    if key in GPU_TYPES:
+        return GPU_TYPES[key], ""
+    if key in GPU_NEAREST:
+        return GPU_NEAREST[key], f"recipectl has no {name}; planned as {GPU_NEAREST[key]}"
+    return None, ""
+
+
+def gpu_in_text(text: str, file: str) -> tuple[str, Origin] | None:
+    """A GPU named in the file's text (comments say 'on 8 x H200'), with its line."""
+    m = _GPU_IN_TEXT.search(text)
+    if not m:
+        return None
+    line = text.count("\n", 0, m.start()) + 1
+    col = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
+    return m.group(1).upper(), Origin(file, line, col, m.group(0), "the GPU the file names")
+
+
+def is_hybrid_name(path: str) -> bool:
+    return bool(_HYBRID_NAME.search(path.rsplit("/", 1)[-1]))
+
+
+_QUANT_SUFFIX = re.compile(r"-(NVFP4|FP8)(?:-|$)", re.I)
+
+
+def model_facts(imp: Imported, path: str, origin: Origin) -> None:
+    """What a published checkpoint's name says: a Qwen3.5 / Qwen3-Next model is hybrid, and a
+    -FP8 / -NVFP4 checkpoint is quantized so (the planner sizes the weights from it)."""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    if is_hybrid_name(name) and imp.get(("model", "family")) is None:
+        imp.set(("model", "family"), "hybrid", Origin(origin.file, origin.line, origin.col, origin.text,
+                                                     "Qwen3.5 / Qwen3-Next are hybrid GDN models"))
+    m = _QUANT_SUFFIX.search(name)
+    if m and imp.get(("model", "quantization")) is None:
+        imp.set(("model", "quantization"), m.group(1).lower(),
+                Origin(origin.file, origin.line, origin.col, origin.text, f"the checkpoint name says {m.group(1)}"))
+
+
+# --------------------------------------------------------------------------------- assembling
+KV_FIELDS = {"kv_connector": "connector", "kv_buffer_device": "buffer_device",
+             "kv_load_failure_policy": "load_failure_policy"}
+NIXL_CONNECTORS = ("NixlConnector", "NixlPullConnector", "NixlPushConnector")
+
+
+def _origin(file: str, w: Word, note: str = "") -> Origin:
+    return Origin(file, w.line, w.col, w.text, note)
+
+
+def apply_role(imp: Imported, role: str, flags: RoleFlags, file: str, *, endpoint_origin: Origin) -> None:
+    """Put one role's flags into the recipe: typed fields, model-level fields, KV transfer,
+    extra_args (in order), and what cannot be carried."""
+    imp.at((role,), endpoint_origin)
+    for field_name, (value, w) in flags.settings.items():
+        o = _origin(file, w)
+        if field_name in ("tp", "dp", "expert_parallel"):
+            imp.set((role, "parallel", field_name), value, o)
+        elif field_name == "served_model_name":
+            if value and imp.get(("model", "served_name")) is None:
+                imp.set(("model", "served_name"), value[0], o)
+        elif field_name == "port":
+            imp.set((role, "port"), value, o)
+        elif field_name in MODEL_FIELDS:
+            current = imp.get(("model", field_name))
+            if current is not None and current != value:
+                imp.drop(o, f"{w.text} on {role}",
+                         f"recipectl holds one {field_name} for both roles; the other role's {current!r} is kept")
+            elif value is not False:
+                imp.set(("model", field_name), value, o)
+        else:
+            imp.set((role, field_name), value, o)
+    extra = [x.text for x in flags.extra]
+    if extra:
+        imp.set((role, "extra_args"), extra, _origin(file, flags.extra[0]))
+        for k, w in enumerate(flags.extra):
+            imp.origins[(role, "extra_args", k)] = _origin(file, w)
+    for w in flags.derived:
+        imp.drop(_origin(file, w), w.text, "recipectl renders it from the placement it computes")
+    for w, why in flags.dropped:
+        imp.drop(_origin(file, w), w.text, why)
+    for w, why in flags.problems:
+        imp.drop(_origin(file, w), w.text, f"the engine would refuse it: {why}")
+    if flags.kv_config is not None:
+        apply_kv_config(imp, role, flags.kv_config[0], _origin(file, flags.kv_config[1]))
+
+
+def apply_kv_config(imp: Imported, role: str, cfg: dict, o: Origin) -> None:
+    """`--kv-transfer-config` JSON: the connector-wide settings go to kv_transfer (a conflict between
+    the roles is reported), kv_role to the role."""
+    for key, value in cfg.items():
+        if key == "kv_role":
+            imp.set((role, "kv_role"), value, o)
+        elif key in KV_FIELDS:
+            if key == "kv_connector" and value not in NIXL_CONNECTORS:
+                raise NotImportable(f"{o.file}:{o.line}: KV connector {value!r}: recipectl deploys NIXL connectors "
+                                    f"only ({', '.join(NIXL_CONNECTORS)})")
+            _set_shared(imp, ("kv_transfer", KV_FIELDS[key]), value, o, role)
+        elif key == "kv_connector_extra_config" and isinstance(value, dict):
+            for k, v in value.items():
+                path = ("kv_transfer", "backends") if k == "backends" else ("kv_transfer", "extra_config", k)
+                _set_shared(imp, path, v, o, role)
+        else:
+            imp.drop(o, f"kv_transfer_config.{key} on {role}",
+                     "recipectl writes the KV transfer config itself and has no field for it")
+
+
+def _set_shared(imp: Imported, path: PathKey, value: Any, o: Origin, role: str) -> None:
+    current = imp.get(path)
+    if current is not None and current != value:
+        imp.drop(o, f"{'.'.join(map(str, path))}: {value!r} on {role}",
+                 f"recipectl holds one value for both roles; {current!r} from the other role is kept")
+        return
+    imp.set(path, value, o)
+
+
+def placeholder_workload(imp: Imported, origin: Origin) -> None:
+    """recipectl's schema requires a workload; an original that states none gets a placeholder
+    (1K in, 1K out, one request at a time), and says so."""
+    note = "the original states no workload; a placeholder (set the real one)"
+    imp.set(("workload", "isl"), 1024, Origin(origin.file, origin.line, origin.col, "", note))
+    imp.set(("workload", "osl"), 1024, Origin(origin.file, origin.line, origin.col, "", note))
+    imp.drop(origin, "workload", "not in the original: recipectl requires workload.isl/osl; a 1024/1024 "
+             "placeholder at concurrency 1 was written")
+
+
+def as_env(value: Any) -> str:
+    """An environment value as the process sees it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def json_or_none(text: str) -> dict | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# --------------------------------------------------------------------------------------- YAML
+def yaml_documents(text: str, file: str) -> list[tuple[Any, dict[PathKey, tuple[int, int]]]]:
+    """Every document of a YAML stream with the (line, col) of each key and item; a syntax error
+    is NotImportable with its position."""
+    import yaml
+
+    from ..loader import _FAST_LOADER, _DuplicateKey, _walk
+
+    loader = (_FAST_LOADER or yaml.SafeLoader)(text)
+    out = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            positions: dict[PathKey, tuple[int, int]] = {(): (node.start_mark.line + 1, node.start_mark.column + 1)}
+            _walk(node, (), positions)
+            out.append((loader.construct_document(node), positions))
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        raise NotImportable(f"{file}{where}: YAML syntax error: {e.problem or e.context}") from None
+    except _DuplicateKey as e:
+        raise NotImportable(f"{file}:{e.mark.line + 1}: duplicate key '{e.key}'") from None
+    finally:
+        loader.dispose()
+    return out
+
+
+def block_script(text: str, line: int, col: int) -> tuple[int, int] | None:
+    """For a YAML block scalar (`|` or `>`) whose indicator stands at (line, col): the file line of
+    its first content line and the content's indentation. None for any other scalar."""
+    lines = text.splitlines()
+    if not (0 < line <= len(lines)) or lines[line - 1][col - 1:col] not in ("|", ">"):
+        return None
+    for k in range(line, len(lines)):
+        if lines[k].strip():
+            return k + 1, len(lines[k]) - len(lines[k].lstrip(" "))
+    return None

@@ -1,0 +1,212 @@
+"""srt-slurm (`srtctl`) recipes with a vLLM backend.
+
+The schema is srt-slurm's own (`src/srtctl/core/schema.py`, `src/srtctl/backends/vllm.py`):
+`model` {path, container, precision}; `resources` {gpu_type, gpus_per_node, prefill_nodes,
+decode_nodes, prefill_workers, decode_workers, gpus_per_prefill, gpus_per_decode};
+`backend` {type: vllm, connector (default `nixl`, turned into `--kv-transfer-config` with
+`kv_role: kv_both`; `null` leaves it to vllm_config), prefill_environment, decode_environment,
+vllm_config {prefill, decode}: flag name -> value, where `true` passes the bare flag, `false`
+nothing, a list its items}; `environment` for every process; `benchmark` {type, isl, osl,
+concurrencies "64x128", random_range_ratio}; `identity.frameworks.vllm` declares the engine's
+version. srtctl passes `--data-parallel-rpc-port` itself (allocated from 8400) to a DP endpoint
+that spans nodes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from . import SRT_SLURM
+from .common import (
+    GPUS_PER_NODE,
+    Imported,
+    NotImportable,
+    Origin,
+    Word,
+    apply_role,
+    as_env,
+    gpu_type,
+    model_facts,
+    placeholder_workload,
+    read_flags,
+    safe_name,
+    yaml_documents,
+)
+
+SRTCTL_DP_RPC_PORT = 8400  # srtctl's VLLM_DATA_PARALLEL_RPC_PORT (src/srtctl/ports.py)
+CONNECTOR_PRESETS = {"nixl": {"kv_connector": "NixlConnector", "kv_role": "kv_both"}}
+
+# what srtctl itself consumes, never the engine
+_NOT_ENGINE = ("slurm", "frontend", "dynamo", "profiling", "output", "health_check", "infra", "observability",
+               "telemetry", "container_mounts", "extra_mount", "srun_options", "sbatch_directives",
+               "enable_config_dump", "setup_script", "reporting")
+
+
+def import_srt_slurm(text: str, file: str) -> Imported:
+    docs = yaml_documents(text, file)
+    if len(docs) != 1 or not isinstance(docs[0][0], dict):
+        raise NotImportable(f"{file}: an srt-slurm recipe is one YAML mapping")
+    data, pos = docs[0]
+    imp = Imported(SRT_SLURM, file, files=[file])
+
+    def o(*path: str | int, text: str = "", note: str = "") -> Origin:
+        line, col = pos.get(tuple(path), pos[()])
+        return Origin(file, line, col, text, note)
+
+    backend = data.get("backend") or {}
+    if backend.get("type") != "vllm":
+        raise NotImportable(f"{file}:{o('backend').line}: srt-slurm backend {backend.get('type')!r}: recipectl "
+                            "deploys vLLM only (backend.type: vllm)")
+    resources = data.get("resources") or {}
+    if resources.get("prefill_workers") is None or resources.get("decode_workers") is None:
+        raise NotImportable(f"{file}:{o('resources').line}: an aggregated srt-slurm recipe (no prefill_workers/"
+                            "decode_workers): recipectl deploys prefill/decode pairs")
+
+    imp.set(("version",), 1)
+    imp.set(("name",), safe_name(str(data.get("name", "imported"))), o("name"))
+    model = data.get("model") or {}
+    path = str(model.get("path", ""))
+    if path.startswith("hf:"):
+        path = path[3:]
+    imp.set(("model", "path"), path, o("model", "path", text=str(model.get("path"))))
+    precision = str(model.get("precision", "")).lower()
+    quant = {"nvfp4": "nvfp4", "fp4": "nvfp4", "fp8": "fp8", "bf16": "bf16", "bfloat16": "bf16"}.get(precision)
+    if quant:
+        imp.set(("model", "quantization"), quant, o("model", "precision"))
+    elif precision:
+        imp.drop(o("model", "precision"), f"model.precision: {model.get('precision')}", "no recipectl quantization")
+    model_facts(imp, path, o("model", "path", text=str(model.get("path"))))
+    if model.get("container"):
+        imp.set(("engine", "image"), str(model["container"]), o("model", "container"))
+    vllm_version = ((data.get("identity") or {}).get("frameworks") or {}).get("vllm")
+    if vllm_version:
+        imp.set(("engine", "vllm_version"), str(vllm_version), o("identity", "frameworks", "vllm"))
+    imp.at(("engine",), o("model", "container") if model.get("container") else o("model"))
+    for key, value in (data.get("environment") or {}).items():
+        imp.set(("engine", "env", str(key)), as_env(value), o("environment", key))
+
+    # cluster
+    gpu_name = str(resources.get("gpu_type", ""))
+    gpu, note = gpu_type(gpu_name)
+    if gpu is None:
+        raise NotImportable(f"{file}:{o('resources', 'gpu_type').line}: gpu_type {gpu_name!r}: recipectl knows "
+                            "GB200, B200, H200, H100")
+    imp.set(("cluster", "gpu"), gpu, o("resources", "gpu_type", note=note))
+    if note:
+        imp.drop(o("resources", "gpu_type"), f"gpu_type: {gpu_name}", note)
+    gpn = int(resources.get("gpus_per_node", GPUS_PER_NODE.get(gpu, 4)))
+    imp.set(("cluster", "gpus_per_node"), gpn, o("resources", "gpus_per_node") if "gpus_per_node" in resources
+            else o("resources", note="srt-slurm's default gpus_per_node"))
+    nodes = int(resources.get("prefill_nodes") or 0) + int(resources.get("decode_nodes") or 0)
+    imp.set(("cluster", "nodes"), max(1, nodes), o("resources", "prefill_nodes",
+                                                   note="prefill_nodes + decode_nodes"))
+
+    vllm_config = backend.get("vllm_config") or {}
+    shared_connector = backend.get("connector", "nixl")
+    for role in ("prefill", "decode"):
+        workers = int(resources.get(f"{role}_workers") or 0)
+        imp.set((role, "endpoints"), max(1, workers), o("resources", f"{role}_workers"))
+        for key, value in (backend.get(f"{role}_environment") or {}).items():
+            _env(imp, role, str(key), value, o("backend", f"{role}_environment", key))
+        cfg = vllm_config.get(role) or {}
+        words = _words(cfg, pos, ("backend", "vllm_config", role), file)
+        flags = read_flags(words, positional_model=False)
+        if "connector" in cfg:
+            connector, conn_origin = cfg["connector"], o("backend", "vllm_config", role, "connector")
+        else:
+            connector, conn_origin = shared_connector, o("backend", "connector") if "connector" in backend \
+                else o("backend", note="srt-slurm's default connector: nixl")
+        if flags.kv_config is None and connector not in (None, "null", "none"):
+            flags.kv_config = (_connector_config(connector, conn_origin), Word(str(connector), conn_origin.line,
+                                                                               conn_origin.col))
+        apply_role(imp, role, flags, file, endpoint_origin=o("backend", "vllm_config", role))
+        explicit_gpus = resources.get(f"gpus_per_{role}")
+        par = imp.get((role, "parallel"), {})
+        if explicit_gpus and int(explicit_gpus) != par.get("tp", 1) * par.get("dp", 1):
+            imp.drop(o("resources", f"gpus_per_{role}"), f"gpus_per_{role}: {explicit_gpus}",
+                     f"recipectl gives each endpoint TP x DP = {par.get('tp', 1) * par.get('dp', 1)} GPUs")
+        # srtctl gives a DP endpoint that spans nodes an RPC port of its own (allocated per
+        # process from 8400 unless the recipe sets one)
+        if par.get("tp", 1) * par.get("dp", 1) > gpn and imp.get((role, "data_parallel_rpc_port")) is None:
+            imp.set((role, "data_parallel_rpc_port"), SRTCTL_DP_RPC_PORT,
+                    o("backend", "vllm_config", role,
+                      note="srtctl passes --data-parallel-rpc-port (from 8400) to a DP endpoint that spans nodes"))
+    for key in _NOT_ENGINE:
+        if key in data:
+            imp.drop(o(key), key, "srt-slurm's own orchestration: recipectl renders its own")
+    _benchmark(imp, data.get("benchmark") or {}, o)
+    return imp
+
+
+def _env(imp: Imported, role: str, key: str, value: Any, origin: Origin) -> None:
+    if key == "VLLM_NIXL_SIDE_CHANNEL_PORT" and str(value).isdigit():
+        imp.set((role, "side_channel_port"), int(value), origin)
+    else:
+        imp.set((role, "env", key), as_env(value), origin)
+
+
+def _words(cfg: dict, pos: dict, base: tuple, file: str) -> list[Word]:
+    """vllm_config as srtctl turns it into a command line: `--key value`, `true` the bare flag,
+    `false` nothing, a list its items, each word at the key's line."""
+    words: list[Word] = []
+    for key, value in cfg.items():
+        if key == "connector":
+            continue
+        line, col = pos.get(base + (key,), pos[()])
+        flag = "--" + str(key).replace("_", "-")
+        if isinstance(value, bool):
+            if value:
+                words.append(Word(flag, line, col))
+            continue
+        if value is None:
+            continue
+        words.append(Word(flag, line, col))
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            words.append(Word(json.dumps(item) if isinstance(item, dict) else str(item), line, col))
+    return words
+
+
+def _connector_config(connector: Any, origin: Origin) -> dict:
+    if isinstance(connector, str) and connector.lower() in CONNECTOR_PRESETS:
+        return dict(CONNECTOR_PRESETS[connector.lower()])
+    if isinstance(connector, dict):
+        return connector
+    try:
+        value = json.loads(str(connector))
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise NotImportable(f"{origin.file}:{origin.line}: connector {connector!r}: recipectl deploys NIXL only")
+    return value
+
+
+def _benchmark(imp: Imported, bench: dict, o) -> None:
+    isl, osl = bench.get("isl"), bench.get("osl")
+    if isl and osl:
+        imp.set(("workload", "isl"), int(isl), o("benchmark", "isl"))
+        imp.set(("workload", "osl"), int(osl), o("benchmark", "osl"))
+        conc = bench.get("concurrencies")
+        if isinstance(conc, str):
+            levels = [int(c) for c in conc.replace(",", "x").split("x") if c.strip().isdigit()]
+        elif isinstance(conc, list):
+            levels = [int(c) for c in conc]
+        elif isinstance(conc, int):
+            levels = [conc]
+        else:
+            levels = []
+        if levels:
+            imp.set(("workload", "concurrency"), levels, o("benchmark", "concurrencies"))
+        ratio = bench.get("random_range_ratio")
+        if ratio is not None:
+            imp.set(("workload", "random_range_ratio"), float(ratio), o("benchmark", "random_range_ratio"))
+    else:
+        placeholder_workload(imp, o("benchmark") if bench else o())
+    kind = str(bench.get("type", ""))
+    if kind == "gsm8k":
+        imp.set(("checks", "gsm8k", "enabled"), True, o("benchmark", "type"))
+        if bench.get("num_shots") is not None:
+            imp.set(("checks", "gsm8k", "num_shots"), int(bench["num_shots"]), o("benchmark", "num_shots"))
+    elif kind and kind != "sa-bench":
+        imp.drop(o("benchmark", "type"), f"benchmark.type: {kind}", "recipectl's bench runs vllm bench serve")

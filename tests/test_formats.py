@@ -1,0 +1,86 @@
+"""recipectl.formats: detection by content, positions in the original file, what exits 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from recipectl.formats import DYNAMO, NATIVE, SRT_SLURM, VLLM_SERVE, sniff
+from recipectl.formats.common import shell_words
+from recipectl.loader import load_text
+
+ROOT = Path(__file__).resolve().parent.parent
+FIELD = Path(__file__).parent / "field"
+
+PAIR = """#!/bin/bash
+# on 2 x H200
+export VLLM_SSM_CONV_STATE_LAYOUT=DS
+pip install vllm==0.26.0
+CUDA_VISIBLE_DEVICES=0 vllm serve Qwen/Qwen3.5-35B-A3B \\
+  --port 8100 --no-enable-prefix-caching \\
+  --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}' &
+CUDA_VISIBLE_DEVICES=1 vllm serve Qwen/Qwen3.5-35B-A3B --port 8200 \\
+  --max-num-seqs 64 --some-new-flag 3 \\
+  --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}' &
+wait
+"""
+
+
+def test_sniff_by_content():
+    assert sniff((ROOT / "recipes/h200/tiny-qwen35-pd.yaml").read_text()) == NATIVE
+    assert sniff((FIELD / "srt-slurm/qwen35-397b-gb200-4xdep2-1xdep8.yaml").read_text()) == SRT_SLURM
+    assert sniff((FIELD / "dynamo/qwen35-397b-fp8-h100-disagg.yaml").read_text()) == DYNAMO
+    assert sniff(PAIR) == VLLM_SERVE
+    # a native recipe whose serve_command mentions vllm serve stays native
+    assert sniff("version: 1\nengine:\n  serve_command: [vllm, serve]\n") == NATIVE
+
+
+def test_shell_words_keep_lines_through_continuations():
+    commands = shell_words(PAIR)
+    serve = [c for c in commands if any(w.text == "serve" for w in c)]
+    assert len(serve) == 2
+    words = {w.text: (w.line, w.col) for w in serve[0]}
+    assert words["--port"] == (6, 3)
+    assert words['{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'] == (7, 24)
+
+
+def test_command_lines_map_to_fields_and_extra_args():
+    result = load_text(PAIR, "pair.sh")
+    assert result.ok, result.diagnostics
+    loaded = result.recipes[0]
+    r = loaded.recipe
+    assert (r.cluster.gpu.value, r.engine.vllm_version, r.model.path) == ("H200", "0.26.0", "Qwen/Qwen3.5-35B-A3B")
+    assert r.prefill.port == 8100 and r.prefill.enable_prefix_caching is False
+    assert r.decode.max_num_seqs == 64 and r.decode.extra_args == ["--some-new-flag", "3"]
+    assert r.decode.kv_role == "kv_consumer" and r.prefill.env["VLLM_SSM_CONV_STATE_LAYOUT"] == "DS"
+    assert loaded.source.locate(("decode", "extra_args", 1)) == (9, 37)
+    assert loaded.source.locate(("decode", "max_num_seqs")) == (9, 3)
+
+
+def _recipectl(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "recipectl", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
+
+
+def test_one_role_without_its_partner_is_invalid(tmp_path):
+    script = tmp_path / "lonely.sh"
+    script.write_text(PAIR.split("CUDA_VISIBLE_DEVICES=1")[0])
+    r = _recipectl("validate", str(script))
+    assert r.returncode == 2
+    assert "a P/D recipe needs decode too" in r.stdout
+
+
+def test_import_unknown_format_exits_2(tmp_path):
+    other = tmp_path / "notes.txt"
+    other.write_text("nothing to see\n")
+    r = _recipectl("import", str(other))
+    assert r.returncode == 2 and "not a format recipectl imports" in r.stderr
+
+
+def test_import_prints_what_it_could_not_carry():
+    r = _recipectl("import", "tests/field/dynamo/qwen35-27b-h100-disagg-tp1-async-off.yaml")
+    assert r.returncode == 0
+    assert "not carried: service Frontend" in r.stderr
+    assert "# Not carried over:" in r.stdout
+    assert "--no-async-scheduling" in r.stdout
