@@ -85,7 +85,7 @@ def sd_layout(ctx: RuleContext) -> Iterator[Violation]:
 
 
 @rule(code="HYB003", name="hybrid.decode-prefix-caching", title="Prefix caching on a hybrid P/D pair",
-      severity=Severity.WARNING, category=Category.CRASH,
+      severity=Severity.ERROR, category=Category.CRASH,
       applies="hybrid model, NIXL, either role, vLLM < 0.32 without PR 42554",
       source="vLLM PR #42554 ([PD][Nixl] Mamba prefix caching mode support); ai-dynamo/dynamo#12197 (decode "
              "'SSM can only have one local block'); vLLM #53514 (prefill-side assertion after a cache hit, 0.27.0)")
@@ -100,7 +100,9 @@ def decode_prefix_caching(ctx: RuleContext) -> Iterator[Violation]:
     transferred request — not at start-up, so the deployment looks healthy until traffic
     arrives. On prefill, a cache hit combined with NIXL's N-1 truncation asserted on 0.27.0
     (vLLM #53514). recipectl verified prefix caching on both roles on vLLM 0.32 (the local
-    recipe's parity check); a warning, since the failure needs a cache hit or a transfer.
+    recipe's parity check). An error on the decode of a release known to lack the fix; a warning on
+    prefill (the H200 evidence recipe ran on 0.26 with it on: the failure needs a cache hit) and
+    where the version is unknown.
 
     Example:
         engine: {vllm_version: 0.26.0}
@@ -119,11 +121,15 @@ def decode_prefix_caching(ctx: RuleContext) -> Iterator[Violation]:
         if setting.value is False:
             continue
         state = "enabled" if setting.explicit else "on by default"
+        # decode asserts on its first transfer; prefill only after a prefix-cache hit (#53514), and
+        # recipes/h200/tiny-qwen35-pd.yaml ran on 0.26 with it on: a warning there
+        certain = role == "decode" and ctx.version is not None
         yield Violation(setting.path,
                         f"prefix caching is {state} on the hybrid {role} and vLLM "
                         f"{'version is unknown' if ctx.version is None else 'is older than 0.32'}",
                         f"{role}:\n  enable_prefix_caching: false\n"
-                        "# or declare the fix: engine: {patches: [42554]}")
+                        "# or declare the fix: engine: {patches: [42554]}",
+                        None if certain else Severity.WARNING)
 
 
 @rule(code="HYB004", name="hybrid.speculative-decoding", title="Speculative decoding / MTP with hybrid P/D",
