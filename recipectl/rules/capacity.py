@@ -46,6 +46,13 @@ def decode_saturation(ctx: RuleContext) -> Iterator[Violation]:
     if sat is None or want <= sat:
         return
     per_endpoint_gpus = ctx.recipe.decode.parallel.gpus
+    if not decode.plan.saturation_concurrency_per_rank:
+        # the cache holds no request at all (weights and overheads take the memory)
+        yield Violation("workload.concurrency",
+                        f"decode holds no request: {decode.plan.num_blocks} cache blocks per rank, "
+                        f"{decode.plan.cache_bytes / 1e9:.2f} GB of cache per GPU after the weights",
+                        "decode:\n  parallel: DEP8   # more GPUs per endpoint, or a quantized checkpoint")
+        return
     need_gpus = decode.plan.decode_gpus_for(want)
     endpoints = -(-need_gpus // per_endpoint_gpus)
     yield Violation("workload.concurrency",
