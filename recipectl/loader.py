@@ -8,6 +8,7 @@ impossible values.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,31 +77,128 @@ def key_to_dotted(key: PathKey) -> str:
     return ".".join(str(p) for p in key)
 
 
+# Limits on what one recipe file may ask of the loader. A recipe is a few hundred nodes; these are
+# far past any real one and keep a hostile file (an alias bomb, a 1,000-deep nesting, a 4 KB
+# matrix of millions of combinations) to a fast refusal instead of minutes of CPU and gigabytes.
+MAX_FILE_BYTES = 1 << 20  # 1 MiB of YAML
+MAX_NODES = 20_000  # nodes of the document with every alias expanded
+MAX_DEPTH = 64  # nested mappings/sequences
+MAX_INT = 2**53  # larger whole numbers mean nothing in a recipe (and lose precision as floats)
+
+_STD = "tag:yaml.org,2002:"
+_TAGS_CHECKED = {_STD + t for t in ("bool", "int", "float", "null", "timestamp")}
+_TAGS_OK = _TAGS_CHECKED | {_STD + t for t in ("str", "seq", "map", "merge")}
+
+
 class _DuplicateKey(Exception):
     def __init__(self, key: str, mark: yaml.Mark, first: yaml.Mark):
         self.key, self.mark, self.first = key, mark, first
 
 
-def _walk(node: yaml.Node, path: PathKey, positions: dict[PathKey, Position]) -> None:
-    if isinstance(node, yaml.MappingNode):
+class _Refused(Exception):
+    """The document is well-formed YAML that no recipe can be: reported at `mark`, never constructed."""
+
+    def __init__(self, message: str, mark: yaml.Mark | None, path: PathKey, fix: str | None = None):
+        self.message, self.mark, self.path, self.fix = message, mark, path, fix
+
+
+def _tag_name(tag: str) -> str:
+    return "!!" + tag[len(_STD):] if tag.startswith(_STD) else tag
+
+
+class _Walker:
+    """Records where each key stands, and refuses what would make construction or validation
+    blow up: aliases that expand past MAX_NODES (or into themselves), nesting past MAX_DEPTH,
+    tags a recipe has no use for, scalars their tag cannot construct (`!!bool maybe`,
+    `!!int abc`), numbers out of range, .inf/.nan, and text that is not valid Unicode."""
+
+    def __init__(self, loader: Any, positions: dict[PathKey, Position]):
+        self.loader = loader
+        self.positions = positions
+        self.count = 0
+        self.open: set[int] = set()  # ids of the collection nodes being walked (an alias to one is a cycle)
+
+    def walk(self, node: yaml.Node, path: PathKey, depth: int = 0) -> None:
+        self.count += 1
+        if self.count > MAX_NODES:
+            raise _Refused(f"the document expands to more than {MAX_NODES:,} values (aliases included)",
+                           node.start_mark, path, "write the values out; a recipe needs a few hundred")
+        if node.tag not in _TAGS_OK:
+            raise _Refused(f"tag {_tag_name(node.tag)} has no place in a recipe", node.start_mark, path,
+                           "remove the tag; write a plain value")
+        if isinstance(node, yaml.ScalarNode):
+            self._scalar(node, path)
+            return
+        if depth >= MAX_DEPTH:
+            raise _Refused(f"nested deeper than {MAX_DEPTH} levels", node.start_mark, path)
+        if id(node) in self.open:
+            raise _Refused("an alias refers to the node that contains it (a recursive alias)",
+                           node.start_mark, path, "anchor a value, and use its alias outside of it")
+        self.open.add(id(node))
+        try:
+            if isinstance(node, yaml.MappingNode):
+                self._mapping(node, path, depth)
+            else:
+                for i, item in enumerate(node.value):
+                    self.positions[path + (i,)] = (item.start_mark.line + 1, item.start_mark.column + 1)
+                    self.walk(item, path + (i,), depth + 1)
+        finally:
+            self.open.discard(id(node))
+
+    def _mapping(self, node: yaml.MappingNode, path: PathKey, depth: int) -> None:
         seen: dict[str, yaml.Mark] = {}
         for key_node, value_node in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: keys keep the anchor's position
+            if key_node.tag == _STD + "merge":  # `<<: *anchor`: keys keep the anchor's position
                 merged = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
                 for m in merged:
-                    _walk(m, path, positions)
+                    if isinstance(m, yaml.MappingNode):
+                        self.walk(m, path, depth)
                 continue
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise _Refused("a key must be a plain name, not a list or mapping", key_node.start_mark, path)
+            self.walk(key_node, path, depth + 1)
             key = str(key_node.value)
             if key in seen:
                 raise _DuplicateKey(key, key_node.start_mark, seen[key])
             seen[key] = key_node.start_mark
             child = path + (key,)
-            positions[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-            _walk(value_node, child, positions)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            positions[path + (i,)] = (item.start_mark.line + 1, item.start_mark.column + 1)
-            _walk(item, path + (i,), positions)
+            self.positions[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            self.walk(value_node, child, depth + 1)
+
+    def _scalar(self, node: yaml.ScalarNode, path: PathKey) -> None:
+        value = node.value
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _Refused("the text is not valid Unicode (a lone surrogate, e.g. an escaped \\udc80)",
+                           node.start_mark, path, "remove the escape, or write the character itself") from None
+        if node.tag not in _TAGS_CHECKED:
+            return
+        implicit = self.loader.resolve(yaml.ScalarNode, value, (True, False))
+        accepted = {node.tag} | ({_STD + "int"} if node.tag == _STD + "float" else set())
+        if implicit not in accepted:
+            raise _Refused(f"{_short(value)!r} is not a valid {_tag_name(node.tag)}", node.start_mark, path,
+                           {"bool": "write true or false", "int": "write a whole number",
+                            "float": "write a number", "null": "write null, or remove the key"}
+                           .get(node.tag[len(_STD):], "remove the tag"))
+        try:
+            constructed = self.loader.construct_object(node)
+        except (ValueError, OverflowError, yaml.YAMLError):  # e.g. past Python's 4,300-digit int limit
+            raise _Refused(f"{_short(value)!r} is not a valid {_tag_name(node.tag)}", node.start_mark, path) from None
+        if isinstance(constructed, bool) or not isinstance(constructed, (int, float)):
+            return
+        if isinstance(constructed, float) and constructed != constructed or constructed in (float("inf"),
+                                                                                           float("-inf")):
+            raise _Refused(f"{_short(value)} is not a finite number", node.start_mark, path,
+                           "write a finite number")
+        if abs(constructed) > MAX_INT:
+            raise _Refused(f"{_short(value)} is out of range (a recipe's numbers are below 2**53)",
+                           node.start_mark, path, "write a realistic number")
+
+
+def _short(text: str, limit: int = 40) -> str:
+    """A value as a message may quote it: long ones cut (a message never carries a whole blob)."""
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
 def _schema_diag(file: str, message: str, pos: Position | None, *, path: str = "", fix: str | None = None,
@@ -118,24 +216,37 @@ _FAST_LOADER = getattr(yaml, "CSafeLoader", None)
 
 def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic]]:
     """Parse YAML text into plain data plus a source map; problems come back as diagnostics."""
+    if len(text) > MAX_FILE_BYTES:
+        return None, SourceMap(file=file), [_schema_diag(
+            file, f"the file is larger than {MAX_FILE_BYTES // 1024} KiB: not a recipe", None, code="SCH000")]
     if _FAST_LOADER is not None:
         try:
             return _parse_yaml(text, file, _FAST_LOADER)
+        except yaml.MarkedYAMLError as e:
+            if "exceeded maximum nesting depth" in str(e.problem):  # the Python parser would overflow its stack
+                return None, SourceMap(file=file), [_syntax_diag(file, e)]
         except (yaml.YAMLError, ValueError):  # ValueError: text libyaml cannot take (a lone surrogate)
             pass  # reported below, in the Python parser's words
     try:
         return _parse_yaml(text, file, yaml.SafeLoader)
     except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        pos = (mark.line + 1, mark.column + 1) if mark else None
-        msg = f"YAML syntax error: {e.problem or e.context}"
-        if e.context and e.problem:
-            msg += f" ({e.context})"
-        return None, SourceMap(file=file), [_schema_diag(
-            file, msg, pos, code="SCH000",
-            fix="fix the YAML syntax at this position (indentation, quotes, ':' after keys)")]
+        return None, SourceMap(file=file), [_syntax_diag(file, e)]
     except yaml.YAMLError as e:
         return None, SourceMap(file=file), [_schema_diag(file, f"YAML error: {e}", None, code="SCH000")]
+    except RecursionError:  # the pure-Python parser recurses once per nesting level
+        return None, SourceMap(file=file), [_schema_diag(
+            file, "YAML error: nested too deeply to parse", None, code="SCH000",
+            fix=f"a recipe nests a few levels (at most {MAX_DEPTH})")]
+
+
+def _syntax_diag(file: str, e: yaml.MarkedYAMLError) -> Diagnostic:
+    mark = e.problem_mark or e.context_mark
+    pos = (mark.line + 1, mark.column + 1) if mark else None
+    msg = f"YAML syntax error: {e.problem or e.context}"
+    if e.context and e.problem:
+        msg += f" ({e.context})"
+    return _schema_diag(file, msg, pos, code="SCH000",
+                        fix="fix the YAML syntax at this position (indentation, quotes, ':' after keys)")
 
 
 def _parse_yaml(text: str, file: str, loader_class: type) -> tuple[Any, SourceMap, list[Diagnostic]]:
@@ -150,17 +261,23 @@ def _parse_yaml(text: str, file: str, loader_class: type) -> tuple[Any, SourceMa
             return None, smap, [_schema_diag(file, "the file is empty", (1, 1), code="SCH000",
                                              fix="start from a recipe in recipes/ (recipectl show --resolved)")]
         smap.positions[()] = (node.start_mark.line + 1, node.start_mark.column + 1)
-        _walk(node, (), smap.positions)
+        _Walker(loader, smap.positions).walk(node, ())
         data = loader.construct_document(node)
     except _DuplicateKey as e:
         return None, smap, [_schema_diag(
             file, f"duplicate key '{e.key}' (first defined at line {e.first.line + 1})",
             (e.mark.line + 1, e.mark.column + 1), code="SCH000", fix="keep one of the two keys")]
+    except _Refused as e:
+        pos = (e.mark.line + 1, e.mark.column + 1) if e.mark else None
+        return None, smap, [_schema_diag(file, e.message, pos, path=key_to_dotted(e.path), fix=e.fix,
+                                         code="SCH000")]
     finally:
         loader.dispose()
     if not isinstance(data, dict):
         return None, smap, [_schema_diag(file, "a recipe must be a mapping of keys (version, model, engine, ...)",
                                          (1, 1), code="SCH000")]
+    if not all(isinstance(k, str) for k in data):
+        return None, smap, [_schema_diag(file, "every top-level key must be a name", (1, 1), code="SCH000")]
     return data, smap, []
 
 
@@ -254,6 +371,9 @@ def validation_diagnostics(err: ValidationError, smap: SourceMap, raw: dict, pre
         if etype == "value_error" and "ctx" in e and isinstance(e["ctx"].get("error"), ValueError):
             err_obj = e["ctx"]["error"]
             fix = getattr(err_obj, "fix", None) or fix
+            if isinstance(getattr(err_obj, "field", None), str):  # raised above the field it concerns
+                dotted = err_obj.field
+                pos = smap.locate(prefix + dotted_to_key(dotted))
         out.append(_schema_diag(smap.file, msg, pos, path=dotted, fix=fix, code="SCH001"))
     return out
 
@@ -278,13 +398,45 @@ def load_text(text: str, file: str = "<recipe>", *, base_dir: Path | None = None
     return LoadResult(file, recipes, diags)
 
 
+def read_recipe_text(path: str | Path, limit: int = MAX_FILE_BYTES) -> str:
+    """The text of a regular file of at most `limit` bytes. A FIFO, device or directory is refused
+    without being opened for a blocking read (`validate` on a FIFO waited forever). Raises
+    OSError or UnicodeDecodeError; a `ValueError` for what is not a readable recipe file."""
+    import stat
+
+    st = os.stat(path)
+    if stat.S_ISDIR(st.st_mode):
+        raise ValueError("a directory, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError("not a regular file (a FIFO, socket or device)")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped between the stat and the open
+            raise ValueError("not a regular file")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise ValueError(f"larger than {limit // 1024} KiB: not a recipe")
+    return b"".join(chunks).decode("utf-8")
+
+
 def load_file(path: str | Path) -> LoadResult:
     p = Path(path)
     shown = str(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_recipe_text(p)
     except FileNotFoundError:
         return LoadResult(shown, [], [_schema_diag(shown, "no such file", None, code="SCH000")])
-    except (OSError, UnicodeDecodeError) as e:
+    except ValueError as e:  # UnicodeDecodeError included
         return LoadResult(shown, [], [_schema_diag(shown, f"cannot read the file: {e}", None, code="SCH000")])
+    except OSError as e:
+        return LoadResult(shown, [], [_schema_diag(shown, f"cannot read the file: {e.strerror or e}", None,
+                                                   code="SCH000")])
     return load_text(text, shown, base_dir=p.parent)
