@@ -216,7 +216,8 @@ def plan(
     from .commands.plan import print_plan
     from .validate import load_variant
 
-    raise typer.Exit(print_plan(load_variant(recipe, variant).recipe, recipe, as_json=format is OutputFormat.json))
+    loaded = load_variant(recipe, variant)
+    raise typer.Exit(print_plan(loaded.recipe, recipe, as_json=format is OutputFormat.json, loaded=loaded))
 
 
 @app.command()

@@ -125,9 +125,10 @@ def _mem_available_gib() -> float | None:
 
 def _cpu_memory_need_gib(recipe: Recipe) -> float:
     # ~3 GiB of runtime per CPU server (seen: 6.3 GB RSS for a tiny P/D pair) plus its KV cache space
-    kv = float(recipe.engine.env.get("VLLM_CPU_KVCACHE_SPACE", "4"))
+    from ..plan.recipe_plan import cpu_kvcache_gib
+
     n = recipe.prefill.endpoints + recipe.decode.endpoints
-    return n * (3.0 + kv)
+    return n * 3.0 + sum(s.endpoints * (cpu_kvcache_gib(recipe.role_env(r)) or 4) for r, s in recipe.roles.items())
 
 
 def _gpu_preflight(recipe: Recipe) -> list[tuple[str, str]]:
