@@ -184,7 +184,8 @@ class Supervisor:
         spec = self.specs[name]
         p = procs.start(ps.argv, process_environ(self.recipe, spec), Path(ps.log))
         self.popen[name] = p
-        ps.pid, ps.start_ticks, ps.started_at = p.pid, procs.proc_start_ticks(p.pid), time.time()
+        ps.pid, ps.start_time, ps.started_at = p.pid, procs.proc_start_time(p.pid), time.time()
+        self.state.record_start(ps)
         self.state.save()
 
     def dead(self) -> ProcessState | None:
