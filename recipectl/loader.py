@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from .diagnostics import Category, Diagnostic, Severity
 from .schema import Recipe
+from .secretscan import redact_text, secret_name, secret_value
 
 Position = tuple[int, int]  # 1-based line, column
 PathKey = tuple[str | int, ...]
@@ -177,28 +178,50 @@ class _Walker:
         implicit = self.loader.resolve(yaml.ScalarNode, value, (True, False))
         accepted = {node.tag} | ({_STD + "int"} if node.tag == _STD + "float" else set())
         if implicit not in accepted:
-            raise _Refused(f"{_short(value)!r} is not a valid {_tag_name(node.tag)}", node.start_mark, path,
+            raise _Refused(f"{_quoted(value, path)} is not a valid {_tag_name(node.tag)}", node.start_mark, path,
                            {"bool": "write true or false", "int": "write a whole number",
                             "float": "write a number", "null": "write null, or remove the key"}
                            .get(node.tag[len(_STD):], "remove the tag"))
         try:
             constructed = self.loader.construct_object(node)
         except (ValueError, OverflowError, yaml.YAMLError):  # e.g. past Python's 4,300-digit int limit
-            raise _Refused(f"{_short(value)!r} is not a valid {_tag_name(node.tag)}", node.start_mark, path) from None
+            raise _Refused(f"{_quoted(value, path)} is not a valid {_tag_name(node.tag)}", node.start_mark,
+                           path) from None
         if isinstance(constructed, bool) or not isinstance(constructed, (int, float)):
             return
         if isinstance(constructed, float) and constructed != constructed or constructed in (float("inf"),
                                                                                            float("-inf")):
-            raise _Refused(f"{_short(value)} is not a finite number", node.start_mark, path,
+            raise _Refused(f"{_quoted(value, path, bare=True)} is not a finite number", node.start_mark, path,
                            "write a finite number")
         if abs(constructed) > MAX_INT:
-            raise _Refused(f"{_short(value)} is out of range (a recipe's numbers are below 2**53)",
+            raise _Refused(f"{_quoted(value, path, bare=True)} is out of range (a recipe's numbers are below 2**53)",
                            node.start_mark, path, "write a realistic number")
 
 
 def _short(text: str, limit: int = 40) -> str:
     """A value as a message may quote it: long ones cut (a message never carries a whole blob)."""
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
+_QUOTE_LIMIT = 40  # longer values are never quoted back in a message
+
+
+def _may_quote(value: Any, path: PathKey) -> bool:
+    """Whether a message may quote `value` back: short, not under a credential-named key (an env
+    var, a flag's neighbour), not credential-shaped. Findings are printed, logged, pasted."""
+    if isinstance(value, (bytes, bytearray)):
+        return False
+    text = str(value)
+    if len(text) > _QUOTE_LIMIT or secret_value(text):
+        return False
+    return not any(isinstance(p, str) and secret_name(p) for p in path)
+
+
+def _quoted(value: str, path: PathKey, *, bare: bool = False) -> str:
+    """`value` as a refusal may quote it (cut when long), or "the value" where it must not be quoted."""
+    if secret_value(value) or not _may_quote(value[:_QUOTE_LIMIT], path):
+        return "the value"
+    return _short(value) if bare else repr(_short(value))
 
 
 def _schema_diag(file: str, message: str, pos: Position | None, *, path: str = "", fix: str | None = None,
@@ -364,8 +387,9 @@ def validation_diagnostics(err: ValidationError, smap: SourceMap, raw: dict, pre
         msg = e["msg"]
         if etype == "missing":
             msg = f"missing required key '{loc[-1]}'" if loc else "missing required key"
-        elif "input" in e and not isinstance(e["input"], (dict, list)):
+        elif "input" in e and not isinstance(e["input"], (dict, list)) and _may_quote(e["input"], full):
             msg = f"{msg} (got {e['input']!r})"
+        msg = redact_text(msg)  # a message the schema words itself may quote the value
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
         if etype == "value_error" and "ctx" in e and isinstance(e["ctx"].get("error"), ValueError):
