@@ -23,9 +23,11 @@ def print_dry_run(recipe: Recipe, *, as_json: bool) -> None:
     if as_json:
         from ..launch.local import recipe_env
         from ..render.values import literal
+        from ..secretscan import redact_argv
 
         out = [{"name": p.name, "kind": p.kind, "host": p.host, "port": p.port, "gpus": list(p.gpus),
-                "env": recipe_env(recipe, p), "argv": [literal(a, hosts) for a in p.argv]} for p in dep.processes]
+                "env": recipe_env(recipe, p), "argv": redact_argv([literal(a, hosts) for a in p.argv])}
+               for p in dep.processes]
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         return
     for node in dep.nodes_used:
