@@ -4,6 +4,7 @@ recipe's launch.run_dir honoured. Real short-lived processes (sleep), never the 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -234,3 +235,27 @@ def test_launch_slurm_reports_a_slow_scancel_after_its_own_failure(monkeypatch, 
                             as_json=False)
     err = capsys.readouterr().err
     assert rc == 1 and "launch failed" in err and "could not cancel Slurm job 42" in err
+
+
+@pytest.mark.parametrize("damage", [
+    lambda d: "[]",
+    lambda d: json.dumps({**d, "processes": "x"}),
+    lambda d: json.dumps({**d, "processes": [{"name": "p"}]}),
+    lambda d: json.dumps({**d, "processes": [{**d["processes"][0], "pid": "123"}]}),
+    lambda d: json.dumps({**d, "processes": [{**d["processes"][0], "start_time": "yesterday"}]}),
+    lambda d: "\x00" * 10,
+])
+def test_a_state_of_the_wrong_shape_is_reported_and_the_run_stopped(cli, tmp_path, damage):
+    root = tmp_path / "runs"
+    state, p = _run(root, _recipe(tmp_path, "shape"), "shape")
+    try:
+        f = Path(state.run_dir) / STATE_FILE
+        f.write_text(damage(json.loads(f.read_text())))
+        for command in ("status", "logs"):
+            r = cli(command, *(["--run", state.run_id] if command == "logs" else [state.run_id]), root=root)
+            assert r.returncode == 2 and "unreadable" in r.stderr, r.stderr
+        r = cli("stop", state.run_id, root=root)
+        assert r.returncode == 2 and "unreadable" in r.stderr
+        assert _gone(p)
+    finally:
+        _cleanup(p)

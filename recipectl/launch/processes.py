@@ -23,7 +23,7 @@ def proc_start_time(pid: int) -> float | None:
     """When `pid` started (seconds since the epoch), None when there is no such process."""
     try:
         return psutil.Process(pid).create_time()
-    except (psutil.Error, ValueError):
+    except (psutil.Error, ValueError, TypeError):
         return None
 
 
@@ -41,7 +41,7 @@ def is_ours(pid: int | None, start_time: float | None) -> bool:
     try:
         p = psutil.Process(pid)
         return abs(p.create_time() - start_time) < _SAME_START_S and _live(p)
-    except (psutil.Error, ValueError):
+    except (psutil.Error, ValueError, TypeError):
         return False
 
 

@@ -102,6 +102,11 @@ class RunState:
             known = {f.name for f in fields(ProcessState)}
             procs = [ProcessState(**{k: v for k, v in p.items() if k in known}) for p in data.pop("processes", [])]
             own = {f.name for f in fields(cls)} - {"processes"}
+            for p in procs:  # what stop acts on must have the types it acts with
+                if not (p.pid is None or type(p.pid) is int and p.pid > 0) or not (
+                        p.start_time is None or type(p.start_time) in (int, float)):
+                    raise ValueError(f"process {str(p.name)[:40]!r} has pid {str(p.pid)[:20]!r}, "
+                                     f"start time {str(p.start_time)[:20]!r}")
             return cls(**{k: v for k, v in data.items() if k in own}, processes=procs)
         except OSError as e:
             raise CorruptState(path, e.strerror or str(e)) from None
