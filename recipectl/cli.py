@@ -187,25 +187,31 @@ def launch(
                                   as_json=format is OutputFormat.json, preflight=preflight))
 
 
+RUN_DIR_HELP = ("where runs are kept (a recipe's launch.run_dir); given a recipe file, its own launch.run_dir "
+                "is used without this")
+
+
 @app.command()
 def status(
     run: Optional[str] = typer.Argument(None, help="run id, recipe or run directory (default: the latest run)"),
     format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f"),
+    run_dir: Optional[str] = typer.Option(None, "--run-dir", help=RUN_DIR_HELP),
 ) -> None:
     """Show a run's processes: alive, healthy, ports, logs."""
     from .commands.launch import show_status
 
-    raise typer.Exit(show_status(run, as_json=format is OutputFormat.json))
+    raise typer.Exit(show_status(run, as_json=format is OutputFormat.json, run_dir=run_dir))
 
 
 @app.command()
 def stop(
     run: Optional[str] = typer.Argument(None, help="run id, recipe or run directory (default: the latest)"),
+    run_dir: Optional[str] = typer.Option(None, "--run-dir", help=RUN_DIR_HELP),
 ) -> None:
     """Stop a run: SIGTERM to every process group, SIGKILL after the grace period."""
     from .commands.launch import stop_run
 
-    raise typer.Exit(stop_run(run))
+    raise typer.Exit(stop_run(run, run_dir=run_dir))
 
 
 app.command("down", help="Alias of stop.")(stop)
@@ -217,11 +223,12 @@ def logs(
     follow: bool = typer.Option(False, "--follow", "-f", help="keep printing new lines"),
     lines: int = typer.Option(40, "--lines", "-n"),
     run: Optional[str] = typer.Option(None, "--run", help="run id, recipe or run directory"),
+    run_dir: Optional[str] = typer.Option(None, "--run-dir", help=RUN_DIR_HELP),
 ) -> None:
     """Print the logs of a run's processes."""
     from .commands.launch import show_logs
 
-    raise typer.Exit(show_logs(run, process, follow=follow, lines=lines))
+    raise typer.Exit(show_logs(run, process, follow=follow, lines=lines, run_dir=run_dir))
 
 
 @app.command()
@@ -234,7 +241,8 @@ def plan(
     from .commands.plan import print_plan
     from .validate import load_variant
 
-    raise typer.Exit(print_plan(load_variant(recipe, variant).recipe, recipe, as_json=format is OutputFormat.json))
+    loaded = load_variant(recipe, variant)
+    raise typer.Exit(print_plan(loaded.recipe, recipe, as_json=format is OutputFormat.json, loaded=loaded))
 
 
 @app.command()

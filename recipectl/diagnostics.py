@@ -25,6 +25,7 @@ class Category(str, Enum):
     CRASH = "crash"
     SILENT_CORRUPTION = "silent-corruption"
     REFUSED = "refused"  # the engine rejects the command line or the requests
+    SECURITY = "security"  # a credential written into rendered files, run state or `ps`
     PERFORMANCE = "performance"
     CAPACITY = "capacity"
     OPERABILITY = "operability"

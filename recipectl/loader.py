@@ -8,7 +8,7 @@ impossible values.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,37 +17,22 @@ from pydantic import BaseModel, ValidationError
 
 from .diagnostics import Category, Diagnostic, Severity
 from .schema import Recipe
-
-Position = tuple[int, int]  # 1-based line, column
-PathKey = tuple[str | int, ...]
-
-
-@dataclass
-class SourceMap:
-    """Where each key/item of the YAML document stands (1-based line, column)."""
-
-    file: str
-    positions: dict[PathKey, Position] = field(default_factory=dict)
-    # an imported pair of scripts: the paths whose position is in another file than `file`
-    files: dict[PathKey, str] = field(default_factory=dict)
-
-    def file_of(self, path: PathKey) -> str:
-        """The file `locate(path)` points into."""
-        path = tuple(path)
-        while path:
-            if path in self.positions:
-                return self.files.get(path, self.file)
-            path = path[:-1]
-        return self.file
-
-    def locate(self, path: PathKey) -> Position | None:
-        """The position of `path`, or of its nearest ancestor that exists in the file."""
-        path = tuple(path)
-        while path:
-            if path in self.positions:
-                return self.positions[path]
-            path = path[:-1]
-        return self.positions.get((), None)
+from .secretscan import redact_text
+from .yamlsource import (
+    FAST_LOADER,
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+    DuplicateKey,
+    PathKey,
+    Position,
+    Refused,
+    SourceMap,
+    Walker,
+    dotted_to_key,
+    key_to_dotted,
+    may_quote,
+    read_recipe_text,
+)
 
 
 @dataclass
@@ -77,44 +62,6 @@ class LoadResult:
         return not any(d.severity is Severity.ERROR for d in self.diagnostics)
 
 
-def dotted_to_key(path: str) -> PathKey:
-    out: list[str | int] = []
-    for part in path.split(".") if path else []:
-        out.append(int(part) if part.isdigit() else part)
-    return tuple(out)
-
-
-def key_to_dotted(key: PathKey) -> str:
-    return ".".join(str(p) for p in key)
-
-
-class _DuplicateKey(Exception):
-    def __init__(self, key: str, mark: yaml.Mark, first: yaml.Mark):
-        self.key, self.mark, self.first = key, mark, first
-
-
-def _walk(node: yaml.Node, path: PathKey, positions: dict[PathKey, Position]) -> None:
-    if isinstance(node, yaml.MappingNode):
-        seen: dict[str, yaml.Mark] = {}
-        for key_node, value_node in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: keys keep the anchor's position
-                merged = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
-                for m in merged:
-                    _walk(m, path, positions)
-                continue
-            key = str(key_node.value)
-            if key in seen:
-                raise _DuplicateKey(key, key_node.start_mark, seen[key])
-            seen[key] = key_node.start_mark
-            child = path + (key,)
-            positions[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-            _walk(value_node, child, positions)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            positions[path + (i,)] = (item.start_mark.line + 1, item.start_mark.column + 1)
-            _walk(item, path + (i,), positions)
-
-
 def _schema_diag(file: str, message: str, pos: Position | None, *, path: str = "", fix: str | None = None,
                  code: str = "SCH001") -> Diagnostic:
     line, col = pos if pos else (None, None)
@@ -122,32 +69,39 @@ def _schema_diag(file: str, message: str, pos: Position | None, *, path: str = "
                       line=line, col=col, category=Category.SCHEMA)
 
 
-# libyaml's parser (PyYAML's C binding, in its wheels) composes a recipe ~10x faster than the pure
-# Python one, with the same node tree, tags and marks. Its error messages are terser, so a file it
-# rejects is parsed again by the Python parser, whose message (and position) is the one reported.
-_FAST_LOADER = getattr(yaml, "CSafeLoader", None)
-
-
 def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic]]:
     """Parse YAML text into plain data plus a source map; problems come back as diagnostics."""
-    if _FAST_LOADER is not None:
+    if len(text) > MAX_FILE_BYTES:
+        return None, SourceMap(file=file), [_schema_diag(
+            file, f"the file is larger than {MAX_FILE_BYTES // 1024} KiB: not a recipe", None, code="SCH000")]
+    if FAST_LOADER is not None:
         try:
-            return _parse_yaml(text, file, _FAST_LOADER)
+            return _parse_yaml(text, file, FAST_LOADER)
+        except yaml.MarkedYAMLError as e:
+            if "exceeded maximum nesting depth" in str(e.problem):  # the Python parser would overflow its stack
+                return None, SourceMap(file=file), [_syntax_diag(file, e)]
         except (yaml.YAMLError, ValueError):  # ValueError: text libyaml cannot take (a lone surrogate)
             pass  # reported below, in the Python parser's words
     try:
         return _parse_yaml(text, file, yaml.SafeLoader)
     except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        pos = (mark.line + 1, mark.column + 1) if mark else None
-        msg = f"YAML syntax error: {e.problem or e.context}"
-        if e.context and e.problem:
-            msg += f" ({e.context})"
-        return None, SourceMap(file=file), [_schema_diag(
-            file, msg, pos, code="SCH000",
-            fix="fix the YAML syntax at this position (indentation, quotes, ':' after keys)")]
+        return None, SourceMap(file=file), [_syntax_diag(file, e)]
     except yaml.YAMLError as e:
         return None, SourceMap(file=file), [_schema_diag(file, f"YAML error: {e}", None, code="SCH000")]
+    except RecursionError:  # the pure-Python parser recurses once per nesting level
+        return None, SourceMap(file=file), [_schema_diag(
+            file, "YAML error: nested too deeply to parse", None, code="SCH000",
+            fix=f"a recipe nests a few levels (at most {MAX_DEPTH})")]
+
+
+def _syntax_diag(file: str, e: yaml.MarkedYAMLError) -> Diagnostic:
+    mark = e.problem_mark or e.context_mark
+    pos = (mark.line + 1, mark.column + 1) if mark else None
+    msg = f"YAML syntax error: {e.problem or e.context}"
+    if e.context and e.problem:
+        msg += f" ({e.context})"
+    return _schema_diag(file, msg, pos, code="SCH000",
+                        fix="fix the YAML syntax at this position (indentation, quotes, ':' after keys)")
 
 
 def _parse_yaml(text: str, file: str, loader_class: type) -> tuple[Any, SourceMap, list[Diagnostic]]:
@@ -162,17 +116,23 @@ def _parse_yaml(text: str, file: str, loader_class: type) -> tuple[Any, SourceMa
             return None, smap, [_schema_diag(file, "the file is empty", (1, 1), code="SCH000",
                                              fix="start from a recipe in recipes/ (recipectl show --resolved)")]
         smap.positions[()] = (node.start_mark.line + 1, node.start_mark.column + 1)
-        _walk(node, (), smap.positions)
+        Walker(loader, smap.positions).walk(node, ())
         data = loader.construct_document(node)
-    except _DuplicateKey as e:
+    except DuplicateKey as e:
         return None, smap, [_schema_diag(
             file, f"duplicate key '{e.key}' (first defined at line {e.first.line + 1})",
             (e.mark.line + 1, e.mark.column + 1), code="SCH000", fix="keep one of the two keys")]
+    except Refused as e:
+        pos = (e.mark.line + 1, e.mark.column + 1) if e.mark else None
+        return None, smap, [_schema_diag(file, e.message, pos, path=key_to_dotted(e.path), fix=e.fix,
+                                         code="SCH000")]
     finally:
         loader.dispose()
     if not isinstance(data, dict):
         return None, smap, [_schema_diag(file, "a recipe must be a mapping of keys (version, model, engine, ...)",
                                          (1, 1), code="SCH000")]
+    if not all(isinstance(k, str) for k in data):
+        return None, smap, [_schema_diag(file, "every top-level key must be a name", (1, 1), code="SCH000")]
     return data, smap, []
 
 
@@ -259,13 +219,17 @@ def validation_diagnostics(err: ValidationError, smap: SourceMap, raw: dict, pre
         msg = e["msg"]
         if etype == "missing":
             msg = f"missing required key '{loc[-1]}'" if loc else "missing required key"
-        elif "input" in e and not isinstance(e["input"], (dict, list)):
+        elif "input" in e and not isinstance(e["input"], (dict, list)) and may_quote(e["input"], full):
             msg = f"{msg} (got {e['input']!r})"
+        msg = redact_text(msg)  # a message the schema words itself may quote the value
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
         if etype == "value_error" and "ctx" in e and isinstance(e["ctx"].get("error"), ValueError):
             err_obj = e["ctx"]["error"]
             fix = getattr(err_obj, "fix", None) or fix
+            if isinstance(getattr(err_obj, "field", None), str):  # raised above the field it concerns
+                dotted = err_obj.field
+                pos = smap.locate(prefix + dotted_to_key(dotted))
         out.append(_schema_diag(smap.file, msg, pos, path=dotted, fix=fix, code="SCH001"))
     return out
 
@@ -315,9 +279,12 @@ def load_file(path: str | Path) -> LoadResult:
     p = Path(path)
     shown = str(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_recipe_text(p)
     except FileNotFoundError:
         return LoadResult(shown, [], [_schema_diag(shown, "no such file", None, code="SCH000")])
-    except (OSError, UnicodeDecodeError) as e:
+    except ValueError as e:  # UnicodeDecodeError included
         return LoadResult(shown, [], [_schema_diag(shown, f"cannot read the file: {e}", None, code="SCH000")])
+    except OSError as e:
+        return LoadResult(shown, [], [_schema_diag(shown, f"cannot read the file: {e.strerror or e}", None,
+                                                   code="SCH000")])
     return load_text(text, shown, base_dir=p.parent)

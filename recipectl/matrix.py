@@ -9,6 +9,18 @@ from typing import Any
 
 from .diagnostics import Category, Diagnostic, Severity
 
+# One recipe file expands into at most this many variants (the seed has five), and into at most
+# MAX_EXPANDED_VALUES values in all: a 4 KB file of seven 10-value keys is ten million recipes.
+MAX_VARIANTS = 128
+MAX_EXPANDED_VALUES = 400_000
+
+
+def _diag(smap: Any, key: tuple, message: str, fix: str) -> Diagnostic:
+    pos = smap.locate(key)
+    return Diagnostic(code="SCH003", severity=Severity.ERROR, category=Category.SCHEMA, message=message, fix=fix,
+                      path=".".join(map(str, key)), file=smap.file, line=pos[0] if pos else None,
+                      col=pos[1] if pos else None)
+
 
 def _set_path(data: dict, dotted: str, value: Any) -> None:
     parts = dotted.split(".")
@@ -39,6 +51,17 @@ def expand_matrix(data: dict, smap: Any) -> tuple[list[tuple[str | None, dict]],
                                fix="matrix:\n  prefill.endpoints: [4, 5, 6, 7, 8]", path="matrix",
                                file=smap.file, line=pos[0] if pos else None, col=pos[1] if pos else None)]
     keys = list(matrix)
+    bad = next((k for k in keys if not isinstance(k, str) or not k or "" in k.split(".")), None)
+    if bad is not None:
+        return [], [_diag(smap, ("matrix", str(bad)), f"matrix key {str(bad)!r} is not a dotted field path",
+                          "use a dotted path such as prefill.endpoints")]
+    combos = 1
+    for k in keys:
+        combos *= len(matrix[k])
+    if combos > MAX_VARIANTS or combos * max(1, len(smap.positions)) > MAX_EXPANDED_VALUES:
+        return [], [_diag(smap, ("matrix",), f"the matrix makes {combos:,} recipes; at most {MAX_VARIANTS} "
+                          f"(and {MAX_EXPANDED_VALUES:,} values in all) are expanded",
+                          "split it into several recipe files, or sweep fewer values")]
     base = {k: v for k, v in data.items() if k != "matrix"}
     out: list[tuple[str | None, dict]] = []
     for combo in itertools.product(*(matrix[k] for k in keys)):

@@ -31,30 +31,72 @@ def known_model(path: str) -> dict[str, Any] | None:
     return None
 
 
-def local_config(path: str, base_dir: Path | None) -> dict[str, Any] | None:
+MAX_CONFIG_BYTES = 16 << 20  # a config.json is a few KB; this is past any real one
+
+
+class ModelConfigError(ValueError):
+    """A model's config.json that exists but cannot be read as one: said with its path, never raised
+    as a traceback. `field` is the recipe field the problem is reported at."""
+
+    field = "model.path"
+
+    def __init__(self, message: str, fix: str | None = None):
+        super().__init__(message)
+        self.fix = fix or "point model.path at a directory whose config.json is the model's own"
+
+
+def config_path(path: str, base_dir: Path | None) -> Path:
     p = Path(os.path.expanduser(path))
     if not p.is_absolute() and base_dir is not None:
         p = base_dir / p
-    cfg = p / "config.json"
-    try:
-        text = cfg.read_text()
-    except (OSError, ValueError):
+    return p / "config.json"
+
+
+def local_config(path: str, base_dir: Path | None, *, strict: bool = False) -> dict[str, Any] | None:
+    """The model directory's config.json as a mapping; None when there is none. A file that is
+    there but is no JSON object is None too, or with `strict` a ModelConfigError."""
+    cfg = config_path(path, base_dir)
+    if not cfg.exists():
         return None
     import json  # here: only a recipe whose model is a local directory needs it
 
+    from .yamlsource import read_recipe_text  # regular files only, bounded: never blocks on a FIFO
+
     try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
+        data = json.loads(read_recipe_text(cfg, MAX_CONFIG_BYTES))
+    except OSError as e:
+        problem = f"cannot be read ({e.strerror or e})"
+    except RecursionError:
+        problem = "is nested too deeply"
+    except ValueError as e:  # not JSON, not UTF-8, not a regular file, too large
+        problem = f"is not valid JSON ({_short(str(e))})"
+    else:
+        if isinstance(data, dict):
+            return data
+        problem = "is not a JSON object"
+    if strict:
+        raise ModelConfigError(f"the model's {cfg} {problem}")
+    return None
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _count(value: Any) -> int | None:
+    """A positive whole number from a config field; None for anything else (a string, a float, 10**400)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 2**20 else None
 
 
 def family_from_config(cfg: dict[str, Any]) -> tuple[str | None, int | None]:
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
-    archs = cfg.get("architectures") or []
-    layer_types = text.get("layer_types") or []
-    experts = text.get("num_experts") or text.get("n_routed_experts") or text.get("num_local_experts")
-    if any(a in HYBRID_ARCHITECTURES for a in archs) or "linear_attention" in layer_types:
+    archs = cfg.get("architectures")
+    archs = archs if isinstance(archs, list) else []
+    layer_types = text.get("layer_types")
+    layer_types = layer_types if isinstance(layer_types, list) else []
+    experts = (_count(text.get("num_experts")) or _count(text.get("n_routed_experts"))
+               or _count(text.get("num_local_experts")))
+    if any(a in HYBRID_ARCHITECTURES for a in archs if isinstance(a, str)) or "linear_attention" in layer_types:
         return "hybrid", experts
     if experts:
         return "moe", experts
@@ -64,7 +106,7 @@ def family_from_config(cfg: dict[str, Any]) -> tuple[str | None, int | None]:
 def infer_model_section(model: "ModelSection", base_dir: Path | None) -> "ModelSection":
     """A copy of `model` with family/num_experts/spec filled in where the recipe left them out."""
     update: dict[str, Any] = {}
-    cfg = local_config(model.path, base_dir)
+    cfg = local_config(model.path, base_dir, strict=True)
     if cfg is not None:
         family, experts = family_from_config(cfg)
         if model.family is None and family:

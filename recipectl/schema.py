@@ -15,6 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 SCHEMA_VERSION = 1
 
+# Upper bounds of numbers no real deployment comes near: a typo such as 10**400 (or .inf) is a
+# schema error, never arithmetic that overflows, a loop over it, or a wait that never ends.
+MAX_TOKENS = 1 << 30  # token counts
+MAX_SECONDS = 7 * 24 * 3600  # timeouts: a week
+
 
 # Characters no recipe value may hold: C0/C1 controls (newline, NUL, escape, ...), the Unicode line
 # and paragraph separators (YAML 1.1 breaks lines at U+0085, U+2028, U+2029), lone surrogates (they
@@ -91,11 +96,11 @@ class ModelSection(Strict):
         None, description="hybrid | dense | moe; inferred from a local config.json or a built-in spec")
     quantization: Quantization | None = None
     dtype: Literal["auto", "bfloat16", "float16", "float32"] | None = None
-    num_experts: int | None = Field(None, ge=1, description="routed experts (inferred when known)")
+    num_experts: int | None = Field(None, ge=1, le=1 << 20, description="routed experts (inferred when known)")
     spec: str | None = Field(None, description="built-in model spec for planning, e.g. Qwen3.5-397B-A17B")
     multimodal: bool | None = Field(None, description="the checkpoint has a vision/audio tower (inferred)")
     language_model_only: bool = Field(False, description="--language-model-only (text workloads)")
-    max_model_len: int | None = Field(None, ge=1, description="--max-model-len for every endpoint")
+    max_model_len: int | None = Field(None, ge=1, le=MAX_TOKENS, description="--max-model-len for every endpoint")
     load_format: str | None = None
     trust_remote_code: bool = False
 
@@ -151,7 +156,7 @@ class EngineSection(Strict):
     vllm_version: str | None = Field(
         None, description="vLLM release the endpoints run, e.g. 0.26.0 (or read from the image tag)")
     image: str | None = Field(None, description="container image; only vllm/vllm-openai:vX.Y.Z gives the vLLM version")
-    patches: list[int] = Field(default_factory=lambda: [],
+    patches: list[Annotated[int, Field(ge=1, le=10**8)]] = Field(default_factory=lambda: [],
                                description="upstream vLLM PR numbers a nightly/patched build carries")
     venv: str | None = Field(None, description="virtual environment whose bin/ holds vllm and vllm-router")
     serve_command: list[str] = Field(default_factory=lambda: ["vllm", "serve"],
@@ -249,8 +254,9 @@ class ClusterSection(Strict):
     gpus_per_node: int = Field(4, ge=0, le=128)
     nodes: int = Field(1, ge=1, le=4096)
     hosts: list[str] | None = Field(None, description="host names/IPs, one per node (bash target)")
-    cpus_per_node: int | None = Field(None, ge=1, description="CPU platform: cores per host")
-    memory_gib_per_node: float | None = Field(None, gt=0, description="CPU platform: host memory")
+    cpus_per_node: int | None = Field(None, ge=1, le=1 << 16, description="CPU platform: cores per host")
+    memory_gib_per_node: float | None = Field(None, gt=0, le=1 << 24, allow_inf_nan=False,
+                                              description="CPU platform: host memory")
 
     @field_validator("hosts")
     @classmethod
@@ -356,7 +362,7 @@ def _parse_tokens(value: Any) -> Any:
     return value
 
 
-TokenCount = Annotated[int, Field(ge=1)]
+TokenCount = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
 
 
 # ------------------------------------------------------------------------------------------ roles
@@ -376,22 +382,22 @@ class RoleSection(Strict):
 
     # engine flags; None = not rendered (the engine's own default applies)
     max_num_batched_tokens: TokenCount | None = None
-    max_num_seqs: int | None = Field(None, ge=1)
-    max_model_len: int | None = Field(None, ge=1)
+    max_num_seqs: int | None = Field(None, ge=1, le=1 << 24)
+    max_model_len: int | None = Field(None, ge=1, le=MAX_TOKENS)
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
     async_scheduling: bool | None = None
     mamba_ssm_cache_dtype: Literal["auto", "float32", "float16", "bfloat16"] | None = None
     mamba_cache_dtype: Literal["auto", "float32", "float16", "bfloat16"] | None = None
     kv_cache_dtype: str | None = None
-    block_size: int | None = Field(None, ge=1)
+    block_size: int | None = Field(None, ge=1, le=1 << 20)
     attention_backend: str | None = None
     gdn_prefill_backend: Literal["auto", "flashinfer", "triton", "cutedsl", "aiter_flydsl", "sycl"] | None = None
-    stream_interval: int | None = Field(None, ge=1)
-    api_server_count: int | None = Field(None, ge=1)
+    stream_interval: int | None = Field(None, ge=1, le=1 << 20)
+    api_server_count: int | None = Field(None, ge=1, le=1024)
     enable_prefix_caching: bool | None = None
     disable_hybrid_kv_cache_manager: bool | None = None
     speculative_config: dict[str, Any] | None = None
-    max_cudagraph_capture_size: int | None = Field(None, ge=1)
+    max_cudagraph_capture_size: int | None = Field(None, ge=1, le=1 << 20)
     enforce_eager: bool | None = None
     all2all_backend: str | None = None
     enable_eplb: bool | None = None
@@ -456,24 +462,25 @@ RouterPolicy = Literal["random", "round_robin", "cache_aware", "kv_aware", "powe
 class RouterSection(Strict):
     kind: Literal["vllm-router", "vllm-proxy"] = "vllm-router"
     port: int = Field(30000, ge=1, le=65535)
-    host_index: int = Field(0, ge=0, description="which node runs the router")
+    host_index: int = Field(0, ge=0, le=4095, description="which node runs the router")
     policy: RouterPolicy | None = None
     prefill_policy: RouterPolicy | None = None
     decode_policy: RouterPolicy | None = None
     prometheus_port: int | None = Field(None, ge=1, le=65535)
-    request_timeout_s: int | None = Field(None, ge=1)
-    worker_startup_timeout_s: int | None = Field(None, ge=1)
+    request_timeout_s: int | None = Field(None, ge=1, le=MAX_SECONDS)
+    worker_startup_timeout_s: int | None = Field(None, ge=1, le=MAX_SECONDS)
     proxy_command: list[str] | None = Field(None, description="vllm-proxy: the command of the proxy server")
     extra_args: list[str] = Field(default_factory=lambda: [])
 
 
 # ------------------------------------------------------------------------------------- workload
 class WorkloadSection(Strict):
-    isl: int = Field(..., ge=1, description="input sequence length (tokens)")
-    osl: int = Field(..., ge=1, description="output sequence length (tokens)")
+    isl: int = Field(..., ge=1, le=MAX_TOKENS, description="input sequence length (tokens)")
+    osl: int = Field(..., ge=1, le=MAX_TOKENS, description="output sequence length (tokens)")
     random_range_ratio: float = Field(0.0, ge=0, lt=1)
-    concurrency: list[int] = Field(default_factory=lambda: [1], min_length=1)
-    prompts_per_concurrency: int = Field(10, ge=1, description="requests per level = this x concurrency")
+    concurrency: list[Annotated[int, Field(le=1 << 24)]] = Field(default_factory=lambda: [1], min_length=1,
+                                                                  max_length=1024)
+    prompts_per_concurrency: int = Field(10, ge=1, le=1 << 20, description="requests per level = this x concurrency")
     text_only: bool = Field(True, description="the workload sends text only (no images/audio)")
 
     @field_validator("concurrency")
@@ -499,29 +506,30 @@ class Gsm8kCheck(Strict):
     tolerance: float = Field(0.08, ge=0, le=1, description="pass when accuracy >= threshold - tolerance")
     num_questions: int = Field(200, ge=1, le=1319)
     num_shots: int = Field(5, ge=0, le=8)
-    concurrency: int = Field(64, ge=1)
-    max_tokens: int = Field(256, ge=1)
-    timeout_s: float = Field(600, gt=0, description="per request")
+    concurrency: int = Field(64, ge=1, le=1 << 16)
+    max_tokens: int = Field(256, ge=1, le=MAX_TOKENS)
+    timeout_s: float = Field(600, gt=0, le=MAX_SECONDS, allow_inf_nan=False, description="per request")
 
 
 class ParityCheck(Strict):
     enabled: bool = True
     reference: str = Field("prefill", description="'prefill' (its endpoint served directly) or a URL")
-    num_prompts: int = Field(20, ge=1)
-    max_tokens: int = Field(32, ge=1)
-    near_tie_nats: float = Field(0.1, ge=0, description="a divergence under this margin is numerical")
+    num_prompts: int = Field(20, ge=1, le=1 << 20)
+    max_tokens: int = Field(32, ge=1, le=MAX_TOKENS)
+    near_tie_nats: float = Field(0.1, ge=0, le=1000, allow_inf_nan=False,
+                                 description="a divergence under this margin is numerical")
     min_match_rate: float = Field(0.75, ge=0, le=1)
 
 
 class ChecksSection(Strict):
     gsm8k: Gsm8kCheck = Field(default_factory=Gsm8kCheck)
     parity: ParityCheck = Field(default_factory=ParityCheck)
-    timeout_s: float = Field(30, gt=0, description="per endpoint check")
+    timeout_s: float = Field(30, gt=0, le=MAX_SECONDS, allow_inf_nan=False, description="per endpoint check")
 
 
 class LaunchSection(Strict):
-    ready_timeout_s: float = Field(1200, gt=0)
-    stop_grace_s: float = Field(20, gt=0)
+    ready_timeout_s: float = Field(1200, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    stop_grace_s: float = Field(20, gt=0, le=3600, allow_inf_nan=False)
     run_dir: str = Field(".recipectl/runs", description="where run state and logs are kept")
 
 

@@ -142,10 +142,10 @@ def test_libyaml_and_the_python_parser_give_the_same_data_and_positions():
     from recipectl import loader
 
     files = sorted(ROOT.glob("recipes/**/*.yaml")) + sorted(ROOT.glob("tests/rule_cases/*.yaml"))
-    assert loader._FAST_LOADER is not None, "PyYAML without libyaml: validate runs the slow parser"
+    assert loader.FAST_LOADER is not None, "PyYAML without libyaml: validate runs the slow parser"
     for f in files:
         text = f.read_text()
-        fast = loader._parse_yaml(text, str(f), loader._FAST_LOADER)
+        fast = loader._parse_yaml(text, str(f), loader.FAST_LOADER)
         slow = loader._parse_yaml(text, str(f), yaml.SafeLoader)
         assert fast[0] == slow[0], f
         assert fast[1].positions == slow[1].positions, f

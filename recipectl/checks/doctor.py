@@ -238,7 +238,7 @@ def cpu_core_check(recipe: Recipe | None, targets: Targets):
 
         sets: dict[str, set[int] | None] = {}
         for p in state.processes:  # type: ignore[attr-defined]
-            if p.kind == "router" or not is_ours(p.pid, p.start_ticks):
+            if p.kind == "router" or not is_ours(p.pid, p.start_time):
                 continue
             sets[p.name] = _omp_binding(p.pid)
         names = list(sets)

@@ -28,7 +28,7 @@ def resolve_targets(recipe: Recipe | None, recipe_path: str | None, run: str | N
         if run:
             raise
         return t
-    if state.target == "local" and not any(is_ours(p.pid, p.start_ticks) for p in state.processes):
+    if state.target == "local" and not any(is_ours(p.pid, p.start_time) for p in state.processes):
         return t  # a finished run: nothing to check
     if state.target == "slurm":
         from .slurm import job_state

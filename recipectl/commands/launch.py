@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import ExitCode, RecipectlError
 from ..launch import processes as procs
-from ..launch.state import find_run, runs_root
+from ..launch.state import CorruptState, find_run, find_run_dir, journal
 from ..schema import Recipe
 
 
@@ -23,9 +23,11 @@ def print_dry_run(recipe: Recipe, *, as_json: bool) -> None:
     if as_json:
         from ..launch.local import recipe_env
         from ..render.values import literal
+        from ..secretscan import redact_argv
 
         out = [{"name": p.name, "kind": p.kind, "host": p.host, "port": p.port, "gpus": list(p.gpus),
-                "env": recipe_env(recipe, p), "argv": [literal(a, hosts) for a in p.argv]} for p in dep.processes]
+                "env": recipe_env(recipe, p), "argv": redact_argv([literal(a, hosts) for a in p.argv])}
+               for p in dep.processes]
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         return
     for node in dep.nodes_used:
@@ -72,13 +74,20 @@ def launch_local(recipe_path: str, recipe: Recipe, *, detach: bool, timeout: flo
 
 
 def _alive(p) -> bool:
-    return procs.is_ours(p.pid, p.start_ticks)
+    return procs.is_ours(p.pid, p.start_time)
 
 
-def show_status(ref: str | None, *, as_json: bool) -> int:
+def _root(run_dir: str | None) -> Path | None:
+    """--run-dir: where runs are kept (a recipe's launch.run_dir); None: the default, or the recipe's own."""
+    from ..launch.state import runs_root
+
+    return runs_root(run_dir) if run_dir else None
+
+
+def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None) -> int:
     import httpx
 
-    state = find_run(ref, runs_root())
+    state = find_run(ref, _root(run_dir))
     rows = []
     job = None
     if state.target == "slurm" and state.job_id:
@@ -120,11 +129,15 @@ def show_status(ref: str | None, *, as_json: bool) -> int:
     return 0 if all_ok else 1
 
 
-def stop_run(ref: str | None) -> int:
+def stop_run(ref: str | None, run_dir: str | None = None) -> int:
     from rich.console import Console
 
     c = Console(stderr=True)
-    state = find_run(ref, runs_root())
+    d = find_run_dir(ref, _root(run_dir))
+    try:
+        state = find_run(str(d))
+    except CorruptState as e:
+        return _stop_from_journal(d, e, c)
     if state.target == "slurm" and state.job_id:
         from .slurm import cancel_job, job_state
 
@@ -134,7 +147,14 @@ def stop_run(ref: str | None) -> int:
         cancel_job(state)
         c.print(f"cancelled Slurm job {state.job_id}")
         return 0
-    ours = [p for p in state.processes if _alive(p)]
+    # every process with a recorded start: a group whose leader died may still have members
+    recorded = [p for p in state.processes if p.pid and p.start_time is not None]
+    groups = {p.pid: procs.our_group(p.pid, p.start_time) for p in recorded}
+    ours = [p for p in recorded if groups[p.pid]]
+    unknown = [p for p in state.processes if p.pid and p.start_time is None]
+    for p in unknown:
+        c.print(f"{p.name} (pid {p.pid}): no start time recorded, so pid {p.pid} may be another process: "
+                "left alone")
     if not ours:
         c.print(f"{state.run_id}: nothing running")
         return 0
@@ -145,20 +165,40 @@ def stop_run(ref: str | None) -> int:
         grace = load_one(state.recipe_path).recipe.launch.stop_grace_s
     except RecipectlError:
         pass
-    outcome = procs.stop_groups([p.pid for p in ours], grace)  # pid == pgid: own session
+    outcome = procs.stop_recorded([(p.pid, p.start_time) for p in ours], grace)  # pid == pgid: own session
     state.stopped_at = time.time()
     state.save()
     for p in ours:
         c.print(f"{p.name} (pid {p.pid}): {outcome.get(p.pid, '?')}")
-    left = [p.name for p in ours if procs.group_alive(p.pid)]
+    left = [p.name for p in ours if procs.our_group(p.pid, p.start_time)]
     if left:
         c.print(f"[red]still running[/]: {', '.join(left)}")
         return 1
     return 0
 
 
-def show_logs(ref: str | None, which: str | None, *, follow: bool, lines: int) -> int:
-    state = find_run(ref, runs_root())
+def _stop_from_journal(run_dir: Path, error: CorruptState, c) -> int:
+    """state.json is damaged: stop what the run's journal recorded (pid and start time of each
+    process it started), then say the state was unreadable (exit 2)."""
+    c.print(f"[red]error[/]: {error.message}", highlight=False)
+    records = journal(run_dir)
+    live = [(name, pid, start) for name, pid, start in records if procs.our_group(pid, start)]
+    if live:
+        outcome = procs.stop_recorded([(pid, start) for _, pid, start in live], 20.0)
+        for name, pid, _ in live:
+            c.print(f"{name} (pid {pid}): {outcome.get(pid, '?')} (from {run_dir / 'processes.jsonl'})",
+                    highlight=False)
+    else:
+        c.print(f"nothing recorded in {run_dir / 'processes.jsonl'} is running", highlight=False)
+    left = [name for name, pid, start in live if procs.our_group(pid, start)]
+    if left:
+        c.print(f"[red]still running[/]: {', '.join(left)}")
+        return 1
+    return int(ExitCode.INVALID)
+
+
+def show_logs(ref: str | None, which: str | None, *, follow: bool, lines: int, run_dir: str | None = None) -> int:
+    state = find_run(ref, _root(run_dir))
     chosen = [p for p in state.processes if which in (None, p.kind, p.name)]
     if not chosen:
         raise RecipectlError(f"no process {which!r} in {state.run_id}",

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..diagnostics import Severity
 from ..errors import RecipectlError
 from ..schema import Recipe
 
@@ -49,8 +50,16 @@ def plan_report(recipe: Recipe, recipe_path: str) -> dict:
     return out
 
 
-def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool) -> int:
-    report = plan_report(recipe, recipe_path)
+def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool, loaded=None) -> int:
+    from ..model_info import ModelConfigError
+
+    try:
+        report = plan_report(recipe, recipe_path)
+    except ModelConfigError as e:  # the model's config.json, or a value the planner cannot read
+        where = recipe_path
+        if loaded is not None:
+            where = loaded.diagnostic(path=e.field, code="SCH004", severity=Severity.ERROR, message="").location
+        raise RecipectlError(f"{where}: {e} [{e.field}]", fix=e.fix) from None
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
         return 0

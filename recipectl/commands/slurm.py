@@ -25,7 +25,12 @@ def _slurm(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
         raise RecipectlError(f"{args[0]} not found: this host is not a Slurm client",
                              fix="run on a Slurm login node, or render the script: "
                                  "recipectl render RECIPE --target slurm")
-    return subprocess.run([exe, *args[1:]], capture_output=True, text=True, timeout=timeout)
+    try:
+        return subprocess.run([exe, *args[1:]], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RecipectlError(f"{args[0]} did not answer within {timeout:.0f} s (slurmctld busy or unreachable)",
+                             fix="check the controller (scontrol ping), then run the command again; "
+                                 "a job may still be queued or running: squeue --me") from None
 
 
 def job_state(job_id: str) -> str | None:
@@ -36,7 +41,14 @@ def job_state(job_id: str) -> str | None:
 
 
 def cancel_job(state: RunState, wait_s: float = 60) -> None:
-    _slurm("scancel", state.job_id)
+    """scancel the job and wait until it has left the queue; a controller that does not answer is
+    a RecipectlError naming the job, never a traceback."""
+    try:
+        _slurm("scancel", state.job_id)
+    except RecipectlError as e:
+        raise RecipectlError(f"could not cancel Slurm job {state.job_id}: {e.message}",
+                             fix=f"scancel {state.job_id} once the controller answers (or: recipectl stop "
+                                 f"{state.run_id})") from None
     deadline = time.time() + wait_s
     while time.time() < deadline and job_state(state.job_id):
         time.sleep(0.5)
@@ -62,8 +74,13 @@ def submit(recipe_path: str, recipe: Recipe) -> RunState:
     if exe is None:
         raise RecipectlError("sbatch not found: this host is not a Slurm client",
                              fix=f"the script is in {path}; submit it from a login node")
-    r = subprocess.run([exe, "--parsable", f"--chdir={run_dir}", f"--output={run_dir}/slurm-%j.out", str(path)],
-                       capture_output=True, text=True, timeout=60, env=env)
+    try:
+        r = subprocess.run([exe, "--parsable", f"--chdir={run_dir}", f"--output={run_dir}/slurm-%j.out", str(path)],
+                           capture_output=True, text=True, timeout=60, env=env)
+    except subprocess.TimeoutExpired:
+        raise RecipectlError("sbatch did not answer within 60 s (slurmctld busy or unreachable)",
+                             fix=f"check for the job with squeue --me before submitting again; the script is {path}"
+                             ) from None
     if r.returncode != 0:
         raise RecipectlError(f"sbatch refused the job: {r.stderr.strip()}", fix=f"the script is {path}",
                              exit_code=ExitCode.FINDINGS)
@@ -160,14 +177,15 @@ def launch_slurm(recipe_path: str, recipe: Recipe, *, detach: bool, timeout: flo
             ok, message, failed = proof.ok, proof.message, proof.culprit
         if not ok:
             failed = failed or _failed_step(state)
-            cancel_job(state)
+            cancelled = _cancel_reporting(state, console)
             console.print(f"[red]launch failed[/]: {message}")
             console.print(f"--- last lines of {failed.log} ---", highlight=False)
             console.print(tail(failed.log, 40), markup=False, highlight=False)
             d = diagnose(tail(failed.log, 400))
             if d:
                 console.print(f"[bold]cause[/]: {d.cause}\n[bold]fix[/]: {d.fix}")
-            console.print(f"job {state.job_id} cancelled")
+            if cancelled:
+                console.print(f"job {state.job_id} cancelled")
             return int(ExitCode.FINDINGS)
         if as_json:
             sys.stdout.write(json.dumps(asdict(state), indent=2) + "\n")
@@ -179,6 +197,19 @@ def launch_slurm(recipe_path: str, recipe: Recipe, *, detach: bool, timeout: flo
         console.print(f"job {state.job_id} ended")
         return 1
     except KeyboardInterrupt:
-        cancel_job(state)
-        console.print(f"[yellow]interrupted[/]: job {state.job_id} cancelled")
+        if _cancel_reporting(state, console):
+            console.print(f"[yellow]interrupted[/]: job {state.job_id} cancelled")
         return int(ExitCode.INTERRUPTED)
+
+
+def _cancel_reporting(state: RunState, console) -> bool:
+    """Cancel the job on the way out of a failed launch; a controller that does not answer is said
+    (with what to run) rather than replacing the launch's own failure."""
+    try:
+        cancel_job(state)
+        return True
+    except RecipectlError as e:
+        console.print(f"[red]error[/]: {e.message}", highlight=False)
+        if e.fix:
+            console.print(f"  fix: {e.fix}", highlight=False)
+        return False

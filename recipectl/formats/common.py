@@ -459,24 +459,21 @@ def yaml_documents(text: str, file: str) -> list[tuple[Any, dict[PathKey, tuple[
     is NotImportable with its position."""
     import yaml
 
-    from ..loader import _FAST_LOADER, _DuplicateKey, _walk
+    from ..yamlsource import DuplicateKey, Refused, compose_documents
 
-    loader = (_FAST_LOADER or yaml.SafeLoader)(text)
-    out = []
     try:
-        while loader.check_node():
-            node = loader.get_node()
-            positions: dict[PathKey, tuple[int, int]] = {(): (node.start_mark.line + 1, node.start_mark.column + 1)}
-            _walk(node, (), positions)
-            out.append((loader.construct_document(node), positions))
+        out = list(compose_documents(text))
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
         raise NotImportable(f"{file}{where}: YAML syntax error: {e.problem or e.context}") from None
-    except _DuplicateKey as e:
+    except DuplicateKey as e:
         raise NotImportable(f"{file}:{e.mark.line + 1}: duplicate key '{e.key}'") from None
-    finally:
-        loader.dispose()
+    except Refused as e:
+        where = f":{e.mark.line + 1}:{e.mark.column + 1}" if e.mark else ""
+        raise NotImportable(f"{file}{where}: {e.message}", fix=e.fix) from None
+    except (yaml.YAMLError, ValueError, RecursionError) as e:
+        raise NotImportable(f"{file}: YAML error: {type(e).__name__}") from None
     return out
 
 

@@ -15,7 +15,7 @@ def phase(p) -> str:
     if p.healthy_at:
         return "[green]healthy[/]"
     if p.pid:
-        return "[yellow]starting[/]" if is_ours(p.pid, p.start_ticks) else "[red]gone[/]"
+        return "[yellow]starting[/]" if is_ours(p.pid, p.start_time) else "[red]gone[/]"
     return "[dim]waiting for workers[/]"
 
 

@@ -16,6 +16,7 @@ from ..errors import ExitCode, RecipectlError
 from ..render.processes import Deployment, ProcessSpec, build_deployment
 from ..render.values import EnvRef, literal
 from ..schema import Recipe
+from ..secretscan import redact_argv
 from . import processes as procs
 from .diagnose import diagnose
 from .state import ProcessState, RunState, new_run_dir, runs_root
@@ -47,15 +48,38 @@ def local_argv(recipe: Recipe, spec: ProcessSpec) -> list[str]:
 
 
 def recipe_env(recipe: Recipe, spec: ProcessSpec) -> dict[str, str]:
-    """What the recipe sets for this process; secrets stay references (for the state file)."""
+    """What the recipe sets for this process, for the state file and --dry-run: references stay
+    references, and a credential-named or credential-shaped literal is <redacted>."""
+    from ..secretscan import redact_env
+
     hosts = recipe.cluster.host_names
-    return {k: (f"${{{v.name}}}" if isinstance(v, EnvRef) else literal(v, hosts)) for k, v in spec.env}
+    return redact_env({k: (f"${{{v.name}}}" if isinstance(v, EnvRef) else literal(v, hosts)) for k, v in spec.env})
+
+
+# What every process gets from recipectl's own environment: how to find programs, whose home and
+# locale, where temporary files and caches go, and the engine's shared libraries. Nothing else
+# (tokens, cloud credentials, the user's shell state): a process needs only what its recipe sets.
+BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
+            "LD_LIBRARY_PATH", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR")
+BASE_ENV_PREFIXES = ("LC_",)
+# ... and what the engine servers (not the router) read to find models and devices
+WORKER_ENV = ("HF_HOME", "HF_HUB_CACHE", "TRANSFORMERS_CACHE", "CUDA_HOME", "CUDA_PATH", "TRITON_CACHE_DIR",
+              "TORCHINDUCTOR_CACHE_DIR", "VLLM_CACHE_ROOT")
+
+
+def base_environ(kind: str, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The part of recipectl's environment a process of `kind` (prefill, decode, router) starts with."""
+    environ = dict(os.environ if environ is None else environ)
+    names = BASE_ENV + (WORKER_ENV if kind != "router" else ())
+    return {k: v for k, v in environ.items() if k in names or k.startswith(BASE_ENV_PREFIXES)}
 
 
 def process_environ(recipe: Recipe, spec: ProcessSpec) -> dict[str, str]:
+    """The environment a process starts with: base_environ, then what the recipe sets for it
+    (references expanded from recipectl's environment), the engine venv first on PATH."""
     from ..engine_env import engine_venv
 
-    env = dict(os.environ)
+    env = base_environ(spec.kind)
     hosts = recipe.cluster.host_names
     env.update({k: literal(v, hosts) for k, v in spec.env})
     env["PATH"] = f"{engine_venv(recipe.engine.venv) / 'bin'}{os.pathsep}{env.get('PATH', '')}"
@@ -125,9 +149,10 @@ def _mem_available_gib() -> float | None:
 
 def _cpu_memory_need_gib(recipe: Recipe) -> float:
     # ~3 GiB of runtime per CPU server (seen: 6.3 GB RSS for a tiny P/D pair) plus its KV cache space
-    kv = float(recipe.engine.env.get("VLLM_CPU_KVCACHE_SPACE", "4"))
+    from ..plan.recipe_plan import cpu_kvcache_gib
+
     n = recipe.prefill.endpoints + recipe.decode.endpoints
-    return n * (3.0 + kv)
+    return n * 3.0 + sum(s.endpoints * (cpu_kvcache_gib(recipe.role_env(r)) or 4) for r, s in recipe.roles.items())
 
 
 def _gpu_preflight(recipe: Recipe) -> list[tuple[str, str]]:
@@ -181,9 +206,11 @@ class Supervisor:
     def start(self, name: str) -> None:
         ps = next(p for p in self.state.processes if p.name == name)
         spec = self.specs[name]
-        p = procs.start(ps.argv, process_environ(self.recipe, spec), Path(ps.log))
+        # the argv from the recipe: the state's copy has credentials <redacted>
+        p = procs.start(local_argv(self.recipe, spec), process_environ(self.recipe, spec), Path(ps.log))
         self.popen[name] = p
-        ps.pid, ps.start_ticks, ps.started_at = p.pid, procs.proc_start_ticks(p.pid), time.time()
+        ps.pid, ps.start_time, ps.started_at = p.pid, procs.proc_start_time(p.pid), time.time()
+        self.state.record_start(ps)
         self.state.save()
 
     def dead(self) -> ProcessState | None:
@@ -216,7 +243,7 @@ def create_state(loaded_path: str, recipe: Recipe, specs: list[ProcessSpec], run
         url = f"http://{s.host}:{s.port}" if s.port else None
         state.processes.append(ProcessState(
             name=s.name, kind=s.kind, host=s.host, port=s.port, url=url, log=str(run_dir.resolve() / f"{s.name}.log"),
-            argv=local_argv(recipe, s), env=recipe_env(recipe, s)))
+            argv=redact_argv(local_argv(recipe, s)), env=recipe_env(recipe, s)))
         if s.kind == "router":
             state.router_url = url
     (run_dir / "recipe.yaml").write_bytes(Path(loaded_path).read_bytes())

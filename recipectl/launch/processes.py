@@ -1,4 +1,10 @@
-"""Process groups: start a process in its own session, check it is still ours, stop the group."""
+"""Process groups: start a process in its own session, check it is still ours, stop the group.
+
+A process is identified by its pid *and* its start time (psutil's create_time): a pid the kernel
+has given to another process since is not ours, and neither is one whose start time was never
+recorded. Each process recipectl starts leads its own process group (pgid == its pid); the
+kernel does not reuse a pid while a group of that id has members, so members of a recorded
+group that started after its leader are ours even when the leader is gone."""
 
 from __future__ import annotations
 
@@ -8,40 +14,68 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
 
-def proc_start_ticks(pid: int) -> int | None:
-    """Start time of `pid` in clock ticks since boot (field 22 of /proc/PID/stat)."""
+_SAME_START_S = 0.05  # create_time is boot time + start ticks: the same process reads the same value
+
+
+def proc_start_time(pid: int) -> float | None:
+    """When `pid` started (seconds since the epoch), None when there is no such process."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return psutil.Process(pid).create_time()
+    except (psutil.Error, ValueError, TypeError):
         return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
 
 
-def is_ours(pid: int | None, start_ticks: int | None) -> bool:
-    if not pid:
+def _live(p: psutil.Process) -> bool:
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
         return False
-    ticks = proc_start_ticks(pid)
-    if ticks is None:
+
+
+def is_ours(pid: int | None, start_time: float | None) -> bool:
+    """`pid` is alive and is the process that started at `start_time` (unknown start: not ours)."""
+    if not pid or start_time is None:
         return False
-    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    if state == "Z":
+    try:
+        p = psutil.Process(pid)
+        return abs(p.create_time() - start_time) < _SAME_START_S and _live(p)
+    except (psutil.Error, ValueError, TypeError):
         return False
-    return start_ticks is None or ticks == start_ticks
+
+
+def group_members(pgid: int, started_after: float | None = None) -> list[psutil.Process]:
+    """Live (non-zombie) members of process group `pgid`; with `started_after`, only those that
+    started then or later (the leader's start: its children cannot be older)."""
+    out = []
+    for p in psutil.process_iter():
+        try:
+            if os.getpgid(p.pid) != pgid or not _live(p):
+                continue
+            if started_after is not None and p.create_time() < started_after - _SAME_START_S:
+                continue
+        except (OSError, psutil.Error):
+            continue
+        out.append(p)
+    return out
 
 
 def group_alive(pgid: int) -> bool:
     """Any live (non-zombie) member of process group `pgid`."""
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
+    return bool(group_members(pgid))
+
+
+def our_group(pid: int | None, start_time: float | None) -> list[psutil.Process]:
+    """The live members of the group a recorded process leads: the leader if it is still ours, and
+    the members that outlived it. Nothing when the start time is unknown, or when the pid now
+    belongs to another process (then the old group is empty: its id could not have been reused)."""
+    if not pid or start_time is None:
+        return []
+    leader = proc_start_time(pid)
+    if leader is not None and abs(leader - start_time) >= _SAME_START_S:
+        return []
+    return group_members(pid, started_after=start_time)
 
 
 def start(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
@@ -55,27 +89,57 @@ def start(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Po
         log.close()
 
 
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False
+
+
 def stop_groups(pgids: list[int], grace_s: float) -> dict[int, str]:
-    """SIGTERM every group, SIGKILL what is left after `grace_s`. Returns pgid -> how it ended."""
+    """SIGTERM every group, SIGKILL what is left after `grace_s`. Returns pgid -> how it ended.
+    For groups whose leaders recipectl itself started (and still holds); recorded runs go
+    through stop_recorded, which checks they are still ours first."""
+    return _stop({g: None for g in pgids}, grace_s)
+
+
+def stop_recorded(records: list[tuple[int, float | None]], grace_s: float) -> dict[int, str]:
+    """Stop the groups of recorded processes, (pid, start time) each: only what our_group finds.
+    Returns pgid -> terminated / killed / already gone / not ours (no start time recorded)."""
     outcome: dict[int, str] = {}
-    for g in pgids:
-        try:
-            os.killpg(g, signal.SIGTERM)
-            outcome[g] = "terminated"
-        except ProcessLookupError:
-            outcome[g] = "already gone"
+    groups: dict[int, float | None] = {}
+    for pid, start_time in records:
+        if not pid:
+            continue
+        if start_time is None:
+            outcome[pid] = "not ours (no start time recorded)"
+        elif our_group(pid, start_time):
+            groups[pid] = start_time
+        else:
+            outcome[pid] = "already gone"
+    outcome.update(_stop(groups, grace_s))
+    return outcome
+
+
+def _alive(pgid: int, start_time: float | None) -> bool:
+    return bool(group_members(pgid, started_after=start_time))
+
+
+def _stop(groups: dict[int, float | None], grace_s: float) -> dict[int, str]:
+    outcome: dict[int, str] = {}
+    for g in groups:
+        outcome[g] = "terminated" if _signal_group(g, signal.SIGTERM) else "already gone"
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(group_alive(g) for g in pgids):
+    while time.monotonic() < deadline and any(_alive(g, s) for g, s in groups.items()):
         time.sleep(0.2)
-    for g in pgids:
-        if group_alive(g):
-            try:
-                os.killpg(g, signal.SIGKILL)
-                outcome[g] = "killed"
-            except ProcessLookupError:
-                pass
+    for g, s in groups.items():
+        if _alive(g, s) and _signal_group(g, signal.SIGKILL):
+            outcome[g] = "killed"
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(group_alive(g) for g in pgids):
+    while time.monotonic() < deadline and any(_alive(g, s) for g, s in groups.items()):
         time.sleep(0.1)
     return outcome
 

@@ -33,10 +33,9 @@ class RolePlan:
 
 
 def model_spec(recipe: Recipe, base_dir=None):
-    """The recipe's model as a ModelSpec: a built-in spec, or a local config.json; None if unknown."""
-    from pathlib import Path
-
-    from ..model_info import local_config
+    """The recipe's model as a ModelSpec: a built-in spec, or a local config.json; None if unknown.
+    A config.json that cannot describe a model raises ModelConfigError (a ValueError)."""
+    from ..model_info import ModelConfigError, config_path, local_config
     from . import builtin_model
 
     if recipe.model.spec:
@@ -44,15 +43,49 @@ def model_spec(recipe: Recipe, base_dir=None):
             return builtin_model(recipe.model.spec)
         except (KeyError, ValueError):
             pass
-    cfg = local_config(recipe.model.path, base_dir)
-    if cfg is not None:
-        import os
+    cfg = local_config(recipe.model.path, base_dir, strict=True)
+    if cfg is None:
+        return None
+    path = config_path(recipe.model.path, base_dir)
+    _check_config_sizes(cfg, path)
+    try:
+        return ModelSpec.from_config_dict(cfg, name=recipe.model.name)
+    except (KeyError, TypeError, ValueError, OverflowError, AttributeError, IndexError) as e:
+        what = f"lacks {e.args[0]!r}" if isinstance(e, KeyError) else "does not describe a model recipectl can plan"
+        raise ModelConfigError(f"the model's {path} {what}",
+                               fix="a Hugging Face config.json with num_hidden_layers, hidden_size, "
+                                   "num_attention_heads, vocab_size (and layer_types for a hybrid model)") from None
 
-        path = Path(os.path.expanduser(recipe.model.path))
-        if not path.is_absolute() and base_dir is not None:
-            path = Path(base_dir) / path
-        return ModelSpec.from_config_json(path / "config.json", name=recipe.model.name)
-    return None
+
+# Sizes the planner loops over or multiplies: a config.json past these is not a real model.
+_CONFIG_LIMITS = {"num_hidden_layers": 10_000, "full_attention_interval": 10_000, "decoder_sparse_step": 10_000,
+                  "mtp_num_hidden_layers": 10_000, "num_nextn_predict_layers": 10_000}
+
+
+def _check_config_sizes(cfg: dict, path) -> None:
+    from ..model_info import ModelConfigError
+
+    text = cfg.get("text_config")
+    merged = {**cfg, **text} if isinstance(text, dict) else cfg
+    for key, value in merged.items():
+        bad = (isinstance(value, (int, float)) and not isinstance(value, bool)
+               and not (-2**53 <= value <= 2**53)) or (key in _CONFIG_LIMITS and isinstance(value, int)
+                                                       and not 0 <= value <= _CONFIG_LIMITS[key])
+        if bad or isinstance(value, list) and len(value) > 100_000:
+            raise ModelConfigError(f"the model's {path}: {key} is out of range")
+
+
+def cpu_kvcache_gib(env: dict[str, str]) -> int | None:
+    """VLLM_CPU_KVCACHE_SPACE as vLLM's CPU platform reads it: a whole number of GiB (int(); "1.5"
+    stops the server at start-up). 4 when unset (the engine's default); None when it cannot be read."""
+    raw = env.get("VLLM_CPU_KVCACHE_SPACE")
+    if raw is None or raw == "":
+        return 4
+    text = raw.strip()
+    if not text.lstrip("+").isdigit() or len(text) > 7:
+        return None
+    n = int(text)
+    return n if n <= 1 << 20 else None
 
 
 @dataclass(frozen=True)
@@ -120,7 +153,17 @@ def plan_kwargs(recipe: Recipe, role: str, host: HostCpu | None = None) -> dict:
     if recipe.cluster.is_cpu:
         env = recipe.role_env(role)
         kw["platform"] = "cpu"
-        kw["cache_bytes_override"] = int(env.get("VLLM_CPU_KVCACHE_SPACE", "4") or 4) * GiB
+        gib = cpu_kvcache_gib(env)
+        if gib is None:
+            from ..model_info import ModelConfigError
+
+            err = ModelConfigError(f"VLLM_CPU_KVCACHE_SPACE {env['VLLM_CPU_KVCACHE_SPACE'][:20]!r} is not a whole "
+                                   "number of GiB (vLLM's CPU platform reads it with int())",
+                                   fix="write it like VLLM_CPU_KVCACHE_SPACE: \"4\"")
+            err.field = (f"{role}.env.VLLM_CPU_KVCACHE_SPACE" if "VLLM_CPU_KVCACHE_SPACE" in recipe.roles[role].env
+                         else "engine.env.VLLM_CPU_KVCACHE_SPACE")
+            raise err
+        kw["cache_bytes_override"] = gib * GiB
     else:
         kw["gpu_memory_bytes"] = GPU_MEMORY_BYTES[recipe.cluster.gpu]
         kw["gpu_memory_utilization"] = eff.value("gpu_memory_utilization")

@@ -162,31 +162,63 @@ def port_collision(ctx: RuleContext) -> Iterator[Violation]:
         decode:
           side_channel_port: 5700
     """
-    used: dict[str, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
+    # Port ranges per host, (first, past-the-end, who): a range is one interval, never a list of
+    # its ports (1,024 endpoints of DP 4,096 on one host are four million ports).
+    used: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
     for p in ctx.placement.processes:
         if not p.headless:
-            used[p.host][p.http_port].append(f"{p.name} http")
-        for port in p.side_channel_ports:
-            used[p.host][port].append(f"{p.name} NIXL side channel")
+            used[p.host].append((p.http_port, p.http_port + 1, f"{p.name} http"))
+        sc = p.side_channel_ports
+        if len(sc):
+            used[p.host].append((sc.start, sc.stop, f"{p.name} NIXL side channel"))
         rpc = ctx.recipe.roles[p.role].data_parallel_rpc_port
         if rpc and not p.headless:
-            used[p.host][rpc].append(f"{p.name} DP RPC")
+            used[p.host].append((rpc, rpc + 1, f"{p.name} DP RPC"))
     r = ctx.recipe.router
-    used[ctx.placement.router_host][r.port].append("router")
+    used[ctx.placement.router_host].append((r.port, r.port + 1, "router"))
     if r.prometheus_port:
-        used[ctx.placement.router_host][r.prometheus_port].append("router metrics")
-    for host, ports in used.items():
-        for port, who in sorted(ports.items()):
-            if len(who) > 1:
-                role = "decode" if any(w.startswith("decode") for w in who) else "prefill"
-                field = "side_channel_port" if any("NIXL" in w for w in who) else "port"
-                if "router" in who:
-                    yield Violation("router.port", f"port {port} on {host} is used by {', '.join(who)}",
-                                    "router:\n  port: 30000")
-                    continue
-                yield Violation(f"{role}.{field}", f"port {port} on {host} is used by {', '.join(who)}",
-                                f"{role}:\n  {field}: <a base with room for every DP rank, e.g. "
-                                f"{5700 if field == 'side_channel_port' else 8200}>")
+        used[ctx.placement.router_host].append((r.prometheus_port, r.prometheus_port + 1, "router metrics"))
+    reported = 0
+    for host, ranges in used.items():
+        for port, who, more in _collisions(ranges):
+            if reported == _MAX_PORT_FINDINGS:
+                return
+            reported += 1
+            named = ", ".join(who) + (f" and {more} more" if more else "")
+            role = "decode" if any(w.startswith("decode") for w in who) else "prefill"
+            field = "side_channel_port" if any("NIXL" in w for w in who) else "port"
+            if "router" in who:
+                yield Violation("router.port", f"port {port} on {host} is used by {named}",
+                                "router:\n  port: 30000")
+                continue
+            yield Violation(f"{role}.{field}", f"port {port} on {host} is used by {named}",
+                            f"{role}:\n  {field}: <a base with room for every DP rank, e.g. "
+                            f"{5700 if field == 'side_channel_port' else 8200}>")
+
+
+_MAX_PORT_FINDINGS = 20  # past these, more of the same tells nothing new
+_MAX_NAMED = 4  # owners named per port
+
+
+def _collisions(ranges: list[tuple[int, int, str]]) -> Iterator[tuple[int, list[str], int]]:
+    """(first port, owners named, owners not named) for every run of ports that several ranges
+    share, in port order: a sweep over the ranges' ends, O(n log n) in the number of ranges."""
+    events = sorted([(a, 1, i) for i, (a, _, _) in enumerate(ranges)]
+                    + [(b, 0, i) for i, (_, b, _) in enumerate(ranges)])
+    active: dict[int, None] = {}  # range index -> None, in the order the ranges were listed
+    k = 0
+    while k < len(events):
+        port = events[k][0]
+        while k < len(events) and events[k][0] == port:  # closes before opens (0 < 1) at one port
+            _, opening, i = events[k]
+            if opening:
+                active[i] = None
+            else:
+                active.pop(i, None)
+            k += 1
+        if len(active) > 1:
+            owners = sorted(active)
+            yield port, [ranges[i][2] for i in owners[:_MAX_NAMED]], max(0, len(owners) - _MAX_NAMED)
 
 
 @rule(code="TOP006", name="topology.side-channel-host", title="NIXL side-channel host set when roles span hosts",
