@@ -10,25 +10,35 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .schema import ModelSection
 
-# Published models: family and routed experts (their config.json on the model hub).
-KNOWN_MODELS: dict[str, dict[str, Any]] = {
-    # Qwen3.5 checkpoints carry a vision tower (Qwen3_5MoeForConditionalGeneration)
-    "qwen3.5-397b-a17b": {"family": "hybrid", "num_experts": 512, "spec": "Qwen3.5-397B-A17B", "multimodal": True},
-    "qwen3.5-122b-a10b": {"family": "hybrid", "num_experts": 256, "spec": "Qwen3.5-122B-A10B", "multimodal": True},
-    "qwen3.5-35b-a3b": {"family": "hybrid", "num_experts": 256, "spec": "Qwen3.5-35B-A3B", "multimodal": True},
-    "qwen3-next-80b-a3b": {"family": "hybrid", "num_experts": 512, "spec": "Qwen3-Next-80B-A3B", "multimodal": False},
-}
+
+def _known_info(spec: Any) -> dict[str, Any]:
+    """What a recipe can take from a built-in spec: family, routed experts, spec name, and whether
+    the checkpoint carries a vision tower (Qwen3.5's *ForConditionalGeneration do)."""
+    family = "hybrid" if spec.is_hybrid else spec.family.value
+    return {"family": family, "num_experts": spec.num_experts or None, "spec": spec.name,
+            "multimodal": spec.architecture.endswith("ForConditionalGeneration")}
+
+
+def __getattr__(name: str) -> Any:
+    # KNOWN_MODELS is derived from the planner's built-in specs (recipectl.plan.builtin_models),
+    # the one list of published models; computed on first use.
+    if name == "KNOWN_MODELS":
+        from .plan.builtin_models import BUILTIN_MODELS
+
+        return {spec_name.lower(): _known_info(spec) for spec_name, spec in BUILTIN_MODELS.items()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 HYBRID_ARCHITECTURES = ("Qwen3NextForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
                         "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration")
 
 
 def known_model(path: str) -> dict[str, Any] | None:
-    name = path.rstrip("/").rsplit("/", 1)[-1].lower()
-    for key, info in KNOWN_MODELS.items():
-        if name.startswith(key):
-            return info
-    return None
+    """The published model a hub id or path names (see builtin_models.find_builtin), or None."""
+    from .plan.builtin_models import find_builtin
+
+    found = find_builtin(path)
+    return _known_info(found[0]) if found else None
 
 
 MAX_CONFIG_BYTES = 16 << 20  # a config.json is a few KB; this is past any real one

@@ -545,7 +545,8 @@ class Recipe(Strict):
     decode: DecodeRole = Field(default_factory=DecodeRole)
     kv_transfer: KVTransferSection = Field(default_factory=KVTransferSection)
     router: RouterSection = Field(default_factory=RouterSection)
-    workload: WorkloadSection
+    workload: WorkloadSection | None = Field(
+        None, description="the benchmark workload (isl/osl/concurrency); an accuracy-only recipe has none")
     checks: ChecksSection = Field(default_factory=ChecksSection)
     launch: LaunchSection = Field(default_factory=LaunchSection)
     matrix: dict[str, list[Any]] | None = Field(

@@ -12,6 +12,7 @@ import math
 import pytest
 
 from recipectl.plan import (
+    BUILTIN_MODELS,
     GB200_HBM_BYTES,
     QWEN3_5_397B_A17B,
     LayerType,
@@ -196,3 +197,73 @@ def test_bf16_ssm_gain_on_gb200():
     assert gain.fp32.block_size == 2096 and gain.fp32.saturation_concurrency == 1_856
     assert gain.state_bytes_ratio == pytest.approx(192_061_440 / 97_689_600)
     assert gain.concurrency_ratio == pytest.approx(2_384 / 1_856)
+
+
+# ----- the other built-in models: hand-computed state sizes, and every spec plans -------------
+def test_qwen35_122b_kv_bytes_and_gdn_state():
+    from recipectl.plan import QWEN3_5_122B_A10B as m
+
+    assert (m.num_full_attention_layers, m.num_linear_attention_layers) == (12, 36)
+    # 12 layers x 2 (K,V) x 2 kv heads x 256 x 2 B
+    assert attention_kv_bytes_per_token(m, 1, "bfloat16") == 12 * 2 * 2 * 256 * 2 == 24_576
+    conv, ssm = gdn_state_bytes_per_layer(m, 1, "bfloat16", "float32")
+    assert conv == (2 * 128 * 16 + 128 * 64) * 3 * 2 == 73_728  # conv_dim 12288 x (K-1)
+    assert ssm == 64 * 128 * 128 * 4 == 4 * MiB  # 64 v heads x 128 x 128, fp32 (the config's dtype)
+    fp32 = gdn_state_bytes_per_request(m, 1, "bfloat16", "float32")
+    bf16 = gdn_state_bytes_per_request(m, 1, "bfloat16", "bfloat16")
+    assert fp32 == 36 * (73_728 + 4 * MiB) == 153_649_152
+    assert bf16 == 36 * (73_728 + 2 * MiB) == 78_151_680
+    # the planner resolves auto to the config's float32
+    p = plan_role(m, tp=1, max_model_len=16_384, cache_bytes_override=16 * GiB)
+    assert (p.ssm_dtype, p.kv_bytes_per_token, p.gdn_state_bytes_per_request) == ("float32", 24_576, fp32)
+
+
+def test_qwen35_27b_kv_bytes_and_gdn_state():
+    from recipectl.plan import QWEN3_5_27B as m
+
+    assert (m.num_full_attention_layers, m.num_linear_attention_layers) == (16, 48)
+    assert attention_kv_bytes_per_token(m, 1, "bfloat16") == 16 * 2 * 4 * 256 * 2 == 65_536
+    assert attention_kv_bytes_per_token(m, 2, "bfloat16") == 32_768  # 2 of the 4 kv heads per rank
+    assert attention_kv_bytes_per_token(m, 8, "bfloat16") == 16_384  # replicated: 1 head per rank
+    conv, ssm = gdn_state_bytes_per_layer(m, 1, "bfloat16", "float32")
+    assert conv == (2 * 128 * 16 + 128 * 48) * 3 * 2 == 61_440  # conv_dim 10240
+    assert ssm == 48 * 128 * 128 * 4 == 3 * MiB
+    fp32 = gdn_state_bytes_per_request(m, 1, "bfloat16", "float32")
+    assert fp32 == 48 * (61_440 + 3 * MiB) == 153_944_064
+    assert gdn_state_bytes_per_request(m, 2, "bfloat16", "float32") == fp32 // 2
+
+
+def test_qwen35_0_8b_kv_bytes_and_gdn_state():
+    from recipectl.plan import QWEN3_5_0_8B as m
+
+    assert attention_kv_bytes_per_token(m, 1, "bfloat16") == 6 * 2 * 2 * 256 * 2 == 12_288
+    fp32 = gdn_state_bytes_per_request(m, 1, "bfloat16", "float32")
+    assert fp32 == 18 * ((2 * 128 * 16 + 128 * 16) * 3 * 2 + 16 * 128 * 128 * 4) == 19_537_920
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN_MODELS))
+def test_every_builtin_spec_plans(name):
+    spec = BUILTIN_MODELS[name]
+    p = plan_role(spec, tp=1, max_model_len=16_384, cache_bytes_override=8 * GiB)
+    assert p.kv_bytes_per_token == attention_kv_bytes_per_token(spec, 1, p.kv_cache_dtype)
+    assert p.gdn_state_bytes_per_request > 0
+    assert p.attention_page_bytes >= p.mamba_page_bytes  # the aligned page holds one GDN state
+    assert p.num_blocks > 0 and p.max_concurrency > 0
+    assert p.ssm_dtype == ("float32" if name.startswith("Qwen3.5") else "bfloat16")
+    assert p.weight_bytes_per_gpu == weight_bytes_per_gpu(spec, "bf16", 1, 1, False)
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN_MODELS))
+@pytest.mark.parametrize("suffix", ["", "-FP8", "-NVFP4"])
+def test_every_builtin_name_plans_from_a_recipe(name, suffix):
+    from pathlib import Path
+
+    from recipectl.plan.recipe_plan import plan_recipe, quantization
+    from recipectl.validate import load_one
+
+    recipe = load_one(str(Path(__file__).resolve().parent.parent / "recipes/h200/qwen3.5-35b-a3b-pd.yaml")).recipe
+    model = recipe.model.model_copy(update={"path": f"Qwen/{name}{suffix}", "spec": None, "quantization": None})
+    recipe = recipe.model_copy(update={"model": model})
+    plans = plan_recipe(recipe)
+    assert plans is not None and plans["decode"].plan.model == name
+    assert quantization(recipe) == (suffix[1:].lower() or "bf16")

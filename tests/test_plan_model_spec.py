@@ -7,15 +7,22 @@ import json
 import pydantic
 import pytest
 
+from recipectl import model_info
 from recipectl.plan import (
     BUILTIN_MODELS,
+    QWEN3_5_0_8B,
+    QWEN3_5_4B,
+    QWEN3_5_9B,
+    QWEN3_5_27B,
     QWEN3_5_35B_A3B,
+    QWEN3_5_122B_A10B,
     QWEN3_5_397B_A17B,
     QWEN3_NEXT_80B_A3B,
     LayerType,
     ModelFamily,
     ModelSpec,
     builtin_model,
+    find_builtin,
 )
 
 FULL, LINEAR = LayerType.FULL_ATTENTION, LayerType.LINEAR_ATTENTION
@@ -124,7 +131,8 @@ def test_mixtral_experts_use_intermediate_size():
     assert spec.param_counts().total == pytest.approx(46.7e9, rel=0.01)
 
 
-@pytest.mark.parametrize("spec", list(BUILTIN_MODELS.values()), ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", [s for s in BUILTIN_MODELS.values() if s.total_params],
+                         ids=lambda s: s.name)
 def test_builtin_param_counts_match_published(spec: ModelSpec):
     assert spec.param_counts().total == pytest.approx(spec.total_params, rel=0.02)
     assert spec.active_param_estimate() == pytest.approx(spec.active_params, rel=0.3)
@@ -148,6 +156,46 @@ def test_builtin_lookup():
     assert builtin_model("Qwen/Qwen3-Next-80B-A3B-Instruct") is QWEN3_NEXT_80B_A3B
     with pytest.raises(KeyError, match="known"):
         builtin_model("Qwen3-0.6B")
+
+
+@pytest.mark.parametrize(("name", "spec", "quant"), [
+    ("Qwen/Qwen3.5-397B-A17B", QWEN3_5_397B_A17B, None),
+    ("nvidia/Qwen3.5-397B-A17B-NVFP4", QWEN3_5_397B_A17B, "nvfp4"),
+    ("Qwen/Qwen3.5-397B-A17B-FP8", QWEN3_5_397B_A17B, "fp8"),
+    ("qwen3.5-122b-a10b-fp8", QWEN3_5_122B_A10B, "fp8"),
+    ("Qwen/Qwen3.5-35B-A3B-Base", QWEN3_5_35B_A3B, None),
+    ("Qwen/Qwen3.5-27B-FP8", QWEN3_5_27B, "fp8"),
+    ("QWEN/QWEN3.5-9B", QWEN3_5_9B, None),
+    ("/models/Qwen3.5-4B/", QWEN3_5_4B, None),
+    ("Qwen/Qwen3.5-0.8B", QWEN3_5_0_8B, None),
+    ("Qwen/Qwen3-Next-80B-A3B-Thinking", QWEN3_NEXT_80B_A3B, None),
+    ("Qwen/Qwen3-Next-80B-A3B-Instruct-FP8", QWEN3_NEXT_80B_A3B, "fp8"),
+    ("Qwen/Qwen3.5-27B-AWQ", QWEN3_5_27B, None),
+])
+def test_published_names_resolve_with_their_quantization(name, spec, quant):
+    assert find_builtin(name) == (spec, quant)
+
+
+@pytest.mark.parametrize("name", ["Qwen3.5-2B", "Qwen3.5-27", "Qwen3-0.6B", "Qwen3.5-397B", "llama"])
+def test_unknown_or_partial_names_do_not_resolve(name):
+    assert find_builtin(name) is None  # "Qwen3.5-2B" is not "Qwen3.5-27B"
+
+
+def test_did_you_mean_in_the_lookup_error():
+    with pytest.raises(KeyError, match=r"did you mean Qwen3\.5-122B-A10B"):
+        builtin_model("Qwen3.5-122B-A12B")
+
+
+def test_known_models_are_derived_from_the_builtin_specs():
+    known = model_info.KNOWN_MODELS
+    assert set(known) == {name.lower() for name in BUILTIN_MODELS}
+    for spec in BUILTIN_MODELS.values():
+        info = known[spec.name.lower()]
+        assert info["spec"] == spec.name and info["family"] == "hybrid"
+        assert info["num_experts"] == (spec.num_experts or None)
+        assert model_info.known_model(f"Qwen/{spec.name}-FP8") == info
+    assert known["qwen3.5-27b"]["multimodal"] and not known["qwen3-next-80b-a3b"]["multimodal"]
+    assert model_info.known_model("Qwen/Qwen3.5-2B") is None
 
 
 def test_spec_is_frozen_and_validated():

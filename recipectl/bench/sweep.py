@@ -88,6 +88,8 @@ def summarise(raw: dict, level: Level, gpus: int, max_failed_ratio: float) -> Le
 
 def run_sweep(recipe: Recipe, router_url: str, out_dir: Path, *, on_level=None, max_failed_ratio: float = 0.0,
               level_timeout_s: float = 3600) -> list[Level]:
+    if recipe.workload is None:
+        raise ValueError(f"recipe {recipe.name} has no workload to sweep")
     out_dir.mkdir(parents=True, exist_ok=True)
     gpus = devices(recipe)
     levels: list[Level] = []

@@ -42,6 +42,15 @@ def bench_compare(a: str, b: str, *, as_json: bool) -> int:
     return 0
 
 
+def require_workload(recipe, recipe_path: str) -> None:
+    """bench sweeps the recipe's workload: a recipe without one (accuracy only) cannot be benched."""
+    if recipe.workload is None:
+        raise RecipectlError(
+            f"{recipe_path} has no workload: bench sends random prompts of workload.isl/osl tokens at each "
+            "workload.concurrency level",
+            fix="workload:\n  isl: 8192\n  osl: 1024\n  concurrency: [1, 64]")
+
+
 def bench(recipe_path: str, *, out: str | None, run: str | None, router: str | None, max_failed_ratio: float,
           as_json: bool) -> int:
     from rich.console import Console
@@ -52,6 +61,7 @@ def bench(recipe_path: str, *, out: str | None, run: str | None, router: str | N
     from ..validate import load_one
 
     recipe = load_one(recipe_path).recipe
+    require_workload(recipe, recipe_path)
     console = Console(stderr=True)
     if router is None:
         state = find_run(run or recipe_path, runs_root(recipe.launch.run_dir))

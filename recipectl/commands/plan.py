@@ -23,9 +23,11 @@ def plan_report(recipe: Recipe, recipe_path: str) -> dict:
     host = detect_host_cpu() if recipe.cluster.is_cpu else None
     plans = plan_recipe(recipe, Path(recipe_path).parent, host)
     if plans is None:
-        raise RecipectlError(f"no model description for {recipe.model.path}",
-                             fix="set model.spec to a built-in model (Qwen3.5-397B-A17B, ...) or point model.path "
-                                 "at a local directory with config.json")
+        from ..plan.recipe_plan import unknown_model_error
+
+        raise RecipectlError(unknown_model_error(recipe),
+                             fix="model:\n  path: /models/MyModel   # a local directory holding its config.json\n"
+                                 "or\nmodel:\n  spec: Qwen3.5-35B-A3B   # the built-in model of the same shape")
     out = {"recipe": recipe.name, "model": recipe.model.path, "host_cpu": host.label if host else None,
            "roles": {}}
     for role, rp in plans.items():
@@ -43,10 +45,12 @@ def plan_report(recipe: Recipe, recipe_path: str) -> dict:
         out["roles"][role] = entry
     blocks = {role: rp.plan.block_size for role, rp in plans.items()}
     out["block_sizes_match"] = len(set(blocks.values())) == 1
-    target = max(recipe.workload.concurrency)
+    # Without a workload (an accuracy-only recipe) there is no target: capacity at max_model_len only.
+    target = max(recipe.workload.concurrency) if recipe.workload else None
     d = plans["decode"]
     out["target_concurrency"] = target
-    out["decode_gpus_for_target"] = d.plan.decode_gpus_for(target) if d.plan.saturation_concurrency_per_rank else None
+    out["decode_gpus_for_target"] = (d.plan.decode_gpus_for(target)
+                                     if target and d.plan.saturation_concurrency_per_rank else None)
     return out
 
 
@@ -86,10 +90,11 @@ def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool, loaded=None) 
     row("blocks per rank", lambda v: f"{v['num_blocks']:,}")
     row("KV cache size (tokens)", lambda v: f"{v['cache_tokens']:,}")
     row("max concurrency @ max_model_len", lambda v: f"{v['max_concurrency']:.2f}x @ {v['max_model_len']:,}")
-    row("blocks / request (mean, worst)",
-        lambda v: f"{v['blocks_per_request_mean_length']}, {v['blocks_per_request_worst_case']}")
-    row("saturation (all endpoints)", lambda v: f"{v['saturation_concurrency_all_endpoints']:,}"
-        if v["saturation_concurrency_all_endpoints"] is not None else "-")
+    if recipe.workload:
+        row("blocks / request (mean, worst)",
+            lambda v: f"{v['blocks_per_request_mean_length']}, {v['blocks_per_request_worst_case']}")
+        row("saturation (all endpoints)", lambda v: f"{v['saturation_concurrency_all_endpoints']:,}"
+            if v["saturation_concurrency_all_endpoints"] is not None else "-")
     row("bf16 vs fp32 SSM cache", lambda v: (f"{v['ssm_bf16_vs_fp32']['concurrency_ratio']:.2f}x requests"
                                               if "ssm_bf16_vs_fp32" in v else "-"))
     c = Console()
@@ -102,7 +107,10 @@ def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool, loaded=None) 
                 "NIXL handshake will refuse them — recipectl validate explains it (CON004)")
     target = report["target_concurrency"]
     sat = roles["decode"]["saturation_concurrency_all_endpoints"]
-    if sat is not None:
+    if target is None:
+        c.print("no workload: capacity at max_model_len only (add workload: {isl, osl, concurrency} for the "
+                "saturation figures)")
+    elif sat is not None:
         verdict = "[green]fits[/]" if target <= sat else "[yellow]exceeds decode capacity[/]"
         c.print(f"workload concurrency up to {target:,}: {verdict} (decode holds about {sat:,}); "
                 f"decode GPUs for {target:,}: {report['decode_gpus_for_target']}")

@@ -15,10 +15,17 @@ workload a decode endpoint keeps resident, and how many decode GPUs a target con
 
 from recipectl.plan.builtin_models import (
     BUILTIN_MODELS,
+    QWEN3_5_0_8B,
+    QWEN3_5_4B,
+    QWEN3_5_9B,
+    QWEN3_5_27B,
     QWEN3_5_35B_A3B,
+    QWEN3_5_122B_A10B,
     QWEN3_5_397B_A17B,
     QWEN3_NEXT_80B_A3B,
     builtin_model,
+    find_builtin,
+    suggest_builtin,
 )
 from recipectl.plan.capacity import (
     GB200_HBM_BYTES,
@@ -41,10 +48,12 @@ from recipectl.plan.capacity import (
 from recipectl.plan.model_spec import LayerType, ModelFamily, ModelSpec, ParamCounts
 
 __all__ = [
-    "BUILTIN_MODELS", "GB200_HBM_BYTES", "QWEN3_5_35B_A3B", "QWEN3_5_397B_A17B",
-    "QWEN3_NEXT_80B_A3B", "CacheGroup", "CapacityPlan", "LayerType", "ModelFamily", "ModelSpec",
-    "Overheads", "ParamCounts", "SsmDtypeGain", "Workload", "align_hybrid_block_size",
+    "BUILTIN_MODELS", "GB200_HBM_BYTES", "QWEN3_5_0_8B", "QWEN3_5_122B_A10B", "QWEN3_5_27B",
+    "QWEN3_5_35B_A3B", "QWEN3_5_397B_A17B", "QWEN3_5_4B", "QWEN3_5_9B", "QWEN3_NEXT_80B_A3B",
+    "CacheGroup", "CapacityPlan", "LayerType", "ModelFamily", "ModelSpec", "Overheads",
+    "ParamCounts", "SsmDtypeGain", "Workload", "align_hybrid_block_size",
     "attention_kv_bytes_per_token", "attention_page_bytes_per_token", "builtin_model",
-    "gdn_state_bytes_per_layer", "gdn_state_bytes_per_request", "kv_cache_groups", "plan_role",
-    "random_dataset_ranges", "ssm_dtype_gain", "weight_bytes_per_gpu",
+    "find_builtin", "gdn_state_bytes_per_layer", "gdn_state_bytes_per_request", "kv_cache_groups",
+    "plan_role", "random_dataset_ranges", "ssm_dtype_gain", "suggest_builtin",
+    "weight_bytes_per_gpu",
 ]

@@ -33,16 +33,16 @@ class RolePlan:
 
 
 def model_spec(recipe: Recipe, base_dir=None):
-    """The recipe's model as a ModelSpec: a built-in spec, or a local config.json; None if unknown.
-    A config.json that cannot describe a model raises ModelConfigError (a ValueError)."""
+    """The recipe's model as a ModelSpec: a built-in spec (by model.spec, or the model path's
+    hub name), or a local config.json; None if unknown. A config.json that cannot describe a
+    model raises ModelConfigError (a ValueError)."""
     from ..model_info import ModelConfigError, config_path, local_config
-    from . import builtin_model
+    from .builtin_models import find_builtin
 
-    if recipe.model.spec:
-        try:
-            return builtin_model(recipe.model.spec)
-        except (KeyError, ValueError):
-            pass
+    for name in (recipe.model.spec, recipe.model.path):
+        found = find_builtin(name) if name else None
+        if found:
+            return found[0]
     cfg = local_config(recipe.model.path, base_dir, strict=True)
     if cfg is None:
         return None
@@ -131,13 +131,44 @@ def role_pages(recipe: Recipe, eff: EffectiveRole, spec: ModelSpec | None,
         return None
 
 
+def unknown_model_error(recipe: Recipe) -> str:
+    """Why the planner has no description of the recipe's model, with the closest built-in names."""
+    from .builtin_models import BUILTIN_MODELS, suggest_builtin
+
+    m = recipe.model
+    named = m.spec or m.path
+    hint = suggest_builtin(named)
+    what = f"model.spec {m.spec!r} is not a built-in model" if m.spec else (
+        f"no built-in description of {m.path!r} and no config.json in a local directory of that name")
+    return (what + (f" (did you mean {', '.join(hint)}?)" if hint else "")
+            + f"; built-in: {', '.join(BUILTIN_MODELS)}")
+
+
+def quantization(recipe: Recipe) -> str:
+    """The planner's weight quantization: model.quantization, else what the checkpoint's name says
+    (-FP8, -NVFP4), else bf16."""
+    from .builtin_models import resolve_name
+
+    if recipe.model.quantization:
+        return recipe.model.quantization.value
+    return resolve_name(recipe.model.path)[1] or "bf16"
+
+
 def plan_kwargs(recipe: Recipe, role: str, host: HostCpu | None = None) -> dict:
-    """plan_role's arguments for one role, from its effective configuration on `host`."""
+    """plan_role's arguments for one role, from its effective configuration on `host`. Without a
+    workload the plan is at max_model_len only (no saturation figures)."""
     eff = resolve_role(recipe, role, host)
     w = recipe.workload
     ssm = eff["mamba_ssm_cache_dtype"]
+    max_model_len = eff.value("max_model_len") or (w.max_isl + w.max_osl if w else None)
+    if max_model_len is None:
+        from ..errors import RecipectlError
+
+        raise RecipectlError(
+            f"{role}: no max_model_len and no workload to size the plan by",
+            fix="model:\n  max_model_len: 32768   # or a workload: {isl: 8192, osl: 1024}")
     kw = dict(
-        max_model_len=eff.value("max_model_len") or (w.max_isl + w.max_osl),
+        max_model_len=max_model_len,
         tp=eff.value("tp"), dp=eff.value("dp"), ep=eff.value("expert_parallel"),
         kv_cache_dtype=eff.value("kv_cache_dtype"),
         mamba_cache_dtype=eff.value("mamba_cache_dtype"),
@@ -146,8 +177,8 @@ def plan_kwargs(recipe: Recipe, role: str, host: HostCpu | None = None) -> dict:
         model_dtype=None if eff.value("dtype") in (None, "auto") else eff.value("dtype"),
         block_size=eff.value("block_size"),
         enable_prefix_caching=eff.value("enable_prefix_caching"),
-        quantization=(recipe.model.quantization.value if recipe.model.quantization else "bf16"),
-        workload=Workload(isl=w.isl, osl=w.osl, range_ratio=w.random_range_ratio),
+        quantization=quantization(recipe),
+        workload=Workload(isl=w.isl, osl=w.osl, range_ratio=w.random_range_ratio) if w else None,
         max_num_seqs=eff.value("max_num_seqs"),
     )
     if recipe.cluster.is_cpu:

@@ -32,6 +32,9 @@ def decode_saturation(ctx: RuleContext) -> Iterator[Violation]:
         decode:
           endpoints: 2       # or more decode GPUs, a bf16 SSM cache, fp8 KV
     """
+    want = ctx.max_concurrency
+    if want is None:  # no workload: no target to check
+        return
     try:
         from ..plan.recipe_plan import plan_recipe
 
@@ -42,7 +45,6 @@ def decode_saturation(ctx: RuleContext) -> Iterator[Violation]:
         return
     decode = plans["decode"]
     sat = decode.saturation
-    want = ctx.max_concurrency
     if sat is None or want <= sat:
         return
     per_endpoint_gpus = ctx.recipe.decode.parallel.gpus

@@ -101,5 +101,7 @@ class RuleContext:
         return f"engine.env.{var}"
 
     @property
-    def max_concurrency(self) -> int:
-        return max(self.recipe.workload.concurrency)
+    def max_concurrency(self) -> int | None:
+        """The workload's highest concurrency; None without a workload (an accuracy-only recipe)."""
+        w = self.recipe.workload
+        return max(w.concurrency) if w else None

@@ -92,7 +92,8 @@ def language_model_only(ctx: RuleContext) -> Iterator[Violation]:
           language_model_only: true
     """
     m = ctx.recipe.model
-    if ctx.hybrid and m.multimodal and ctx.recipe.workload.text_only and not m.language_model_only:
+    w = ctx.recipe.workload  # without one, whether the traffic is text only is not known
+    if ctx.hybrid and m.multimodal and w is not None and w.text_only and not m.language_model_only:
         yield Violation("model.language_model_only", "a text-only workload runs with the multimodal path on",
                         "model:\n  language_model_only: true")
 
@@ -118,6 +119,8 @@ def batched_tokens(ctx: RuleContext) -> Iterator[Violation]:
         prefill:
           max_num_batched_tokens: 16384
     """
+    if ctx.recipe.workload is None:  # no ISL to size the budget by
+        return
     want = 2 * ctx.recipe.workload.isl
     setting = ctx.setting("prefill", "max_num_batched_tokens")
     have = setting.value
@@ -147,7 +150,7 @@ def stream_interval(ctx: RuleContext) -> Iterator[Violation]:
         decode:
           stream_interval: 100
     """
-    if ctx.max_concurrency < HIGH_CONCURRENCY:
+    if (ctx.max_concurrency or 0) < HIGH_CONCURRENCY:
         return
     # decode streams the tokens; prefill answers with one token, its interval does not matter
     setting = ctx.setting("decode", "stream_interval")

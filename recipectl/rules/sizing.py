@@ -32,6 +32,8 @@ def max_model_len(ctx: RuleContext) -> Iterator[Violation]:
           max_model_len: 16589
     """
     w = ctx.recipe.workload
+    if w is None:  # no workload: no request length to cover
+        return
     need = w.max_isl + w.max_osl
     flagged: set[str] = set()
     for role, _ in ctx.roles():
