@@ -8,6 +8,19 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+def pytest_addoption(parser):
+    parser.addoption("--require-all", action="store_true", default=False,
+                     help="a missing component (engine, Slurm, shellcheck, Kubernetes schemas) fails its "
+                          "tests instead of skipping them; CI=true does the same (tests/requirements.py)")
+
+
+def pytest_configure(config):
+    from .requirements import ci_is_set, configure
+
+    ci_is_set()  # an unreadable CI value is a usage error before any test runs
+    configure(config.getoption("require_all"))
+
+
 @pytest.fixture
 def recipectl_cli():
     """Run the real console entry point in a subprocess: what a user runs."""

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from .e2e_support import LOCAL_RECIPE, assert_nothing_left, cli, log_tails, read_state
-from .engine_support import require_engine
+from .requirements import require_engine
 
 pytestmark = pytest.mark.engine
 

@@ -17,7 +17,7 @@ from recipectl.render.processes import build_deployment
 from recipectl.validate import load_one
 
 from .e2e_support import CAPACITY_LINE, LOCAL_RECIPE, ROOT, wait_for
-from .engine_support import require_engine
+from .requirements import require_engine
 
 pytestmark = pytest.mark.engine
 

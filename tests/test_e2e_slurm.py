@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from .e2e_support import LOCAL_RECIPE, assert_nothing_left, cli, log_tails, read_state
-from .engine_support import require_engine
+from .requirements import require_engine
 from .slurm_support import slurm_cluster  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.slurm, pytest.mark.engine]

@@ -14,7 +14,7 @@ from recipectl.render.processes import build_deployment
 from recipectl.render.values import literal
 from recipectl.validate import validate_file
 
-from .engine_support import require_engine
+from .requirements import require_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.engine
