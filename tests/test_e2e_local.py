@@ -78,7 +78,7 @@ def test_doctor_passes_every_check(deployment):
     failed = [c["name"] for c in body["checks"] if c["status"] == "fail"]
     assert r.returncode == 0 and failed == [], failed
     names = {c["name"] for c in body["checks"] if c["status"] == "pass"}
-    assert {"P/D transfer (NIXL)", "parity (P/D vs reference)", "GSM8K smoke"} <= names
+    assert {"P/D transfer (NIXL)", "parity (P/D vs reference)", "GSM8K pipeline (accuracy not gated)"} <= names
     parity = next(c for c in body["checks"] if c["name"].startswith("parity"))
     assert len(parity["data"]["prompts"]) == 20
 
