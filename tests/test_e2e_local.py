@@ -13,6 +13,7 @@ import pytest
 from recipectl.checks.metrics import parse_metrics, transfer_evidence
 
 from .e2e_support import LOCAL_RECIPE, cli, cli_watched, launched, read_state
+from .recipe_text import write_edited
 
 pytestmark = pytest.mark.engine
 
@@ -135,9 +136,9 @@ def test_parity_against_a_corrupted_reference_fails_with_positions_and_margins(d
         # The near-tie bar back at its default: the recipe's 1.5 nats is for the same weights'
         # numerical drift, and would call a wholly different model's low-margin picks near-ties.
         short = tmp_path / "short.yaml"
-        short.write_text(LOCAL_RECIPE.read_text().replace("num_prompts: 20", "num_prompts: 6")
-                         .replace("    max_tokens: 16\n    # Decode", "    max_tokens: 8\n    # Decode")
-                         .replace("near_tie_nats: 1.5", "near_tie_nats: 0.1"))
+        write_edited(LOCAL_RECIPE, short, ("num_prompts: 20", "num_prompts: 6"),
+                     ("    max_tokens: 16\n    # Decode", "    max_tokens: 8\n    # Decode"),
+                     ("near_tie_nats: 1.5", "near_tie_nats: 0.1"))
         r = cli("doctor", str(short), "--run", deployment["state"]["run_dir"], "--no-env", "--no-gsm8k",
                 "--reference", "http://127.0.0.1:8300", "--format", "json", env=deployment["env"], timeout=900)
         body = json.loads(r.stdout)
