@@ -12,7 +12,7 @@ import pytest
 
 from recipectl.checks.metrics import parse_metrics, transfer_evidence
 
-from .e2e_support import LOCAL_RECIPE, cli, cli_watched, launched, read_state
+from .e2e_support import LOCAL_RECIPE, cli, launched, read_state
 from .recipe_text import write_edited
 
 pytestmark = pytest.mark.engine
@@ -112,6 +112,7 @@ def test_parity_against_a_corrupted_reference_fails_with_positions_and_margins(d
     """The same architecture with another seed's weights behind the reference URL: what a corrupted
     state looks like from the outside. Parity must fail and say where and by how much."""
     import os
+    import socket
     import subprocess
     import time
 
@@ -128,14 +129,18 @@ def test_parity_against_a_corrupted_reference_fails_with_positions_and_margins(d
     # and patient — one model step of it was seen to wait > 300 s (vLLM's default RPC timeout).
     env = {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_CPU_KVCACHE_SPACE": "1",
            "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "1800"}
+    with socket.socket() as sock:  # a free port, chosen now
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     log = open(tmp_path / "reference.log", "wb")
     ref = subprocess.Popen([str(venv / "bin" / "vllm"), "serve", str(model), "--served-model-name", "tiny",
-                            "--host", "127.0.0.1", "--port", "8300", "--dtype", "bfloat16", "--max-model-len", "4096",
-                            "--enforce-eager"], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                            "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
+                            "--max-model-len", "4096", "--enforce-eager"],
+                           env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         def healthy():
             try:
-                return httpx.get("http://127.0.0.1:8300/health", timeout=2).status_code == 200
+                return httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200
             except httpx.HTTPError:
                 return ref.poll() is not None  # stop waiting if it died
         assert wait_for(healthy, 600, 1.0) and ref.poll() is None, (tmp_path / "reference.log").read_text()[-3000:]
@@ -147,7 +152,7 @@ def test_parity_against_a_corrupted_reference_fails_with_positions_and_margins(d
                      ("    max_tokens: 16\n    # Decode", "    max_tokens: 8\n    # Decode"),
                      ("near_tie_nats: 1.5", "near_tie_nats: 0.1"))
         r = cli("doctor", str(short), "--run", deployment["state"]["run_dir"], "--no-env", "--no-gsm8k",
-                "--reference", "http://127.0.0.1:8300", "--format", "json", env=deployment["env"], timeout=900)
+                "--reference", f"http://127.0.0.1:{port}", "--format", "json", env=deployment["env"], timeout=900)
         body = json.loads(r.stdout)
         parity = next(c for c in body["checks"] if c["name"].startswith("parity"))
         print(parity["detail"][:600])
@@ -184,28 +189,3 @@ def test_planner_matches_the_engines_own_capacity_lines(deployment):
         assert plan["cache_tokens"] == tokens
         assert round(plan["max_concurrency"], 2) == conc
 
-
-def test_doctor_fails_and_names_decode_when_it_is_down(deployment):
-    """Run last in this module: it kills decode (nothing in flight, so prefill stays calm)."""
-    import os
-    import signal
-    import time
-
-    from recipectl.launch.processes import group_alive
-
-    state = read_state(deployment["run_root"])
-    decode = next(p for p in state["processes"] if p["kind"] == "decode")
-    os.killpg(decode["pid"], signal.SIGKILL)
-    deadline = time.time() + 30
-    while group_alive(decode["pid"]) and time.time() < deadline:
-        time.sleep(0.2)
-    t0 = time.time()
-    r = cli_watched("doctor", str(LOCAL_RECIPE), "--no-env", "--format", "json", "--timeout", "10",
-                    env=deployment["env"], timeout=400, dump_after=45)
-    elapsed = time.time() - t0
-    body = json.loads(r.stdout)
-    down = [c for c in body["checks"] if c["status"] == "fail" and c["name"].startswith("health decode")]
-    assert r.returncode == 1 and down, body
-    # Every check is bounded by --timeout 10: a bound a 10x slower host still meets, far below
-    # the minutes a check without its timeout would wait on the dead decode.
-    assert elapsed < 300, f"doctor took {elapsed:.0f}s; its stacks after 45 s:\n{r.stderr[-6000:]}"
