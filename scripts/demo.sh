@@ -23,7 +23,7 @@ r.raise_for_status()
 print(json.dumps(r.json()["choices"][0]["text"]))
 PY
 echo
-echo "== doctor: health, P/D proof, parity, GSM8K smoke"
+echo "== doctor: health, P/D proof, parity, GSM8K pipeline (accuracy not gated on random weights)"
 "$RC" doctor "$RECIPE" || status=$?
 "$RC" stop
 trap - EXIT

@@ -8,6 +8,33 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+def pytest_addoption(parser):
+    parser.addoption("--require-all", action="store_true", default=False,
+                     help="a missing component (engine, Slurm, shellcheck, Kubernetes schemas) fails its "
+                          "tests instead of skipping them; CI=true does the same (tests/requirements.py)")
+
+
+# pyproject.toml's `timeout` (300 s) bounds every test: a hang fails with its stack, not at CI's
+# limit. Tests marked engine or slurm get this instead: their module fixtures start a deployment
+# or a cluster (launch alone may take its ready_timeout_s, 900 s, on a loaded 2-core host), and
+# pytest-timeout counts a fixture's set-up in the first test that uses it.
+ENGINE_OR_SLURM_TIMEOUT_S = 3600
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("timeout") is None and (
+                item.get_closest_marker("engine") or item.get_closest_marker("slurm")):
+            item.add_marker(pytest.mark.timeout(ENGINE_OR_SLURM_TIMEOUT_S))
+
+
+def pytest_configure(config):
+    from .requirements import ci_is_set, configure
+
+    ci_is_set()  # an unreadable CI value is a usage error before any test runs
+    configure(config.getoption("require_all"))
+
+
 @pytest.fixture
 def recipectl_cli():
     """Run the real console entry point in a subprocess: what a user runs."""

@@ -90,7 +90,7 @@ def log_tails(run_root: Path, lines: int = 40) -> str:
 def launched(tmp_path_factory):
     """The local recipe launched with --detach for a module's tests, then stopped; nothing may be
     left. Yields {"env", "state", "run_root"}. (A generator for module-scoped fixtures.)"""
-    from .engine_support import require_engine
+    from .requirements import require_engine
 
     require_engine()
     run_root = tmp_path_factory.mktemp("runs")

@@ -8,7 +8,7 @@ node is idle. Nothing outside the temp dir is used: no /etc/slurm, /etc/munge, /
 systemd, and free TCP ports, so two clusters (two pytest runs) can run side by side.
 
 When Slurm cannot be installed or started the fixture skips, with the reason and the daemon logs;
-with CI set in the environment it fails instead.
+under CI or --require-all it fails instead (tests/requirements.py decides).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from .requirements import SLURM_INSTALL, require
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTALL_SCRIPT = ROOT / "scripts" / "install-slurm.sh"
@@ -49,9 +51,7 @@ def _which(name: str) -> str | None:
 
 
 def _unavailable(msg: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"Slurm is required in CI: {msg}", pytrace=False)
-    pytest.skip(f"no Slurm cluster: {msg}")
+    require(False, f"a Slurm cluster ({msg})", SLURM_INSTALL)
 
 
 def ensure_installed() -> dict[str, str]:

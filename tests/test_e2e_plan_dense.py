@@ -17,7 +17,8 @@ from recipectl.render.processes import build_deployment
 from recipectl.validate import load_one
 
 from .e2e_support import CAPACITY_LINE, LOCAL_RECIPE, ROOT, wait_for
-from .engine_support import require_engine
+from .recipe_text import replace_once
+from .requirements import require_engine
 
 pytestmark = pytest.mark.engine
 
@@ -28,8 +29,7 @@ def _dense_recipe(tmp_path, model) -> str:
                      ("  mamba_ssm_cache_dtype: bfloat16\n", ""),
                      # off the local deployment's ports, in case one is up
                      ("port: 8200", "port: 8290"), ("side_channel_port: 5700", "side_channel_port: 5790")):
-        assert old in text, old
-        text = text.replace(old, new)
+        text = replace_once(text, old, new)
     path = tmp_path / "tiny-dense-cpu.yaml"
     path.write_text(text)
     return str(path)

@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from .e2e_support import LOCAL_RECIPE, assert_nothing_left, cli, log_tails, read_state
-from .engine_support import require_engine
+from .recipe_text import write_edited
+from .requirements import require_engine
 from .slurm_support import slurm_cluster  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.slurm, pytest.mark.engine]
@@ -57,8 +58,7 @@ def test_a_job_whose_endpoint_cannot_start_is_reported_and_cancelled(slurm_clust
     require_engine()
     assert_nothing_left(None)
     bad = tmp_path / "bad.yaml"
-    bad.write_text(LOCAL_RECIPE.read_text().replace("~/.cache/recipectl/models/qwen3next-tiny",
-                                                    str(tmp_path / "no-such-model")))
+    write_edited(LOCAL_RECIPE, bad, ("~/.cache/recipectl/models/qwen3next-tiny", str(tmp_path / "no-such-model")))
     env = slurm_cluster.full_env({"RECIPECTL_RUN_DIR": str(tmp_path / "runs")})
     t0 = time.time()
     r = cli("launch", str(bad), "--target", "slurm", "--detach", env=env, timeout=900)

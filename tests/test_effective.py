@@ -12,6 +12,8 @@ from recipectl.engine_flags import parse_extra_args
 from recipectl.launch.diagnose import diagnose_endpoints
 from recipectl.loader import load_text
 
+from .recipe_text import edited
+
 CPU_RECIPE = """
 version: 1
 name: t
@@ -25,7 +27,7 @@ workload: {isl: 64, osl: 16}
 
 
 def _recipe(prefill: str = "", decode: str = ""):
-    text = CPU_RECIPE.replace("PREFILL", prefill).replace("DECODE", decode).replace(", }", "}")
+    text = edited(CPU_RECIPE, ("PREFILL", prefill), ("DECODE", decode)).replace(", }", "}")
     result = load_text(text, "t.yaml")
     assert result.ok, [str(d) for d in result.diagnostics]
     return result.recipes[0].recipe

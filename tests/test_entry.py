@@ -12,6 +12,8 @@ import yaml
 
 from recipectl.entry import parse_fast
 
+from .recipe_text import write_edited
+
 ROOT = Path(__file__).resolve().parent.parent
 GB200 = ROOT / "recipes" / "gb200" / "qwen3.5-397b-nvfp4-pd.yaml"
 VARIANT = "prefill-endpoints-4"
@@ -45,7 +47,7 @@ def recipes(tmp_path_factory) -> dict[str, Path]:
     findings = d / "findings.yaml"
     findings.write_text(yaml.safe_dump(data, sort_keys=False))
     typo = d / "typo.yaml"
-    typo.write_text(GB200.read_text().replace("  max_num_batched_tokens: 16384", "  max_num_batched_token: 16384"))
+    write_edited(GB200, typo, ("  max_num_batched_tokens: 16384", "  max_num_batched_token: 16384"))
     syntax = d / "syntax.yaml"
     syntax.write_text("version: 1\nname: x\nmodel:\n  path: [unclosed\ncluster: {gpu: CPU}\n")
     empty_dir = d / "empty"

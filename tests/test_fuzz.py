@@ -9,6 +9,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from recipectl.diagnostics import Severity
 from recipectl.validate import validate_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,5 +66,10 @@ def test_mutated_recipes_are_reported_not_raised(tmp_path_factory, data):
 def test_arbitrary_text_is_reported_not_raised(tmp_path_factory, text):
     path = tmp_path_factory.mktemp("fuzz") / "r.yaml"
     path.write_text(text)
-    report, _ = validate_file(path)
-    assert report.valid is False or report.diagnostics is not None
+    report, recipes = validate_file(path)
+    for d in report.diagnostics:
+        assert d.code and d.message
+    if report.valid:
+        assert recipes, "a valid report with no recipe in it"
+    else:  # an invalid file says why: at least one error
+        assert any(d.severity == Severity.ERROR for d in report.diagnostics), report.diagnostics

@@ -238,6 +238,12 @@ def test_package_ships_the_data_and_its_licence() -> None:
 
 # --------------------------------------------------------------------------- the runner
 
+# Bounds a 10x slower host still meets, each well below what a missing timeout would cost (the
+# hanging handlers below wait HOLD_S for the server to shut down). Speed claims live in
+# benchmarks/gsm8k_client.py.
+HOLD_S = 60.0
+BOUNDED_S = 30.0
+
 def test_scripted_server_is_scored_exactly() -> None:
     progress: list[tuple[int, int, int]] = []
     with FakeServer(scripted) as server:
@@ -259,24 +265,39 @@ def test_scripted_server_is_scored_exactly() -> None:
 
 
 def test_concurrency_is_honoured() -> None:
-    def slow(req: Request) -> tuple[int, Any]:
-        time.sleep(0.02)
+    """The first 4 requests wait for each other (a barrier), then hold on a moment: 4 in flight at
+    once is reached on any host, and a 5th would be counted. No count depends on scheduling."""
+    barrier = threading.Barrier(4, timeout=HOLD_S)
+    arrivals = Counter[str]()
+    lock = threading.Lock()
+
+    def together(req: Request) -> tuple[int, Any]:
+        with lock:
+            arrivals["n"] += 1
+            first_four = arrivals["n"] <= 4
+        if first_four:
+            try:
+                barrier.wait()
+            except threading.BrokenBarrierError:
+                return 500, {"error": "fewer than 4 requests in flight at once"}
+            time.sleep(0.2)
         return scripted(req)
 
-    with FakeServer(slow) as server:
-        run(server.url, n=24, concurrency=4)
-    assert 2 <= server.max_inflight <= 4
+    with FakeServer(together) as server:
+        result = run(server.url, n=24, concurrency=4, retries=0, max_errors=0)
+    assert result.errors == 0 and not barrier.broken
+    assert server.max_inflight == 4
 
 
 def test_a_hanging_server_fails_the_run_quickly_with_a_clear_error() -> None:
     def hang(req: Request) -> tuple[int, Any]:
-        req.release.wait(30)
+        req.release.wait(HOLD_S)
         return 500, {}
 
     start = time.perf_counter()
     with FakeServer(hang) as server, pytest.raises(CheckError) as info:
         run(server.url, n=10, request_timeout_s=0.3, retries=1)
-    assert time.perf_counter() - start < 5
+    assert time.perf_counter() - start < BOUNDED_S
     assert "no complete answer within 0.3 s" in info.value.message
     assert "2 attempts" in info.value.message and "hung" in (info.value.fix or "")
 
@@ -300,7 +321,7 @@ def test_a_trickling_server_is_cut_off_by_the_hard_deadline() -> None:
     start = time.perf_counter()
     with FakeServer(trickle) as server, pytest.raises(CheckError, match=r"within 0\.6 s"):
         run(server.url, n=3, request_timeout_s=0.6, retries=0)
-    assert time.perf_counter() - start < 5
+    assert time.perf_counter() - start < BOUNDED_S
 
 
 def test_500_then_200_is_retried_and_succeeds() -> None:
@@ -341,19 +362,48 @@ def test_connection_refused_fails_fast() -> None:
     start = time.perf_counter()
     with pytest.raises(CheckError, match="ConnectError"):
         run(url, n=2, retries=0, connect_retries=0)
-    assert time.perf_counter() - start < 5
+    assert time.perf_counter() - start < BOUNDED_S
 
 
-@pytest.mark.parametrize(("concurrency", "shards", "per_shard"), [(1, 1, 1), (7, 1, 7), (64, 8, 8),
-                                                                 (65, 9, 8)])
-def test_make_client_sizes_its_pools(concurrency: int, shards: int, per_shard: int) -> None:
-    client = make_client(concurrency=concurrency, timeout_s=3)
-    assert isinstance(client, httpx.AsyncClient) and client.timeout.read == 3
-    transport = client._transport  # type: ignore[attr-defined]
-    assert isinstance(transport, ShardedTransport) and len(transport.shards) == shards
-    for shard in transport.shards:
-        assert shard._pool._max_connections == per_shard and shard._pool._retries == 2
-    assert len({id(s._pool._ssl_context) for s in transport.shards}) == 1
+@pytest.mark.parametrize("concurrency", [1, 7, 64, pytest.param(65, marks=pytest.mark.xfail(
+    strict=True, reason="make_client(concurrency=65) splits into 9 pools of 8: up to 72 in flight"))])
+def test_make_client_keeps_concurrency_connections_open_and_reuses_them(concurrency: int) -> None:
+    """Behaviour, not httpx's fields: 3 x concurrency requests, the first `concurrency` held until
+    all of them are in flight; never more in flight than asked, and every later request reuses one
+    of those connections (kept alive), so the server sees exactly `concurrency` client ports."""
+    barrier = threading.Barrier(concurrency, timeout=HOLD_S)
+    ports: set[int] = set()
+    arrivals = Counter[str]()
+    lock = threading.Lock()
+
+    def held(req: Request) -> tuple[int, Any]:
+        with lock:
+            ports.add(req.raw.client_address[1])
+            arrivals["n"] += 1
+            first = arrivals["n"] <= concurrency
+        if first:
+            try:
+                barrier.wait()
+            except threading.BrokenBarrierError:
+                return 500, {"error": "not all connections were open at once"}
+            time.sleep(0.2)
+        return 200, completion(" 1")
+
+    async def go(url: str) -> list[int]:
+        async with make_client(concurrency=concurrency, timeout_s=HOLD_S) as client:
+            assert client.timeout.read == HOLD_S
+            rs = await asyncio.gather(*(client.post(url + "/v1/completions", json={"prompt": "x"})
+                                        for _ in range(3 * concurrency)))
+            return [r.status_code for r in rs]
+
+    with FakeServer(held) as server:
+        statuses = asyncio.run(go(server.url))
+    assert statuses == [200] * (3 * concurrency) and not barrier.broken
+    assert server.max_inflight == concurrency
+    assert len(ports) == concurrency
+
+
+def test_make_client_rejects_no_concurrency() -> None:
     with pytest.raises(ValueError):
         make_client(concurrency=0)
 
@@ -361,19 +411,21 @@ def test_make_client_sizes_its_pools(concurrency: int, shards: int, per_shard: i
 def test_in_flight_accounting_returns_to_zero_after_successes_and_timeouts() -> None:
     def sometimes_hang(req: Request) -> tuple[int, Any]:
         if LABELS[question_of(req.body["prompt"])] % 3 == 0:
-            req.release.wait(30)
+            req.release.wait(HOLD_S)
         return scripted(req)
 
-    async def go(url: str) -> tuple[GSM8KResult, list[int]]:
-        async with make_client(concurrency=16) as client:
+    async def go(url: str) -> tuple[GSM8KResult, tuple[int, ...]]:
+        transport = ShardedTransport(16, retries=2)  # what make_client(concurrency=16) builds
+        async with httpx.AsyncClient(transport=transport, timeout=600) as client:
+            # 5 s: the hung requests time out, the others answer in time even on a loaded host
             result = await run_gsm8k(client, url, "m", num_questions=30, concurrency=16,
-                                     request_timeout_s=0.3, retries=0, max_errors=30)
-            return result, list(client._transport._inflight)  # type: ignore[attr-defined]
+                                     request_timeout_s=5, retries=0, max_errors=30)
+            return result, transport.in_flight
 
     with FakeServer(sometimes_hang) as server:
         result, inflight = asyncio.run(go(server.url))
     hung = sum(1 for q in TEST[:30] if q.label % 3 == 0)
-    assert 0 < result.errors == hung and inflight == [0, 0]
+    assert 0 < result.errors == hung and inflight == (0, 0)
 
 
 # --------------------------------------------------------------------------- the gate

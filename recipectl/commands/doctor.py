@@ -82,7 +82,8 @@ async def run_doctor(recipe: Recipe | None, targets: Targets, *, env: bool, proo
         if gsm8k:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            with Progress(TextColumn("GSM8K smoke"), BarColumn(), MofNCompleteColumn(),
+            name = ep.gsm8k_check_name(recipe)
+            with Progress(TextColumn(name), BarColumn(), MofNCompleteColumn(),
                           TextColumn("{task.description}"),
                           TimeElapsedColumn(), console=console, transient=True) as bar:
                 task = bar.add_task("", total=gsm8k_questions or (recipe.checks.gsm8k.num_questions if recipe else 200))
@@ -92,7 +93,7 @@ async def run_doctor(recipe: Recipe | None, targets: Targets, *, env: bool, proo
 
                 budget = (recipe.checks.gsm8k.timeout_s if recipe else 600) * 3
                 results.append(await timed(
-                    "proofs", "GSM8K smoke",
+                    "proofs", name,
                     lambda: ep.gsm8k(recipe, targets, client, progress, gsm8k_questions), budget))
     explain_from_logs(results, targets)
     return results
