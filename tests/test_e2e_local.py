@@ -108,7 +108,7 @@ def test_parity_against_a_corrupted_reference_fails_with_positions_and_margins(d
     import time
 
     from recipectl.engine_env import engine_venv
-    from recipectl.launch.processes import stop_groups
+    from recipectl.runs.processes import stop_groups
 
     from .e2e_support import ROOT, wait_for
 
@@ -183,7 +183,7 @@ def test_doctor_fails_and_names_decode_when_it_is_down(deployment):
     import signal
     import time
 
-    from recipectl.launch.processes import group_alive
+    from recipectl.runs.processes import group_alive
 
     state = read_state(deployment["run_root"])
     decode = next(p for p in state["processes"] if p["kind"] == "decode")
