@@ -174,17 +174,10 @@ def launch(
 
         print_dry_run(loaded.recipe, as_json=format is OutputFormat.json)
         return
-    if target == "slurm":
-        from .commands.slurm import launch_slurm
+    from .commands.launch import launch_target
 
-        raise typer.Exit(launch_slurm(recipe, loaded.recipe, detach=detach, timeout=timeout,
-                                      as_json=format is OutputFormat.json))
-    if target != "local":
-        raise RecipectlError(f"unknown target {target!r}", fix="--target local or --target slurm")
-    from .commands.launch import launch_local
-
-    raise typer.Exit(launch_local(recipe, loaded.recipe, detach=detach, timeout=timeout,
-                                  as_json=format is OutputFormat.json, preflight=preflight))
+    raise typer.Exit(launch_target(target, recipe, loaded.recipe, detach=detach, timeout=timeout,
+                                   as_json=format is OutputFormat.json, preflight=preflight))
 
 
 RUN_DIR_HELP = ("where runs are kept (a recipe's launch.run_dir); given a recipe file, its own launch.run_dir "
@@ -323,7 +316,7 @@ def _dump(data: dict, format: str) -> None:
 
 def main() -> None:
     """The Typer app as the entry point (entry.main calls it for what its fast path leaves)."""
-    from .entry import run_guarded
+    from .guard import run_guarded
 
     run_guarded(lambda: app(standalone_mode=False))  # app returns the code of a typer.Exit
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from .rules.registry import Rule, all_rules
+from .rules.catalog import all_rules
+from .rules.registry import Rule
 
 
 def rule_page(r: Rule) -> str:

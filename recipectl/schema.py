@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .models.family import ModelFamily
+
 SCHEMA_VERSION = 1
 
 # Upper bounds of numbers no real deployment comes near: a typo such as 10**400 (or .inf) is a
@@ -77,12 +79,6 @@ class SchemaValueError(ValueError):
 
 
 # ---------------------------------------------------------------------------------------- model
-class ModelFamily(str, Enum):
-    HYBRID = "hybrid"  # Gated DeltaNet (linear attention, recurrent state) + full attention
-    DENSE = "dense"
-    MOE = "moe"  # full attention only, mixture of experts
-
-
 class Quantization(str, Enum):
     NVFP4 = "nvfp4"
     FP8 = "fp8"
@@ -585,7 +581,7 @@ class Recipe(Strict):
 
     @model_validator(mode="after")
     def _infer_model(self, info: Any) -> "Recipe":
-        from .model_info import infer_model_section
+        from .models.info import infer_model_section
 
         base_dir = (info.context or {}).get("base_dir") if info is not None else None
         inferred = infer_model_section(self.model, base_dir)

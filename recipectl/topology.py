@@ -170,3 +170,19 @@ def _place_endpoint(recipe, role, spec: RoleSection, i, free, ports, out: Placem
         procs.append(Process(role, i, node, hosts[node], take, ranks_per_node, j * ranks_per_node, j > 0,
                              http, side if j == 0 else procs[0].side_channel_base, cores))
     return Endpoint(role, i, tuple(procs))
+
+
+def parse_cores(spec: str) -> set[int]:
+    """'0-3,6' -> {0, 1, 2, 3, 6}; raises ValueError on anything else."""
+    cores: set[int] = set()
+    for part in spec.split(","):
+        part = part.strip()
+        if "-" in part:
+            a, b = part.split("-", 1)
+            lo, hi = int(a), int(b)
+            if hi < lo:
+                raise ValueError(spec)
+            cores.update(range(lo, hi + 1))
+        else:
+            cores.add(int(part))
+    return cores

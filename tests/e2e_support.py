@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from recipectl.launch.processes import group_alive, port_in_use
+from recipectl.runs.processes import group_alive, port_in_use
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL_RECIPE = ROOT / "recipes" / "local" / "tiny-hybrid-cpu.yaml"

@@ -25,7 +25,7 @@ def test_doctor_fails_and_names_decode_when_it_is_down(deployment):
     import signal
     import time
 
-    from recipectl.launch.processes import group_alive
+    from recipectl.runs.processes import group_alive
 
     state = read_state(deployment["run_root"])
     decode = next(p for p in state["processes"] if p["kind"] == "decode")

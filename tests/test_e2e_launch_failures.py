@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from recipectl.launch.processes import group_alive
+from recipectl.runs.processes import group_alive
 
 from .e2e_support import LOCAL_RECIPE, ROOT, assert_nothing_left, read_state, wait_for
 from .requirements import require_engine

@@ -117,7 +117,7 @@ def test_parity_against_a_corrupted_reference_fails_with_positions_and_margins(d
     import time
 
     from recipectl.engine_env import engine_venv
-    from recipectl.launch.processes import stop_groups
+    from recipectl.runs.processes import stop_groups
 
     from .e2e_support import ROOT, wait_for
 
@@ -188,4 +188,3 @@ def test_planner_matches_the_engines_own_capacity_lines(deployment):
         assert max_len == plan["max_model_len"]
         assert plan["cache_tokens"] == tokens
         assert round(plan["max_concurrency"], 2) == conc
-

@@ -12,8 +12,8 @@ import pytest
 
 from recipectl.commands.plan import plan_report
 from recipectl.launch.local import local_argv, process_environ
-from recipectl.launch.processes import stop_groups
 from recipectl.render.processes import build_deployment
+from recipectl.runs.processes import stop_groups
 from recipectl.validate import load_one
 
 from .e2e_support import CAPACITY_LINE, LOCAL_RECIPE, ROOT, wait_for

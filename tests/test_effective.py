@@ -9,8 +9,8 @@ import pytest
 
 from recipectl.effective import AVX512_BF16, NO_AVX512_BF16, HostCpu, Source, detect_host_cpu, resolve_role
 from recipectl.engine_flags import parse_extra_args
-from recipectl.launch.diagnose import diagnose_endpoints
 from recipectl.loader import load_text
+from recipectl.runs.diagnose import diagnose_endpoints
 
 from .recipe_text import edited
 

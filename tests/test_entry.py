@@ -195,7 +195,8 @@ def test_fast_path_declares_the_typer_commands_options():
 def test_interrupts_and_closed_pipes_end_as_under_typer(capsys):
     """Typer's main: Ctrl-C in a command is a quiet exit 130; end of input an Abort, which the
     entry point reports as an interruption (130)."""
-    from recipectl.entry import _as_typer_would, run_guarded
+    from recipectl.guard import as_typer_would as _as_typer_would
+    from recipectl.guard import run_guarded
 
     def raises(exc):
         def fn():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import socket
 
-from recipectl.launch.diagnose import diagnose
-from recipectl.launch.processes import port_in_use
+from recipectl.runs.diagnose import diagnose
+from recipectl.runs.processes import port_in_use
 
 from .e2e_support import LOCAL_RECIPE
 from .recipe_text import write_edited
@@ -105,7 +105,7 @@ def _first(router, diagnosis=None, attempts=6):
 
 def test_first_request_retries_a_failed_handshake_until_the_path_serves(monkeypatch):
     import recipectl.launch.warmup as warmup
-    from recipectl.launch.diagnose import diagnose
+    from recipectl.runs.diagnose import diagnose
 
     monkeypatch.setattr(warmup.time, "sleep", lambda s: None)
     router = _Router([500, 500, 200])
@@ -119,7 +119,7 @@ def test_first_request_retries_a_failed_handshake_until_the_path_serves(monkeypa
 
 def test_first_request_stops_at_once_when_the_cause_is_final(monkeypatch):
     import recipectl.launch.warmup as warmup
-    from recipectl.launch.diagnose import diagnose
+    from recipectl.runs.diagnose import diagnose
 
     monkeypatch.setattr(warmup.time, "sleep", lambda s: None)
     router = _Router([500])
@@ -173,7 +173,7 @@ def test_launch_preflight_refuses_auto_gdn_backend_without_flashinfer(monkeypatc
 def test_doctor_names_the_cause_of_a_failed_request_from_the_run_logs(tmp_path):
     from recipectl.checks.doctor import FAIL, PASS, CheckResult, Targets
     from recipectl.commands.doctor import explain_from_logs
-    from recipectl.launch.state import ProcessState, RunState
+    from recipectl.runs.state import ProcessState, RunState
 
     log = tmp_path / "prefill-0.log"
     log.write_text("INFO starting\nERROR ModuleNotFoundError: No module named 'flashinfer'\n")
@@ -203,7 +203,7 @@ def test_prove_serving_names_the_endpoint_whose_log_explains_the_failure(tmp_pat
     from rich.console import Console
 
     import recipectl.launch.warmup as warmup
-    from recipectl.launch.state import ProcessState, RunState
+    from recipectl.runs.state import ProcessState, RunState
 
     monkeypatch.setattr(warmup.time, "sleep", lambda s: None)
     router = _Router([500])

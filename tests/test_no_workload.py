@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from recipectl.rules.registry import all_rules
+from recipectl.rules.catalog import all_rules
 from recipectl.validate import load_one, validate_file
 
 ROOT = Path(__file__).resolve().parent.parent

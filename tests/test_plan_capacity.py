@@ -51,7 +51,7 @@ TINY_LLAMA = ModelSpec(
 # x 2 B (bf16 state: no mamba_ssm_dtype in the config), with 2 key heads x 128:
 # conv_dim = 2*128*2 + 128*4 = 1024. Mamba page 137,216 B, padded to 163,840 (+19.4%).
 TINY_HYBRID = ModelSpec(
-    name="tiny-hybrid", architecture="Qwen3NextForCausalLM", family=ModelFamily.HYBRID_GDN,
+    name="tiny-hybrid", architecture="Qwen3NextForCausalLM", family=ModelFamily.HYBRID,
     num_hidden_layers=4, layer_types=(LINEAR, LINEAR, LINEAR, FULL), hidden_size=256,
     num_attention_heads=4, num_key_value_heads=1, head_dim=64, attn_output_gate=True,
     linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=128,

@@ -7,7 +7,7 @@ import json
 import pydantic
 import pytest
 
-from recipectl import model_info
+from recipectl.models import info as model_info
 from recipectl.plan import (
     BUILTIN_MODELS,
     QWEN3_5_0_8B,
@@ -86,7 +86,7 @@ def _write(tmp_path, cfg: dict) -> str:
 
 def test_qwen35_nested_text_config(tmp_path):
     spec = ModelSpec.from_config_json(_write(tmp_path, QWEN35_MOE_CONFIG), name="Qwen3.5-35B-A3B")
-    assert spec.family is ModelFamily.HYBRID_GDN
+    assert spec.family is ModelFamily.HYBRID
     assert spec.architecture == "Qwen3_5MoeForConditionalGeneration"
     assert (spec.num_full_attention_layers, spec.num_linear_attention_layers) == (10, 30)
     assert spec.layer_types[3] is FULL and spec.layer_types[0] is LINEAR

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from recipectl.launch import processes as procs
-from recipectl.launch.state import JOURNAL_FILE, STATE_FILE, ProcessState, RunState, find_run, new_run_dir
+from recipectl.runs import processes as procs
+from recipectl.runs.state import JOURNAL_FILE, STATE_FILE, ProcessState, RunState, find_run, new_run_dir
 
 from .e2e_support import LOCAL_RECIPE
 
@@ -198,8 +198,8 @@ def test_state_is_written_whole(tmp_path):
 
 
 def test_a_slow_scancel_is_a_clear_error(monkeypatch, tmp_path):
-    from recipectl.commands import slurm
     from recipectl.errors import RecipectlError
+    from recipectl.launch import slurm
 
     def slow(*a, **kw):
         raise subprocess.TimeoutExpired(a[0], kw.get("timeout"))
@@ -216,8 +216,8 @@ def test_a_slow_scancel_is_a_clear_error(monkeypatch, tmp_path):
 
 def test_launch_slurm_reports_a_slow_scancel_after_its_own_failure(monkeypatch, tmp_path, capsys):
     """A failed start whose cancel times out: the failure and the cancel problem, exit 1, no traceback."""
-    from recipectl.commands import slurm
     from recipectl.errors import RecipectlError
+    from recipectl.launch import slurm
     from recipectl.validate import load_one
 
     state = RunState(run_id="r", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(tmp_path),
@@ -231,8 +231,10 @@ def test_launch_slurm_reports_a_slow_scancel_after_its_own_failure(monkeypatch, 
         raise RecipectlError("could not cancel Slurm job 42: scancel did not answer within 30 s", fix="scancel 42")
 
     monkeypatch.setattr(slurm, "cancel_job", cancel)
-    rc = slurm.launch_slurm(str(LOCAL_RECIPE), load_one(str(LOCAL_RECIPE)).recipe, detach=True, timeout=1,
-                            as_json=False)
+    from recipectl.commands.launch import launch_target
+
+    rc = launch_target("slurm", str(LOCAL_RECIPE), load_one(str(LOCAL_RECIPE)).recipe, detach=True, timeout=1,
+                       as_json=False)
     err = capsys.readouterr().err
     assert rc == 1 and "launch failed" in err and "could not cancel Slurm job 42" in err
 

@@ -103,7 +103,7 @@ def test_processes_start_with_a_minimal_environment(tmp_path, monkeypatch):
 
 def test_a_started_process_sees_only_its_environment(tmp_path, monkeypatch):
     """Through the real start path: a process prints its environment."""
-    from recipectl.launch import processes as procs
+    from recipectl.runs import processes as procs
 
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
     _, recipe = _recipe_with(tmp_path)

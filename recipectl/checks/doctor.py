@@ -211,8 +211,8 @@ def environment_checks(recipe: Recipe | None) -> list[tuple[str, Callable[[], Aw
     async def ports() -> CheckResult:
         if recipe is None:
             return CheckResult(G, "", SKIP, "no recipe")
-        from ..launch.processes import port_in_use
         from ..render.processes import build_deployment
+        from ..runs.processes import port_in_use
 
         dep = build_deployment(recipe)
         busy = [f"{p.name}:{p.port}" for p in dep.processes
@@ -235,7 +235,7 @@ def cpu_core_check(recipe: Recipe | None, targets: Targets):
         state = targets.run_state
         if recipe is None or not recipe.cluster.is_cpu or state is None:
             return CheckResult("environment", "", SKIP, "needs a local CPU run")
-        from ..launch.processes import is_ours
+        from ..runs.processes import is_ours
 
         sets: dict[str, set[int] | None] = {}
         for p in state.processes:  # type: ignore[attr-defined]
@@ -272,7 +272,7 @@ def _omp_binding(pid: int) -> set[int] | None:
 
 
 def _parse_list(text: str) -> set[int]:
-    from ..rules.cpu import parse_cores
+    from ..topology import parse_cores
 
     try:
         return parse_cores(text)

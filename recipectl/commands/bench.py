@@ -57,14 +57,15 @@ def bench(recipe_path: str, *, out: str | None, run: str | None, router: str | N
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..bench.sweep import run_sweep, write_outputs
-    from ..launch.state import find_run, runs_root
+    from ..runs.state import find_run, runs_root
     from ..validate import load_one
 
     recipe = load_one(recipe_path).recipe
     require_workload(recipe, recipe_path)
     console = Console(stderr=True)
     if router is None:
-        state = find_run(run or recipe_path, runs_root(recipe.launch.run_dir))
+        state = find_run(run or recipe_path, runs_root(recipe.launch.run_dir),
+                         lambda _: (recipe.name, recipe.launch.run_dir))
         router = state.router_url
         out_dir = Path(out) if out else Path(state.run_dir) / f"bench-{time.strftime('%Y%m%d-%H%M%S')}"
     else:

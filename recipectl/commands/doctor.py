@@ -15,15 +15,16 @@ from ..schema import Recipe
 def resolve_targets(recipe: Recipe | None, recipe_path: str | None, run: str | None, router: str | None,
                     prefill: list[str], decode: list[str]) -> Targets:
     """URLs given on the command line win; else the run state of the recipe (or --run)."""
-    from ..launch.processes import is_ours
-    from ..launch.state import find_run, runs_root
+    from ..runs.processes import is_ours
+    from ..runs.state import find_run, runs_root
 
     t = Targets(router=router, prefill=list(prefill), decode=list(decode),
                 model=recipe.served_name if recipe else None)
     if router or prefill or decode:
         return t
     try:
-        state = find_run(run or recipe_path, runs_root(recipe.launch.run_dir if recipe else None))
+        state = find_run(run or recipe_path, runs_root(recipe.launch.run_dir if recipe else None),
+                         (lambda _: (recipe.name, recipe.launch.run_dir)) if recipe else None)
     except RecipectlError:
         if run:
             raise
@@ -31,7 +32,7 @@ def resolve_targets(recipe: Recipe | None, recipe_path: str | None, run: str | N
     if state.target == "local" and not any(is_ours(p.pid, p.start_time) for p in state.processes):
         return t  # a finished run: nothing to check
     if state.target == "slurm":
-        from .slurm import job_state
+        from ..launch.slurm import job_state
 
         if state.job_id and job_state(state.job_id) != "RUNNING":
             return t
@@ -109,7 +110,7 @@ def explain_from_logs(results: list[CheckResult], targets: Targets) -> None:
         return
     from pathlib import Path
 
-    from ..launch.diagnose import diagnose_endpoints
+    from ..runs.diagnose import diagnose_endpoints
 
     hit = diagnose_endpoints(state.processes)
     if hit is None:

@@ -9,10 +9,17 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..errors import ExitCode, RecipectlError
-from ..launch import processes as procs
-from ..launch.state import CorruptState, find_run, find_run_dir, journal
+from ..runs import processes as procs
+from ..runs.state import CorruptState, find_run, find_run_dir, journal
 from ..schema import Recipe
 
+
+def recipe_runs(path: str) -> tuple[str, str]:
+    """A recipe file's name and where its runs are kept (for `status RECIPE` and the like)."""
+    from ..validate import load_one
+
+    recipe = load_one(path).recipe
+    return recipe.name, recipe.launch.run_dir
 
 def print_dry_run(recipe: Recipe, *, as_json: bool) -> None:
     from ..render.processes import build_deployment
@@ -41,24 +48,32 @@ def print_dry_run(recipe: Recipe, *, as_json: bool) -> None:
         sys.stdout.write("\n")
 
 
-def launch_local(recipe_path: str, recipe: Recipe, *, detach: bool, timeout: float | None, as_json: bool,
-                 preflight: bool = True) -> int:
+def launch_target(target: str, recipe_path: str, recipe: Recipe, *, detach: bool, timeout: float | None,
+                  as_json: bool, preflight: bool = True) -> int:
+    """`recipectl launch`: run the target's Launcher (recipectl.launch), then say what happened."""
     from ..launch.display import Display
-    from ..launch.local import launch
 
+    if target == "local":
+        from ..launch.local import launch
+    elif target == "slurm":
+        from ..launch.slurm import launch
+    else:
+        raise RecipectlError(f"unknown target {target!r}", fix="--target local or --target slurm")
     display = Display()
     try:
         result = launch(recipe_path, recipe, detach=detach, timeout_s=timeout, display=display,
                         check_first=preflight)
     except KeyboardInterrupt:
-        display.console.print("[yellow]interrupted[/]: every process stopped")
+        display.console.print("[yellow]interrupted[/]: " + ("every process stopped" if target == "local"
+                                                             else "the job was cancelled"))
         return int(ExitCode.INTERRUPTED)
     if as_json:
         sys.stdout.write(json.dumps(asdict(result.state), indent=2) + "\n")
     if result.ok:
         if detach:
+            where = f"run {result.state.run_id}" + (f", job {result.state.job_id}" if result.state.job_id else "")
             display.console.print(f"[green]ready[/] — router {result.state.router_url}  "
-                                  f"(run {result.state.run_id}; stop with: recipectl stop)")
+                                  f"({where}; stop with: recipectl stop)")
         return 0
     c = display.console
     c.print(f"[red]launch failed[/]: {result.message}")
@@ -69,7 +84,8 @@ def launch_local(recipe_path: str, recipe: Recipe, *, detach: bool, timeout: flo
     if result.diagnosis:
         c.print(f"[bold]cause[/]: {result.diagnosis}")
         c.print(f"[bold]fix[/]: {result.fix}")
-    c.print("every process of the run was stopped")
+    if result.cleaned_up:
+        c.print(result.cleaned_up)
     return int(ExitCode.FINDINGS)
 
 
@@ -79,7 +95,7 @@ def _alive(p) -> bool:
 
 def _root(run_dir: str | None) -> Path | None:
     """--run-dir: where runs are kept (a recipe's launch.run_dir); None: the default, or the recipe's own."""
-    from ..launch.state import runs_root
+    from ..runs.state import runs_root
 
     return runs_root(run_dir) if run_dir else None
 
@@ -87,11 +103,11 @@ def _root(run_dir: str | None) -> Path | None:
 def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None) -> int:
     import httpx
 
-    state = find_run(ref, _root(run_dir))
+    state = find_run(ref, _root(run_dir), recipe_runs)
     rows = []
     job = None
     if state.target == "slurm" and state.job_id:
-        from .slurm import job_state
+        from ..launch.slurm import job_state
 
         job = job_state(state.job_id)
     with httpx.Client(timeout=2.0) as client:
@@ -133,13 +149,13 @@ def stop_run(ref: str | None, run_dir: str | None = None) -> int:
     from rich.console import Console
 
     c = Console(stderr=True)
-    d = find_run_dir(ref, _root(run_dir))
+    d = find_run_dir(ref, _root(run_dir), recipe_runs)
     try:
         state = find_run(str(d))
     except CorruptState as e:
         return _stop_from_journal(d, e, c)
     if state.target == "slurm" and state.job_id:
-        from .slurm import cancel_job, job_state
+        from ..launch.slurm import cancel_job, job_state
 
         if not job_state(state.job_id):
             c.print(f"{state.run_id}: Slurm job {state.job_id} is not running")
@@ -198,7 +214,7 @@ def _stop_from_journal(run_dir: Path, error: CorruptState, c) -> int:
 
 
 def show_logs(ref: str | None, which: str | None, *, follow: bool, lines: int, run_dir: str | None = None) -> int:
-    state = find_run(ref, _root(run_dir))
+    state = find_run(ref, _root(run_dir), recipe_runs)
     chosen = [p for p in state.processes if which in (None, p.kind, p.name)]
     if not chosen:
         raise RecipectlError(f"no process {which!r} in {state.run_id}",

@@ -55,7 +55,7 @@ def plan_report(recipe: Recipe, recipe_path: str) -> dict:
 
 
 def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool, loaded=None) -> int:
-    from ..model_info import ModelConfigError
+    from ..models.info import ModelConfigError
 
     try:
         report = plan_report(recipe, recipe_path)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import time
 
-from .processes import is_ours, last_line
-from .state import RunState
+from ..runs.processes import is_ours, last_line
+from ..runs.state import RunState
 
 
 def phase(p) -> str:

@@ -9,30 +9,19 @@ import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ExitCode, RecipectlError
 from ..render.processes import Deployment, ProcessSpec, build_deployment
 from ..render.values import EnvRef, literal
+from ..runs import processes as procs
+from ..runs.diagnose import diagnose
+from ..runs.state import ProcessState, RunState, new_run_dir, runs_root
 from ..schema import Recipe
 from ..secretscan import redact_argv
-from . import processes as procs
-from .diagnose import diagnose
-from .state import ProcessState, RunState, new_run_dir, runs_root
+from .result import LaunchResult
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
-
-
-@dataclass
-class LaunchResult:
-    state: RunState
-    ok: bool
-    message: str
-    failed: ProcessState | None = None
-    log_tail: str = ""
-    diagnosis: str | None = None
-    fix: str | None = None
 
 
 def local_argv(recipe: Recipe, spec: ProcessSpec) -> list[str]:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .diagnose import Diagnosis
+from ..runs.diagnose import Diagnosis
 
 PROMPT = "recipectl launch: one request through prefill and decode before saying ready."
 
@@ -69,7 +69,7 @@ def prove_serving(state, deadline: float, console) -> ServingProof:
     """Launch's last step on every target: the first request, recorded in the run state."""
     import httpx
 
-    from .diagnose import diagnose_endpoints
+    from ..runs.diagnose import diagnose_endpoints
 
     if not state.router_url:
         return ServingProof(True, "ready")

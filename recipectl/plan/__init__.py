@@ -13,7 +13,7 @@ workload a decode endpoint keeps resident, and how many decode GPUs a target con
     1072
 """
 
-from recipectl.plan.builtin_models import (
+from recipectl.models.builtin import (
     BUILTIN_MODELS,
     QWEN3_5_0_8B,
     QWEN3_5_4B,
@@ -27,6 +27,7 @@ from recipectl.plan.builtin_models import (
     find_builtin,
     suggest_builtin,
 )
+from recipectl.models.spec import LayerType, ModelFamily, ModelSpec, ParamCounts
 from recipectl.plan.capacity import (
     GB200_HBM_BYTES,
     CacheGroup,
@@ -45,7 +46,6 @@ from recipectl.plan.capacity import (
     ssm_dtype_gain,
     weight_bytes_per_gpu,
 )
-from recipectl.plan.model_spec import LayerType, ModelFamily, ModelSpec, ParamCounts
 
 __all__ = [
     "BUILTIN_MODELS", "GB200_HBM_BYTES", "QWEN3_5_0_8B", "QWEN3_5_122B_A10B", "QWEN3_5_27B",

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from recipectl.effective import PLATFORM_BLOCK_DEFAULTS
-from recipectl.plan.model_spec import ModelSpec
+from recipectl.models.spec import ModelSpec
 
 GiB = 1 << 30
 MiB = 1 << 20

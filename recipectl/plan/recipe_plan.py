@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..effective import PLATFORM_BLOCK_DEFAULTS, EffectiveRole, HostCpu, resolve_role
+from ..models.spec import ModelSpec
 from ..schema import GpuType, Recipe
 from .capacity import StatePages, Workload, resolve_ssm_dtype, state_pages
-from .model_spec import ModelSpec
 
 # Memory per GPU as the driver reports it (bytes); GB200 from NVIDIA's NVL72 figure (13.4 TB / 72).
 GPU_MEMORY_BYTES = {
@@ -36,8 +36,8 @@ def model_spec(recipe: Recipe, base_dir=None):
     """The recipe's model as a ModelSpec: a built-in spec (by model.spec, or the model path's
     hub name), or a local config.json; None if unknown. A config.json that cannot describe a
     model raises ModelConfigError (a ValueError)."""
-    from ..model_info import ModelConfigError, config_path, local_config
-    from .builtin_models import find_builtin
+    from ..models.builtin import find_builtin
+    from ..models.info import ModelConfigError, config_path, local_config
 
     for name in (recipe.model.spec, recipe.model.path):
         found = find_builtin(name) if name else None
@@ -63,7 +63,7 @@ _CONFIG_LIMITS = {"num_hidden_layers": 10_000, "full_attention_interval": 10_000
 
 
 def _check_config_sizes(cfg: dict, path) -> None:
-    from ..model_info import ModelConfigError
+    from ..models.info import ModelConfigError
 
     text = cfg.get("text_config")
     merged = {**cfg, **text} if isinstance(text, dict) else cfg
@@ -133,7 +133,7 @@ def role_pages(recipe: Recipe, eff: EffectiveRole, spec: ModelSpec | None,
 
 def unknown_model_error(recipe: Recipe) -> str:
     """Why the planner has no description of the recipe's model, with the closest built-in names."""
-    from .builtin_models import BUILTIN_MODELS, suggest_builtin
+    from ..models.builtin import BUILTIN_MODELS, suggest_builtin
 
     m = recipe.model
     named = m.spec or m.path
@@ -147,7 +147,7 @@ def unknown_model_error(recipe: Recipe) -> str:
 def quantization(recipe: Recipe) -> str:
     """The planner's weight quantization: model.quantization, else what the checkpoint's name says
     (-FP8, -NVFP4), else bf16."""
-    from .builtin_models import resolve_name
+    from ..models.builtin import resolve_name
 
     if recipe.model.quantization:
         return recipe.model.quantization.value
@@ -186,7 +186,7 @@ def plan_kwargs(recipe: Recipe, role: str, host: HostCpu | None = None) -> dict:
         kw["platform"] = "cpu"
         gib = cpu_kvcache_gib(env)
         if gib is None:
-            from ..model_info import ModelConfigError
+            from ..models.info import ModelConfigError
 
             err = ModelConfigError(f"VLLM_CPU_KVCACHE_SPACE {env['VLLM_CPU_KVCACHE_SPACE'][:20]!r} is not a whole "
                                    "number of GiB (vLLM's CPU platform reads it with int())",

@@ -9,9 +9,8 @@ from dataclasses import dataclass, field
 
 from ..effective import Setting, Source, resolve_role
 from ..engine_flags import BY_FIELD, Arity, flag_for
+from ..engine_versions import fmt_version, gdn_backends_for
 from ..errors import RecipectlError
-from ..rules.context import fmt_version
-from ..rules.versions import gdn_backends_for
 from ..schema import Recipe, RoleSection
 from ..topology import Placement, Process, place
 from .values import NodeAddress, UrlOf, Value, parse_env_value, path_value

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
-from .context import RuleContext, fmt_version
+from ..engine_versions import fmt_version
+from .context import RuleContext
 from .registry import Violation, rule
 
 

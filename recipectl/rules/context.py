@@ -8,24 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..effective import EffectiveRole, Setting, resolve
+from ..engine_versions import FIXES
 from ..schema import Recipe, RoleSection
 from ..topology import Placement, place
 
 if TYPE_CHECKING:
-    from ..plan.model_spec import ModelSpec
-
-# Fixes that rules gate on: the first release that carries them, and the upstream PRs.
-FIXES: dict[str, tuple[tuple[int, int, int], tuple[int, ...]]] = {
-    "hybrid_pd": ((0, 18, 0), (35758, 36687)),  # HMA + NixlConnector, hybrid SSM-FA P/D
-    "ds_layout_env": ((0, 20, 0), ()),  # VLLM_SSM_CONV_STATE_LAYOUT exists
-    "gdn_pd": ((0, 22, 0), (41869,)),  # GDN layers in the NIXL P/D path
-    "async_pd_race": ((0, 26, 0), (45357, 48481)),  # both async-scheduling races fixed
-}
-
-
-def fmt_version(v: tuple[int, int, int] | None) -> str:
-    return "unknown" if v is None else ".".join(map(str, v))
-
+    from ..models.spec import ModelSpec
 
 @dataclass
 class RuleContext:

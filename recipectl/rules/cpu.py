@@ -6,24 +6,9 @@ from collections import defaultdict
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
+from ..topology import parse_cores
 from .context import RuleContext
 from .registry import Violation, rule
-
-
-def parse_cores(spec: str) -> set[int]:
-    """'0-3,6' -> {0, 1, 2, 3, 6}; raises ValueError on anything else."""
-    cores: set[int] = set()
-    for part in spec.split(","):
-        part = part.strip()
-        if "-" in part:
-            a, b = part.split("-", 1)
-            lo, hi = int(a), int(b)
-            if hi < lo:
-                raise ValueError(spec)
-            cores.update(range(lo, hi + 1))
-        else:
-            cores.add(int(part))
-    return cores
 
 
 @rule(code="CPU001", name="cpu.disjoint-cores", title="Endpoints on one CPU host get disjoint cores",
@@ -158,7 +143,7 @@ def gdn_head_dims(ctx: RuleContext) -> Iterator[Violation]:
     """
     if not (ctx.is_cpu and ctx.hybrid):
         return
-    from ..model_info import local_config
+    from ..models.info import local_config
 
     cfg = local_config(ctx.recipe.model.path, None)
     if not cfg:

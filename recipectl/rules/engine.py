@@ -6,8 +6,8 @@ from pathlib import Path
 
 from ..diagnostics import Diagnostic, Severity
 from ..loader import LoadedRecipe
+from .catalog import all_rules
 from .context import RuleContext
-from .registry import all_rules
 
 
 def check_recipe(loaded: LoadedRecipe, *, select: set[str] | None = None) -> list[Diagnostic]:

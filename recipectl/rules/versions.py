@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
-from .context import FIXES, RuleContext, fmt_version
+from ..engine_versions import FIXES, fmt_version, gdn_backends_for
+from .context import RuleContext
 from .registry import Violation, rule
 
 
@@ -120,23 +121,6 @@ def ds_env_version(ctx: RuleContext) -> Iterator[Violation]:
             yield Violation(ctx.env_path(role, "VLLM_SSM_CONV_STATE_LAYOUT"),
                             f"vLLM {fmt_version(ctx.version)} ignores VLLM_SSM_CONV_STATE_LAYOUT",
                             _needs("ds_layout_env"))
-
-
-# Flag availability: field -> list of (first version, accepted values or None for any).
-GDN_BACKENDS = [((0, 18, 0), {"flashinfer", "triton"}),
-                ((0, 32, 0), {"flashinfer", "triton", "cutedsl", "aiter_flydsl"}),  # read from 0.32.0
-                ((0, 33, 0), {"flashinfer", "triton", "cutedsl", "aiter_flydsl", "sycl"})]
-
-
-def gdn_backends_for(version: tuple[int, int, int] | None) -> set[str] | None:
-    """GDN prefill backends a release accepts on the command line; None = flag absent."""
-    if version is None:
-        return GDN_BACKENDS[-1][1]
-    accepted = None
-    for first, values in GDN_BACKENDS:
-        if version >= first:
-            accepted = values
-    return accepted
 
 
 @rule(code="VER004", name="versions.flag-availability", title="Flag or choice the vLLM version does not have",

@@ -3,7 +3,7 @@
 A :class:`ModelSpec` holds the dimensions that decide how much memory a model's weights, its
 attention KV cache and its Gated DeltaNet (GDN) state take, and nothing else. It is built from a
 Hugging Face ``config.json`` (:meth:`ModelSpec.from_config_json`) or taken from
-:mod:`recipectl.plan.builtin_models`.
+:mod:`recipectl.models.builtin`.
 
 Parameter counts (:meth:`ModelSpec.param_counts`) are *approximated from the dimensions*: the
 projections, experts and embeddings are counted exactly, small tensors (norms, biases, conv
@@ -22,13 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-
-class ModelFamily(str, Enum):
-    """How the layers mix: the planner treats each family's cache differently."""
-
-    HYBRID_GDN = "hybrid_gdn"  # GDN (linear attention) layers + full-attention layers
-    DENSE = "dense"  # full attention + dense MLP
-    MOE = "moe"  # full attention + mixture of experts
+from .family import ModelFamily
 
 
 class LayerType(str, Enum):
@@ -123,10 +117,10 @@ class ModelSpec(BaseModel):
                    self.linear_conv_kernel_dim)
             if min(gdn) <= 0:
                 raise ValueError("a model with linear_attention layers needs every linear_* dim")
-            if self.family is not ModelFamily.HYBRID_GDN:
-                raise ValueError("linear_attention layers imply family hybrid_gdn")
-        elif self.family is ModelFamily.HYBRID_GDN:
-            raise ValueError("family hybrid_gdn needs at least one linear_attention layer")
+            if self.family is not ModelFamily.HYBRID:
+                raise ValueError("linear_attention layers imply family hybrid")
+        elif self.family is ModelFamily.HYBRID:
+            raise ValueError("family hybrid needs at least one linear_attention layer")
         if self.num_experts and not (self.num_experts_per_tok and self.moe_intermediate_size):
             raise ValueError("num_experts needs num_experts_per_tok and moe_intermediate_size")
         return self
@@ -142,7 +136,7 @@ class ModelSpec(BaseModel):
 
     @property
     def is_hybrid(self) -> bool:
-        return self.family is ModelFamily.HYBRID_GDN
+        return self.family is ModelFamily.HYBRID
 
     @property
     def moe_layer_count(self) -> int:
@@ -246,7 +240,7 @@ class ModelSpec(BaseModel):
         moe_inter = int(cfg.get("moe_intermediate_size") or 0)
         if num_experts and not moe_inter:  # Mixtral: the experts use intermediate_size
             moe_inter = int(cfg.get("intermediate_size") or 0)
-        family = (ModelFamily.HYBRID_GDN if LayerType.LINEAR_ATTENTION in layer_types
+        family = (ModelFamily.HYBRID if LayerType.LINEAR_ATTENTION in layer_types
                   else ModelFamily.MOE if num_experts else ModelFamily.DENSE)
         gdn = {k: int(cfg.get(k) or 0) for k in (
             "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",

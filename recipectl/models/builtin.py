@@ -13,7 +13,7 @@ approximates them from the dims and the tests check the two agree within a few p
 
 from __future__ import annotations
 
-from recipectl.plan.model_spec import LayerType, ModelFamily, ModelSpec
+from recipectl.models.spec import LayerType, ModelFamily, ModelSpec
 
 
 def _every_fourth_full(n_layers: int) -> tuple[LayerType, ...]:
@@ -45,7 +45,7 @@ def _every_fourth_full(n_layers: int) -> tuple[LayerType, ...]:
 QWEN3_5_397B_A17B = ModelSpec(
     name="Qwen3.5-397B-A17B",
     architecture="Qwen3_5MoeForConditionalGeneration",
-    family=ModelFamily.HYBRID_GDN,
+    family=ModelFamily.HYBRID,
     num_hidden_layers=60,
     layer_types=_every_fourth_full(60),
     hidden_size=4096,
@@ -86,7 +86,7 @@ QWEN3_5_397B_A17B = ModelSpec(
 QWEN3_NEXT_80B_A3B = ModelSpec(
     name="Qwen3-Next-80B-A3B",
     architecture="Qwen3NextForCausalLM",
-    family=ModelFamily.HYBRID_GDN,
+    family=ModelFamily.HYBRID,
     num_hidden_layers=48,
     layer_types=_every_fourth_full(48),
     hidden_size=2048,
@@ -122,7 +122,7 @@ QWEN3_NEXT_80B_A3B = ModelSpec(
 QWEN3_5_35B_A3B = ModelSpec(
     name="Qwen3.5-35B-A3B",
     architecture="Qwen3_5MoeForConditionalGeneration",
-    family=ModelFamily.HYBRID_GDN,
+    family=ModelFamily.HYBRID,
     num_hidden_layers=40,
     layer_types=_every_fourth_full(40),
     hidden_size=2048,
@@ -162,7 +162,7 @@ QWEN3_5_35B_A3B = ModelSpec(
 QWEN3_5_122B_A10B = ModelSpec(
     name="Qwen3.5-122B-A10B",
     architecture="Qwen3_5MoeForConditionalGeneration",
-    family=ModelFamily.HYBRID_GDN,
+    family=ModelFamily.HYBRID,
     num_hidden_layers=48,
     layer_types=_every_fourth_full(48),
     hidden_size=3072,
@@ -200,7 +200,7 @@ QWEN3_5_122B_A10B = ModelSpec(
 QWEN3_5_27B = ModelSpec(
     name="Qwen3.5-27B",
     architecture="Qwen3_5ForConditionalGeneration",
-    family=ModelFamily.HYBRID_GDN,
+    family=ModelFamily.HYBRID,
     num_hidden_layers=64,
     layer_types=_every_fourth_full(64),
     hidden_size=5120,
@@ -233,7 +233,7 @@ QWEN3_5_27B = ModelSpec(
 QWEN3_5_9B = ModelSpec(
     name="Qwen3.5-9B",
     architecture="Qwen3_5ForConditionalGeneration",
-    family=ModelFamily.HYBRID_GDN,
+    family=ModelFamily.HYBRID,
     num_hidden_layers=32,
     layer_types=_every_fourth_full(32),
     hidden_size=4096,
@@ -269,7 +269,7 @@ QWEN3_5_9B = ModelSpec(
 QWEN3_5_4B = ModelSpec(
     name="Qwen3.5-4B",
     architecture="Qwen3_5ForConditionalGeneration",
-    family=ModelFamily.HYBRID_GDN,
+    family=ModelFamily.HYBRID,
     num_hidden_layers=32,
     layer_types=_every_fourth_full(32),
     hidden_size=2560,
@@ -301,7 +301,7 @@ QWEN3_5_4B = ModelSpec(
 QWEN3_5_0_8B = ModelSpec(
     name="Qwen3.5-0.8B",
     architecture="Qwen3_5ForConditionalGeneration",
-    family=ModelFamily.HYBRID_GDN,
+    family=ModelFamily.HYBRID,
     num_hidden_layers=24,
     layer_types=_every_fourth_full(24),
     hidden_size=1024,

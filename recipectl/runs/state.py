@@ -7,6 +7,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -162,10 +163,12 @@ def runs_of(root: Path, recipe_name: str) -> list[Path]:
     return sorted(found, key=created)
 
 
-def find_run_dir(ref: str | None, root: Path | None = None) -> Path:
+def find_run_dir(ref: str | None, root: Path | None = None,
+                 recipe_runs: Callable[[str], tuple[str, str]] | None = None) -> Path:
     """A run directory by directory, state file, run id, recipe name (its newest run), recipe file
     (its newest run, under the recipe's launch.run_dir unless `root` is given), or the latest run.
-    `root`: where runs are kept (default: runs_root())."""
+    `root`: where runs are kept (default: runs_root()). `recipe_runs`: a recipe file's (name,
+    launch.run_dir), given by the caller, which reads recipes (this layer does not)."""
     base = root or runs_root()
     found: Path | None = None
     if ref:
@@ -180,12 +183,10 @@ def find_run_dir(ref: str | None, root: Path | None = None) -> Path:
             matches: list[Path] = []
             if "/" not in ref and not ref.startswith("."):
                 matches = runs_of(base, ref)
-            if not matches and p.suffix in (".yaml", ".yml") and p.is_file():
-                from ..validate import load_one
-
-                recipe = load_one(str(p)).recipe
-                base = root or runs_root(recipe.launch.run_dir)
-                matches = runs_of(base, recipe.name)
+            if not matches and p.suffix in (".yaml", ".yml") and p.is_file() and recipe_runs is not None:
+                name, run_dir = recipe_runs(str(p))
+                base = root or runs_root(run_dir)
+                matches = runs_of(base, name)
             found = matches[-1] if matches else None
     elif (base / "latest").exists():
         found = (base / "latest").resolve()
@@ -195,9 +196,10 @@ def find_run_dir(ref: str | None, root: Path | None = None) -> Path:
     return found
 
 
-def find_run(ref: str | None, root: Path | None = None) -> RunState:
+def find_run(ref: str | None, root: Path | None = None,
+             recipe_runs: Callable[[str], tuple[str, str]] | None = None) -> RunState:
     """The state of the run find_run_dir finds; CorruptState when its state.json cannot be read."""
-    return RunState.load(find_run_dir(ref, root) / STATE_FILE)
+    return RunState.load(find_run_dir(ref, root, recipe_runs) / STATE_FILE)
 
 
 def journal(run_dir: Path) -> list[tuple[str, int, float | None]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .schema import ModelSection
+    from ..schema import ModelSection
 
 
 def _known_info(spec: Any) -> dict[str, Any]:
@@ -20,10 +20,10 @@ def _known_info(spec: Any) -> dict[str, Any]:
 
 
 def __getattr__(name: str) -> Any:
-    # KNOWN_MODELS is derived from the planner's built-in specs (recipectl.plan.builtin_models),
+    # KNOWN_MODELS is derived from the planner's built-in specs (recipectl.models.builtin),
     # the one list of published models; computed on first use.
     if name == "KNOWN_MODELS":
-        from .plan.builtin_models import BUILTIN_MODELS
+        from .builtin import BUILTIN_MODELS
 
         return {spec_name.lower(): _known_info(spec) for spec_name, spec in BUILTIN_MODELS.items()}
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -35,7 +35,7 @@ HYBRID_ARCHITECTURES = ("Qwen3NextForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5Mo
 
 def known_model(path: str) -> dict[str, Any] | None:
     """The published model a hub id or path names (see builtin_models.find_builtin), or None."""
-    from .plan.builtin_models import find_builtin
+    from .builtin import find_builtin
 
     found = find_builtin(path)
     return _known_info(found[0]) if found else None
@@ -70,7 +70,7 @@ def local_config(path: str, base_dir: Path | None, *, strict: bool = False) -> d
         return None
     import json  # here: only a recipe whose model is a local directory needs it
 
-    from .yamlsource import read_recipe_text  # regular files only, bounded: never blocks on a FIFO
+    from ..yamlsource import read_recipe_text  # regular files only, bounded: never blocks on a FIFO
 
     try:
         data = json.loads(read_recipe_text(cfg, MAX_CONFIG_BYTES))

@@ -1,22 +1,21 @@
-"""`launch --target slurm`: submit the rendered sbatch script, record the job, wait for the
-router; `status`, `stop` and `logs` then work on the job (squeue, scancel, the step logs)."""
+"""The Slurm launcher: submit the rendered sbatch script, record the job, wait for the router
+and the first request; `status`, `stop` and `logs` then work on the job (squeue, scancel, the
+step logs)."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
-import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 from ..errors import ExitCode, RecipectlError
-from ..launch.diagnose import diagnose
-from ..launch.processes import tail
-from ..launch.state import ProcessState, RunState, new_run_dir, runs_root
+from ..runs.diagnose import diagnose
+from ..runs.processes import tail
+from ..runs.state import ProcessState, RunState, new_run_dir, runs_root
 from ..schema import Recipe
+from .result import LaunchResult
 
 
 def _slurm(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
@@ -57,9 +56,9 @@ def cancel_job(state: RunState, wait_s: float = 60) -> None:
 
 
 def submit(recipe_path: str, recipe: Recipe) -> RunState:
-    from ..launch.local import recipe_hash
     from ..render.processes import build_deployment
     from ..render.targets import render_slurm
+    from .local import recipe_hash
 
     dep = build_deployment(recipe)
     run_id, run_dir = new_run_dir(runs_root(recipe.launch.run_dir), recipe.name)
@@ -159,47 +158,39 @@ def wait_ready(state: RunState, recipe: Recipe, timeout_s: float, console) -> tu
             time.sleep(0.5)
 
 
-def launch_slurm(recipe_path: str, recipe: Recipe, *, detach: bool, timeout: float | None, as_json: bool) -> int:
-    from rich.console import Console
-
-    console = Console(stderr=True)
+def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float | None, display,
+           check_first: bool = True) -> LaunchResult:
+    """The Launcher for `--target slurm` (preflight is the scheduler's: check_first is unused)."""
+    console = display.console
     state = submit(recipe_path, recipe)
     console.print(f"submitted job {state.job_id} (run {state.run_id}, logs in {state.run_dir})")
     try:
-        timeout_s = timeout or recipe.launch.ready_timeout_s
+        timeout_s = timeout_s or recipe.launch.ready_timeout_s
         deadline = time.monotonic() + timeout_s
         ok, message = wait_ready(state, recipe, timeout_s, console)
         failed = None
         if ok:
-            from ..launch.warmup import prove_serving
+            from .warmup import prove_serving
 
             proof = prove_serving(state, deadline, console)
             ok, message, failed = proof.ok, proof.message, proof.culprit
         if not ok:
             failed = failed or _failed_step(state)
             cancelled = _cancel_reporting(state, console)
-            console.print(f"[red]launch failed[/]: {message}")
-            console.print(f"--- last lines of {failed.log} ---", highlight=False)
-            console.print(tail(failed.log, 40), markup=False, highlight=False)
             d = diagnose(tail(failed.log, 400))
-            if d:
-                console.print(f"[bold]cause[/]: {d.cause}\n[bold]fix[/]: {d.fix}")
-            if cancelled:
-                console.print(f"job {state.job_id} cancelled")
-            return int(ExitCode.FINDINGS)
-        if as_json:
-            sys.stdout.write(json.dumps(asdict(state), indent=2) + "\n")
-        console.print(f"[green]ready[/] — router {state.router_url} (job {state.job_id}; stop with: recipectl stop)")
+            return LaunchResult(state, False, message, failed, tail(failed.log, 40), d.cause if d else None,
+                                d.fix if d else None,
+                                f"job {state.job_id} cancelled" if cancelled else f"job {state.job_id} NOT cancelled")
         if detach:
-            return 0
+            return LaunchResult(state, True, "ready")
+        console.print(f"[green]ready[/] — router {state.router_url} (job {state.job_id}; stop with: recipectl stop)")
         while job_state(state.job_id):
             time.sleep(2)
-        console.print(f"job {state.job_id} ended")
-        return 1
+        return LaunchResult(state, False, f"job {state.job_id} ended", cleaned_up="")
     except KeyboardInterrupt:
         if _cancel_reporting(state, console):
-            console.print(f"[yellow]interrupted[/]: job {state.job_id} cancelled")
-        return int(ExitCode.INTERRUPTED)
+            console.print(f"job {state.job_id} cancelled")
+        raise
 
 
 def _cancel_reporting(state: RunState, console) -> bool:

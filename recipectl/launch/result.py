@@ -1,0 +1,34 @@
+"""What a launch gives back, whichever launcher ran it, and the protocol every launcher follows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..runs.state import ProcessState, RunState
+from ..schema import Recipe
+
+
+@dataclass
+class LaunchResult:
+    """ok: every process is up and one request went through the router. Otherwise the message,
+    the process whose log explains it, that log's tail and the recognised cause with its fix."""
+
+    state: RunState
+    ok: bool
+    message: str
+    failed: ProcessState | None = None
+    log_tail: str = ""
+    diagnosis: str | None = None
+    fix: str | None = None
+    cleaned_up: str = "every process of the run was stopped"  # what the launcher did about it
+
+
+class Launcher(Protocol):
+    """Starts a recipe's deployment, waits until it serves (readiness, then the first request,
+    launch.warmup), and on failure cleans up and diagnoses. With `detach` it returns once ready;
+    otherwise it stays in the foreground until the deployment ends. Ctrl-C cleans up and is
+    re-raised. The run it writes (recipectl.runs) is what status, stop, logs and doctor read."""
+
+    def __call__(self, recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float | None,
+                 console, check_first: bool = True) -> LaunchResult: ...
