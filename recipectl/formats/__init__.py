@@ -20,13 +20,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from .names import DYNAMO, NATIVE, SRT_SLURM, VLLM_SERVE  # noqa: F401 - the formats' names, here too
+
 if TYPE_CHECKING:
     from .common import Imported
 
-NATIVE = "recipectl"
-SRT_SLURM = "srt-slurm"
-DYNAMO = "dynamo"
-VLLM_SERVE = "vllm-serve"
 FORMATS = (SRT_SLURM, DYNAMO, VLLM_SERVE)
 
 _NATIVE_RE = re.compile(r"^version:[ \t]*['\"]?1\b", re.M)

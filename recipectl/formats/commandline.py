@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from . import VLLM_SERVE
 from .common import (
     GPUS_PER_NODE,
     Imported,
@@ -29,6 +28,7 @@ from .common import (
     safe_name,
     shell_words,
 )
+from .names import VLLM_SERVE
 
 # the engine's version where the script installs or runs a release: `pip install vllm==0.26.0`,
 # `vllm/vllm-openai:v0.26.0`

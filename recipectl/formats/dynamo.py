@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import DYNAMO
 from .common import (
     GPUS_PER_NODE,
     Imported,
@@ -33,6 +32,7 @@ from .common import (
     shell_words,
     yaml_documents,
 )
+from .names import DYNAMO
 
 
 def import_dynamo(text: str, file: str) -> Imported:

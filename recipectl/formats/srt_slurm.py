@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import SRT_SLURM
 from .common import (
     GPUS_PER_NODE,
     Imported,
@@ -33,6 +32,7 @@ from .common import (
     safe_name,
     yaml_documents,
 )
+from .names import SRT_SLURM
 
 SRTCTL_DP_RPC_PORT = 8400  # srtctl's VLLM_DATA_PARALLEL_RPC_PORT (src/srtctl/ports.py)
 CONNECTOR_PRESETS = {"nixl": {"kv_connector": "NixlConnector", "kv_role": "kv_both"}}
