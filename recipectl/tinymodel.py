@@ -97,7 +97,42 @@ QWEN35_PARAMS: dict = {
                "patch_size": 16, "temporal_patch_size": 2, "spatial_merge_size": 2,
                "num_position_embeddings": 64},
 }
-KINDS = {"hybrid": HYBRID_PARAMS, "dense": DENSE_PARAMS, "qwen35": QWEN35_PARAMS}
+# A real-size Qwen3.5-35B-A3B, configuration only (no weights: it is served with --load-format
+# dummy, which allocates and fills every tensor at its real size). The text model's dimensions are
+# recipectl's built-in spec of the published model (recipectl/models/builtin.py cites its sources),
+# so what the engine sizes at start-up can be held against `recipectl plan`. The vision tower is a
+# stub: --language-model-only never builds it.
+QWEN35_35B_A3B_PARAMS: dict = {
+    "architecture": "Qwen3_5MoeForConditionalGeneration",
+    "config_only": True,
+    "vocab_size": 248320,
+    "hidden_size": 2048,
+    "intermediate_size": 512,
+    "num_hidden_layers": 40,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 2,
+    "head_dim": 256,
+    "linear_conv_kernel_dim": 4,
+    "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128,
+    "linear_num_key_heads": 16,
+    "linear_num_value_heads": 32,
+    "num_experts": 256,
+    "num_experts_per_tok": 8,
+    "moe_intermediate_size": 512,
+    "shared_expert_intermediate_size": 512,
+    "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 10,
+    "partial_rotary_factor": 0.25,
+    "max_position_embeddings": 262144,
+    "rope_theta": 10000000.0,
+    "initializer_range": 0.02,
+    "dtype": "bfloat16",
+    "mamba_ssm_dtype": "float32",
+    "vision": QWEN35_PARAMS["vision"],
+}
+KINDS = {"hybrid": HYBRID_PARAMS, "dense": DENSE_PARAMS, "qwen35": QWEN35_PARAMS,
+         "qwen35-35b-a3b": QWEN35_35B_A3B_PARAMS}
+QWEN35_KINDS = ("qwen35", "qwen35-35b-a3b")  # the multimodal wrapper and its vision tokens
 # Multimodal placeholder tokens the qwen35 kind's tokenizer adds (their ids must exist in the vocab).
 VISION_TOKENS = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
 
@@ -129,7 +164,9 @@ def is_current(out: Path, kind: str, seed: int) -> bool:
         return False
     if found != stamp_for(kind, seed):
         return False
-    needed = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+    needed = ["config.json", "tokenizer.json", "tokenizer_config.json"]
+    if not KINDS[kind].get("config_only"):
+        needed.append("model.safetensors")
     return all((out / n).is_file() for n in needed)
 
 
@@ -197,7 +234,7 @@ def _build_config(kind: str, eos_id: int, vision_ids: dict[str, int] | None = No
         rope_parameters={"rope_type": "default", "rope_theta": p["rope_theta"],
                          "partial_rotary_factor": p.get("partial_rotary_factor", 1.0)},
     )
-    if kind == "qwen35":
+    if kind in QWEN35_KINDS:
         from transformers import Qwen3_5MoeConfig
 
         text = {k: v for k, v in common.items() if k != "intermediate_size"}
@@ -210,6 +247,8 @@ def _build_config(kind: str, eos_id: int, vision_ids: dict[str, int] | None = No
             vision_start_token_id=vision_ids["<|vision_start|>"],
             vision_end_token_id=vision_ids["<|vision_end|>"], tie_word_embeddings=False)
         cfg.text_config.dtype = p["dtype"]
+        if p.get("mamba_ssm_dtype"):
+            cfg.text_config.mamba_ssm_dtype = p["mamba_ssm_dtype"]
     elif kind == "hybrid":
         from transformers import Qwen3NextConfig
 
@@ -232,10 +271,16 @@ def _build_into(tmp: Path, kind: str, seed: int) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    extra = tuple(VISION_TOKENS) if kind == "qwen35" else ()
+    extra = tuple(VISION_TOKENS) if kind in QWEN35_KINDS else ()
     tokenizer = _build_tokenizer(extra_special=extra)
     vision_ids = {t: tokenizer.convert_tokens_to_ids(t) for t in extra}
     cfg = _build_config(kind, tokenizer.eos_token_id, vision_ids)
+    if KINDS[kind].get("config_only"):
+        cfg.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        print(f"recipectl.tinymodel: {kind} {KINDS[kind]['architecture']}, configuration only "
+              "(serve with --load-format dummy)", file=sys.stderr)
+        return
 
     torch.manual_seed(seed)
     # Initialise in float32 on the CPU (deterministic), then cast to bf16.
