@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from .rules.catalog import all_rules
-from .rules.registry import Rule
+from .rules.registry import SEVERITY_POLICY, Rule
 
 
 def rule_page(r: Rule) -> str:
@@ -34,6 +34,7 @@ def rules_markdown() -> str:
            "Generated from the rule registry by `python -m recipectl.ruledocs > docs/rules.md`; do not edit.",
            "Each rule: what it checks, why, an example that triggers it, the fix, and its source.",
            "Turn one off for a recipe with `ignore: {CODE: reason}`.", "",
+           SEVERITY_POLICY, "",
            "| code | name | severity | category | title |", "|---|---|---|---|---|"]
     for r in rules:
         out.append(f"| [{r.code}](#{r.code.lower()}) | `{r.name}` | {r.severity.value} | {r.category.value} "

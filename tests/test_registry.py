@@ -71,3 +71,31 @@ def test_malformed_rules_are_refused():
 def test_docs_rules_md_is_current():
     current = (ROOT / "docs" / "rules.md").read_text()
     assert current == rules_markdown(), "docs/rules.md is stale: python -m recipectl.ruledocs > docs/rules.md"
+
+
+def test_severity_follows_evidence():
+    """An `error` rule names a crash, a refusal, a corruption or a leaked credential; the registry
+    refuses any other, and the policy heads docs/rules.md."""
+    from recipectl.rules.registry import ERROR_CATEGORIES, SEVERITY_POLICY
+
+    assert all(r.category in ERROR_CATEGORIES for r in all_rules() if r.severity is Severity.ERROR)
+    with pytest.raises(TypeError, match="errors are for"):
+        rule(code="ZZZ902", name="zzz.performance-error", title="t", severity=Severity.ERROR,
+             category=Category.PERFORMANCE, applies="a", source="s")(_documented)
+    assert SEVERITY_POLICY in (ROOT / "docs" / "rules.md").read_text()
+
+
+def _documented(ctx):
+    """What it checks:
+    x
+
+    Why:
+    x
+
+    Example:
+        x: 1
+
+    Fix:
+        x: 2
+    """
+    return iter(())

@@ -22,6 +22,18 @@ if TYPE_CHECKING:
     from .context import RuleContext
 
 SECTIONS = ("What it checks", "Why", "Example", "Fix")
+
+# Severity follows evidence. A rule's default severity is `error` only for these categories; a
+# rule whose evidence depends on the version, host or model lowers a finding to a warning where
+# it cannot be proven (Violation.severity).
+ERROR_CATEGORIES = frozenset({Category.CRASH, Category.SILENT_CORRUPTION, Category.REFUSED, Category.SECURITY})
+SEVERITY_POLICY = (
+    "Severity follows evidence. `error`: the engine, at the declared version, refuses the command line "
+    "or the requests, crashes, or corrupts results — or a credential would be written into rendered "
+    "files, run state or `ps`. `warning`: deprecated but working settings, costs in speed or capacity, "
+    "and anything that cannot be proven here (an unknown vLLM version: the finding says what to "
+    "declare, `engine.vllm_version` or `patches`, and does not block `render` or `launch`). `info`: "
+    "advice. Each rule's scope (roles, versions, platforms) is its source's, cited on its page.")
 _CODE_RE = re.compile(r"^[A-Z]{3}\d{3}$")
 
 
@@ -84,6 +96,9 @@ def rule(*, code: str, name: str, title: str, severity: Severity, category: Cate
             raise TypeError(f"rule name {name} registered twice")
         if not fn.__doc__:
             raise TypeError(f"rule {code} has no docstring")
+        if severity is Severity.ERROR and category not in ERROR_CATEGORIES:
+            raise TypeError(f"rule {code} is an error in category {category.value}: errors are for "
+                            + ", ".join(sorted(c.value for c in ERROR_CATEGORIES)))
         REGISTRY[code] = Rule(code, name, title, severity, category, applies, source, fn)
         return fn
 
