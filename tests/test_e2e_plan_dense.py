@@ -26,7 +26,9 @@ def _dense_recipe(tmp_path, model) -> str:
     text = LOCAL_RECIPE.read_text()
     for old, new in (("path: ~/.cache/recipectl/models/qwen3next-tiny", f"path: {model}"),
                      ("family: hybrid", "family: dense"),
-                     ("  mamba_ssm_cache_dtype: bfloat16\n", ""),
+                     # no GDN state on a dense model: neither role's SSM cache dtype
+                     ("(CON004).\n  mamba_ssm_cache_dtype: bfloat16\n", "(CON004).\n"),
+                     ("  cpu_cores: ['1']\n  mamba_ssm_cache_dtype: bfloat16\n", "  cpu_cores: ['1']\n"),
                      # off the local deployment's ports, in case one is up
                      ("port: 8200", "port: 8290"), ("side_channel_port: 5700", "side_channel_port: 5790")):
         text = replace_once(text, old, new)
