@@ -45,6 +45,7 @@ class Diagnostic:
     col: int | None = None
     category: Category | None = None
     source: str | None = None
+    ignored: str | None = None  # why this finding was ignored (the recipe's ignore:, --ignore, a config file)
 
     @property
     def location(self) -> str:
@@ -57,6 +58,8 @@ class Diagnostic:
         out = asdict(self)
         out["severity"] = self.severity.value
         out["category"] = self.category.value if self.category else None
+        if self.ignored is None:
+            del out["ignored"]
         return out
 
 
@@ -67,6 +70,7 @@ class FileReport:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     valid: bool = True  # False when the file could not be read or does not match the schema
     recipe_name: str | None = None
+    ignored: list[Diagnostic] = field(default_factory=list)  # findings turned off, each with its reason
 
     def count(self, severity: Severity) -> int:
         return sum(1 for d in self.diagnostics if d.severity is severity)
@@ -87,6 +91,7 @@ def reports_to_json(reports: Iterable[FileReport]) -> str:
                 "recipe": r.recipe_name,
                 "valid": r.valid,
                 "findings": [d.to_json() for d in sorted_diagnostics(r.diagnostics)],
+                "ignored": [d.to_json() for d in sorted_diagnostics(r.ignored)],
             }
             for r in reports
         ],
@@ -96,6 +101,7 @@ def reports_to_json(reports: Iterable[FileReport]) -> str:
             "errors": sum(r.count(Severity.ERROR) for r in reports),
             "warnings": sum(r.count(Severity.WARNING) for r in reports),
             "infos": sum(r.count(Severity.INFO) for r in reports),
+            "ignored": sum(len(r.ignored) for r in reports),
         },
     }
     return json.dumps(body, indent=2)
@@ -120,13 +126,16 @@ def format_diagnostic(d: Diagnostic) -> str:
     return "\n".join(lines)
 
 
-def format_reports_text(reports: Iterable[FileReport], *, min_severity: Severity = Severity.INFO) -> str:
-    """Human format: per file, findings grouped by severity (errors first), then a summary line."""
+def format_reports_text(reports: Iterable[FileReport], *, min_severity: Severity = Severity.INFO,
+                        show_ignored: bool = False) -> str:
+    """Human format: per file, findings grouped by severity (errors first), then a summary line;
+    what was ignored is counted by rule and reason (`show_ignored`: listed under each file)."""
     reports = list(reports)
     out: list[str] = []
     for r in reports:
         shown = [d for d in sorted_diagnostics(r.diagnostics) if d.severity.rank <= min_severity.rank]
-        if not shown:
+        ignored = sorted_diagnostics(r.ignored) if show_ignored else []
+        if not shown and not ignored:
             out.append(f"{r.file}: ok" + (f" ({r.recipe_name})" if r.recipe_name else ""))
             continue
         for sev in Severity:
@@ -134,6 +143,9 @@ def format_reports_text(reports: Iterable[FileReport], *, min_severity: Severity
             if group:
                 out.append(f"{r.file}: {len(group)} {sev.value}{'s' if len(group) != 1 else ''}")
                 out.extend(format_diagnostic(d) for d in group)
+        if ignored:
+            out.append(f"{r.file}: {len(ignored)} ignored")
+            out.extend(f"{format_diagnostic(d)}\n    ignored by {d.ignored}" for d in ignored)
         out.append("")
     e = sum(r.count(Severity.ERROR) for r in reports)
     w = sum(r.count(Severity.WARNING) for r in reports)
@@ -142,5 +154,20 @@ def format_reports_text(reports: Iterable[FileReport], *, min_severity: Severity
     summary = f"{len(reports)} file(s): {e} error(s), {w} warning(s), {i} info"
     if bad:
         summary += f", {bad} invalid"
+    ignored_all = [d for r in reports for d in r.ignored]
+    if ignored_all:
+        summary += f", {len(ignored_all)} ignored"
     out.append(summary)
+    if ignored_all:
+        out.append(_ignored_summary(ignored_all, listed=show_ignored))
     return "\n".join(out).rstrip() + "\n"
+
+
+def _ignored_summary(ignored: list[Diagnostic], *, listed: bool) -> str:
+    """`ignored: 2 CAP001 (the recipe's ignore: ...), 1 PRF002 (--ignore)`, by rule and reason."""
+    counts: dict[tuple[str, str], int] = {}
+    for d in ignored:
+        key = (d.code, d.ignored or "")
+        counts[key] = counts.get(key, 0) + 1
+    parts = [f"{n} {code} ({why})" for (code, why), n in sorted(counts.items())]
+    return "ignored: " + "; ".join(parts) + ("" if listed else " — --show-ignored lists them")

@@ -72,6 +72,10 @@ def test_recipe_with_findings_text_and_json(recipes):
     assert rc == 1 and "PRF002" in out and "HYB001" not in out
     rc, out, _ = _both(["validate", "--select=HYB001", "-f", "json", f])
     assert rc == 1 and "PRF002" not in out
+    rc, out, _ = _both(["validate", f, "--ignore", "HYB001,CON", "--severity=PRF002=error", "--show-ignored"])
+    assert rc == 1 and "PRF002 error" in out and "ignored by --ignore" in out
+    rc, out, err = _both(["validate", f, "--extend-select", "HYB01"])  # a usage error, with a did-you-mean
+    assert rc == 2 and out == "" and "did you mean HYB001?" in err
 
 
 def test_invalid_files(recipes):
@@ -124,6 +128,8 @@ def test_render_to_stdout_and_to_a_directory(tmp_path):
     ["validate", "a.yaml", "--select", "HYB001", "--select=PRF002", "-f", "text", "-f", "json"],
     ["render", "a.yaml", "-t", "k8s", "-o", "out", "--variant", "v"], ["render", "a.yaml", "--target=slurm"],
     ["render", "a.yaml", "-o", "out", "--force"],
+    ["validate", "a.yaml", "--ignore", "X", "--extend-select=Y", "--severity", "A=warning", "--show-ignored",
+     "--config", "c.toml"],
 ])
 def test_fast_path_takes_plain_command_lines(argv):
     assert parse_fast(argv) is not None
@@ -134,7 +140,7 @@ def test_fast_path_takes_plain_command_lines(argv):
     ["validate", "a.yaml", "--help"],
     ["validate", "a.yaml", "-h"], ["validate", "a.yaml", "--formt", "json"], ["validate", "a.yaml", "--format", "JSON"],
     ["validate", "a.yaml", "--format"], ["validate", "a.yaml", "--select", "-q"], ["validate", "a.yaml", "-qf", "json"],
-    ["validate", "a.yaml", "--strict=true"], ["validate", "--", "a.yaml"], ["validate", "a.yaml", "-fjson"],
+    ["validate", "a.yaml", "--strict=true"], ["validate", "a.yaml", "--show-ignored=1"], ["validate", "--", "a.yaml"], ["validate", "a.yaml", "-fjson"],
     ["render"], ["render", "a.yaml", "b.yaml"], ["render", "a.yaml", "-t", "ssh"], ["render", "a.yaml", "--out"],
     ["render", "a.yaml", "--format", "json"], ["render", "a.yaml", "-q"],
 ])

@@ -60,12 +60,22 @@ VALIDATE = Command(
         Opt("format", ("--format", "-f"), "text or json",
             choices=FORMATS),
         Opt("strict", ("--strict",), "warnings fail too (exit 1)", flag=True),
-        Opt("select", ("--select",), "only these rule codes/names (repeatable)", repeatable=True, metavar="CODES"),
+        Opt("select", ("--select",), "only these rules: codes, prefixes (HYB, VER0) or names; replaces the "
+            "configured selection (repeatable, or comma-separated)", repeatable=True, metavar="CODES"),
+        Opt("extend_select", ("--extend-select",), "these rules as well as the selected ones", repeatable=True,
+            metavar="CODES"),
+        Opt("ignore", ("--ignore",), "ignore findings of these rules (counted in the summary)", repeatable=True,
+            metavar="CODES"),
+        Opt("severity", ("--severity",), "report a rule at another severity: CODE=error|warning|info",
+            repeatable=True, metavar="CODE=LEVEL"),
+        Opt("show_ignored", ("--show-ignored",), "list the ignored findings and why they were ignored", flag=True),
+        Opt("config", ("--config",), "read settings from this pyproject.toml or recipectl.toml instead of the "
+            "nearest one", metavar="FILE"),
         Opt("quiet", ("--quiet", "-q"), "text: errors and warnings only", flag=True),
     ),
     run="recipectl.commands.validate:validate",
     help="Check recipes against the schema and the hybrid P/D rules.\n\n"
-         "Exit 0: clean; 1: rule errors (or warnings with --strict); 2: a file is invalid.",
+         "Exit 0: clean; 1: rule errors (or warnings with --strict); 2: a file is invalid or a usage error.",
 )
 
 RENDER = Command(
