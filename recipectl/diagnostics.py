@@ -171,3 +171,27 @@ def _ignored_summary(ignored: list[Diagnostic], *, listed: bool) -> str:
         counts[key] = counts.get(key, 0) + 1
     parts = [f"{n} {code} ({why})" for (code, why), n in sorted(counts.items())]
     return "ignored: " + "; ".join(parts) + ("" if listed else " — --show-ignored lists them")
+
+
+_GITHUB_LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+def _github_escape(text: str, *, prop: bool = False) -> str:
+    """GitHub's workflow-command escaping: % CR LF in the message; also : and , in a property."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+def format_reports_github(reports: Iterable[FileReport]) -> str:
+    """GitHub Actions workflow commands, one annotation per finding (ignored ones left out):
+    ``::error file=recipe.yaml,line=14,col=5,title=HYB001::message`` with the fix beneath."""
+    out = []
+    for r in reports:
+        for d in sorted_diagnostics(r.diagnostics):
+            props = [f"file={_github_escape(d.file or r.file, prop=True)}"]
+            if d.line is not None:
+                props += [f"line={d.line}", f"col={d.col or 1}"]
+            props.append(f"title={_github_escape(d.code, prop=True)}")
+            message = d.message + (f" [{d.path}]" if d.path else "") + (f"\nfix: {d.fix.strip()}" if d.fix else "")
+            out.append(f"::{_GITHUB_LEVELS[d.severity.value]} {','.join(props)}::{_github_escape(message)}")
+    return "\n".join(out) + "\n" if out else ""

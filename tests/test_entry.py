@@ -140,9 +140,10 @@ def test_fast_path_takes_plain_command_lines(argv):
     ["validate", "a.yaml", "--help"],
     ["validate", "a.yaml", "-h"], ["validate", "a.yaml", "--formt", "json"], ["validate", "a.yaml", "--format", "JSON"],
     ["validate", "a.yaml", "--format"], ["validate", "a.yaml", "--select", "-q"], ["validate", "a.yaml", "-qf", "json"],
-    ["validate", "a.yaml", "--strict=true"], ["validate", "a.yaml", "--show-ignored=1"], ["validate", "--", "a.yaml"], ["validate", "a.yaml", "-fjson"],
+    ["validate", "a.yaml", "--strict=true"], ["validate", "--", "a.yaml"], ["validate", "a.yaml", "-fjson"],
     ["render"], ["render", "a.yaml", "b.yaml"], ["render", "a.yaml", "-t", "ssh"], ["render", "a.yaml", "--out"],
-    ["render", "a.yaml", "--format", "json"], ["render", "a.yaml", "-q"],
+    ["render", "a.yaml", "--format", "json"], ["render", "a.yaml", "-q"], ["validate", "a.yaml", "--show-ignored=1"],
+    ["validate", "a.yaml", "-f", "SARIF"],
 ])
 def test_fast_path_leaves_everything_else_to_typer(argv):
     assert parse_fast(argv) is None

@@ -48,7 +48,7 @@ class Command:
         return {o.dest: o.default for o in self.options}
 
 
-FORMATS = ("text", "json")
+FORMATS = ("text", "json", "sarif", "github")
 TARGETS = ("bash", "slurm", "k8s")
 
 VALIDATE = Command(
@@ -57,7 +57,7 @@ VALIDATE = Command(
     many=True,
     argument_help="recipe files or directories",
     options=(
-        Opt("format", ("--format", "-f"), "text or json",
+        Opt("format", ("--format", "-f"), "text, json, sarif (SARIF 2.1.0) or github (workflow annotations)",
             choices=FORMATS),
         Opt("strict", ("--strict",), "warnings fail too (exit 1)", flag=True),
         Opt("select", ("--select",), "only these rules: codes, prefixes (HYB, VER0) or names; replaces the "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from . import echo
 
 
@@ -25,6 +27,14 @@ def validate(recipes: list[str], *, format: str = "text", strict: bool = False,
         reports.append(validate_file(f, selection=chosen)[0])
     if format == "json":
         echo(reports_to_json(reports))
+    elif format == "sarif":
+        from ..sarif import reports_to_sarif
+
+        echo(reports_to_sarif(reports))
+    elif format == "github":
+        from ..diagnostics import format_reports_github
+
+        sys.stdout.write(format_reports_github(reports))
     else:
         echo(format_reports_text(reports, min_severity=Severity.WARNING if quiet else Severity.INFO,
                                  show_ignored=show_ignored))
