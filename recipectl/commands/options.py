@@ -55,7 +55,7 @@ VALIDATE = Command(
     name="validate",
     argument="recipes",
     many=True,
-    argument_help="recipe files or directories",
+    argument_help="recipe files or directories; - reads one recipe from standard input",
     options=(
         Opt("format", ("--format", "-f"), "text, json, sarif (SARIF 2.1.0) or github (workflow annotations)",
             choices=FORMATS),
@@ -71,6 +71,8 @@ VALIDATE = Command(
         Opt("show_ignored", ("--show-ignored",), "list the ignored findings and why they were ignored", flag=True),
         Opt("config", ("--config",), "read settings from this pyproject.toml or recipectl.toml instead of the "
             "nearest one", metavar="FILE"),
+        Opt("stdin_filename", ("--stdin-filename",), "the name of the recipe read from standard input (-), in "
+            "messages and for finding the configuration", metavar="PATH"),
         Opt("quiet", ("--quiet", "-q"), "text: errors and warnings only", flag=True),
     ),
     run="recipectl.commands.validate:validate",
