@@ -70,7 +70,9 @@ class FileReport:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     valid: bool = True  # False when the file could not be read or does not match the schema
     recipe_name: str | None = None
-    ignored: list[Diagnostic] = field(default_factory=list)  # findings turned off, each with its reason
+    ignored_rules: dict[str, str] = field(default_factory=dict)  # rules turned off for this file -> why
+    ignored: list[Diagnostic] = field(default_factory=list)  # their findings, when they were run (ran_ignored)
+    ran_ignored: bool = False
 
     def count(self, severity: Severity) -> int:
         return sum(1 for d in self.diagnostics if d.severity is severity)
@@ -91,7 +93,8 @@ def reports_to_json(reports: Iterable[FileReport]) -> str:
                 "recipe": r.recipe_name,
                 "valid": r.valid,
                 "findings": [d.to_json() for d in sorted_diagnostics(r.diagnostics)],
-                "ignored": [d.to_json() for d in sorted_diagnostics(r.ignored)],
+                "ignored_rules": [{"code": c, "reason": why} for c, why in sorted(r.ignored_rules.items())],
+                "ignored": [d.to_json() for d in sorted_diagnostics(r.ignored)] if r.ran_ignored else None,
             }
             for r in reports
         ],
@@ -101,7 +104,8 @@ def reports_to_json(reports: Iterable[FileReport]) -> str:
             "errors": sum(r.count(Severity.ERROR) for r in reports),
             "warnings": sum(r.count(Severity.WARNING) for r in reports),
             "infos": sum(r.count(Severity.INFO) for r in reports),
-            "ignored": sum(len(r.ignored) for r in reports),
+            "ignored_rules": sum(len(r.ignored_rules) for r in reports),
+            "ignored": sum(len(r.ignored) for r in reports) if all(r.ran_ignored for r in reports) else None,
         },
     }
     return json.dumps(body, indent=2)
@@ -154,23 +158,32 @@ def format_reports_text(reports: Iterable[FileReport], *, min_severity: Severity
     summary = f"{len(reports)} file(s): {e} error(s), {w} warning(s), {i} info"
     if bad:
         summary += f", {bad} invalid"
-    ignored_all = [d for r in reports for d in r.ignored]
-    if ignored_all:
-        summary += f", {len(ignored_all)} ignored"
+    ignored_rules = sum(len(r.ignored_rules) for r in reports)
+    if ignored_rules:
+        summary += f", {ignored_rules} rule(s) ignored"
+        if show_ignored:
+            summary += f" ({sum(len(r.ignored) for r in reports)} finding(s))"
     out.append(summary)
-    if ignored_all:
-        out.append(_ignored_summary(ignored_all, listed=show_ignored))
+    if ignored_rules:
+        out.append(_ignored_summary(reports, listed=show_ignored))
     return "\n".join(out).rstrip() + "\n"
 
 
-def _ignored_summary(ignored: list[Diagnostic], *, listed: bool) -> str:
-    """`ignored: 2 CAP001 (the recipe's ignore: ...), 1 PRF002 (--ignore)`, by rule and reason."""
-    counts: dict[tuple[str, str], int] = {}
-    for d in ignored:
-        key = (d.code, d.ignored or "")
-        counts[key] = counts.get(key, 0) + 1
-    parts = [f"{n} {code} ({why})" for (code, why), n in sorted(counts.items())]
-    return "ignored: " + "; ".join(parts) + ("" if listed else " — --show-ignored lists them")
+def _ignored_summary(reports: list[FileReport], *, listed: bool) -> str:
+    """`ignored: CAP001 (the recipe's ignore: ...); PRF002 in 2 files (--ignore)`: by rule and
+    reason; with `listed`, how many findings each had."""
+    files: dict[tuple[str, str], int] = {}
+    found: dict[tuple[str, str], int] = {}
+    for r in reports:
+        for code, why in r.ignored_rules.items():
+            files[(code, why)] = files.get((code, why), 0) + 1
+        for d in r.ignored:
+            found[(d.code, d.ignored or "")] = found.get((d.code, d.ignored or ""), 0) + 1
+    parts = []
+    for (code, why), n in sorted(files.items()):
+        count = f"{found.get((code, why), 0)} x " if listed else ""
+        parts.append(f"{count}{code}{f' in {n} files' if n > 1 else ''} ({why})")
+    return "ignored: " + "; ".join(parts) + ("" if listed else " — --show-ignored runs them and lists their findings")
 
 
 _GITHUB_LEVELS = {"error": "error", "warning": "warning", "info": "notice"}

@@ -7,7 +7,7 @@ current directory. `--config FILE` names one for every recipe. Keys:
 
     select = ["ALL"]                 # rule codes, prefixes (HYB, VER0), names; the default is ALL
     extend-select = []               # added to select (and to --select)
-    ignore = ["CAP001"]              # findings turned off, counted in the summary
+    ignore = ["CAP001"]              # rules turned off, named in the summary
     severity = { PRF002 = "error" }  # a rule (or prefix) reported at another severity
 
 On the command line, `--select` replaces `select`; `--extend-select`, `--ignore` and

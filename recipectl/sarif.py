@@ -2,9 +2,9 @@
 
 One run; its driver lists every rule (code, name, title, the rule's page as help, default level,
 category) and the schema's own codes; each finding is a result at its file, line and column, with
-the dotted field as a logical location and the fix in its properties. An ignored finding is a
-result with a suppression (`inSource`: the recipe's `ignore:`; `external`: --ignore or a config
-file) whose justification is the reason. tests/test_formats_machine.py checks the output against
+the dotted field as a logical location and the fix in its properties. With --show-ignored, an
+ignored finding is a result with a suppression (`inSource`: the recipe's `ignore:`; `external`: --ignore or a config
+file) whose justification is the reason. tests/test_output_formats.py checks the output against
 the SARIF 2.1.0 JSON schema. docs/json-output.md describes it.
 """
 

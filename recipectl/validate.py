@@ -29,15 +29,16 @@ def collect_files(paths: list[str]) -> list[Path]:
     return out
 
 
-def validate_file(path: Path, *, select: set[str] | None = None,
-                  selection: Selection | None = None) -> tuple[FileReport, list[LoadedRecipe]]:
+def validate_file(path: Path, *, select: set[str] | None = None, selection: Selection | None = None,
+                  run_ignored: bool = False) -> tuple[FileReport, list[LoadedRecipe]]:
     """Load a recipe file and run the selected rules on each of its recipes (`select`: only these
-    codes or names; `selection`: a full selection, rules/selection.py)."""
-    return report_for(load_file(path), select=select, selection=selection)
+    codes or names; `selection`: a full selection, rules/selection.py; `run_ignored`: the ignored
+    rules too, their findings kept apart)."""
+    return report_for(load_file(path), select=select, selection=selection, run_ignored=run_ignored)
 
 
-def report_for(result: LoadResult, *, select: set[str] | None = None,
-               selection: Selection | None = None) -> tuple[FileReport, list[LoadedRecipe]]:
+def report_for(result: LoadResult, *, select: set[str] | None = None, selection: Selection | None = None,
+               run_ignored: bool = False) -> tuple[FileReport, list[LoadedRecipe]]:
     from .rules.engine import run_rules
 
     report = FileReport(file=result.file, diagnostics=list(result.diagnostics), valid=result.ok)
@@ -45,10 +46,12 @@ def report_for(result: LoadResult, *, select: set[str] | None = None,
         names = {r.recipe.name for r in result.recipes}
         report.recipe_name = result.recipes[0].recipe.name if len(names) == 1 else f"{len(names)} variants"
     if report.valid:
-        per_variant = [(loaded.variant, run_rules(loaded, select=select, selection=selection))
-                       for loaded in result.recipes]
-        report.diagnostics.extend(_merge_variants([(v, found) for v, (found, _) in per_variant]))
-        report.ignored = _merge_variants([(v, ignored) for v, (_, ignored) in per_variant])
+        per_variant = [(loaded.variant, run_rules(loaded, select=select, selection=selection,
+                                                  run_ignored=run_ignored)) for loaded in result.recipes]
+        report.diagnostics.extend(_merge_variants([(v, found) for v, (found, _, _) in per_variant]))
+        report.ignored = _merge_variants([(v, ignored) for v, (_, ignored, _) in per_variant])
+        report.ignored_rules = {code: why for _, (_, _, rules) in per_variant for code, why in rules.items()}
+        report.ran_ignored = run_ignored
     return report, result.recipes
 
 

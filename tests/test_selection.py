@@ -84,9 +84,15 @@ def test_select_extend_select_ignore_on_the_command_line(project, capsys):
     assert rc == 1 and _codes(out) == {"HYB001", "PRF002"}
     rc, out = _run(capsys, r, format="json", ignore=["HYB001,PRF", "consistency"])
     body = json.loads(out)
+    assert rc == 0 and _codes(out) == set() and body["summary"]["ignored"] is None  # not run
+    rules = {x["code"]: x["reason"] for x in body["files"][0]["ignored_rules"]}
+    assert rules["HYB001"] == rules["PRF001"] == rules["CON004"] == "--ignore"
+    assert rules["CAP001"].startswith("the recipe's ignore: ")
+    rc, out = _run(capsys, r, format="json", ignore=["HYB001,PRF", "consistency"], show_ignored=True)
+    body = json.loads(out)
     assert rc == 0 and _codes(out) == set() and body["summary"]["ignored"] == 6
     assert {(f["code"], f["ignored"]) for f in body["files"][0]["ignored"]} >= {
-        ("HYB001", "--ignore"), ("PRF002", "--ignore")}
+        ("HYB001", "--ignore"), ("PRF002", "--ignore"), ("CON004", "--ignore")}
 
 
 def test_unknown_selectors_on_the_command_line_are_usage_errors(project, capsys):
@@ -120,7 +126,7 @@ def test_pyproject_settings_are_found_above_the_recipe(project, capsys):
     r = project / "recipes" / "r.yaml"
     (project / "pyproject.toml").write_text('[project]\nname = "x"\n\n[tool.recipectl]\nignore = ["HYB001", "CON"]\n'
                                            'severity = { PRF002 = "error" }\n')
-    rc, out = _run(capsys, r, format="json")
+    rc, out = _run(capsys, r, format="json", show_ignored=True)
     body = json.loads(out)
     assert rc == 1 and _codes(out) == {"PRF002"} and body["files"][0]["findings"][0]["severity"] == "error"
     assert {f["ignored"] for f in body["files"][0]["ignored"] if f["code"] == "HYB001"} == {
@@ -130,7 +136,7 @@ def test_pyproject_settings_are_found_above_the_recipe(project, capsys):
     assert rc == 0 and _codes(out) == set()
     rc, out = _run(capsys, r, format="json", severity=["PRF002=warning"])
     assert rc == 0 and _codes(out) == {"PRF002"}
-    rc, out = _run(capsys, r, format="json", ignore=["PRF002"])
+    rc, out = _run(capsys, r, format="json", ignore=["PRF002"], show_ignored=True)
     assert rc == 0 and len(json.loads(out)["files"][0]["ignored"]) == 3 + 3
 
 
@@ -169,7 +175,7 @@ def test_recipe_ignore_entries_are_checked_and_counted(project, capsys):
     text = r.read_text().replace("ignore:\n", "ignore:\n  HYB01: conv state layout is handled by the image\n"
                                  "  PRF: tuned elsewhere\n", 1)
     r.write_text(text)
-    rc, out = _run(capsys, r, format="json")
+    rc, out = _run(capsys, r, format="json", show_ignored=True)
     body = json.loads(out)
     ops = [f for f in body["files"][0]["findings"] if f["code"] == "OPS006"]
     assert rc == 1 and _codes(out) == {"CON004", "HYB001", "OPS006"}  # the misspelt entry ignores nothing
@@ -179,14 +185,17 @@ def test_recipe_ignore_entries_are_checked_and_counted(project, capsys):
     reasons = {f["code"]: f["ignored"] for f in body["files"][0]["ignored"]}
     assert reasons["PRF002"] == "the recipe's ignore: tuned elsewhere"
     assert body["summary"]["ignored"] == len(body["files"][0]["ignored"]) == 4  # CAP001, OPS003 x2, PRF002
+    assert body["summary"]["ignored_rules"] == 9  # CAP001, OPS003 and the seven PRF rules
 
 
 def test_text_summary_counts_ignored_and_show_ignored_lists_them(project, capsys):
     r = project / "recipes" / "r.yaml"
     rc, out = _run(capsys, r, ignore=["PRF002"])
     assert rc == 1 and "PRF002 warning" not in out
-    assert "2 error(s), 0 warning(s), 0 info, 4 ignored" in out
-    assert "1 PRF002 (--ignore)" in out and "1 CAP001 (the recipe's ignore: the seed's sweep" in out
-    assert "--show-ignored lists them" in out
+    assert "2 error(s), 0 warning(s), 0 info, 3 rule(s) ignored\n" in out
+    assert "; PRF002 (--ignore)" in out and "ignored: CAP001 (the recipe's ignore: the seed's sweep" in out
+    assert "--show-ignored runs them and lists their findings" in out
     rc, out = _run(capsys, r, ignore=["PRF002"], show_ignored=True)
+    assert "2 error(s), 0 warning(s), 0 info, 3 rule(s) ignored (4 finding(s))" in out
+    assert "1 x PRF002 (--ignore)" in out and "2 x OPS003 (the recipe's ignore:" in out
     assert f"{r}: 4 ignored" in out and "PRF002 warning" in out and "    ignored by --ignore" in out

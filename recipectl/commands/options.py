@@ -64,11 +64,12 @@ VALIDATE = Command(
             "configured selection (repeatable, or comma-separated)", repeatable=True, metavar="CODES"),
         Opt("extend_select", ("--extend-select",), "these rules as well as the selected ones", repeatable=True,
             metavar="CODES"),
-        Opt("ignore", ("--ignore",), "ignore findings of these rules (counted in the summary)", repeatable=True,
+        Opt("ignore", ("--ignore",), "turn these rules off (the summary names them)", repeatable=True,
             metavar="CODES"),
         Opt("severity", ("--severity",), "report a rule at another severity: CODE=error|warning|info",
             repeatable=True, metavar="CODE=LEVEL"),
-        Opt("show_ignored", ("--show-ignored",), "list the ignored findings and why they were ignored", flag=True),
+        Opt("show_ignored", ("--show-ignored",),
+            "run the ignored rules too and list their findings, with the reason each was ignored", flag=True),
         Opt("config", ("--config",), "read settings from this pyproject.toml or recipectl.toml instead of the "
             "nearest one", metavar="FILE"),
         Opt("stdin_filename", ("--stdin-filename",), "the name of the recipe read from standard input (-), in "

@@ -32,13 +32,13 @@ def validate(recipes: list[str], *, format: str = "text", strict: bool = False,
             chosen = selection(settings_for(named, config), select=select, extend_select=extend_select,
                                ignore=ignore, severity=severity)
             if f is not None:
-                reports.append(validate_file(f, selection=chosen)[0])
+                reports.append(validate_file(f, selection=chosen, run_ignored=show_ignored)[0])
                 continue
             from ..loader import load_stream
 
             result = load_stream(sys.stdin.buffer, stdin_filename or "-",
                                  base_dir=named.parent if named is not None else Path.cwd())
-            reports.append(report_for(result, selection=chosen)[0])
+            reports.append(report_for(result, selection=chosen, run_ignored=show_ignored)[0])
     if format == "json":
         echo(reports_to_json(reports))
     elif format == "sarif":

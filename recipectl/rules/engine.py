@@ -18,11 +18,14 @@ def check_recipe(loaded: LoadedRecipe, *, select: set[str] | None = None,
     return run_rules(loaded, select=select, selection=selection)[0]
 
 
-def run_rules(loaded: LoadedRecipe, *, select: set[str] | None = None,
-              selection: Selection | None = None) -> tuple[list[Diagnostic], list[Diagnostic]]:
-    """(findings, ignored findings): the selected rules run; a finding the recipe's `ignore:` or the
-    selection's ignore turns off is kept apart, its `ignored` the reason. An `ignore:` entry that
-    names no rule is OPS006's finding, and ignores nothing."""
+def run_rules(loaded: LoadedRecipe, *, select: set[str] | None = None, selection: Selection | None = None,
+              run_ignored: bool = False) -> tuple[list[Diagnostic], list[Diagnostic], dict[str, str]]:
+    """(findings, ignored findings, ignored rules): the selected rules run, but for those the
+    recipe's `ignore:` or the selection's ignore turns off, which are returned as {code: reason};
+    with `run_ignored` they run too, and their findings are returned apart, each with `ignored`
+    set to the reason. (Not running them by default keeps `validate` fast: CAP001, which recipes
+    ignore on purpose, runs the capacity planner.) An `ignore:` entry that names no rule is
+    OPS006's finding, and ignores nothing."""
     if selection is None:
         selection = Selection(select=tuple(sorted(select))) if select else Selection()
     ctx = RuleContext(loaded.recipe, Path(loaded.source.file).parent if loaded.source.file else None)
@@ -35,10 +38,15 @@ def run_rules(loaded: LoadedRecipe, *, select: set[str] | None = None,
         in_recipe.append((key, reason))
     out: list[Diagnostic] = []
     ignored: list[Diagnostic] = []
+    ignored_rules: dict[str, str] = {}
     for r in all_rules():
         if not selection.runs(r):
             continue
         why = _recipe_reason(in_recipe, r) or selection.ignored_by(r)
+        if why is not None:
+            ignored_rules[r.code] = why
+            if not run_ignored:
+                continue
         severity = selection.severity_of(r)
         for v in r.check(ctx):
             d = loaded.diagnostic(path=v.path, code=r.code, severity=severity or v.severity or r.severity,
@@ -47,7 +55,7 @@ def run_rules(loaded: LoadedRecipe, *, select: set[str] | None = None,
                 out.append(d)
             else:
                 ignored.append(replace(d, ignored=why))
-    return out, ignored
+    return out, ignored, ignored_rules
 
 
 def _recipe_reason(entries: list[tuple[str, str]], r) -> str | None:

@@ -4,9 +4,9 @@ A selector is a rule code (`HYB001`), a code prefix (`HYB`, `VER0`), `ALL`, a ru
 (`hybrid.ds-layout-missing`) or a family of names (`hybrid`). `select` (or, given, `--select`)
 says which rules run, `extend-select` adds to it, `ignore` turns findings off: where a rule is
 both selected and ignored, the more specific selector wins (`select = ["HYB"]` with
-`ignore = ["HYB003"]` runs every HYB rule but HYB003; a tie is ignored). Ignored findings are
-still found and counted, with the reason they were ignored. A selector that names no rule is
-an error with a did-you-mean; schema findings (SCH...) always apply.
+`ignore = ["HYB003"]` runs every HYB rule but HYB003; a tie is ignored). Ignored rules are
+reported with the reason they were ignored (and, asked for, run, their findings kept apart). A
+selector that names no rule is an error with a did-you-mean; schema findings (SCH...) always apply.
 
 Rules are looked up in the registry when a selection is used, by which time the catalog has
 registered every family.
@@ -14,7 +14,6 @@ registered every family.
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 
@@ -65,6 +64,8 @@ def matching(selector: str) -> list[Rule]:
 
 
 def suggest(selector: str) -> str | None:
+    import difflib  # only for a selector that names no rule
+
     rules = list(REGISTRY.values())
     names = [r.name for r in rules] + sorted({r.name.split(".")[0] for r in rules})
     codes = [r.code for r in rules] + sorted({r.code[:3] for r in rules})
