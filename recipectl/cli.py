@@ -13,6 +13,7 @@ from typing import List, Optional
 import typer
 
 from .commands import echo
+from .commands.options import COMMANDS, Command
 from .errors import RecipectlError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -25,21 +26,51 @@ class OutputFormat(str, Enum):
     json = "json"
 
 
-@app.command()
-def validate(
-    recipes: List[str] = typer.Argument(..., help="recipe files or directories"),
-    format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="text or json"),
-    strict: bool = typer.Option(False, "--strict", help="warnings fail too (exit 1)"),
-    select: Optional[List[str]] = typer.Option(None, "--select", help="only these rule codes/names"),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="text: errors and warnings only"),
-) -> None:
-    """Check recipes against the schema and the hybrid P/D rules.
+def _from_spec(spec: Command) -> None:
+    """Add the Typer command that `spec` (commands/options.py) declares: the same options, values
+    and help that entry.py's fast parser reads from it. Its function's signature is built from
+    the spec; it calls the spec's function with every value by its dest."""
+    import importlib
+    import inspect
 
-    Exit 0: clean; 1: rule errors (or warnings with --strict); 2: a file is invalid."""
-    from .commands.validate import validate as run_validate
+    params, annotations = [], {}
+    for dest, ann, default in _typer_params(spec):
+        params.append(inspect.Parameter(dest, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=ann))
+        annotations[dest] = ann
 
-    raise typer.Exit(run_validate(recipes, as_json=format is OutputFormat.json, strict=strict, select=select,
-                                  quiet=quiet))
+    def command(**values: object) -> None:
+        module, _, function = spec.run.partition(":")
+        run = getattr(importlib.import_module(module), function)
+        raise typer.Exit(run(**{k: v.value if isinstance(v, Enum) else v for k, v in values.items()}))
+
+    command.__name__ = spec.name
+    command.__doc__ = spec.help
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = annotations
+    app.command(spec.name)(command)
+
+
+def _typer_params(spec: Command) -> list[tuple[str, object, object]]:
+    """(dest, annotation, typer.Argument/Option) of each parameter of a spec'd command."""
+    out: list[tuple[str, object, object]] = [
+        (spec.argument, List[str] if spec.many else str, typer.Argument(..., help=spec.argument_help))]
+    for o in spec.options:
+        if o.flag:
+            ann: object = bool
+        elif o.choices:
+            ann = Enum("".join(w.title() for w in (spec.name, o.dest)).replace("_", ""),  # type: ignore[misc]
+                       [(c, c) for c in o.choices], type=str)
+        elif o.repeatable:
+            ann = Optional[List[str]]
+        else:
+            ann = Optional[str]
+        default = ann(o.default) if o.choices else o.default  # type: ignore[operator]
+        out.append((o.dest, ann, typer.Option(default, *o.names, help=o.help, metavar=o.metavar)))
+    return out
+
+
+for _spec in COMMANDS.values():
+    _from_spec(_spec)
 
 
 @app.command("rules")
@@ -131,26 +162,6 @@ def import_cmd(
     from .commands.import_ import import_recipe
 
     raise typer.Exit(import_recipe(file, out=out))
-
-
-class Target(str, Enum):
-    bash = "bash"
-    slurm = "slurm"
-    k8s = "k8s"
-
-
-@app.command()
-def render(
-    recipe: str = typer.Argument(...),
-    target: Target = typer.Option(Target.bash, "--target", "-t", help="bash, slurm or k8s"),
-    out: Optional[str] = typer.Option(None, "--out", "-o", help="directory to write; stdout when omitted"),
-    variant: Optional[str] = typer.Option(None, "--variant", help="one variant of a matrix recipe"),
-    force: bool = typer.Option(False, "--force", help="replace files that already exist in --out"),
-) -> None:
-    """Render the deployment (every vllm serve process and the router) for a target."""
-    from .commands.render import render as run_render
-
-    raise typer.Exit(run_render(recipe, target=target.value, out=out, variant=variant, force=force))
 
 
 @app.command()

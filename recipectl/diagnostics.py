@@ -45,6 +45,7 @@ class Diagnostic:
     col: int | None = None
     category: Category | None = None
     source: str | None = None
+    ignored: str | None = None  # why this finding was ignored (the recipe's ignore:, --ignore, a config file)
 
     @property
     def location(self) -> str:
@@ -57,6 +58,8 @@ class Diagnostic:
         out = asdict(self)
         out["severity"] = self.severity.value
         out["category"] = self.category.value if self.category else None
+        if self.ignored is None:
+            del out["ignored"]
         return out
 
 
@@ -67,6 +70,9 @@ class FileReport:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     valid: bool = True  # False when the file could not be read or does not match the schema
     recipe_name: str | None = None
+    ignored_rules: dict[str, str] = field(default_factory=dict)  # rules turned off for this file -> why
+    ignored: list[Diagnostic] = field(default_factory=list)  # their findings, when they were run (ran_ignored)
+    ran_ignored: bool = False
 
     def count(self, severity: Severity) -> int:
         return sum(1 for d in self.diagnostics if d.severity is severity)
@@ -87,6 +93,8 @@ def reports_to_json(reports: Iterable[FileReport]) -> str:
                 "recipe": r.recipe_name,
                 "valid": r.valid,
                 "findings": [d.to_json() for d in sorted_diagnostics(r.diagnostics)],
+                "ignored_rules": [{"code": c, "reason": why} for c, why in sorted(r.ignored_rules.items())],
+                "ignored": [d.to_json() for d in sorted_diagnostics(r.ignored)] if r.ran_ignored else None,
             }
             for r in reports
         ],
@@ -96,6 +104,8 @@ def reports_to_json(reports: Iterable[FileReport]) -> str:
             "errors": sum(r.count(Severity.ERROR) for r in reports),
             "warnings": sum(r.count(Severity.WARNING) for r in reports),
             "infos": sum(r.count(Severity.INFO) for r in reports),
+            "ignored_rules": sum(len(r.ignored_rules) for r in reports),
+            "ignored": sum(len(r.ignored) for r in reports) if all(r.ran_ignored for r in reports) else None,
         },
     }
     return json.dumps(body, indent=2)
@@ -120,13 +130,16 @@ def format_diagnostic(d: Diagnostic) -> str:
     return "\n".join(lines)
 
 
-def format_reports_text(reports: Iterable[FileReport], *, min_severity: Severity = Severity.INFO) -> str:
-    """Human format: per file, findings grouped by severity (errors first), then a summary line."""
+def format_reports_text(reports: Iterable[FileReport], *, min_severity: Severity = Severity.INFO,
+                        show_ignored: bool = False) -> str:
+    """Human format: per file, findings grouped by severity (errors first), then a summary line;
+    what was ignored is counted by rule and reason (`show_ignored`: listed under each file)."""
     reports = list(reports)
     out: list[str] = []
     for r in reports:
         shown = [d for d in sorted_diagnostics(r.diagnostics) if d.severity.rank <= min_severity.rank]
-        if not shown:
+        ignored = sorted_diagnostics(r.ignored) if show_ignored else []
+        if not shown and not ignored:
             out.append(f"{r.file}: ok" + (f" ({r.recipe_name})" if r.recipe_name else ""))
             continue
         for sev in Severity:
@@ -134,6 +147,9 @@ def format_reports_text(reports: Iterable[FileReport], *, min_severity: Severity
             if group:
                 out.append(f"{r.file}: {len(group)} {sev.value}{'s' if len(group) != 1 else ''}")
                 out.extend(format_diagnostic(d) for d in group)
+        if ignored:
+            out.append(f"{r.file}: {len(ignored)} ignored")
+            out.extend(f"{format_diagnostic(d)}\n    ignored by {d.ignored}" for d in ignored)
         out.append("")
     e = sum(r.count(Severity.ERROR) for r in reports)
     w = sum(r.count(Severity.WARNING) for r in reports)
@@ -142,5 +158,53 @@ def format_reports_text(reports: Iterable[FileReport], *, min_severity: Severity
     summary = f"{len(reports)} file(s): {e} error(s), {w} warning(s), {i} info"
     if bad:
         summary += f", {bad} invalid"
+    ignored_rules = sum(len(r.ignored_rules) for r in reports)
+    if ignored_rules:
+        summary += f", {ignored_rules} rule(s) ignored"
+        if show_ignored:
+            summary += f" ({sum(len(r.ignored) for r in reports)} finding(s))"
     out.append(summary)
+    if ignored_rules:
+        out.append(_ignored_summary(reports, listed=show_ignored))
     return "\n".join(out).rstrip() + "\n"
+
+
+def _ignored_summary(reports: list[FileReport], *, listed: bool) -> str:
+    """`ignored: CAP001 (the recipe's ignore: ...); PRF002 in 2 files (--ignore)`: by rule and
+    reason; with `listed`, how many findings each had."""
+    files: dict[tuple[str, str], int] = {}
+    found: dict[tuple[str, str], int] = {}
+    for r in reports:
+        for code, why in r.ignored_rules.items():
+            files[(code, why)] = files.get((code, why), 0) + 1
+        for d in r.ignored:
+            found[(d.code, d.ignored or "")] = found.get((d.code, d.ignored or ""), 0) + 1
+    parts = []
+    for (code, why), n in sorted(files.items()):
+        count = f"{found.get((code, why), 0)} x " if listed else ""
+        parts.append(f"{count}{code}{f' in {n} files' if n > 1 else ''} ({why})")
+    return "ignored: " + "; ".join(parts) + ("" if listed else " — --show-ignored runs them and lists their findings")
+
+
+_GITHUB_LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+def _github_escape(text: str, *, prop: bool = False) -> str:
+    """GitHub's workflow-command escaping: % CR LF in the message; also : and , in a property."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+def format_reports_github(reports: Iterable[FileReport]) -> str:
+    """GitHub Actions workflow commands, one annotation per finding (ignored ones left out):
+    ``::error file=recipe.yaml,line=14,col=5,title=HYB001::message`` with the fix beneath."""
+    out = []
+    for r in reports:
+        for d in sorted_diagnostics(r.diagnostics):
+            props = [f"file={_github_escape(d.file or r.file, prop=True)}"]
+            if d.line is not None:
+                props += [f"line={d.line}", f"col={d.col or 1}"]
+            props.append(f"title={_github_escape(d.code, prop=True)}")
+            message = d.message + (f" [{d.path}]" if d.path else "") + (f"\nfix: {d.fix.strip()}" if d.fix else "")
+            out.append(f"::{_GITHUB_LEVELS[d.severity.value]} {','.join(props)}::{_github_escape(message)}")
+    return "\n".join(out) + "\n" if out else ""

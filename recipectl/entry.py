@@ -8,8 +8,10 @@ accepts a strict subset of what the Typer app in cli.py accepts, and calls the s
 (recipectl/commands/) the Typer command calls. Everything else goes to the Typer app, which
 prints its own help, usage errors and suggestions: another command, --help, an unknown or
 misspelt option, a missing or invalid value, an option value that starts with '-', combined
-short options (-qf), `--`, shell completion. tests/test_entry.py runs command lines both ways and
-compares stdout, stderr and exit codes, and checks the option table below against cli.py.
+short options (-qf), `--`, shell completion. The options of both commands are declared once, in
+commands/options.py: cli.py builds the Typer commands from those specs and this parser reads them.
+tests/test_entry.py runs command lines both ways and compares stdout, stderr and exit codes, and
+checks the built Typer commands against the specs.
 """
 
 from __future__ import annotations
@@ -20,29 +22,19 @@ from typing import Any
 
 from .guard import as_typer_would, run_guarded
 
-# command -> (positional dest, at least one and possibly many?, flags, options with a value)
-# flags: option string -> dest; options: option string -> (dest, allowed values or None, repeatable)
-_Spec = tuple[str, bool, dict[str, str], dict[str, tuple[str, tuple[str, ...] | None, bool]]]
-_FAST: dict[str, _Spec] = {
-    "validate": ("recipes", True, {"--strict": "strict", "--quiet": "quiet", "-q": "quiet"},
-                 {"--format": ("format", ("text", "json"), False), "-f": ("format", ("text", "json"), False),
-                  "--select": ("select", None, True)}),
-    "render": ("recipe", False, {"--force": "force"},
-               {"--target": ("target", ("bash", "slurm", "k8s"), False),
-                "-t": ("target", ("bash", "slurm", "k8s"), False),
-                "--out": ("out", None, False), "-o": ("out", None, False),
-                "--variant": ("variant", None, False)}),
-}
-
 
 def parse_fast(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
     """(command, arguments) when the fast path handles `argv` exactly as the Typer app would;
-    None to leave it to the Typer app."""
-    if not argv or argv[0] not in _FAST:
+    None to leave it to the Typer app. The options are those declared in commands/options.py,
+    from which cli.py builds the Typer commands."""
+    from .commands.options import COMMANDS
+
+    if not argv or argv[0] not in COMMANDS:
         return None
     if any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ):
         return None  # a shell-completion request: Typer answers it
-    positional, many, flags, options = _FAST[argv[0]]
+    spec = COMMANDS[argv[0]]
+    by_name = {name: opt for opt in spec.options for name in opt.names}
     values: dict[str, Any] = {}
     words: list[str] = []
     args = argv[1:]
@@ -54,11 +46,14 @@ def parse_fast(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
             words.append(arg)  # click: options may come between arguments
             continue
         name, eq, attached = arg.partition("=") if arg.startswith("--") else (arg, "", "")
-        if name in flags and not eq:
-            values[flags[name]] = True
-            continue
-        if name not in options:
+        opt = by_name.get(name)
+        if opt is None:
             return None
+        if opt.flag:
+            if eq:
+                return None
+            values[opt.dest] = True
+            continue
         if eq:
             value = attached
         elif i < len(args):
@@ -66,16 +61,15 @@ def parse_fast(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
             i += 1
         else:
             return None
-        dest, allowed, repeatable = options[name]
-        if value.startswith("-") or (allowed is not None and value not in allowed):
+        if value.startswith("-") or (opt.choices is not None and value not in opt.choices):
             return None
-        if repeatable:
-            values.setdefault(dest, []).append(value)
+        if opt.repeatable:
+            values.setdefault(opt.dest, []).append(value)
         else:
-            values[dest] = value  # click: the last one wins
-    if not words or (not many and len(words) > 1):
+            values[opt.dest] = value  # click: the last one wins
+    if not words or (not spec.many and len(words) > 1):
         return None
-    values[positional] = words if many else words[0]
+    values[spec.argument] = words if spec.many else words[0]
     return argv[0], values
 
 
@@ -152,17 +146,14 @@ def _import_without_gc(command: str) -> None:
 
 
 def _run_fast(command: str, values: dict[str, Any]) -> int:
+    import importlib
+
+    from .commands.options import COMMANDS
+
     _import_without_gc(command)
-    if command == "validate":
-        from .commands.validate import validate
-
-        return validate(values["recipes"], as_json=values.get("format") == "json",
-                        strict=values.get("strict", False), select=values.get("select"),
-                        quiet=values.get("quiet", False))
-    from .commands.render import render
-
-    return render(values["recipe"], target=values.get("target", "bash"), out=values.get("out"),
-                  variant=values.get("variant"), force=values.get("force", False))
+    spec = COMMANDS[command]
+    module, _, function = spec.run.partition(":")
+    return getattr(importlib.import_module(module), function)(**{**spec.defaults(), **values})
 
 
 def main() -> None:

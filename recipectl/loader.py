@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -288,3 +288,21 @@ def load_file(path: str | Path) -> LoadResult:
         return LoadResult(shown, [], [_schema_diag(shown, f"cannot read the file: {e.strerror or e}", None,
                                                    code="SCH000")])
     return load_text(text, shown, base_dir=p.parent)
+
+
+def load_stream(stream: BinaryIO, name: str, *, base_dir: Path | None = None) -> LoadResult:
+    """A recipe read from a byte stream (standard input for `validate -`), named `name` in findings;
+    at most MAX_FILE_BYTES, UTF-8, as a file would be."""
+    try:
+        data = stream.read(MAX_FILE_BYTES + 1)
+    except OSError as e:
+        return LoadResult(name, [], [_schema_diag(name, f"cannot read standard input: {e.strerror or e}", None,
+                                                  code="SCH000")])
+    if len(data) > MAX_FILE_BYTES:
+        return LoadResult(name, [], [_schema_diag(name, f"larger than {MAX_FILE_BYTES // 1024} KiB: not a recipe",
+                                                  None, code="SCH000")])
+    try:
+        text = data.decode("utf-8")
+    except ValueError as e:
+        return LoadResult(name, [], [_schema_diag(name, f"cannot read standard input: {e}", None, code="SCH000")])
+    return load_text(text, name, base_dir=base_dir)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .diagnostics import FileReport, Severity
 from .errors import ExitCode, RecipectlError
-from .loader import LoadedRecipe, load_file
+from .loader import LoadedRecipe, LoadResult, load_file
+
+if TYPE_CHECKING:
+    from .rules.selection import Selection
 
 
 def collect_files(paths: list[str]) -> list[Path]:
@@ -25,17 +29,29 @@ def collect_files(paths: list[str]) -> list[Path]:
     return out
 
 
-def validate_file(path: Path, *, select: set[str] | None = None) -> tuple[FileReport, list[LoadedRecipe]]:
-    from .rules import check_recipe
+def validate_file(path: Path, *, select: set[str] | None = None, selection: Selection | None = None,
+                  run_ignored: bool = False) -> tuple[FileReport, list[LoadedRecipe]]:
+    """Load a recipe file and run the selected rules on each of its recipes (`select`: only these
+    codes or names; `selection`: a full selection, rules/selection.py; `run_ignored`: the ignored
+    rules too, their findings kept apart)."""
+    return report_for(load_file(path), select=select, selection=selection, run_ignored=run_ignored)
 
-    result = load_file(path)
+
+def report_for(result: LoadResult, *, select: set[str] | None = None, selection: Selection | None = None,
+               run_ignored: bool = False) -> tuple[FileReport, list[LoadedRecipe]]:
+    from .rules.engine import run_rules
+
     report = FileReport(file=result.file, diagnostics=list(result.diagnostics), valid=result.ok)
     if result.recipes:
         names = {r.recipe.name for r in result.recipes}
         report.recipe_name = result.recipes[0].recipe.name if len(names) == 1 else f"{len(names)} variants"
     if report.valid:
-        report.diagnostics.extend(_merge_variants(
-            [(loaded.variant, check_recipe(loaded, select=select)) for loaded in result.recipes]))
+        per_variant = [(loaded.variant, run_rules(loaded, select=select, selection=selection,
+                                                  run_ignored=run_ignored)) for loaded in result.recipes]
+        report.diagnostics.extend(_merge_variants([(v, found) for v, (found, _, _) in per_variant]))
+        report.ignored = _merge_variants([(v, ignored) for v, (_, ignored, _) in per_variant])
+        report.ignored_rules = {code: why for _, (_, _, rules) in per_variant for code, why in rules.items()}
+        report.ran_ignored = run_ignored
     return report, result.recipes
 
 

@@ -72,6 +72,10 @@ def test_recipe_with_findings_text_and_json(recipes):
     assert rc == 1 and "PRF002" in out and "HYB001" not in out
     rc, out, _ = _both(["validate", "--select=HYB001", "-f", "json", f])
     assert rc == 1 and "PRF002" not in out
+    rc, out, _ = _both(["validate", f, "--ignore", "HYB001,CON", "--severity=PRF002=error", "--show-ignored"])
+    assert rc == 1 and "PRF002 error" in out and "ignored by --ignore" in out
+    rc, out, err = _both(["validate", f, "--extend-select", "HYB01"])  # a usage error, with a did-you-mean
+    assert rc == 2 and out == "" and "did you mean HYB001?" in err
 
 
 def test_invalid_files(recipes):
@@ -124,6 +128,8 @@ def test_render_to_stdout_and_to_a_directory(tmp_path):
     ["validate", "a.yaml", "--select", "HYB001", "--select=PRF002", "-f", "text", "-f", "json"],
     ["render", "a.yaml", "-t", "k8s", "-o", "out", "--variant", "v"], ["render", "a.yaml", "--target=slurm"],
     ["render", "a.yaml", "-o", "out", "--force"],
+    ["validate", "a.yaml", "--ignore", "X", "--extend-select=Y", "--severity", "A=warning", "--show-ignored",
+     "--config", "c.toml"],
 ])
 def test_fast_path_takes_plain_command_lines(argv):
     assert parse_fast(argv) is not None
@@ -136,7 +142,8 @@ def test_fast_path_takes_plain_command_lines(argv):
     ["validate", "a.yaml", "--format"], ["validate", "a.yaml", "--select", "-q"], ["validate", "a.yaml", "-qf", "json"],
     ["validate", "a.yaml", "--strict=true"], ["validate", "--", "a.yaml"], ["validate", "a.yaml", "-fjson"],
     ["render"], ["render", "a.yaml", "b.yaml"], ["render", "a.yaml", "-t", "ssh"], ["render", "a.yaml", "--out"],
-    ["render", "a.yaml", "--format", "json"], ["render", "a.yaml", "-q"],
+    ["render", "a.yaml", "--format", "json"], ["render", "a.yaml", "-q"], ["validate", "a.yaml", "--show-ignored=1"],
+    ["validate", "a.yaml", "-f", "SARIF"],
 ])
 def test_fast_path_leaves_everything_else_to_typer(argv):
     assert parse_fast(argv) is None
@@ -149,47 +156,59 @@ def test_fast_path_values():
         "render", {"recipe": "a.yaml", "target": "k8s", "out": "d"})
 
 
+def test_fast_path_calls_the_declared_function_with_every_value(monkeypatch):
+    """entry.py fills in each option's declared default and calls the function the spec names,
+    as the Typer command does."""
+    import recipectl.commands.render as render_module
+    from recipectl import entry
+
+    seen = {}
+    monkeypatch.setattr(entry, "_import_without_gc", lambda command: None)
+    monkeypatch.setattr(render_module, "render", lambda recipe, **kw: seen.update(recipe=recipe, **kw) or 0)
+    assert entry._run_fast(*parse_fast(["render", "a.yaml", "--force"])) == 0
+    assert seen == {"recipe": "a.yaml", "target": "bash", "out": None, "variant": None, "force": True}
+
+
 def test_shell_completion_requests_go_to_typer(monkeypatch):
     monkeypatch.setenv("_RECIPECTL_COMPLETE", "complete_bash")
     assert parse_fast(["validate", "a.yaml"]) is None
 
 
-def test_fast_path_declares_the_typer_commands_options():
-    """The fast path's table of options and values is the Typer command's: an option added to or
-    changed in cli.py without entry.py fails here (until then the fast path would leave command
-    lines with the new option to Typer, which is safe, but the table would be stale)."""
+def test_typer_commands_are_the_declared_ones():
+    """cli.py builds validate and render from commands/options.py, which the fast path reads: the
+    Typer command's arguments, options, flags, choices, repetition and defaults are each spec's."""
     from enum import Enum
 
     import typer.main
 
     from recipectl.cli import app
-    from recipectl.entry import _FAST
+    from recipectl.commands.options import COMMANDS
 
     group = typer.main.get_command(app)
-    for name, (positional, many, flags, options) in _FAST.items():
+    for name, spec in COMMANDS.items():
         params = [p for p in group.commands[name].params if p.name != "help"]
         args = [p for p in params if p.param_type_name == "argument"]
-        assert [(a.name, a.nargs == -1, a.required) for a in args] == [(positional, many, True)]
-        want_flags, want_options = {}, {}
+        assert [(a.name, a.nargs == -1, a.required) for a in args] == [(spec.argument, spec.many, True)]
+        got = {}
         for p in params:
             assert p.envvar is None and not p.secondary_opts, p.name
             if p.param_type_name == "argument":
                 continue
             ann = p.type_descriptor.annotation
             choices = tuple(m.value for m in ann) if isinstance(ann, type) and issubclass(ann, Enum) else None
-            for opt in p.opts:
-                if p.is_flag:
-                    assert p.default is False, p.name
-                    want_flags[opt] = p.name
-                else:
-                    want_options[opt] = (p.name, choices, p.multiple)
-        assert (flags, options) == (want_flags, want_options), name
-    # the defaults entry.py assumes when an option is not given
-    defaults = {(c, p.name): getattr(p.default, "value", p.default)
-                for c in _FAST for p in group.commands[c].params if p.param_type_name == "option"}
-    assert defaults[("validate", "format")] == "text" and defaults[("validate", "select")] is None
-    assert defaults[("render", "target")] == "bash"
-    assert defaults[("render", "out")] is None and defaults[("render", "variant")] is None
+            got[p.name] = (tuple(p.opts), bool(p.is_flag), choices, p.multiple, getattr(p.default, "value", p.default))
+        assert got == {o.dest: (o.names, o.flag, o.choices, o.repeatable, o.default) for o in spec.options}, name
+        assert group.commands[name].help.startswith(spec.help.split("\n")[0])
+
+
+def test_declared_options_are_unambiguous():
+    from recipectl.commands.options import COMMANDS
+
+    for spec in COMMANDS.values():
+        names = [n for o in spec.options for n in o.names]
+        assert len(names) == len(set(names)) and "--help" not in names and "-h" not in names, spec.name
+        assert all(n.startswith("--") or (len(n) == 2 and n[0] == "-") for n in names), spec.name
+        assert all(not (o.flag and (o.choices or o.repeatable)) for o in spec.options), spec.name
 
 
 def test_interrupts_and_closed_pipes_end_as_under_typer(capsys):

@@ -1,29 +1,68 @@
-"""Run every registered rule on a loaded recipe and turn Violations into Diagnostics."""
+"""Run the selected rules on a loaded recipe and turn Violations into Diagnostics."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from ..diagnostics import Diagnostic, Severity
 from ..loader import LoadedRecipe
 from .catalog import all_rules
 from .context import RuleContext
+from .selection import Selection, UnknownSelector, matching, specificity
 
 
-def check_recipe(loaded: LoadedRecipe, *, select: set[str] | None = None) -> list[Diagnostic]:
+def check_recipe(loaded: LoadedRecipe, *, select: set[str] | None = None,
+                 selection: Selection | None = None) -> list[Diagnostic]:
+    """The findings that are not ignored (`select`: only these codes or names)."""
+    return run_rules(loaded, select=select, selection=selection)[0]
+
+
+def run_rules(loaded: LoadedRecipe, *, select: set[str] | None = None, selection: Selection | None = None,
+              run_ignored: bool = False) -> tuple[list[Diagnostic], list[Diagnostic], dict[str, str]]:
+    """(findings, ignored findings, ignored rules): the selected rules run, but for those the
+    recipe's `ignore:` or the selection's ignore turns off, which are returned as {code: reason};
+    with `run_ignored` they run too, and their findings are returned apart, each with `ignored`
+    set to the reason. (Not running them by default keeps `validate` fast: CAP001, which recipes
+    ignore on purpose, runs the capacity planner.) An `ignore:` entry that names no rule is
+    OPS006's finding, and ignores nothing."""
+    if selection is None:
+        selection = Selection(select=tuple(sorted(select))) if select else Selection()
     ctx = RuleContext(loaded.recipe, Path(loaded.source.file).parent if loaded.source.file else None)
-    ignored = loaded.recipe.ignore
+    in_recipe = []
+    for key, reason in loaded.recipe.ignore.items():
+        try:
+            matching(key)
+        except UnknownSelector:
+            continue
+        in_recipe.append((key, reason))
     out: list[Diagnostic] = []
+    ignored: list[Diagnostic] = []
+    ignored_rules: dict[str, str] = {}
     for r in all_rules():
-        if select and r.code not in select and r.name not in select:
+        if not selection.runs(r):
             continue
-        if r.code in ignored:
-            continue
+        why = _recipe_reason(in_recipe, r) or selection.ignored_by(r)
+        if why is not None:
+            ignored_rules[r.code] = why
+            if not run_ignored:
+                continue
+        severity = selection.severity_of(r)
         for v in r.check(ctx):
-            msg = v.message
-            out.append(loaded.diagnostic(path=v.path, code=r.code, severity=v.severity or r.severity,
-                                         message=msg, fix=v.fix, category=r.category, source=r.source))
-    return out
+            d = loaded.diagnostic(path=v.path, code=r.code, severity=severity or v.severity or r.severity,
+                                  message=v.message, fix=v.fix, category=r.category, source=r.source)
+            if why is None:
+                out.append(d)
+            else:
+                ignored.append(replace(d, ignored=why))
+    return out, ignored, ignored_rules
+
+
+def _recipe_reason(entries: list[tuple[str, str]], r) -> str | None:
+    best = max(entries, key=lambda e: specificity(e[0], r), default=None)
+    if best is None or specificity(best[0], r) < 0:
+        return None
+    return f"the recipe's ignore: {best[1]}" if best[1] else "the recipe's ignore:"
 
 
 def worst(diags: list[Diagnostic]) -> Severity | None:

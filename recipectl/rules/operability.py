@@ -9,6 +9,7 @@ from ..schema import is_loopback
 from ..secretscan import pure_reference, secret_flag, secret_name, secret_value
 from .context import RuleContext
 from .registry import Violation, rule
+from .selection import UnknownSelector, matching
 
 
 @rule(code="OPS001", name="operability.literal-secret", title="Secrets by env reference only",
@@ -221,3 +222,36 @@ def secret_argument(ctx: RuleContext) -> Iterator[Violation]:
                     var = flag.strip("-").upper().replace("-", "_")
                     fix = f"{section}:\n  extra_args: [{flag}, ${{{var}}}]"
                 yield Violation(f"{prefix}.{at}", f"{flag} is given a literal value", fix)
+
+
+@rule(code="OPS006", name="operability.unknown-ignore", title="Every ignore: entry names a rule",
+      severity=Severity.WARNING, category=Category.OPERABILITY,
+      applies="every key of the recipe's ignore:",
+      source="recipectl policy; as ruff reports a noqa code that names no rule")
+def unknown_ignore(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That each key of `ignore:` is a rule code (`HYB001`), a code prefix (`HYB`, `VER0`), a rule
+    name (`hybrid.ds-layout-missing`) or a family of names (`hybrid`), as `recipectl rules` lists
+    them; schema codes (SCH...) cannot be ignored.
+
+    Why:
+    A misspelt code ignores nothing: the finding it was meant to silence still appears (or, worse,
+    a later edit that fixes the spelling silences a different rule than the reason describes), and
+    the reason reads as if a decision had been recorded.
+
+    Example:
+        ignore:
+          CAP01: the sweep deliberately runs past decode capacity
+
+    Fix:
+        ignore:
+          CAP001: the sweep deliberately runs past decode capacity
+    """
+    for key, reason in ctx.recipe.ignore.items():
+        try:
+            matching(key)
+        except UnknownSelector as e:
+            right = e.suggestion or "CODE"
+            yield Violation(path=f"ignore.{key}", message=f"ignore: {e.describe()}",
+                            fix=f"ignore:\n  {right}: {reason}" if e.suggestion else
+                            "name a rule listed by `recipectl rules`, or drop the entry")
