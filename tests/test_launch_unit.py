@@ -221,3 +221,48 @@ def test_prove_serving_names_the_endpoint_whose_log_explains_the_failure(tmp_pat
         router.close()
     assert not proof.ok and proof.culprit.name == "prefill-0" and "FlashInfer" in proof.diagnosis.cause
     assert "HTTP 500" in proof.message and state.first_request_s is not None
+
+
+# ------------------------------------------------------------- readiness (launch/readiness.py)
+def test_local_readiness_starts_the_router_once_the_workers_answer(tmp_path):
+    import contextlib
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from recipectl.launch import local
+    from recipectl.runs.state import ProcessState, RunState
+
+    class Health(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    state = RunState(run_id="r", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(tmp_path),
+                     processes=[ProcessState(name=n, kind=k, host="127.0.0.1", port=1, url=url, log=str(tmp_path / n),
+                                             argv=[], env={}, pid=pid)
+                                for n, k, pid in (("prefill-0", "prefill", 1), ("router", "router", None))])
+    started = []
+
+    class Sup:
+        def dead(self):
+            return None
+
+        def start(self, name):
+            started.append(name)
+            next(p for p in state.processes if p.name == name).pid = 2
+
+    class Display:
+        def live(self, state):
+            return contextlib.nullcontext(type("Live", (), {"update": lambda self: None})())
+
+    try:
+        result = local._wait_ready(Sup(), state, 10, Display())
+    finally:
+        server.shutdown()
+    assert result.ok and started == ["router"] and all(p.healthy_at for p in state.processes) and state.ready_at
