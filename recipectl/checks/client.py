@@ -13,10 +13,8 @@ timeout. ``asyncio.timeout`` around the whole attempt is the only bound that alw
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import math
-import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,13 +22,6 @@ from typing import Any
 import httpx
 
 from recipectl.errors import ExitCode, RecipectlError
-
-if importlib.util.find_spec("sniffio") is None:
-    # httpcore runs `import sniffio` each time it sets up a lock (~7 times per request). Without
-    # the package installed, every one of those imports scans sys.path and fails: ~0.2 ms each,
-    # a third of the client's CPU in benchmarks/gsm8k_client.py. A None entry makes the failure
-    # immediate, and httpcore then assumes asyncio, which is what we run on.
-    sys.modules.setdefault("sniffio", None)  # type: ignore[arg-type]
 
 __all__ = [
     "CheckError",
