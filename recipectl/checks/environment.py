@@ -91,7 +91,7 @@ async def _vllm(recipe: Recipe | None, venv: Path) -> CheckResult:
         return CheckResult(G, "", FAIL, f"no vLLM in {venv}", "bash scripts/install-engine.sh (or set engine.venv)")
     detail = f"vLLM {have} (torch {v.get('torch', '?')}) in {venv}"
     if recipe and recipe.engine.vllm_version:
-        from ..schema import parse_version
+        from ..fieldtypes import parse_version
 
         if parse_version(have) != recipe.engine.version:
             return CheckResult(G, "", FAIL, f"{detail}; the recipe says {recipe.engine.vllm_version}",
