@@ -17,18 +17,16 @@ from .common import (
     Imported,
     NotImportable,
     Origin,
-    RoleFlags,
-    Word,
     apply_role,
     gpu_in_text,
     gpu_type,
     model_facts,
     placeholder_workload,
-    read_flags,
     safe_name,
-    shell_words,
 )
+from .flags import RoleFlags, read_flags
 from .names import VLLM_SERVE
+from .shellwords import Word, shell_words
 
 # the engine's version where the script installs or runs a release: `pip install vllm==0.26.0`,
 # `vllm/vllm-openai:v0.26.0`

@@ -19,7 +19,6 @@ from .common import (
     Imported,
     NotImportable,
     Origin,
-    Word,
     apply_role,
     as_env,
     block_script,
@@ -27,12 +26,12 @@ from .common import (
     gpu_type,
     model_facts,
     placeholder_workload,
-    read_flags,
     safe_name,
-    shell_words,
     yaml_documents,
 )
+from .flags import read_flags
 from .names import DYNAMO
+from .shellwords import Word, shell_words
 
 
 def import_dynamo(text: str, file: str) -> Imported:

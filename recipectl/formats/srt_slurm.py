@@ -22,17 +22,17 @@ from .common import (
     Imported,
     NotImportable,
     Origin,
-    Word,
     apply_role,
     as_env,
     gpu_type,
     model_facts,
     placeholder_workload,
-    read_flags,
     safe_name,
     yaml_documents,
 )
+from .flags import read_flags
 from .names import SRT_SLURM
+from .shellwords import Word
 
 SRTCTL_DP_RPC_PORT = 8400  # srtctl's VLLM_DATA_PARALLEL_RPC_PORT (src/srtctl/ports.py)
 CONNECTOR_PRESETS = {"nixl": {"kv_connector": "NixlConnector", "kv_role": "kv_both"}}
