@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import RecipectlError
 from .flags import MODEL_FIELDS, RoleFlags
@@ -85,6 +85,58 @@ class Imported:
 
     def files_by_path(self) -> dict[PathKey, str]:
         return {path: o.file for path, o in self.origins.items() if o.file != self.file}
+
+
+def origin_in(file: str, pos: dict[PathKey, tuple[int, int]]) -> Callable[..., Origin]:
+    """`o(*path, text=, note=)`: the Origin of a YAML path of `file` (its document's start when the
+    path has no position of its own)."""
+
+    def o(*path: str | int, text: str = "", note: str = "") -> Origin:
+        line, col = pos.get(tuple(path), pos[()])
+        return Origin(file, line, col, text, note)
+
+    return o
+
+
+def set_role_env(imp: Imported, role: str, name: str, value: Any, origin: Origin) -> None:
+    """One variable of a role's environment: the NIXL side-channel port is a recipe field of its own."""
+    if name == "VLLM_NIXL_SIDE_CHANNEL_PORT" and str(value).isdigit():
+        imp.set((role, "side_channel_port"), int(value), origin)
+    else:
+        imp.set((role, "env", name), as_env(value), origin)
+
+
+def model_from_flags(imp: Imported, flags: RoleFlags, file: str) -> None:
+    """The model a server's command line names, unless the recipe has one already."""
+    if flags.model and imp.get(("model", "path")) is None:
+        path, w = flags.model
+        origin = Origin(file, w.line, w.col, path)
+        imp.set(("model", "path"), path, origin)
+        model_facts(imp, path, origin)
+
+
+def set_gpu(imp: Imported, found: tuple[str, Origin] | None, *, assumed: Origin, says: str) -> tuple[str, Origin]:
+    """cluster.gpu from the GPU the original names (gpu_in_text), else H200, said to be assumed
+    (`says`: who names none, e.g. "the manifest names"); the GPU and where it came from."""
+    if found:
+        gpu, note = gpu_type(found[0])
+        origin = found[1]
+        if note:
+            imp.drop(origin, found[0], note)
+    else:
+        gpu, origin = "H200", Origin(assumed.file, assumed.line, assumed.col, "", "no GPU type named: H200 assumed")
+        imp.drop(assumed, "cluster.gpu", f"{says} no GPU type: H200 assumed (set cluster.gpu)")
+    imp.set(("cluster", "gpu"), gpu, origin)
+    return gpu or "H200", origin
+
+
+def nodes_needed(imp: Imported, gpus_per_node: int) -> int:
+    """Whole nodes for every endpoint's TP x DP GPUs, both roles."""
+    total = 0
+    for role in ("prefill", "decode"):
+        par = imp.get((role, "parallel"), {})
+        total += par.get("tp", 1) * par.get("dp", 1) * imp.get((role, "endpoints"), 1)
+    return max(1, -(-total // gpus_per_node))
 
 
 _NAME_OK = re.compile(r"[^A-Za-z0-9._-]+")
