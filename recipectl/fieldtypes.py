@@ -160,7 +160,7 @@ class Strict(BaseModel):
     # validators and the unused RoleSection's are never built on `recipectl validate`.
     # (Empty-list defaults are `lambda: []` rather than `list` for start-up time as well: pydantic
     # reads every default factory's signature, and the text signature of a builtin is parsed with
-    # tokenize, whose large regex would be compiled for it, ~3 ms.)
+    # tokenize, whose large regex would be compiled for it.)
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
     @field_validator("*")

@@ -24,11 +24,6 @@ class GpuType(str, Enum):
     def family(self) -> str:
         return {"GB200": "blackwell", "B200": "blackwell", "H200": "hopper", "H100": "hopper"}.get(self.value, "cpu")
 
-    @property
-    def memory_gib(self) -> float:
-        # HBM per GPU as sold; 0 for the CPU platform (its cache size comes from VLLM_CPU_KVCACHE_SPACE)
-        return {"GB200": 186.0, "B200": 180.0, "H200": 141.0, "H100": 80.0}.get(self.value, 0.0)
-
 
 class ClusterSection(Strict):
     gpu: GpuType

@@ -49,9 +49,8 @@ class RequestFailed(Exception):
 
 
 #: Connections per inner pool. httpcore's pool does O(connections^2) work on every request
-#: start and finish (a list of all connections is rebuilt for each idle one), so one pool of
-#: 64 cost ~12 ms of CPU per request here and made the client the bottleneck; pools of 8 cost
-#: 64x less. See benchmarks/gsm8k_client.py.
+#: start and finish (a list of all connections is rebuilt for each idle one): one large pool
+#: makes the client the bottleneck, small pools do not (benchmarks/gsm8k_client.py measures it).
 SHARD_CONNECTIONS = 8
 
 
@@ -89,7 +88,7 @@ class ShardedTransport(httpx.AsyncBaseTransport):
             max_keepalive_connections=per_shard,
             keepalive_expiry=keepalive_expiry,
         )
-        ssl_context = httpx.create_ssl_context()  # ~40 ms each: build it once, not per shard
+        ssl_context = httpx.create_ssl_context()  # loads the CA bundle: build it once, not per shard
         self.shards = [
             httpx.AsyncHTTPTransport(verify=ssl_context, retries=retries, limits=limits)
             for _ in range(count)

@@ -4,7 +4,6 @@ shellwords.py, the reading of server flags in flags.py."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -287,14 +286,6 @@ def as_env(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-def json_or_none(text: str) -> dict | None:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 # --------------------------------------------------------------------------------------- YAML

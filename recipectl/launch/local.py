@@ -139,7 +139,7 @@ def _mem_available_gib() -> float | None:
 
 
 def _cpu_memory_need_gib(recipe: Recipe) -> float:
-    # ~3 GiB of runtime per CPU server (seen: 6.3 GB RSS for a tiny P/D pair) plus its KV cache space
+    # about 3 GiB of runtime per CPU server (the engine's own, whatever the model) plus its KV cache space
     from ..plan.recipe_plan import cpu_kvcache_gib
 
     n = recipe.prefill.endpoints + recipe.decode.endpoints
