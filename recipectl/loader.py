@@ -182,13 +182,32 @@ _TYPE_FIXES = {
 _EMPTY = {"dict_type": "{}", "model_type": "{}", "list_type": "[]"}  # an empty value, per expected type
 
 
+_MEMBER_TYPES = ("str", "int", "list[int]", "dict[str,any]")
+
+
+def _data_location(loc: tuple, raw: Any) -> tuple:
+    """A pydantic error location as keys of the recipe: pydantic puts the union members it tried
+    among them (a model's name such as 'Parallelism', a type such as 'str', 'function-after[...]'),
+    and those are left out, but never a key the recipe has (an env name such as VLLM_FOO)."""
+    out: list = []
+    node = raw
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        elif isinstance(part, str) and (part.startswith("function-") or part[:1].isupper() or part in _MEMBER_TYPES):
+            continue
+        else:
+            node = None
+        out.append(part)
+    return tuple(out)
+
+
 def validation_diagnostics(err: ValidationError, smap: SourceMap, raw: dict, prefix: PathKey = ()) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for e in err.errors(include_url=False):
-        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        # pydantic reports union/tagged members in the location (e.g. 'str', 'Parallelism'); drop them
-        loc = tuple(p for p in loc if not (isinstance(p, str) and p[:1].isupper()))
-        loc = tuple(p for p in loc if p not in ("str", "int", "list[int]", "dict[str,any]"))
+        loc = _data_location(e["loc"], raw)
         full = prefix + loc
         dotted = key_to_dotted(full)
         pos = smap.locate(full)

@@ -5,77 +5,33 @@ Defaults live here and nowhere else, so `recipectl show --resolved` shows exactl
 """
 
 # No `from __future__ import annotations` here: with it every field annotation is a string that
-# pydantic compiles and evaluates when the class is created (~2 ms of start-up for this module).
+# pydantic compiles and evaluates when the class is created, at start-up.
 
 import re
 from enum import Enum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from .fieldtypes import (
+    MAX_SECONDS,
+    MAX_TOKENS,
+    SchemaValueError,
+    Strict,
+    TokenCount,
+    check_env_names,
+    is_image_reference,
+    is_version,
+    parse_tokens,
+    parse_version,
+    release_image_version,
+)
+from .hardware import ClusterSection, Parallelism
+from .hardware import GpuType as GpuType
 from .models.family import ModelFamily
 
 SCHEMA_VERSION = 1
 
-# Upper bounds of numbers no real deployment comes near: a typo such as 10**400 (or .inf) is a
-# schema error, never arithmetic that overflows, a loop over it, or a wait that never ends.
-MAX_TOKENS = 1 << 30  # token counts
-MAX_SECONDS = 7 * 24 * 3600  # timeouts: a week
-
-
-# Characters no recipe value may hold: C0/C1 controls (newline, NUL, escape, ...), the Unicode line
-# and paragraph separators (YAML 1.1 breaks lines at U+0085, U+2028, U+2029), lone surrogates (they
-# cannot be written out) and the bidirectional overrides that make text read other than it runs.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-
-
-def _control_char(value: Any) -> str | None:
-    """The first forbidden character in a value (strings, and the keys and items of containers)."""
-    if isinstance(value, str):
-        m = _CONTROL.search(value)
-        return m.group() if m else None
-    if isinstance(value, dict):
-        for k, v in value.items():
-            found = _control_char(k) or _control_char(v)
-            if found:
-                return found
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            found = _control_char(v)
-            if found:
-                return found
-    return None
-
-
-class Strict(BaseModel):
-    # defer_build: a model's validator is built when first used, not when its class is defined.
-    # Loading a recipe needs only Recipe's (it holds every section), so the sections' own
-    # validators and the unused RoleSection's are never built on `recipectl validate`.
-    # (Empty-list defaults are `lambda: []` rather than `list` for start-up time as well: pydantic
-    # reads every default factory's signature, and the text signature of a builtin is parsed with
-    # tokenize, whose large regex would be compiled for it, ~3 ms.)
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
-
-    @field_validator("*")
-    @classmethod
-    def _no_control_characters(cls, v: Any) -> Any:
-        """A recipe is data: no value may hold a newline, NUL or other control character (a newline
-        in a model path would end the comment it is quoted in and start a command or a YAML document).
-        After validation, so that a section's own fields report their own path (a section is a model
-        instance by then, checked by its own validator)."""
-        found = _control_char(v)
-        if found is not None:
-            raise SchemaValueError(f"the value holds the control character {found!r}",
-                                   fix="write it on one line, without control characters")
-        return v
-
-
-class SchemaValueError(ValueError):
-    """A ValueError that carries a fix for the diagnostic."""
-
-    def __init__(self, message: str, fix: str | None = None):
-        super().__init__(message)
-        self.fix = fix
 
 
 # ---------------------------------------------------------------------------------------- model
@@ -106,48 +62,6 @@ class ModelSection(Strict):
 
 
 # --------------------------------------------------------------------------------------- engine
-_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
-# PEP 440 (its appendix's pattern, as a full match: "0.26.0; rm -rf ~" is not a version)
-_PEP440 = re.compile(
-    r"v?(?:\d+!)?\d+(?:\.\d+)*"
-    r"(?:[-_.]?(?:a|b|c|rc|alpha|beta|pre|preview)[-_.]?\d*)?"
-    r"(?:-\d+|[-_.]?(?:post|rev|r)[-_.]?\d*)?"
-    r"(?:[-_.]?dev[-_.]?\d*)?"
-    r"(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?", re.I)
-# An OCI image reference (the distribution/reference grammar): [registry[:port]/]path[:tag][@digest]
-_OCI_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_OCI_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
-_OCI_DOMAIN = rf"(?:{_OCI_LABEL}(?:\.{_OCI_LABEL})*|\[[0-9a-fA-F:.]+\])(?::\d+)?"
-_OCI_REF = re.compile(
-    rf"(?:{_OCI_DOMAIN}/)?{_OCI_COMPONENT}(?:/{_OCI_COMPONENT})*"
-    r"(?::[\w][\w.-]{0,127})?"
-    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def check_env_names(env: dict[str, str]) -> dict[str, str]:
-    """Environment variable names are identifiers: a name is written into scripts as `NAME=value`."""
-    for name in env:
-        if not _ENV_NAME.fullmatch(name):
-            raise SchemaValueError(f"{name!r} is not an environment variable name",
-                                   fix="use letters, digits and '_', not starting with a digit, e.g. MY_VAR")
-    return env
-
-
-def parse_version(text: str | None) -> tuple[int, int, int] | None:
-    if not text:
-        return None
-    m = _VERSION_RE.match(text.strip())
-    if not m:
-        return None
-    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
-
-
-# vLLM's own release images, on Docker Hub (optionally with its registry name); the tag is the release.
-_VLLM_RELEASE_IMAGE = re.compile(
-    r"(?:(?:docker\.io|registry-1\.docker\.io)/)?vllm/vllm-openai:v?(\d+\.\d+\.\d+)(?:-[A-Za-z0-9.]+)?")
-
-
 class EngineSection(Strict):
     vllm_version: str | None = Field(
         None, description="vLLM release the endpoints run, e.g. 0.26.0 (or read from the image tag)")
@@ -163,14 +77,14 @@ class EngineSection(Strict):
     @field_validator("vllm_version")
     @classmethod
     def _version_parses(cls, v: str | None) -> str | None:
-        if v is not None and (not _PEP440.fullmatch(v) or parse_version(v) is None):
+        if v is not None and not is_version(v):
             raise SchemaValueError("not a vLLM version (a PEP 440 version)", fix="write it like 0.26.0")
         return v
 
     @field_validator("image")
     @classmethod
     def _image_is_a_reference(cls, v: str | None) -> str | None:
-        if v is not None and (len(v) > 512 or not _OCI_REF.fullmatch(v)):
+        if v is not None and not is_image_reference(v):
             raise SchemaValueError("not a container image reference",
                                    fix="write it like vllm/vllm-openai:v0.26.0 or "
                                        "registry.example:5000/team/vllm@sha256:<digest>")
@@ -188,177 +102,7 @@ class EngineSection(Strict):
         an engine without the race fixes."""
         if self.vllm_version:
             return parse_version(self.vllm_version)
-        if self.image:
-            m = _VLLM_RELEASE_IMAGE.fullmatch(self.image.split("@", 1)[0])
-            if m:
-                return parse_version(m.group(1))
-        return None
-
-
-# -------------------------------------------------------------------------------------- cluster
-class GpuType(str, Enum):
-    GB200 = "GB200"
-    B200 = "B200"
-    H200 = "H200"
-    H100 = "H100"
-    CPU = "CPU"
-
-    @property
-    def family(self) -> str:
-        return {"GB200": "blackwell", "B200": "blackwell", "H200": "hopper", "H100": "hopper"}.get(self.value, "cpu")
-
-    @property
-    def memory_gib(self) -> float:
-        # HBM per GPU as sold; 0 for the CPU platform (its cache size comes from VLLM_CPU_KVCACHE_SPACE)
-        return {"GB200": 186.0, "B200": 180.0, "H200": 141.0, "H100": 80.0}.get(self.value, 0.0)
-
-
-_HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
-
-
-def is_host(text: str) -> bool:
-    """An RFC 1123 host name or an IPv4/IPv6 address (no port, no scheme, no brackets)."""
-    if ":" in text or (text and text.replace(".", "").isdigit()):
-        import ipaddress  # only for addresses
-
-        try:
-            ipaddress.ip_address(text)
-        except ValueError:
-            return False
-        return True
-    return 0 < len(text) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in text.split("."))
-
-
-def is_loopback(host: str) -> bool:
-    """A host that only this machine reaches: localhost, 127.0.0.0/8, ::1."""
-    if host.lower() == "localhost":
-        return True
-    if ":" in host or host.replace(".", "").isdigit():
-        import ipaddress
-
-        try:
-            return ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            return False
-    return False
-
-
-class ClusterSection(Strict):
-    gpu: GpuType
-    # Upper bounds well past any real machine: a typo such as 40000000 must be an error, not a
-    # placement that allocates a list per GPU.
-    gpus_per_node: int = Field(4, ge=0, le=128)
-    nodes: int = Field(1, ge=1, le=4096)
-    hosts: list[str] | None = Field(None, description="host names/IPs, one per node (bash target)")
-    cpus_per_node: int | None = Field(None, ge=1, le=1 << 16, description="CPU platform: cores per host")
-    memory_gib_per_node: float | None = Field(None, gt=0, le=1 << 24, allow_inf_nan=False,
-                                              description="CPU platform: host memory")
-
-    @field_validator("hosts")
-    @classmethod
-    def _hosts_are_names_or_addresses(cls, v: list[str] | None) -> list[str] | None:
-        if v is None:
-            return v
-        seen: set[str] = set()
-        for host in v:
-            if not is_host(host):
-                raise SchemaValueError(f"{host!r} is not a host name or IP address",
-                                       fix="write a DNS name such as gpu-node-1.example or an address such as 10.0.0.7")
-            key = host.lower()
-            if key in seen:
-                raise SchemaValueError(f"host {host!r} is listed twice",
-                                       fix="list each node once (nodes: the number of distinct hosts)")
-            seen.add(key)
-        return v
-
-    @model_validator(mode="after")
-    def _hosts_match_nodes(self) -> "ClusterSection":
-        if self.hosts is not None and len(self.hosts) != self.nodes:
-            raise SchemaValueError(f"{len(self.hosts)} host(s) listed for {self.nodes} node(s)",
-                                   fix="list one host per node, or set nodes to the number of hosts")
-        if self.gpu is not GpuType.CPU and self.gpus_per_node < 1:
-            raise SchemaValueError("a GPU cluster needs gpus_per_node >= 1")
-        return self
-
-    @property
-    def host_names(self) -> list[str]:
-        return list(self.hosts) if self.hosts else [f"node{i}" for i in range(self.nodes)]
-
-    @property
-    def is_cpu(self) -> bool:
-        return self.gpu is GpuType.CPU
-
-
-# ----------------------------------------------------------------------------------- parallelism
-_PAR_TOKEN = re.compile(r"(DEP|TP|DP|EP)(\d+)", re.I)
-
-
-class Parallelism(Strict):
-    tp: int = Field(1, ge=1, le=1024, description="tensor parallel size")
-    dp: int = Field(1, ge=1, le=4096, description="data parallel size")
-    expert_parallel: bool = Field(False, description="--enable-expert-parallel (EP size = TP x DP)")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, value: Any) -> Any:
-        """Accept DEP8 (DP 8 + expert parallel), TP4, DP2, and combinations such as TP2-DEP4."""
-        if isinstance(value, str):
-            text = value.strip().replace(" ", "")
-            tokens = _PAR_TOKEN.findall(text)
-            rest = _PAR_TOKEN.sub("", text).strip("-+x_")
-            if not tokens or rest:
-                raise SchemaValueError(f"'{value}' is not a parallel layout",
-                                       fix="write DEP8, TP4, DP2, TP2-DEP4, or {tp: 1, dp: 8, expert_parallel: true}")
-            out: dict[str, Any] = {}
-            for kind, num in tokens:
-                kind = kind.upper()
-                n = int(num)
-                if kind == "TP":
-                    out["tp"] = n
-                elif kind == "DP":
-                    out["dp"] = n
-                elif kind == "DEP":
-                    out["dp"] = n
-                    out["expert_parallel"] = True
-                elif kind == "EP":  # EPn: experts over n ranks made of DP ranks
-                    out.setdefault("dp", n)
-                    out["expert_parallel"] = True
-            return out
-        return value
-
-    @property
-    def gpus(self) -> int:
-        return self.tp * self.dp
-
-    @property
-    def ep_size(self) -> int:
-        return self.tp * self.dp if self.expert_parallel else 1
-
-    @property
-    def label(self) -> str:
-        if self.expert_parallel:
-            return f"DEP{self.dp}" + (f"-TP{self.tp}" if self.tp > 1 else "")
-        parts = []
-        if self.tp > 1 or self.dp == 1:
-            parts.append(f"TP{self.tp}")
-        if self.dp > 1:
-            parts.append(f"DP{self.dp}")
-        return "-".join(parts)
-
-
-def _parse_tokens(value: Any) -> Any:
-    """vLLM accepts 16K / 1M style sizes for token counts; so do we."""
-    if isinstance(value, str):
-        m = re.fullmatch(r"\s*(\d+)\s*([kKmM]?)\s*", value)
-        if not m:
-            raise SchemaValueError(f"'{value}' is not a token count", fix="write a number like 16384 or 16K")
-        n = int(m.group(1))
-        unit = m.group(2).lower()
-        return n * {"": 1, "k": 1024, "m": 1024 * 1024}[unit]
-    return value
-
-
-TokenCount = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
+        return release_image_version(self.image) if self.image else None
 
 
 # ------------------------------------------------------------------------------------------ roles
@@ -398,7 +142,7 @@ class RoleSection(Strict):
     all2all_backend: str | None = None
     enable_eplb: bool | None = None
 
-    _tokens = field_validator("max_num_batched_tokens", mode="before")(_parse_tokens)
+    _tokens = field_validator("max_num_batched_tokens", mode="before")(parse_tokens)
 
     _env_names = field_validator("env")(check_env_names)
 

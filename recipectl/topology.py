@@ -7,7 +7,6 @@ Pure arithmetic over the recipe; the rules (fit, port collisions) and every rend
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from .schema import Recipe, RoleSection
 
@@ -86,10 +85,6 @@ class Placement:
     @property
     def router_url(self) -> str:
         return f"http://{self.router_host}:{self.router_port}"
-
-    @cached_property
-    def gpus_needed(self) -> int:
-        return sum(len(p.gpus) for p in self.processes)
 
 
 def place(recipe: Recipe) -> Placement:

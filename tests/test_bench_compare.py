@@ -50,3 +50,19 @@ def test_a_directory_without_a_run_is_an_error_with_the_fix(tmp_path):
     r = _compare(str(a), str(tmp_path / "empty"))
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "cannot read a bench summary" in r.stderr and "summary.json" in r.stderr
+
+
+def test_bench_run_and_compare_are_subcommands_and_bench_recipe_still_runs(tmp_path):
+    def recipectl(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "recipectl", *args], capture_output=True, text=True, cwd=ROOT,
+                              timeout=60)
+
+    usage = recipectl("bench", "--help").stdout
+    assert "run" in usage and "compare" in usage
+    assert "RUN_A" in recipectl("bench", "compare", "--help").stdout
+    r = recipectl("bench", "compare", str(tmp_path))  # one directory: the usage error of a subcommand
+    assert r.returncode == 2 and "Missing argument" in r.stderr, r.stderr
+    # `bench RECIPE` is `bench run RECIPE`: both reach the recipe (here: one that does not exist)
+    for argv in (("bench", "missing.yaml"), ("bench", "run", "missing.yaml"), ("bench", "--run", "x", "missing.yaml")):
+        r = recipectl(*argv)
+        assert r.returncode != 0 and "missing.yaml" in r.stderr and "No such command" not in r.stderr, (argv, r.stderr)

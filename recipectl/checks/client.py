@@ -13,10 +13,8 @@ timeout. ``asyncio.timeout`` around the whole attempt is the only bound that alw
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import math
-import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,13 +22,6 @@ from typing import Any
 import httpx
 
 from recipectl.errors import ExitCode, RecipectlError
-
-if importlib.util.find_spec("sniffio") is None:
-    # httpcore runs `import sniffio` each time it sets up a lock (~7 times per request). Without
-    # the package installed, every one of those imports scans sys.path and fails: ~0.2 ms each,
-    # a third of the client's CPU in benchmarks/gsm8k_client.py. A None entry makes the failure
-    # immediate, and httpcore then assumes asyncio, which is what we run on.
-    sys.modules.setdefault("sniffio", None)  # type: ignore[arg-type]
 
 __all__ = [
     "CheckError",
@@ -58,9 +49,8 @@ class RequestFailed(Exception):
 
 
 #: Connections per inner pool. httpcore's pool does O(connections^2) work on every request
-#: start and finish (a list of all connections is rebuilt for each idle one), so one pool of
-#: 64 cost ~12 ms of CPU per request here and made the client the bottleneck; pools of 8 cost
-#: 64x less. See benchmarks/gsm8k_client.py.
+#: start and finish (a list of all connections is rebuilt for each idle one): one large pool
+#: makes the client the bottleneck, small pools do not (benchmarks/gsm8k_client.py measures it).
 SHARD_CONNECTIONS = 8
 
 
@@ -98,7 +88,7 @@ class ShardedTransport(httpx.AsyncBaseTransport):
             max_keepalive_connections=per_shard,
             keepalive_expiry=keepalive_expiry,
         )
-        ssl_context = httpx.create_ssl_context()  # ~40 ms each: build it once, not per shard
+        ssl_context = httpx.create_ssl_context()  # loads the CA bundle: build it once, not per shard
         self.shards = [
             httpx.AsyncHTTPTransport(verify=ssl_context, retries=retries, limits=limits)
             for _ in range(count)

@@ -68,7 +68,7 @@ def _version(url: str, recipe: Recipe | None, client: httpx.AsyncClient):
             return CheckResult(E, "", WARN, f"/version: HTTP {r.status_code}")
         v = r.json().get("version", "?")
         if recipe and recipe.engine.vllm_version:
-            from ..schema import parse_version
+            from ..fieldtypes import parse_version
 
             if parse_version(v) != recipe.engine.version:
                 return CheckResult(E, "", FAIL, f"vLLM {v}; the recipe says {recipe.engine.vllm_version}",

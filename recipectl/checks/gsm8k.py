@@ -25,7 +25,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib.resources import files
@@ -262,26 +262,17 @@ async def run_gsm8k(
     async def worker() -> None:
         nonlocal done, correct
         for i in pending:  # shared iterator: each index is taken by exactly one worker
-            payload = {
-                "model": model, "prompt": prompts[i], "max_tokens": max_tokens,
-                "temperature": 0.0, "seed": SEED, "stop": list(STOP),
-            }
+            payload = {"model": model, "prompt": prompts[i], "max_tokens": max_tokens,
+                       "temperature": 0.0, "seed": SEED, "stop": list(STOP)}
             started = time.perf_counter()
             try:
-                data = await post_json(
-                    client, url, payload, timeout_s=request_timeout_s, retries=retries,
-                    backoff_s=backoff_s,
-                )
+                data = await post_json(client, url, payload, timeout_s=request_timeout_s, retries=retries,
+                                       backoff_s=backoff_s)
                 text, tokens[i] = _completion(data)
             except RequestFailed as exc:
                 failures.append(f"question {i}: {exc}")
                 if len(failures) > allowed:
-                    raise CheckError(
-                        f"GSM8K stopped: {len(failures)} of {total} requests failed "
-                        f"(at most {allowed} allowed). First failure: {failures[0]}",
-                        fix=f"check that {url} answers (is the server or router hung?), "
-                        "or raise the request timeout if the model is only slow",
-                    ) from None
+                    raise _stopped(failures, total, allowed, url) from None
             else:
                 latencies.append(time.perf_counter() - started)
                 preds[i] = extract_answer(text)
@@ -290,10 +281,43 @@ async def run_gsm8k(
             if on_progress is not None:
                 on_progress(done, total, correct)
 
+    duration = await _run_workers(worker, min(concurrency, total))
+    return _result(preds, correct, tokens, latencies, failures, duration, num_shots=num_shots, max_tokens=max_tokens)
+
+
+def _result(preds: list[int | None], correct: int, tokens: list[int], latencies: list[float], failures: list[str],
+            duration: float, *, num_shots: int, max_tokens: int) -> GSM8KResult:
+    """A finished run's score, latency percentiles and rates."""
+    total = len(preds)
+    latencies = sorted(latencies)
+    out_tokens = sum(tokens)
+    return GSM8KResult(
+        n=total, correct=correct, accuracy=correct / total, invalid_rate=sum(p is None for p in preds) / total,
+        errors=len(failures), latency_p50_s=_percentile(latencies, 0.50),
+        latency_p90_s=_percentile(latencies, 0.90), latency_p99_s=_percentile(latencies, 0.99),
+        output_tokens=out_tokens, output_tokens_per_s=out_tokens / duration if duration > 0 else 0.0,
+        questions_per_s=total / duration if duration > 0 else 0.0, duration_s=duration,
+        num_shots=num_shots, max_tokens=max_tokens, error_samples=tuple(failures[:5]),
+    )
+
+
+def _stopped(failures: list[str], total: int, allowed: int, url: str) -> CheckError:
+    """The error that stops a run once more requests failed than it allows."""
+    return CheckError(
+        f"GSM8K stopped: {len(failures)} of {total} requests failed "
+        f"(at most {allowed} allowed). First failure: {failures[0]}",
+        fix=f"check that {url} answers (is the server or router hung?), "
+        "or raise the request timeout if the model is only slow",
+    )
+
+
+async def _run_workers(worker: Callable[[], Awaitable[None]], n: int) -> float:
+    """Run `n` copies of `worker` until all are done; the seconds that took. A run stopped by
+    one of them (CheckError) or a single failure is raised as itself, not as a group."""
     started = time.perf_counter()
     try:
         async with asyncio.TaskGroup() as group:
-            for _ in range(min(concurrency, total)):
+            for _ in range(n):
                 group.create_task(worker())
     except BaseExceptionGroup as eg:
         aborts = [e for e in eg.exceptions if isinstance(e, CheckError)]
@@ -302,24 +326,4 @@ async def run_gsm8k(
         if len(eg.exceptions) == 1:
             raise eg.exceptions[0] from None
         raise
-    duration = time.perf_counter() - started
-
-    latencies.sort()
-    out_tokens = sum(tokens)
-    return GSM8KResult(
-        n=total,
-        correct=correct,
-        accuracy=correct / total,
-        invalid_rate=sum(p is None for p in preds) / total,
-        errors=len(failures),
-        latency_p50_s=_percentile(latencies, 0.50),
-        latency_p90_s=_percentile(latencies, 0.90),
-        latency_p99_s=_percentile(latencies, 0.99),
-        output_tokens=out_tokens,
-        output_tokens_per_s=out_tokens / duration if duration > 0 else 0.0,
-        questions_per_s=total / duration if duration > 0 else 0.0,
-        duration_s=duration,
-        num_shots=num_shots,
-        max_tokens=max_tokens,
-        error_samples=tuple(failures[:5]),
-    )
+    return time.perf_counter() - started

@@ -239,12 +239,8 @@ async def run_parity(
     limit = asyncio.Semaphore(max(1, concurrency))
 
     async def generate(url: str, name: str, prompt: str) -> list[Step]:
-        payload: dict[str, Any] = {
-            "model": name, "prompt": prompt, "max_tokens": max_tokens,
-            "temperature": 0.0, "logprobs": logprobs,
-        }
-        if token_ids:
-            payload["return_tokens_as_token_ids"] = True
+        payload: dict[str, Any] = {"model": name, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
+                                   "logprobs": logprobs, **({"return_tokens_as_token_ids": True} if token_ids else {})}
         async with limit:
             data = await post_json(client, endpoint(url, "/v1/completions"), payload,
                                    timeout_s=request_timeout_s, retries=retries)
@@ -261,8 +257,7 @@ async def run_parity(
         )
         for got in (ref, cand):
             if isinstance(got, RequestFailed):
-                return PromptParity(prompt=prompt, match=False, classification="error",
-                                    error=str(got))
+                return PromptParity(prompt=prompt, match=False, classification="error", error=str(got))
             if isinstance(got, BaseException):
                 raise got
         assert isinstance(ref, list) and isinstance(cand, list)

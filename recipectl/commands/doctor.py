@@ -7,7 +7,8 @@ import json
 import sys
 from dataclasses import asdict
 
-from ..checks.doctor import FAIL, PASS, SKIP, WARN, CheckResult, Targets, cpu_core_check, environment_checks, timed
+from ..checks.doctor import FAIL, PASS, SKIP, WARN, CheckResult, Targets, timed
+from ..checks.environment import cpu_core_check, environment_checks
 from ..errors import RecipectlError
 from ..schema import Recipe
 

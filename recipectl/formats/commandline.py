@@ -17,18 +17,18 @@ from .common import (
     Imported,
     NotImportable,
     Origin,
-    RoleFlags,
-    Word,
     apply_role,
     gpu_in_text,
-    gpu_type,
-    model_facts,
+    model_from_flags,
+    nodes_needed,
     placeholder_workload,
-    read_flags,
     safe_name,
-    shell_words,
+    set_gpu,
+    set_role_env,
 )
+from .flags import RoleFlags, read_flags
 from .names import VLLM_SERVE
+from .shellwords import Word, shell_words
 
 # the engine's version where the script installs or runs a release: `pip install vllm==0.26.0`,
 # `vllm/vllm-openai:v0.26.0`
@@ -157,35 +157,27 @@ def import_command_lines(text: str, file: str) -> Imported:
                      f"the first one's (line {first.start.line})")
         for name, (value, w) in first.env.items():
             o = Origin(first.file, w.line, w.col, w.text)
-            if name == "VLLM_NIXL_SIDE_CHANNEL_PORT" and value.isdigit():
-                imp.set((role, "side_channel_port"), int(value), o)
-            elif name == "CUDA_VISIBLE_DEVICES":
+            if name == "CUDA_VISIBLE_DEVICES":
                 imp.drop(o, w.text, "recipectl assigns each endpoint its GPUs from the placement")
             else:
-                imp.set((role, "env", name), value, o)
-        if first.flags.model and imp.get(("model", "path")) is None:
-            path, w = first.flags.model
-            imp.set(("model", "path"), path, Origin(first.file, w.line, w.col, path))
-            model_facts(imp, path, Origin(first.file, w.line, w.col, path))
+                set_role_env(imp, role, name, value, o)
+        model_from_flags(imp, first.flags, first.file)
     if imp.get(("model", "path")) is None:
         raise NotImportable(f"{file}: the server commands name no model")
     if imp.get(("kv_transfer", "connector")) is None:
         raise NotImportable(f"{file}: no --kv-transfer-config: these servers do not run P/D",
                             fix="--kv-transfer-config '{\"kv_connector\": \"NixlConnector\", \"kv_role\": ...}'")
     first = by_role["prefill"][0]
-    start = Origin(first.file, first.start.line, first.start.col)
-    imp.at(("engine",), start)
+    imp.at(("engine",), Origin(first.file, first.start.line, first.start.col))
+    _cluster_and_version(imp, texts, file)
+    placeholder_workload(imp, Origin(file, 1, 1))
+    return imp
+
+
+def _cluster_and_version(imp: Imported, texts: list[str], file: str) -> None:
+    """The GPU type and the vLLM release the scripts name, and the nodes their servers need."""
     found = next((g for g in (gpu_in_text(t, f) for t, f in zip(texts, imp.files, strict=True)) if g), None)
-    if found:
-        gpu, note = gpu_type(found[0])
-        origin = found[1]
-        if note:
-            imp.drop(origin, found[0], note)
-    else:
-        gpu, origin = "H200", Origin(file, 1, 1, "", "no GPU type named: H200 assumed")
-        imp.drop(Origin(file, 1, 1), "cluster.gpu",
-                 "the command lines name no GPU type: H200 assumed (set cluster.gpu)")
-    imp.set(("cluster", "gpu"), gpu, origin)
+    gpu, origin = set_gpu(imp, found, assumed=Origin(file, 1, 1), says="the command lines name")
     for t, f in zip(texts, imp.files, strict=True):
         m = _VERSION_IN_TEXT.search(t)
         if m:
@@ -194,12 +186,6 @@ def import_command_lines(text: str, file: str) -> Imported:
                     Origin(f, line, m.start() - (t.rfind("\n", 0, m.start()) + 1) + 1, m.group(0),
                            "the release the script installs or runs"))
             break
-    gpn = GPUS_PER_NODE.get(gpu or "", 8)
-    total = 0
-    for role in ("prefill", "decode"):
-        par = imp.get((role, "parallel"), {})
-        total += par.get("tp", 1) * par.get("dp", 1) * imp.get((role, "endpoints"), 1)
+    gpn = GPUS_PER_NODE.get(gpu, 8)
     imp.set(("cluster", "gpus_per_node"), gpn, Origin(origin.file, origin.line, origin.col, "", "the GPU type's"))
-    imp.set(("cluster", "nodes"), max(1, -(-total // gpn)), Origin(file, 1, 1, "", "the servers' GPUs over nodes"))
-    placeholder_workload(imp, Origin(file, 1, 1))
-    return imp
+    imp.set(("cluster", "nodes"), nodes_needed(imp, gpn), Origin(file, 1, 1, "", "the servers' GPUs over nodes"))

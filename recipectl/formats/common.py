@@ -1,16 +1,16 @@
 """What the importers share: the result type, a recipe builder that remembers where each value
-came from, a shell tokenizer that keeps line numbers, and the reading of `vllm serve` flags into
-recipe fields (by name, with vLLM's spellings: recipectl.engine_flags)."""
+came from, GPU and model facts read from names, and YAML with positions. Shell words are in
+shellwords.py, the reading of server flags in flags.py."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
-from ..engine_flags import FLAGS, Arity, EngineFlag, parse_extra_args
 from ..errors import RecipectlError
+from .flags import MODEL_FIELDS, RoleFlags
+from .shellwords import Word
 
 PathKey = tuple[str | int, ...]
 
@@ -86,213 +86,56 @@ class Imported:
         return {path: o.file for path, o in self.origins.items() if o.file != self.file}
 
 
-# ------------------------------------------------------------------------------------ shell words
-@dataclass(frozen=True)
-class Word:
-    """One shell word with its position (1-based) in the original file."""
+def origin_in(file: str, pos: dict[PathKey, tuple[int, int]]) -> Callable[..., Origin]:
+    """`o(*path, text=, note=)`: the Origin of a YAML path of `file` (its document's start when the
+    path has no position of its own)."""
 
-    text: str
-    line: int
-    col: int
+    def o(*path: str | int, text: str = "", note: str = "") -> Origin:
+        line, col = pos.get(tuple(path), pos[()])
+        return Origin(file, line, col, text, note)
 
-
-_SEPARATORS = (";", "&&", "||", "&", "|")
+    return o
 
 
-def shell_words(script: str, line0: int = 1, col0: int = 0, *, block_indent: int = 0) -> list[list[Word]]:
-    """Split a shell script into simple commands of words, each word with its (line, col).
-
-    Enough of POSIX sh for launch scripts: quotes, backslash escapes and line continuations,
-    comments, `;`, `&`, `&&`, `||`, `|` and newlines between commands. `line0` is the file line of
-    the script's first line; `col0` the column offset of its first line, `block_indent` that of
-    the others (a YAML block scalar). No expansion: `$VAR` stays as written."""
-    commands: list[list[Word]] = []
-    current: list[Word] = []
-    buf: list[str] = []
-    start: tuple[int, int] | None = None
-    line, col = line0, col0
-    i, n = 0, len(script)
-
-    def pos() -> tuple[int, int]:
-        return line, col + 1
-
-    def end_word() -> None:
-        nonlocal buf, start
-        if start is not None:
-            current.append(Word("".join(buf), *start))
-        buf, start = [], None
-
-    def end_command() -> None:
-        nonlocal current
-        end_word()
-        if current:
-            commands.append(current)
-        current = []
-
-    def advance(k: int = 1) -> None:
-        nonlocal i, line, col
-        for _ in range(k):
-            if script[i] == "\n":
-                line += 1
-                col = block_indent
-            else:
-                col += 1
-            i += 1
-
-    while i < n:
-        c = script[i]
-        if c == "\\" and i + 1 < n and script[i + 1] == "\n":  # line continuation
-            advance(2)
-            continue
-        if c == "\n":
-            end_command()
-            advance()
-            continue
-        if c in " \t\r":
-            end_word()
-            advance()
-            continue
-        if c == "#" and start is None:  # a comment runs to the end of the line
-            while i < n and script[i] != "\n":
-                advance()
-            continue
-        sep = next((s for s in ("&&", "||", ";", "&", "|") if script.startswith(s, i)), None)
-        if sep:
-            end_command()
-            advance(len(sep))
-            continue
-        if start is None:
-            start = pos()
-        if c == "'":
-            advance()
-            while i < n and script[i] != "'":
-                buf.append(script[i])
-                advance()
-            if i < n:
-                advance()
-            continue
-        if c == '"':
-            advance()
-            while i < n and script[i] != '"':
-                if script[i] == "\\" and i + 1 < n and script[i + 1] in '"\\$`\n':
-                    if script[i + 1] != "\n":
-                        buf.append(script[i + 1])
-                    advance(2)
-                    continue
-                buf.append(script[i])
-                advance()
-            if i < n:
-                advance()
-            continue
-        if c == "\\" and i + 1 < n:
-            buf.append(script[i + 1])
-            advance(2)
-            continue
-        buf.append(c)
-        advance()
-    end_command()
-    return commands
+def set_role_env(imp: Imported, role: str, name: str, value: Any, origin: Origin) -> None:
+    """One variable of a role's environment: the NIXL side-channel port is a recipe field of its own."""
+    if name == "VLLM_NIXL_SIDE_CHANNEL_PORT" and str(value).isdigit():
+        imp.set((role, "side_channel_port"), int(value), origin)
+    else:
+        imp.set((role, "env", name), as_env(value), origin)
 
 
-# --------------------------------------------------------------------------------- vllm flags
-_SPELLINGS: dict[str, EngineFlag] = {s: f for f in FLAGS for s in f.spellings}
-# Flags recipectl derives from the placement it computes; the original's values are not carried.
-DERIVED = {"data_parallel_size_local", "data_parallel_start_rank", "data_parallel_address", "headless", "host"}
-# Model-level settings (one value for both roles in a recipectl recipe).
-MODEL_FIELDS = {"dtype", "load_format", "trust_remote_code", "language_model_only"}
-# Dynamo's own worker flags (dynamo.vllm): they choose the role, they are not vLLM's.
-DYNAMO_ROLE_FLAGS = {"--is-prefill-worker": "prefill", "--is-decode-worker": "decode"}
-DYNAMO_VALUE_FLAGS = {"--disaggregation-mode", "--connector", "--endpoint", "--store-kv", "--request-plane",
-                      "--migration-limit", "--dyn-tool-call-parser", "--dyn-reasoning-parser"}
+def model_from_flags(imp: Imported, flags: RoleFlags, file: str) -> None:
+    """The model a server's command line names, unless the recipe has one already."""
+    if flags.model and imp.get(("model", "path")) is None:
+        path, w = flags.model
+        origin = Origin(file, w.line, w.col, path)
+        imp.set(("model", "path"), path, origin)
+        model_facts(imp, path, origin)
 
 
-def _normalise(name: str) -> str:
-    """vLLM's parser takes `--max_num_seqs` for `--max-num-seqs`."""
-    return "--" + name[2:].replace("_", "-") if name.startswith("--") else name
+def set_gpu(imp: Imported, found: tuple[str, Origin] | None, *, assumed: Origin, says: str) -> tuple[str, Origin]:
+    """cluster.gpu from the GPU the original names (gpu_in_text), else H200, said to be assumed
+    (`says`: who names none, e.g. "the manifest names"); the GPU and where it came from."""
+    if found:
+        gpu, note = gpu_type(found[0])
+        origin = found[1]
+        if note:
+            imp.drop(origin, found[0], note)
+    else:
+        gpu, origin = "H200", Origin(assumed.file, assumed.line, assumed.col, "", "no GPU type named: H200 assumed")
+        imp.drop(assumed, "cluster.gpu", f"{says} no GPU type: H200 assumed (set cluster.gpu)")
+    imp.set(("cluster", "gpu"), gpu, origin)
+    return gpu or "H200", origin
 
 
-@dataclass
-class RoleFlags:
-    """One role's command line, read: typed settings, extra args, and what decides the role."""
-
-    settings: dict[str, tuple[Any, Word]] = field(default_factory=dict)  # field -> (value, flag word)
-    extra: list[Word] = field(default_factory=list)
-    model: tuple[str, Word] | None = None
-    kv_config: tuple[dict, Word] | None = None
-    role: tuple[str, Word] | None = None  # from Dynamo's role flags or the KV role
-    problems: list[tuple[Word, str]] = field(default_factory=list)
-    derived: list[Word] = field(default_factory=list)
-    dropped: list[tuple[Word, str]] = field(default_factory=list)
-
-
-def read_flags(words: list[Word], *, positional_model: bool) -> RoleFlags:
-    """Read a server's arguments (after `vllm serve` or `python3 -m dynamo.vllm`) by flag name."""
-    out = RoleFlags()
-    i = 0
-    while i < len(words):
-        w = words[i]
-        text = w.text
-        if not text.startswith("-") or text == "-":
-            if positional_model and out.model is None:
-                out.model = (text, w)
-            else:
-                out.dropped.append((w, "a positional argument recipectl does not know"))
-            i += 1
-            continue
-        name, eq, inline = text.partition("=")
-        norm = _normalise(name)
-        has_value = bool(eq) or (i + 1 < len(words) and not words[i + 1].text.startswith("-"))
-        value_text = inline if eq else (words[i + 1].text if has_value else None)
-        step = 1 if eq or not has_value else 2
-        if norm == "--model":
-            if value_text is not None:
-                out.model = (value_text, w)
-            i += step
-            continue
-        if norm in DYNAMO_ROLE_FLAGS:
-            out.role = (DYNAMO_ROLE_FLAGS[norm], w)
-            i += 1
-            continue
-        if norm in DYNAMO_VALUE_FLAGS:
-            if norm == "--disaggregation-mode" and value_text in ("prefill", "decode"):
-                out.role = (value_text, w)
-            elif norm != "--disaggregation-mode":
-                out.dropped.append((w, f"{name} is a dynamo.vllm option, not vLLM's; recipectl starts vllm serve"))
-            i += step
-            continue
-        flag = _SPELLINGS.get(norm)
-        if flag is None:
-            out.extra.append(w)
-            if step == 2:
-                out.extra.append(words[i + 1])
-            i += step
-            continue
-        # a known flag: the slice it takes, read by the engine_flags parser
-        if flag.arity in (Arity.BOOL, Arity.FLAG):
-            take = 1
-        elif flag.arity is Arity.MANY:
-            take = 1
-            while not eq and i + take < len(words) and not words[i + take].text.startswith("-"):
-                take += 1
-        else:
-            take = 1 if eq else 2
-        piece = [x.text for x in words[i:i + take]]
-        found, problems = parse_extra_args(piece)
-        for p in problems:
-            out.problems.append((w, p.message))
-        for setting in found:
-            f = setting.flag.field
-            if f in DERIVED:
-                out.derived.append(w)
-            elif f == "kv_transfer_config":
-                if isinstance(setting.value, dict):
-                    out.kv_config = (setting.value, w)
-                else:
-                    out.problems.append((w, f"{name} is not a JSON object"))
-            else:
-                out.settings[f] = (setting.value, w)
-        i += max(take, 1)
-    return out
+def nodes_needed(imp: Imported, gpus_per_node: int) -> int:
+    """Whole nodes for every endpoint's TP x DP GPUs, both roles."""
+    total = 0
+    for role in ("prefill", "decode"):
+        par = imp.get((role, "parallel"), {})
+        total += par.get("tp", 1) * par.get("dp", 1) * imp.get((role, "endpoints"), 1)
+    return max(1, -(-total // gpus_per_node))
 
 
 _NAME_OK = re.compile(r"[^A-Za-z0-9._-]+")
@@ -443,14 +286,6 @@ def as_env(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-def json_or_none(text: str) -> dict | None:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 # --------------------------------------------------------------------------------------- YAML

@@ -12,27 +12,28 @@ NIXL for disaggregated workers. Other documents of the file (a ConfigMap) are no
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from .common import (
     GPUS_PER_NODE,
     Imported,
     NotImportable,
     Origin,
-    Word,
     apply_role,
-    as_env,
     block_script,
     gpu_in_text,
-    gpu_type,
-    model_facts,
+    model_from_flags,
+    nodes_needed,
+    origin_in,
     placeholder_workload,
-    read_flags,
     safe_name,
-    shell_words,
+    set_gpu,
+    set_role_env,
     yaml_documents,
 )
+from .flags import read_flags
 from .names import DYNAMO
+from .shellwords import Word, shell_words
 
 
 def import_dynamo(text: str, file: str) -> Imported:
@@ -43,10 +44,7 @@ def import_dynamo(text: str, file: str) -> Imported:
     data, pos = docs[0]
     imp = Imported(DYNAMO, file, files=[file])
 
-    def o(*path: str | int, text: str = "", note: str = "") -> Origin:
-        line, col = pos.get(tuple(path), pos[()])
-        return Origin(file, line, col, text, note)
-
+    o = origin_in(file, pos)
     spec = data.get("spec") or {}
     services: dict[str, Any] = spec.get("services") or {}
     imp.set(("version",), 1)
@@ -81,28 +79,12 @@ def import_dynamo(text: str, file: str) -> Imported:
             where = flags.role[1] if flags.role else Word(role, sub.line, sub.col)
             flags.kv_config = ({"kv_connector": "NixlConnector"}, where)
         apply_role(imp, role, flags, file, endpoint_origin=o(*base))
-        if flags.model and imp.get(("model", "path")) is None:
-            path = flags.model[0]
-            imp.set(("model", "path"), path, Origin(file, flags.model[1].line, flags.model[1].col, path))
-            model_facts(imp, path, Origin(file, flags.model[1].line, flags.model[1].col, path))
+        model_from_flags(imp, flags, file)
         imp.set((role, "endpoints"), int(svc.get("replicas", 1)), o(*base, "replicas") if "replicas" in svc
                 else o(*base))
         if main.get("image") and imp.get(("engine", "image")) is None:
             imp.set(("engine", "image"), str(main["image"]), o(*base, "extraPodSpec", "mainContainer", "image"))
-        for k, item in enumerate(main.get("env") or []):
-            where = o(*base, "extraPodSpec", "mainContainer", "env", k)
-            if not isinstance(item, dict) or "name" not in item:
-                continue
-            if "value" not in item:
-                imp.drop(where, f"env {item['name']}", "set from a reference (valueFrom): recipectl cannot read it")
-                continue
-            if item["name"] == "VLLM_NIXL_SIDE_CHANNEL_PORT" and str(item["value"]).isdigit():
-                imp.set((role, "side_channel_port"), int(item["value"]), where)
-            else:
-                imp.set((role, "env", str(item["name"])), as_env(item["value"]), where)
-        if svc.get("envFromSecret"):
-            imp.drop(o(*base, "envFromSecret"), f"envFromSecret: {svc['envFromSecret']}",
-                     "a Kubernetes secret: recipectl does not read it (set the variables by reference in env)")
+        _container_env(imp, role, main, svc, base, o)
     if set(workers) != {"prefill", "decode"}:
         raise NotImportable(f"{file}: workers for {sorted(workers) or 'no role'}; recipectl deploys a prefill and "
                             "a decode worker (an aggregated graph is not P/D)")
@@ -112,6 +94,22 @@ def import_dynamo(text: str, file: str) -> Imported:
     _cluster(imp, text, file, workers, o)
     placeholder_workload(imp, o("spec"))
     return imp
+
+
+def _container_env(imp: Imported, role: str, main: dict, svc: dict, base: tuple, o: Callable[..., Origin]) -> None:
+    """A worker's environment: its container's env (values; a reference cannot be read) and the
+    secret it names (said, not read)."""
+    for k, item in enumerate(main.get("env") or []):
+        where = o(*base, "extraPodSpec", "mainContainer", "env", k)
+        if not isinstance(item, dict) or "name" not in item:
+            continue
+        if "value" not in item:
+            imp.drop(where, f"env {item['name']}", "set from a reference (valueFrom): recipectl cannot read it")
+            continue
+        set_role_env(imp, role, str(item["name"]), item["value"], where)
+    if svc.get("envFromSecret"):
+        imp.drop(o(*base, "envFromSecret"), f"envFromSecret: {svc['envFromSecret']}",
+                 "a Kubernetes secret: recipectl does not read it (set the variables by reference in env)")
 
 
 def _argv(main: dict, text: str, pos: dict, base: tuple, file: str) -> tuple[list[Word] | None, str]:
@@ -145,22 +143,9 @@ def _argv(main: dict, text: str, pos: dict, base: tuple, file: str) -> tuple[lis
 
 
 def _cluster(imp: Imported, text: str, file: str, workers: dict, o) -> None:
-    found = gpu_in_text(text, file)
-    if found:
-        gpu, note = gpu_type(found[0])
-        origin = found[1]
-        if note:
-            imp.drop(origin, found[0], note)
-    else:
-        gpu, origin = "H200", o("spec", note="a DynamoGraphDeployment names no GPU type: H200 assumed")
-        imp.drop(o("spec"), "cluster.gpu", "the manifest names no GPU type: H200 assumed (set cluster.gpu)")
-    imp.set(("cluster", "gpu"), gpu, origin)
+    gpu, _ = set_gpu(imp, gpu_in_text(text, file), assumed=o("spec"), says="the manifest names")
     per_pod = [int(((svc.get("resources") or {}).get("limits") or {}).get("gpu", 1)) for _, svc, _ in
                workers.values()]
-    gpn = max([GPUS_PER_NODE.get(gpu or "", 8), *per_pod])
-    total = 0
-    for role, (_, svc, _) in workers.items():
-        par = imp.get((role, "parallel"), {})
-        total += par.get("tp", 1) * par.get("dp", 1) * int(svc.get("replicas", 1))
+    gpn = max([GPUS_PER_NODE.get(gpu, 8), *per_pod])
     imp.set(("cluster", "gpus_per_node"), gpn, o("spec", note="the largest GPU limit of a pod"))
-    imp.set(("cluster", "nodes"), max(1, -(-total // gpn)), o("spec", note="the workers' GPUs over whole nodes"))
+    imp.set(("cluster", "nodes"), nodes_needed(imp, gpn), o("spec", note="the workers' GPUs over whole nodes"))

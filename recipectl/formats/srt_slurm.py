@@ -15,24 +15,26 @@ that spans nodes.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 from .common import (
     GPUS_PER_NODE,
     Imported,
     NotImportable,
     Origin,
-    Word,
     apply_role,
     as_env,
     gpu_type,
     model_facts,
+    origin_in,
     placeholder_workload,
-    read_flags,
     safe_name,
+    set_role_env,
     yaml_documents,
 )
+from .flags import read_flags
 from .names import SRT_SLURM
+from .shellwords import Word
 
 SRTCTL_DP_RPC_PORT = 8400  # srtctl's VLLM_DATA_PARALLEL_RPC_PORT (src/srtctl/ports.py)
 CONNECTOR_PRESETS = {"nixl": {"kv_connector": "NixlConnector", "kv_role": "kv_both"}}
@@ -50,10 +52,7 @@ def import_srt_slurm(text: str, file: str) -> Imported:
     data, pos = docs[0]
     imp = Imported(SRT_SLURM, file, files=[file])
 
-    def o(*path: str | int, text: str = "", note: str = "") -> Origin:
-        line, col = pos.get(tuple(path), pos[()])
-        return Origin(file, line, col, text, note)
-
+    o = origin_in(file, pos)
     backend = data.get("backend") or {}
     if backend.get("type") != "vllm":
         raise NotImportable(f"{file}:{o('backend').line}: srt-slurm backend {backend.get('type')!r}: recipectl "
@@ -65,42 +64,8 @@ def import_srt_slurm(text: str, file: str) -> Imported:
 
     imp.set(("version",), 1)
     imp.set(("name",), safe_name(str(data.get("name", "imported"))), o("name"))
-    model = data.get("model") or {}
-    path = str(model.get("path", ""))
-    if path.startswith("hf:"):
-        path = path[3:]
-    imp.set(("model", "path"), path, o("model", "path", text=str(model.get("path"))))
-    precision = str(model.get("precision", "")).lower()
-    quant = {"nvfp4": "nvfp4", "fp4": "nvfp4", "fp8": "fp8", "bf16": "bf16", "bfloat16": "bf16"}.get(precision)
-    if quant:
-        imp.set(("model", "quantization"), quant, o("model", "precision"))
-    elif precision:
-        imp.drop(o("model", "precision"), f"model.precision: {model.get('precision')}", "no recipectl quantization")
-    model_facts(imp, path, o("model", "path", text=str(model.get("path"))))
-    if model.get("container"):
-        imp.set(("engine", "image"), str(model["container"]), o("model", "container"))
-    vllm_version = ((data.get("identity") or {}).get("frameworks") or {}).get("vllm")
-    if vllm_version:
-        imp.set(("engine", "vllm_version"), str(vllm_version), o("identity", "frameworks", "vllm"))
-    imp.at(("engine",), o("model", "container") if model.get("container") else o("model"))
-    for key, value in (data.get("environment") or {}).items():
-        imp.set(("engine", "env", str(key)), as_env(value), o("environment", key))
-
-    # cluster
-    gpu_name = str(resources.get("gpu_type", ""))
-    gpu, note = gpu_type(gpu_name)
-    if gpu is None:
-        raise NotImportable(f"{file}:{o('resources', 'gpu_type').line}: gpu_type {gpu_name!r}: recipectl knows "
-                            "GB200, B200, H200, H100")
-    imp.set(("cluster", "gpu"), gpu, o("resources", "gpu_type", note=note))
-    if note:
-        imp.drop(o("resources", "gpu_type"), f"gpu_type: {gpu_name}", note)
-    gpn = int(resources.get("gpus_per_node", GPUS_PER_NODE.get(gpu, 4)))
-    imp.set(("cluster", "gpus_per_node"), gpn, o("resources", "gpus_per_node") if "gpus_per_node" in resources
-            else o("resources", note="srt-slurm's default gpus_per_node"))
-    nodes = int(resources.get("prefill_nodes") or 0) + int(resources.get("decode_nodes") or 0)
-    imp.set(("cluster", "nodes"), max(1, nodes), o("resources", "prefill_nodes",
-                                                   note="prefill_nodes + decode_nodes"))
+    _model_and_engine(imp, data, o)
+    gpn = _cluster(imp, resources, file, o)
 
     vllm_config = backend.get("vllm_config") or {}
     shared_connector = backend.get("connector", "nixl")
@@ -108,7 +73,7 @@ def import_srt_slurm(text: str, file: str) -> Imported:
         workers = int(resources.get(f"{role}_workers") or 0)
         imp.set((role, "endpoints"), max(1, workers), o("resources", f"{role}_workers"))
         for key, value in (backend.get(f"{role}_environment") or {}).items():
-            _env(imp, role, str(key), value, o("backend", f"{role}_environment", key))
+            set_role_env(imp, role, str(key), value, o("backend", f"{role}_environment", key))
         cfg = vllm_config.get(role) or {}
         words = _words(cfg, pos, ("backend", "vllm_config", role), file)
         flags = read_flags(words, positional_model=False)
@@ -139,11 +104,48 @@ def import_srt_slurm(text: str, file: str) -> Imported:
     return imp
 
 
-def _env(imp: Imported, role: str, key: str, value: Any, origin: Origin) -> None:
-    if key == "VLLM_NIXL_SIDE_CHANNEL_PORT" and str(value).isdigit():
-        imp.set((role, "side_channel_port"), int(value), origin)
-    else:
-        imp.set((role, "env", key), as_env(value), origin)
+def _model_and_engine(imp: Imported, data: dict, o: Callable[..., Origin]) -> None:
+    """model.path (hf: stripped), its precision, the container image, the vLLM version and the
+    environment every process gets."""
+    model = data.get("model") or {}
+    path = str(model.get("path", ""))
+    if path.startswith("hf:"):
+        path = path[3:]
+    imp.set(("model", "path"), path, o("model", "path", text=str(model.get("path"))))
+    precision = str(model.get("precision", "")).lower()
+    quant = {"nvfp4": "nvfp4", "fp4": "nvfp4", "fp8": "fp8", "bf16": "bf16", "bfloat16": "bf16"}.get(precision)
+    if quant:
+        imp.set(("model", "quantization"), quant, o("model", "precision"))
+    elif precision:
+        imp.drop(o("model", "precision"), f"model.precision: {model.get('precision')}", "no recipectl quantization")
+    model_facts(imp, path, o("model", "path", text=str(model.get("path"))))
+    if model.get("container"):
+        imp.set(("engine", "image"), str(model["container"]), o("model", "container"))
+    vllm_version = ((data.get("identity") or {}).get("frameworks") or {}).get("vllm")
+    if vllm_version:
+        imp.set(("engine", "vllm_version"), str(vllm_version), o("identity", "frameworks", "vllm"))
+    imp.at(("engine",), o("model", "container") if model.get("container") else o("model"))
+    for key, value in (data.get("environment") or {}).items():
+        imp.set(("engine", "env", str(key)), as_env(value), o("environment", key))
+
+
+def _cluster(imp: Imported, resources: dict, file: str, o: Callable[..., Origin]) -> int:
+    """The cluster section from srt-slurm's resources; the GPUs per node."""
+    gpu_name = str(resources.get("gpu_type", ""))
+    gpu, note = gpu_type(gpu_name)
+    if gpu is None:
+        raise NotImportable(f"{file}:{o('resources', 'gpu_type').line}: gpu_type {gpu_name!r}: recipectl knows "
+                            "GB200, B200, H200, H100")
+    imp.set(("cluster", "gpu"), gpu, o("resources", "gpu_type", note=note))
+    if note:
+        imp.drop(o("resources", "gpu_type"), f"gpu_type: {gpu_name}", note)
+    gpn = int(resources.get("gpus_per_node", GPUS_PER_NODE.get(gpu, 4)))
+    imp.set(("cluster", "gpus_per_node"), gpn, o("resources", "gpus_per_node") if "gpus_per_node" in resources
+            else o("resources", note="srt-slurm's default gpus_per_node"))
+    nodes = int(resources.get("prefill_nodes") or 0) + int(resources.get("decode_nodes") or 0)
+    imp.set(("cluster", "nodes"), max(1, nodes), o("resources", "prefill_nodes",
+                                                   note="prefill_nodes + decode_nodes"))
+    return gpn
 
 
 def _words(cfg: dict, pos: dict, base: tuple, file: str) -> list[Word]:

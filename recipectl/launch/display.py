@@ -93,9 +93,3 @@ class _PlainLive:
                 self.console.print(f"waiting for {', '.join(waiting)} ...", highlight=False)
 
 
-def print_table(state: RunState) -> None:
-    from rich.console import Console
-
-    Console().print(table(state))
-
-

@@ -14,11 +14,13 @@ from pathlib import Path
 from ..errors import ExitCode, RecipectlError
 from ..render.processes import Deployment, ProcessSpec, build_deployment
 from ..render.values import EnvRef, literal
+from ..retry import poll_until
 from ..runs import processes as procs
 from ..runs.diagnose import diagnose
 from ..runs.state import ProcessState, RunState, new_run_dir, runs_root
 from ..schema import Recipe
 from ..secretscan import redact_argv
+from .readiness import health_client, record_healthy
 from .result import LaunchResult
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
@@ -137,7 +139,7 @@ def _mem_available_gib() -> float | None:
 
 
 def _cpu_memory_need_gib(recipe: Recipe) -> float:
-    # ~3 GiB of runtime per CPU server (seen: 6.3 GB RSS for a tiny P/D pair) plus its KV cache space
+    # about 3 GiB of runtime per CPU server (the engine's own, whatever the model) plus its KV cache space
     from ..plan.recipe_plan import cpu_kvcache_gib
 
     n = recipe.prefill.endpoints + recipe.decode.endpoints
@@ -163,20 +165,14 @@ def _gpu_preflight(recipe: Recipe) -> list[tuple[str, str]]:
 
 
 def _gdn_backend_preflight(recipe: Recipe, gpus) -> list[tuple[str, str]]:
-    """vLLM picks FlashInfer's GDN prefill kernel on Hopper for `auto` too, and imports it only on
-    the first prefill: a server without FlashInfer passes /health, then answers HTTP 500."""
-    if not recipe.is_hybrid or not gpus or not any(g.family in ("hopper", "blackwell") for g in gpus):
+    """The GDN prefill backend's FlashInfer, on the GPUs this host has (doctor asks the same)."""
+    if not gpus:
         return []
-    from ..checks.doctor import engine_versions
+    from ..checks.environment import gdn_backend_problem
     from ..engine_env import engine_venv
 
-    wants = [role for role, spec in recipe.roles.items() if spec.gdn_prefill_backend in (None, "auto", "flashinfer")]
-    if not wants or "flashinfer-python" in engine_versions(engine_venv(recipe.engine.venv)):
-        return []
-    return [(f"{' and '.join(wants)}: GDN prefill backend "
-             f"{recipe.roles[wants[0]].gdn_prefill_backend or 'auto'} means FlashInfer on {gpus[0].name}, and "
-             "FlashInfer is not installed in the engine: every request would fail with HTTP 500",
-             "install flashinfer-python in the engine, or set gdn_prefill_backend: triton on both roles")]
+    problem = gdn_backend_problem(recipe, engine_venv(recipe.engine.venv), gpus[0].family, gpus[0].name)
+    return [problem] if problem else []
 
 
 def recipe_hash(path: str) -> str:
@@ -244,8 +240,6 @@ def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float |
            check_first: bool = True) -> LaunchResult:
     """Start, wait until ready (or failure / timeout / Ctrl-C), then either return (detach)
     or stay in the foreground until a process exits or the user stops it."""
-    import httpx
-
     dep = build_deployment(recipe)
     specs = local_processes(dep)
     problems = preflight(recipe, specs)
@@ -264,7 +258,7 @@ def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float |
             if ps.kind != "router":
                 sup.start(ps.name)
         deadline = time.monotonic() + timeout_s
-        result = _wait_ready(sup, state, timeout_s, display, httpx)
+        result = _wait_ready(sup, state, timeout_s, display)
         if result.ok:
             result = _prove_serving(state, deadline, display)
         if not result.ok or detach:
@@ -272,12 +266,9 @@ def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float |
                 sup.stop()
             return result
         display.ready(state)
-        while True:  # foreground: until a process exits or Ctrl-C
-            dead = sup.dead()
-            if dead is not None:
-                sup.stop()
-                return _failure(state, dead, f"{dead.name} exited with code {dead.exited}")
-            time.sleep(0.5)
+        dead = poll_until(sup.dead, interval_s=0.5)  # foreground: until a process exits or Ctrl-C
+        sup.stop()
+        return _failure(state, dead, f"{dead.name} exited with code {dead.exited}")
     except KeyboardInterrupt:
         sup.stop()
         state.save()
@@ -307,33 +298,28 @@ def _prove_serving(state: RunState, deadline: float, display) -> LaunchResult:
                         d.cause if d else None, d.fix if d else None)
 
 
-def _wait_ready(sup: Supervisor, state: RunState, timeout_s: float, display, httpx) -> LaunchResult:
-    t0 = time.monotonic()
+def _wait_ready(sup: Supervisor, state: RunState, timeout_s: float, display) -> LaunchResult:
     router = next((p for p in state.processes if p.kind == "router"), None)
-    with httpx.Client(timeout=httpx.Timeout(2.0, connect=0.5)) as client, display.live(state) as live:
-        while True:
-            dead = sup.dead()
-            if dead is not None:
-                return _failure(state, dead, f"{dead.name} exited with code {dead.exited} during start-up")
-            pending = [p for p in state.processes if p.pid and p.healthy_at is None and p.url]
-            for ps in pending:
-                try:
-                    if client.get(ps.url + "/health").status_code == 200:
-                        ps.healthy_at = time.time()
-                        state.save()
-                except httpx.HTTPError:
-                    pass
-            workers_up = all(p.healthy_at for p in state.processes if p.kind != "router")
-            if router and workers_up and router.pid is None:
-                sup.start(router.name)
-                continue  # poll the router at once
-            if all(p.healthy_at for p in state.processes):
-                state.ready_at = time.time()
-                state.save()
-                live.update()
-                return LaunchResult(state, True, "ready")
-            if time.monotonic() - t0 > timeout_s:
-                slow = next(p for p in state.processes if p.healthy_at is None)
-                return _failure(state, slow, f"{slow.name} not ready after {timeout_s:.0f}s")
-            live.update()
-            time.sleep(0.25)
+
+    def step(client, live) -> LaunchResult | None:
+        dead = sup.dead()
+        if dead is not None:
+            return _failure(state, dead, f"{dead.name} exited with code {dead.exited} during start-up")
+        record_healthy(client, state)
+        workers_up = all(p.healthy_at for p in state.processes if p.kind != "router")
+        if router and workers_up and router.pid is None:
+            sup.start(router.name)
+            record_healthy(client, state)  # poll the router at once
+        live.update()
+        if all(p.healthy_at for p in state.processes):
+            state.ready_at = time.time()
+            state.save()
+            return LaunchResult(state, True, "ready")
+        return None
+
+    with health_client() as client, display.live(state) as live:
+        result = poll_until(lambda: step(client, live), interval_s=0.25, timeout_s=timeout_s)
+    if result is not None:
+        return result
+    slow = next(p for p in state.processes if p.healthy_at is None)
+    return _failure(state, slow, f"{slow.name} not ready after {timeout_s:.0f}s")

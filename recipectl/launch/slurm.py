@@ -11,10 +11,12 @@ import time
 from pathlib import Path
 
 from ..errors import ExitCode, RecipectlError
+from ..retry import poll_until, retry_transient
 from ..runs.diagnose import diagnose
 from ..runs.processes import tail
 from ..runs.state import ProcessState, RunState, new_run_dir, runs_root
 from ..schema import Recipe
+from .readiness import health_client, record_healthy
 from .result import LaunchResult
 
 
@@ -32,11 +34,30 @@ def _slurm(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
                                  "a job may still be queued or running: squeue --me") from None
 
 
-def job_state(job_id: str) -> str | None:
-    """PENDING / RUNNING / COMPLETING ...; None once the job has left the queue."""
+class SqueueFailed(RecipectlError):
+    """squeue answered with an error other than "no such job": the controller, not the job."""
+
+
+#: A failing squeue is asked again this many times, this far apart, before the failure is reported.
+SQUEUE_ATTEMPTS, SQUEUE_WAIT_S = 4, 2.0
+
+
+def _squeue_once(job_id: str) -> str | None:
     r = _slurm("squeue", "-h", "-j", job_id, "-o", "%T")
-    state = r.stdout.strip()
-    return state or None
+    if r.returncode == 0:
+        return r.stdout.strip() or None
+    if "invalid job id" in r.stderr.lower():  # the job left the queue longer ago than MinJobAge
+        return None
+    raise SqueueFailed(f"squeue -j {job_id} failed (exit {r.returncode}): {r.stderr.strip() or r.stdout.strip()}",
+                       fix=f"check the controller (scontrol ping); job {job_id} was left as it is: squeue -j {job_id}")
+
+
+def job_state(job_id: str) -> str | None:
+    """PENDING / RUNNING / COMPLETING ...; None once the job has left the queue. A squeue that fails
+    (the controller busy or restarting) is asked again; one that keeps failing is a SqueueFailed,
+    never taken for a job that has gone."""
+    return retry_transient(lambda: _squeue_once(job_id), SqueueFailed, attempts=SQUEUE_ATTEMPTS,
+                           wait_s=SQUEUE_WAIT_S)
 
 
 def cancel_job(state: RunState, wait_s: float = 60) -> None:
@@ -48,9 +69,7 @@ def cancel_job(state: RunState, wait_s: float = 60) -> None:
         raise RecipectlError(f"could not cancel Slurm job {state.job_id}: {e.message}",
                              fix=f"scancel {state.job_id} once the controller answers (or: recipectl stop "
                                  f"{state.run_id})") from None
-    deadline = time.time() + wait_s
-    while time.time() < deadline and job_state(state.job_id):
-        time.sleep(0.5)
+    poll_until(lambda: job_state(state.job_id) is None or None, interval_s=0.5, timeout_s=wait_s)
     state.stopped_at = time.time()
     state.save()
 
@@ -126,36 +145,29 @@ def _failed_step(state: RunState) -> ProcessState:
 
 
 def wait_ready(state: RunState, recipe: Recipe, timeout_s: float, console) -> tuple[bool, str]:
-    import httpx
-
-    t0 = time.monotonic()
     last_phase = ""
-    with httpx.Client(timeout=httpx.Timeout(2.0, connect=0.5)) as client:
-        while True:
-            js = job_state(state.job_id)
-            if js is None:
-                return False, f"job {state.job_id} ended before the deployment was ready"
-            if js == "RUNNING" and not any(p.url for p in state.processes):
-                _resolve_urls(state, recipe)
-            for p in state.processes:
-                if p.url and p.healthy_at is None:
-                    try:
-                        if client.get(p.url + "/health").status_code == 200:
-                            p.healthy_at = time.time()
-                            state.save()
-                    except httpx.HTTPError:
-                        pass
-            phase = f"job {state.job_id} {js}; healthy: " + ", ".join(p.name for p in state.processes if p.healthy_at)
-            if phase != last_phase:
-                console.print(phase, highlight=False)
-                last_phase = phase
-            if all(p.healthy_at for p in state.processes if p.port):
-                state.ready_at = time.time()
-                state.save()
-                return True, "ready"
-            if time.monotonic() - t0 > timeout_s:
-                return False, f"not ready after {timeout_s:.0f}s"
-            time.sleep(0.5)
+
+    def step(client) -> tuple[bool, str] | None:
+        nonlocal last_phase
+        js = job_state(state.job_id)
+        if js is None:
+            return False, f"job {state.job_id} ended before the deployment was ready"
+        if js == "RUNNING" and not any(p.url for p in state.processes):
+            _resolve_urls(state, recipe)
+        record_healthy(client, state)
+        phase = f"job {state.job_id} {js}; healthy: " + ", ".join(p.name for p in state.processes if p.healthy_at)
+        if phase != last_phase:
+            console.print(phase, highlight=False)
+            last_phase = phase
+        if all(p.healthy_at for p in state.processes if p.port):
+            state.ready_at = time.time()
+            state.save()
+            return True, "ready"
+        return None
+
+    with health_client() as client:
+        result = poll_until(lambda: step(client), interval_s=0.5, timeout_s=timeout_s)
+    return result or (False, f"not ready after {timeout_s:.0f}s")
 
 
 def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float | None, display,
@@ -184,8 +196,7 @@ def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float |
         if detach:
             return LaunchResult(state, True, "ready")
         console.print(f"[green]ready[/] — router {state.router_url} (job {state.job_id}; stop with: recipectl stop)")
-        while job_state(state.job_id):
-            time.sleep(2)
+        poll_until(lambda: job_state(state.job_id) is None or None, interval_s=2)
         return LaunchResult(state, False, f"job {state.job_id} ended", cleaned_up="")
     except KeyboardInterrupt:
         if _cancel_reporting(state, console):

@@ -30,13 +30,6 @@ class ProcessSpec:
     headless: bool = False
     endpoint: int = 0
 
-    @property
-    def health_path(self) -> str:
-        return "/health"
-
-    def env_dict(self) -> dict[str, Value]:
-        return dict(self.env)
-
 
 @dataclass
 class Deployment:

@@ -194,6 +194,104 @@ def _pod_template(name: str, role: str, container: dict) -> dict:
             "spec": {"containers": [container], "volumes": _shm_volumes()}}
 
 
+def _k8s_env(proc: ProcessSpec) -> list[dict]:
+    """A process's environment as container env: node addresses from the pod, references from
+    Secrets, literals escaped; no CUDA_VISIBLE_DEVICES (each pod gets its GPUs from the device plugin)."""
+    out = []
+    for k, v in proc.env:
+        if isinstance(v, NodeAddress):
+            out.append({"name": k, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+        elif isinstance(v, EnvRef):
+            out.append({"name": k, "valueFrom": {"secretKeyRef": {"name": _k8s_name(v.name), "key": "value"}}})
+        elif k != "CUDA_VISIBLE_DEVICES":
+            out.append({"name": k, "value": _k8s_literal(str(v))})
+    return out
+
+
+def _k8s_service_name(base: str, role: str, endpoint: int) -> str:
+    return f"{base}-{role}-{endpoint}"
+
+
+def _k8s_words(dep: Deployment, base: str, proc: ProcessSpec,
+               worker_rank_expr: str | None = None) -> list[tuple[str, bool]]:
+    """(word, is_expression): expressions are expanded by the kubelet or the shell; every
+    literal is escaped so that neither can touch it."""
+    words: list[tuple[str, bool]] = []
+    argv = list(proc.argv)
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if isinstance(a, NodeAddress):
+            words.append(("$(LWS_LEADER_ADDRESS)", True))
+        elif isinstance(a, UrlOf):
+            owner = next(p for p in dep.workers if p.node == a.node and p.port == a.port)
+            words.append((f"http://{_k8s_service_name(base, owner.kind, owner.endpoint)}:{a.port}", False))
+        elif isinstance(a, EnvRef):
+            words.append((f"$({a.name})", True))
+        elif isinstance(a, HomePath):
+            # containers run as root unless the image says otherwise
+            words.append((_k8s_literal(f"/root/{a.rest}"), False))
+        elif a == "--data-parallel-start-rank" and worker_rank_expr:
+            words += [(a, False), (worker_rank_expr, True)]
+            i += 1
+        elif a == "--host" and i + 1 < len(argv):
+            # the recipe's hosts name machines, not pods: in a pod the server listens on the
+            # pod's interfaces and its Service decides who reaches it
+            words += [(a, False), ("0.0.0.0", False)]
+            i += 1
+        else:
+            words.append((_k8s_literal(str(a)), False))
+        i += 1
+    return words
+
+
+def _k8s_endpoint(dep: Deployment, base: str, image: str, ep) -> list[dict]:
+    """One endpoint's Service, and its Deployment (one node) or LeaderWorkerSet (several)."""
+    procs = [p for p in dep.workers if p.kind == ep.role and p.endpoint == ep.index]
+    leader = procs[0]
+    name = _k8s_service_name(base, ep.role, ep.index)
+    gpus = len(leader.gpus)
+    labels = {"app.kubernetes.io/part-of": base, "recipectl/role": ep.role}
+    args = [w for w, _ in _k8s_words(dep, base, leader)]
+    leader_container = _vllm_container(image, args[:2], _k8s_env(leader), gpus, leader.port, args[2:])
+    service = _service(name, base, ep.role, leader.port, lws=ep.multi_node)
+    if not ep.multi_node:
+        return [service, {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": labels},
+                          "spec": {"replicas": 1, "selector": {"matchLabels": {"recipectl/endpoint": name}},
+                                   "template": _pod_template(name, ep.role, leader_container)}}]
+    follower = procs[1]
+    dp_local = ep.processes[0].dp_local
+    # every follower pod shares one template: its start rank comes from its index
+    worker_command = ["sh", "-c", "exec " + " ".join(
+        w if is_expr else shlex.quote(w)
+        for w, is_expr in _k8s_words(dep, base, follower, f"$((LWS_WORKER_INDEX * {dp_local}))"))]
+    worker_container = _vllm_container(image, worker_command, _k8s_env(follower), gpus)
+    return [service, {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                      "metadata": {"name": name, "labels": labels},
+                      "spec": {"replicas": 1, "leaderWorkerTemplate": {
+                          "size": len(procs), "restartPolicy": "RecreateGroupOnPodRestart",
+                          "leaderTemplate": _pod_template(name, ep.role, leader_container),
+                          "workerTemplate": _pod_template(name, ep.role, worker_container)}}}]
+
+
+def _k8s_router(dep: Deployment, base: str, image: str) -> list[dict]:
+    """The router's Service and Deployment."""
+    router = dep.router
+    rname = f"{base}-router"
+    rargs = [w for w, _ in _k8s_words(dep, base, router)]
+    return [_service(rname, base, "router", router.port, lws=False),
+            {"apiVersion": "apps/v1", "kind": "Deployment",
+             "metadata": {"name": rname, "labels": {"app.kubernetes.io/part-of": base, "recipectl/role": "router"}},
+             "spec": {"replicas": 1, "selector": {"matchLabels": {"recipectl/endpoint": rname}},
+                      "template": {
+                          "metadata": {"labels": {"recipectl/endpoint": rname, "recipectl/role": "router"}},
+                          "spec": {"containers": [{
+                              "name": "router", "image": image, "command": rargs[:1], "args": rargs[1:],
+                              "env": _k8s_env(router), "ports": [{"containerPort": router.port, "name": "http"}],
+                              "readinessProbe": {"httpGet": {"path": "/health", "port": router.port},
+                                                 "periodSeconds": 5}}]}}}}]
+
+
 def render_k8s(dep: Deployment) -> list[RenderedFile]:
     """The manifests as Python data (a list of documents), written by yaml.safe_dump_all: every
     recipe value is a YAML scalar the emitter quotes, never text spliced into YAML."""
@@ -202,100 +300,8 @@ def render_k8s(dep: Deployment) -> list[RenderedFile]:
     r = dep.recipe
     base = _k8s_name(r.name)
     image = r.engine.image or "vllm/vllm-openai:latest"
-
-    def svc(p_node_role_endpoint: tuple[str, int]) -> str:
-        role, ep = p_node_role_endpoint
-        return f"{base}-{role}-{ep}"
-
-    def k8s_env(proc: ProcessSpec) -> list[dict]:
-        out = []
-        for k, v in proc.env:
-            if isinstance(v, NodeAddress):
-                out.append({"name": k, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
-            elif isinstance(v, EnvRef):
-                out.append({"name": k, "valueFrom": {"secretKeyRef": {"name": _k8s_name(v.name), "key": "value"}}})
-            elif k == "CUDA_VISIBLE_DEVICES":
-                continue  # each pod gets its own GPUs from the device plugin
-            else:
-                out.append({"name": k, "value": _k8s_literal(str(v))})
-        return out
-
-    def k8s_words(proc: ProcessSpec, worker_rank_expr: str | None = None) -> list[tuple[str, bool]]:
-        """(word, is_expression): expressions are expanded by the kubelet or the shell; every
-        literal is escaped so that neither can touch it."""
-        words: list[tuple[str, bool]] = []
-        argv = list(proc.argv)
-        i = 0
-        while i < len(argv):
-            a = argv[i]
-            if isinstance(a, NodeAddress):
-                words.append(("$(LWS_LEADER_ADDRESS)", True))
-            elif isinstance(a, UrlOf):
-                owner = next(p for p in dep.workers if p.node == a.node and p.port == a.port)
-                words.append((f"http://{svc((owner.kind, owner.endpoint))}:{a.port}", False))
-            elif isinstance(a, EnvRef):
-                words.append((f"$({a.name})", True))
-            elif isinstance(a, HomePath):
-                # containers run as root unless the image says otherwise
-                words.append((_k8s_literal(f"/root/{a.rest}"), False))
-            elif a == "--data-parallel-start-rank" and worker_rank_expr:
-                words += [(a, False), (worker_rank_expr, True)]
-                i += 1
-            elif a == "--host" and i + 1 < len(argv):
-                # the recipe's hosts name machines, not pods: in a pod the server listens on the
-                # pod's interfaces and its Service decides who reaches it
-                words += [(a, False), ("0.0.0.0", False)]
-                i += 1
-            else:
-                words.append((_k8s_literal(str(a)), False))
-            i += 1
-        return words
-
-    def k8s_args(proc: ProcessSpec) -> list[str]:
-        return [w for w, _ in k8s_words(proc)]
-
-    docs: list[dict] = []
-    for ep in dep.placement.endpoints:
-        procs = [p for p in dep.workers if p.kind == ep.role and p.endpoint == ep.index]
-        leader = procs[0]
-        name = svc((ep.role, ep.index))
-        gpus = len(leader.gpus)
-        labels = {"app.kubernetes.io/part-of": base, "recipectl/role": ep.role}
-        docs.append(_service(name, base, ep.role, leader.port, lws=ep.multi_node))
-        args = k8s_args(leader)
-        leader_container = _vllm_container(image, args[:2], k8s_env(leader), gpus, leader.port, args[2:])
-        if not ep.multi_node:
-            docs.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": labels},
-                         "spec": {"replicas": 1, "selector": {"matchLabels": {"recipectl/endpoint": name}},
-                                  "template": _pod_template(name, ep.role, leader_container)}})
-            continue
-        follower = procs[1]
-        dp_local = ep.processes[0].dp_local
-        # every follower pod shares one template: its start rank comes from its index
-        worker_command = ["sh", "-c", "exec " + " ".join(
-            w if is_expr else shlex.quote(w)
-            for w, is_expr in k8s_words(follower, f"$((LWS_WORKER_INDEX * {dp_local}))"))]
-        worker_container = _vllm_container(image, worker_command, k8s_env(follower), gpus)
-        docs.append({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
-                     "metadata": {"name": name, "labels": labels},
-                     "spec": {"replicas": 1, "leaderWorkerTemplate": {
-                         "size": len(procs), "restartPolicy": "RecreateGroupOnPodRestart",
-                         "leaderTemplate": _pod_template(name, ep.role, leader_container),
-                         "workerTemplate": _pod_template(name, ep.role, worker_container)}}})
-    router = dep.router
-    rname = f"{base}-router"
-    rargs = k8s_args(router)
-    docs.append(_service(rname, base, "router", router.port, lws=False))
-    docs.append({"apiVersion": "apps/v1", "kind": "Deployment",
-                 "metadata": {"name": rname, "labels": {"app.kubernetes.io/part-of": base, "recipectl/role": "router"}},
-                 "spec": {"replicas": 1, "selector": {"matchLabels": {"recipectl/endpoint": rname}},
-                          "template": {
-                              "metadata": {"labels": {"recipectl/endpoint": rname, "recipectl/role": "router"}},
-                              "spec": {"containers": [{
-                                  "name": "router", "image": image, "command": rargs[:1], "args": rargs[1:],
-                                  "env": k8s_env(router), "ports": [{"containerPort": router.port, "name": "http"}],
-                                  "readinessProbe": {"httpGet": {"path": "/health", "port": router.port},
-                                                     "periodSeconds": 5}}]}}}})
+    docs = [doc for ep in dep.placement.endpoints for doc in _k8s_endpoint(dep, base, image, ep)]
+    docs += _k8s_router(dep, base, image)
     header = _K8S_HEADER.format(name=r.name, model=_comment_value(r.model.path),
                                 version=_comment_value(r.engine.vllm_version or "unknown"))
     body = yaml.safe_dump_all(docs, explicit_start=True, sort_keys=False, width=1 << 16)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ..diagnostics import Category, Severity
-from ..schema import is_loopback
+from ..fieldtypes import is_loopback
 from ..secretscan import pure_reference, secret_flag, secret_name, secret_value
 from .context import RuleContext
 from .registry import Violation, rule

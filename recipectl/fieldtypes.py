@@ -1,0 +1,177 @@
+"""The value types a recipe's fields are made of, below the schema: text without control
+characters (and Strict, the base of every section, which refuses them), environment variable
+names, hosts (RFC 1123 names, IP addresses, loopback), OCI image references, PEP 440 versions and
+token counts. Each raises SchemaValueError (a ValueError with a fix) or answers yes or no; the
+schema's models attach them to fields."""
+
+# No `from __future__ import annotations`: TokenCount is read by pydantic at class creation.
+
+import re
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# Upper bounds of numbers no real deployment comes near: a typo such as 10**400 (or .inf) is a
+# schema error, never arithmetic that overflows, a loop over it, or a wait that never ends.
+MAX_TOKENS = 1 << 30  # token counts
+MAX_SECONDS = 7 * 24 * 3600  # timeouts: a week
+
+
+# Characters no recipe value may hold: C0/C1 controls (newline, NUL, escape, ...), the Unicode line
+# and paragraph separators (YAML 1.1 breaks lines at U+0085, U+2028, U+2029), lone surrogates (they
+# cannot be written out) and the bidirectional overrides that make text read other than it runs.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def control_char(value: Any) -> str | None:
+    """The first forbidden character in a value (strings, and the keys and items of containers)."""
+    if isinstance(value, str):
+        m = _CONTROL.search(value)
+        return m.group() if m else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = control_char(k) or control_char(v)
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            found = control_char(v)
+            if found:
+                return found
+    return None
+
+
+class SchemaValueError(ValueError):
+    """A ValueError that carries a fix for the diagnostic."""
+
+    def __init__(self, message: str, fix: str | None = None):
+        super().__init__(message)
+        self.fix = fix
+
+
+_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
+# PEP 440 (its appendix's pattern, as a full match: "0.26.0; rm -rf ~" is not a version)
+_PEP440 = re.compile(
+    r"v?(?:\d+!)?\d+(?:\.\d+)*"
+    r"(?:[-_.]?(?:a|b|c|rc|alpha|beta|pre|preview)[-_.]?\d*)?"
+    r"(?:-\d+|[-_.]?(?:post|rev|r)[-_.]?\d*)?"
+    r"(?:[-_.]?dev[-_.]?\d*)?"
+    r"(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?", re.I)
+# An OCI image reference (the distribution/reference grammar): [registry[:port]/]path[:tag][@digest]
+_OCI_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_OCI_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+_OCI_DOMAIN = rf"(?:{_OCI_LABEL}(?:\.{_OCI_LABEL})*|\[[0-9a-fA-F:.]+\])(?::\d+)?"
+_OCI_REF = re.compile(
+    rf"(?:{_OCI_DOMAIN}/)?{_OCI_COMPONENT}(?:/{_OCI_COMPONENT})*"
+    r"(?::[\w][\w.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_env_names(env: dict[str, str]) -> dict[str, str]:
+    """Environment variable names are identifiers: a name is written into scripts as `NAME=value`."""
+    for name in env:
+        if not _ENV_NAME.fullmatch(name):
+            raise SchemaValueError(f"{name!r} is not an environment variable name",
+                                   fix="use letters, digits and '_', not starting with a digit, e.g. MY_VAR")
+    return env
+
+
+def parse_version(text: str | None) -> tuple[int, int, int] | None:
+    """(major, minor, patch) of a version's leading numbers; None for no version."""
+    if not text:
+        return None
+    m = _VERSION_RE.match(text.strip())
+    if not m:
+        return None
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+# vLLM's own release images, on Docker Hub (optionally with its registry name); the tag is the release.
+_VLLM_RELEASE_IMAGE = re.compile(
+    r"(?:(?:docker\.io|registry-1\.docker\.io)/)?vllm/vllm-openai:v?(\d+\.\d+\.\d+)(?:-[A-Za-z0-9.]+)?")
+
+
+def is_version(text: str) -> bool:
+    """A PEP 440 version, as a full match ("0.26.0; rm -rf ~" is not one), with numbers to compare."""
+    return bool(_PEP440.fullmatch(text)) and parse_version(text) is not None
+
+
+def is_image_reference(text: str) -> bool:
+    """An OCI image reference: [registry[:port]/]path[:tag][@digest]."""
+    return len(text) <= 512 and bool(_OCI_REF.fullmatch(text))
+
+
+def release_image_version(image: str) -> tuple[int, int, int] | None:
+    """The vLLM version of one of vLLM's own release images (vllm/vllm-openai:vX.Y.Z); None for any
+    other image."""
+    m = _VLLM_RELEASE_IMAGE.fullmatch(image.split("@", 1)[0])
+    return parse_version(m.group(1)) if m else None
+
+
+_HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+
+def is_host(text: str) -> bool:
+    """An RFC 1123 host name or an IPv4/IPv6 address (no port, no scheme, no brackets)."""
+    if ":" in text or (text and text.replace(".", "").isdigit()):
+        import ipaddress  # only for addresses
+
+        try:
+            ipaddress.ip_address(text)
+        except ValueError:
+            return False
+        return True
+    return 0 < len(text) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in text.split("."))
+
+
+def is_loopback(host: str) -> bool:
+    """A host that only this machine reaches: localhost, 127.0.0.0/8, ::1."""
+    if host.lower() == "localhost":
+        return True
+    if ":" in host or host.replace(".", "").isdigit():
+        import ipaddress
+
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+    return False
+
+
+def parse_tokens(value: Any) -> Any:
+    """vLLM accepts 16K / 1M style sizes for token counts; so do we."""
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*(\d+)\s*([kKmM]?)\s*", value)
+        if not m:
+            raise SchemaValueError(f"'{value}' is not a token count", fix="write a number like 16384 or 16K")
+        n = int(m.group(1))
+        unit = m.group(2).lower()
+        return n * {"": 1, "k": 1024, "m": 1024 * 1024}[unit]
+    return value
+
+
+TokenCount = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
+
+
+class Strict(BaseModel):
+    # defer_build: a model's validator is built when first used, not when its class is defined.
+    # Loading a recipe needs only Recipe's (it holds every section), so the sections' own
+    # validators and the unused RoleSection's are never built on `recipectl validate`.
+    # (Empty-list defaults are `lambda: []` rather than `list` for start-up time as well: pydantic
+    # reads every default factory's signature, and the text signature of a builtin is parsed with
+    # tokenize, whose large regex would be compiled for it.)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
+
+    @field_validator("*")
+    @classmethod
+    def _no_control_characters(cls, v: Any) -> Any:
+        """A recipe is data: no value may hold a newline, NUL or other control character (a newline
+        in a model path would end the comment it is quoted in and start a command or a YAML document).
+        After validation, so that a section's own fields report their own path (a section is a model
+        instance by then, checked by its own validator)."""
+        found = control_char(v)
+        if found is not None:
+            raise SchemaValueError(f"the value holds the control character {found!r}",
+                                   fix="write it on one line, without control characters")
+        return v

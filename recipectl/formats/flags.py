@@ -1,0 +1,115 @@
+"""A server's command line (`vllm serve`, `python3 -m dynamo.vllm`) read into recipe fields by
+flag name, with vLLM's spellings and arities (recipectl.engine_flags)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..engine_flags import FLAGS, Arity, EngineFlag, parse_extra_args
+from .shellwords import Word
+
+_SPELLINGS: dict[str, EngineFlag] = {s: f for f in FLAGS for s in f.spellings}
+# Flags recipectl derives from the placement it computes; the original's values are not carried.
+DERIVED = {"data_parallel_size_local", "data_parallel_start_rank", "data_parallel_address", "headless", "host"}
+# Model-level settings (one value for both roles in a recipectl recipe).
+MODEL_FIELDS = {"dtype", "load_format", "trust_remote_code", "language_model_only"}
+# Dynamo's own worker flags (dynamo.vllm): they choose the role, they are not vLLM's.
+DYNAMO_ROLE_FLAGS = {"--is-prefill-worker": "prefill", "--is-decode-worker": "decode"}
+DYNAMO_VALUE_FLAGS = {"--disaggregation-mode", "--connector", "--endpoint", "--store-kv", "--request-plane",
+                      "--migration-limit", "--dyn-tool-call-parser", "--dyn-reasoning-parser"}
+
+
+def _normalise(name: str) -> str:
+    """vLLM's parser takes `--max_num_seqs` for `--max-num-seqs`."""
+    return "--" + name[2:].replace("_", "-") if name.startswith("--") else name
+
+
+@dataclass
+class RoleFlags:
+    """One role's command line, read: typed settings, extra args, and what decides the role."""
+
+    settings: dict[str, tuple[Any, Word]] = field(default_factory=dict)  # field -> (value, flag word)
+    extra: list[Word] = field(default_factory=list)
+    model: tuple[str, Word] | None = None
+    kv_config: tuple[dict, Word] | None = None
+    role: tuple[str, Word] | None = None  # from Dynamo's role flags or the KV role
+    problems: list[tuple[Word, str]] = field(default_factory=list)
+    derived: list[Word] = field(default_factory=list)
+    dropped: list[tuple[Word, str]] = field(default_factory=list)
+
+
+def read_flags(words: list[Word], *, positional_model: bool) -> RoleFlags:
+    """Read a server's arguments (after `vllm serve` or `python3 -m dynamo.vllm`) by flag name."""
+    out = RoleFlags()
+    i = 0
+    while i < len(words):
+        w = words[i]
+        text = w.text
+        if not text.startswith("-") or text == "-":
+            if positional_model and out.model is None:
+                out.model = (text, w)
+            else:
+                out.dropped.append((w, "a positional argument recipectl does not know"))
+            i += 1
+            continue
+        name, eq, inline = text.partition("=")
+        norm = _normalise(name)
+        has_value = bool(eq) or (i + 1 < len(words) and not words[i + 1].text.startswith("-"))
+        value_text = inline if eq else (words[i + 1].text if has_value else None)
+        step = 1 if eq or not has_value else 2
+        if norm == "--model":
+            if value_text is not None:
+                out.model = (value_text, w)
+            i += step
+            continue
+        if norm in DYNAMO_ROLE_FLAGS:
+            out.role = (DYNAMO_ROLE_FLAGS[norm], w)
+            i += 1
+            continue
+        if norm in DYNAMO_VALUE_FLAGS:
+            if norm == "--disaggregation-mode" and value_text in ("prefill", "decode"):
+                out.role = (value_text, w)
+            elif norm != "--disaggregation-mode":
+                out.dropped.append((w, f"{name} is a dynamo.vllm option, not vLLM's; recipectl starts vllm serve"))
+            i += step
+            continue
+        flag = _SPELLINGS.get(norm)
+        if flag is None:
+            out.extra.append(w)
+            if step == 2:
+                out.extra.append(words[i + 1])
+            i += step
+            continue
+        i += _read_known_flag(words, i, flag, inline=bool(eq), out=out)
+    return out
+
+
+def _read_known_flag(words: list[Word], i: int, flag: EngineFlag, *, inline: bool, out: RoleFlags) -> int:
+    """Read the flag at words[i], one recipectl knows, with the engine_flags parser into `out`;
+    how many words it took."""
+    w = words[i]
+    name = w.text.partition("=")[0]
+    if flag.arity in (Arity.BOOL, Arity.FLAG):
+        take = 1
+    elif flag.arity is Arity.MANY:
+        take = 1
+        while not inline and i + take < len(words) and not words[i + take].text.startswith("-"):
+            take += 1
+    else:
+        take = 1 if inline else 2
+    found, problems = parse_extra_args([x.text for x in words[i:i + take]])
+    for p in problems:
+        out.problems.append((w, p.message))
+    for setting in found:
+        f = setting.flag.field
+        if f in DERIVED:
+            out.derived.append(w)
+        elif f == "kv_transfer_config":
+            if isinstance(setting.value, dict):
+                out.kv_config = (setting.value, w)
+            else:
+                out.problems.append((w, f"{name} is not a JSON object"))
+        else:
+            out.settings[f] = (setting.value, w)
+    return max(take, 1)

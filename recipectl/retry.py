@@ -1,0 +1,33 @@
+"""Every wait and retry in recipectl, on tenacity: poll until something happens, or try an
+operation again after a transient failure."""
+
+from __future__ import annotations
+
+from typing import Callable, TypeVar
+
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    retry_if_result,
+    stop_after_attempt,
+    stop_after_delay,
+    stop_never,
+    wait_fixed,
+)
+
+T = TypeVar("T")
+
+
+def poll_until(step: Callable[[], T | None], *, interval_s: float, timeout_s: float | None = None) -> T | None:
+    """Call `step` every `interval_s` until it returns something other than None and return that;
+    None once `timeout_s` has passed (never, without one). `step` runs at least once."""
+    return Retrying(stop=stop_never if timeout_s is None else stop_after_delay(timeout_s),
+                    wait=wait_fixed(interval_s), retry=retry_if_result(lambda r: r is None),
+                    retry_error_callback=lambda _: None)(step)
+
+
+def retry_transient(fn: Callable[[], T], transient: type[BaseException] | tuple[type[BaseException], ...], *,
+                    attempts: int, wait_s: float) -> T:
+    """`fn()`, tried up to `attempts` times while it raises `transient`; the last failure is raised."""
+    return Retrying(stop=stop_after_attempt(attempts), wait=wait_fixed(wait_s),
+                    retry=retry_if_exception_type(transient), reraise=True)(fn)
