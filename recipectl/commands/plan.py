@@ -55,6 +55,8 @@ def plan_report(recipe: Recipe, recipe_path: str) -> dict:
 
 
 def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool, loaded=None) -> int:
+    """`recipectl plan`'s output: JSON, or the table (one `row` per figure, which is what makes this
+    function longer than 60 lines) and the verdicts beneath it."""
     from ..models.info import ModelConfigError
 
     try:
