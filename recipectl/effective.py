@@ -172,11 +172,7 @@ def _recipe_value(recipe: Recipe, role: str, field: str) -> tuple[Any, str]:
     if field in ("dtype", "load_format", "trust_remote_code", "language_model_only"):
         value = getattr(recipe.model, field)
         return (None if value is False else value), f"model.{field}"
-    if field == "data_parallel_rpc_port":
-        return spec.data_parallel_rpc_port, f"{role}.data_parallel_rpc_port"
-    if hasattr(spec, field) and not BY_FIELD[field].owned:
-        return getattr(spec, field), f"{role}.{field}"
-    return None, f"{role}.{field}"
+    return getattr(spec, field, None), f"{role}.{field}"
 
 
 def _cpu_ssm_override(setting: Setting, host: HostCpu | None) -> Setting:

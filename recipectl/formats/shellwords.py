@@ -24,7 +24,9 @@ def shell_words(script: str, line0: int = 1, col0: int = 0, *, block_indent: int
     Enough of POSIX sh for launch scripts: quotes, backslash escapes and line continuations,
     comments, `;`, `&`, `&&`, `||`, `|` and newlines between commands. `line0` is the file line of
     the script's first line; `col0` the column offset of its first line, `block_indent` that of
-    the others (a YAML block scalar). No expansion: `$VAR` stays as written.
+    the others (a YAML block scalar). No expansion: `$VAR` stays as written. Not `shlex`: it
+    reports no column for a token (and only the line where a token ends), and a finding must
+    point at the word's own line and column in the original file.
 
     One function of about 90 lines on purpose: a single-pass tokenizer whose branches all move the
     same cursor (index, line, column) and the same word being built; split into functions, each
