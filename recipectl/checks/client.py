@@ -81,17 +81,16 @@ class ShardedTransport(httpx.AsyncBaseTransport):
     goes to the shard with the fewest requests in flight."""
 
     def __init__(self, concurrency: int, *, retries: int, keepalive_expiry: float = 30.0):
-        count = max(1, math.ceil(concurrency / SHARD_CONNECTIONS))
-        per_shard = math.ceil(concurrency / count)
-        limits = httpx.Limits(
-            max_connections=per_shard,
-            max_keepalive_connections=per_shard,
-            keepalive_expiry=keepalive_expiry,
-        )
+        concurrency = max(1, concurrency)
+        count = math.ceil(concurrency / SHARD_CONNECTIONS)
+        # The connections split exactly: 65 is 2 pools of 8 and 7 of 7, never 9 of 8 (72 in flight).
+        base, extra = divmod(concurrency, count)
+        self.capacity = tuple(base + (i < extra) for i in range(count))
         ssl_context = httpx.create_ssl_context()  # loads the CA bundle: build it once, not per shard
         self.shards = [
-            httpx.AsyncHTTPTransport(verify=ssl_context, retries=retries, limits=limits)
-            for _ in range(count)
+            httpx.AsyncHTTPTransport(verify=ssl_context, retries=retries, limits=httpx.Limits(
+                max_connections=size, max_keepalive_connections=size, keepalive_expiry=keepalive_expiry))
+            for size in self.capacity
         ]
         self._inflight = [0] * count
 
@@ -101,7 +100,8 @@ class ShardedTransport(httpx.AsyncBaseTransport):
         return tuple(self._inflight)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        index = min(range(len(self.shards)), key=self._inflight.__getitem__)
+        # the shard with the most free connections: a request waits in a pool only when all are busy
+        index = max(range(len(self.shards)), key=lambda i: self.capacity[i] - self._inflight[i])
         self._inflight[index] += 1
 
         def release() -> None:
