@@ -174,31 +174,70 @@ def test_shell_completion_requests_go_to_typer(monkeypatch):
     assert parse_fast(["validate", "a.yaml"]) is None
 
 
-def test_typer_commands_are_the_declared_ones():
+def _every_option_argv(spec) -> tuple[list[str], dict]:
+    """A command line that sets each of the spec's options to a value other than its default (by
+    each of its spellings, in turn), and the values the command's function must then get."""
+    argv = [spec.name, "a.yaml", *(["b.yaml"] if spec.many else [])]
+    expected: dict = {spec.argument: ["a.yaml", "b.yaml"] if spec.many else "a.yaml"}
+    for i, o in enumerate(spec.options):
+        name = o.names[i % len(o.names)]
+        if o.flag:
+            assert o.default is False, o.dest
+            argv.append(name)
+            expected[o.dest] = True
+        elif o.choices:
+            value = next(c for c in o.choices if c != o.default)
+            argv += [name, value]
+            expected[o.dest] = value
+        elif o.repeatable:
+            argv += [o.names[0], "X1", o.names[-1], "X2"]
+            expected[o.dest] = ["X1", "X2"]
+        else:
+            argv += [name, "v"]
+            expected[o.dest] = "v"
+    return argv, expected
+
+
+def _called_with(monkeypatch, spec, invoke) -> dict:
+    """The keyword arguments the spec's function is called with when ``invoke()`` runs."""
+    import importlib
+
+    seen: dict = {}
+    module, _, function = spec.run.partition(":")
+    monkeypatch.setattr(importlib.import_module(module), function, lambda **kw: seen.update(kw) or 0)
+    invoke()
+    return seen
+
+
+@pytest.mark.parametrize("name", ["validate", "render"])
+def test_typer_and_the_fast_path_call_the_command_with_the_same_values(monkeypatch, name):
     """cli.py builds validate and render from commands/options.py, which the fast path reads: the
-    Typer command's arguments, options, flags, choices, repetition and defaults are each spec's."""
-    from enum import Enum
+    same command line reaches the same function with the same values either way, for every
+    option (each spelling), and the declared defaults when none is given. Behaviour through
+    Typer's public test runner, not its parameter objects."""
+    from typer.testing import CliRunner
 
-    import typer.main
-
+    from recipectl import entry
     from recipectl.cli import app
     from recipectl.commands.options import COMMANDS
 
-    group = typer.main.get_command(app)
-    for name, spec in COMMANDS.items():
-        params = [p for p in group.commands[name].params if p.name != "help"]
-        args = [p for p in params if p.param_type_name == "argument"]
-        assert [(a.name, a.nargs == -1, a.required) for a in args] == [(spec.argument, spec.many, True)]
-        got = {}
-        for p in params:
-            assert p.envvar is None and not p.secondary_opts, p.name
-            if p.param_type_name == "argument":
-                continue
-            ann = p.type_descriptor.annotation
-            choices = tuple(m.value for m in ann) if isinstance(ann, type) and issubclass(ann, Enum) else None
-            got[p.name] = (tuple(p.opts), bool(p.is_flag), choices, p.multiple, getattr(p.default, "value", p.default))
-        assert got == {o.dest: (o.names, o.flag, o.choices, o.repeatable, o.default) for o in spec.options}, name
-        assert group.commands[name].help.startswith(spec.help.split("\n")[0])
+    spec = COMMANDS[name]
+    monkeypatch.setattr(entry, "_import_without_gc", lambda command: None)
+    bare = [spec.name, "a.yaml"]
+    for argv, expected in ((bare, {spec.argument: ["a.yaml"] if spec.many else "a.yaml"}),
+                           _every_option_argv(spec)):
+        def via_typer(argv=argv):
+            result = CliRunner().invoke(app, argv)
+            assert result.exit_code == 0, result.output
+
+        typer_values = _called_with(monkeypatch, spec, via_typer)
+        assert typer_values == {**spec.defaults(), **expected}, argv
+        fast = parse_fast(argv)
+        assert fast is not None, argv
+        assert _called_with(monkeypatch, spec, lambda fast=fast: entry._run_fast(*fast)) == typer_values, argv
+        help_text = " ".join(CliRunner().invoke(app, [spec.name, "--help"], terminal_width=200).output.split())
+        assert all(n in help_text for o in spec.options for n in o.names), help_text
+        assert spec.help.split("\n")[0] in help_text
 
 
 def test_declared_options_are_unambiguous():
