@@ -28,6 +28,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.timeout(ENGINE_OR_SLURM_TIMEOUT_S))
 
 
+def pytest_collection_finish(session):
+    """The engine tests' extra models, made before any test starts a deployment."""
+    if any(item.get_closest_marker("engine") for item in session.items):
+        from .e2e_support import make_test_models
+
+        make_test_models()
+
+
 def pytest_configure(config):
     from .requirements import ci_is_set, configure
 

@@ -5,19 +5,94 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 from recipectl.runs.processes import group_alive, port_in_use
 
+from .recipe_text import edited
+
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL_RECIPE = ROOT / "recipes" / "local" / "tiny-hybrid-cpu.yaml"
-PORTS = (8100, 8200, 30000, 5600, 5700, 29000)  # 29000: the router's Prometheus default
+
+
+@dataclass(frozen=True)
+class LocalPorts:
+    """The local recipe's ports, chosen free when a test starts: two runs of the suite (or a
+    deployment a user left up) never meet on 8100/8200/30000."""
+
+    prefill: int
+    decode: int
+    prefill_side_channel: int
+    decode_side_channel: int
+    router: int
+    router_metrics: int
+
+    def all(self) -> tuple[int, ...]:
+        return (self.prefill, self.decode, self.prefill_side_channel, self.decode_side_channel, self.router,
+                self.router_metrics)
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct TCP ports free on 127.0.0.1 now (held together while chosen, so distinct)."""
+    with ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+
+
+def local_recipe_on_free_ports(dest: Path, text: str | None = None) -> tuple[Path, LocalPorts]:
+    """The local recipe (or ``text``, an edit of it) written to ``dest`` with every port it opens
+    chosen free now; the router's metrics port too (its default, 29000, is fixed)."""
+    ports = LocalPorts(*free_ports(6))
+    dest.write_text(edited(
+        LOCAL_RECIPE.read_text() if text is None else text,
+        ("  port: 8100\n", f"  port: {ports.prefill}\n"), ("  port: 8200\n", f"  port: {ports.decode}\n"),
+        ("side_channel_port: 5600", f"side_channel_port: {ports.prefill_side_channel}"),
+        ("side_channel_port: 5700", f"side_channel_port: {ports.decode_side_channel}"),
+        ("router:\n  port: 30000\n", f"router:\n  port: {ports.router}\n  prometheus_port: {ports.router_metrics}\n")))
+    return dest, ports
 # What vLLM prints at start-up about its cache (docs/engine-cpu.md, "Capacity lines")
 CAPACITY_LINE = re.compile(r"KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per "
                            r"request: ([\d.]+)x")
+
+
+# The tiny models the end-to-end tests use besides the local recipe's own (setup makes that one):
+# name -> make-tiny-model.sh's environment. Made once into the model cache, before the first test
+# (conftest.py): made inside a test, each competed with a running deployment for 2 cores, and
+# once took more than 5 minutes.
+TEST_MODELS = {"qwen3next-tiny-seed1": {"SEED": "1"}, "qwen3-dense-tiny": {"KIND": "dense"}}
+MAKE_MODEL_TIMEOUT_S = 1800  # ~40 s on an idle 2-core host
+
+
+def tiny_model(name: str) -> Path:
+    """The path of a test model from TEST_MODELS, made if it is not there (the script does
+    nothing when the model's stamp matches)."""
+    from recipectl.engine_env import engine_venv
+
+    out = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "recipectl" / "models" / name
+    subprocess.run(["bash", str(ROOT / "scripts" / "make-tiny-model.sh"), str(out)], check=True,
+                   capture_output=True, timeout=MAKE_MODEL_TIMEOUT_S,
+                   env={**os.environ, "RECIPECTL_ENGINE_VENV": str(engine_venv()), **TEST_MODELS[name]})
+    return out
+
+
+def make_test_models() -> None:
+    """Every model of TEST_MODELS, where the engine is installed (where it is not, the tests that
+    need it say so through require_engine)."""
+    from recipectl.engine_env import engine_venv
+
+    from .requirements import engine_missing
+
+    if not engine_missing(engine_venv()):
+        for name in TEST_MODELS:
+            tiny_model(name)
 
 
 def cli(*args: str, env: dict | None = None, timeout: float = 900, **kw) -> subprocess.CompletedProcess:
@@ -52,16 +127,16 @@ def read_state(run_root: Path) -> dict | None:
         return None
 
 
-def assert_nothing_left(state: dict | None) -> None:
-    """No process of the run, and nothing on the local recipe's ports."""
+def assert_nothing_left(state: dict | None, ports: LocalPorts) -> None:
+    """No process of the run, and nothing on the run's ports."""
     if state:
         left = [p["name"] for p in state["processes"] if p.get("pid") and group_alive(p["pid"])]
         assert left == [], f"processes left behind: {left}"
-    deadline = time.time() + 15
-    busy = [p for p in PORTS if port_in_use("127.0.0.1", p)]
+    deadline = time.time() + 60
+    busy = [p for p in ports.all() if port_in_use("127.0.0.1", p)]
     while busy and time.time() < deadline:
         time.sleep(0.5)
-        busy = [p for p in PORTS if port_in_use("127.0.0.1", p)]
+        busy = [p for p in ports.all() if port_in_use("127.0.0.1", p)]
     assert busy == [], f"ports still in use: {busy}"
 
 
@@ -88,20 +163,21 @@ def log_tails(run_root: Path, lines: int = 40) -> str:
 
 
 def launched(tmp_path_factory):
-    """The local recipe launched with --detach for a module's tests, then stopped; nothing may be
-    left. Yields {"env", "state", "run_root"}. (A generator for module-scoped fixtures.)"""
+    """The local recipe, on ports free now, launched with --detach for a module's tests, then
+    stopped; nothing may be left. Yields {"env", "state", "run_root", "recipe", "ports"}. (A
+    generator for module-scoped fixtures.)"""
     from .requirements import require_engine
 
     require_engine()
     run_root = tmp_path_factory.mktemp("runs")
+    recipe, ports = local_recipe_on_free_ports(run_root / "tiny-hybrid-cpu.yaml")
     env = {"RECIPECTL_RUN_DIR": str(run_root)}
-    assert_nothing_left(None)  # the ports must be free before we start
-    r = cli("launch", str(LOCAL_RECIPE), "--detach", env=env, timeout=1200)
+    r = cli("launch", str(recipe), "--detach", env=env, timeout=1200)
     state = read_state(run_root)
     try:
         assert r.returncode == 0, r.stdout + r.stderr
-        yield {"env": env, "state": state, "run_root": run_root}
+        yield {"env": env, "state": state, "run_root": run_root, "recipe": recipe, "ports": ports}
     finally:
-        stop = cli("stop", env=env, timeout=120)
+        stop = cli("stop", env=env, timeout=300)
         assert stop.returncode == 0, stop.stdout + stop.stderr
-        assert_nothing_left(read_state(run_root))
+        assert_nothing_left(read_state(run_root), ports)

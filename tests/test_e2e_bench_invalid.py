@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from .e2e_support import LOCAL_RECIPE, launched
+from .e2e_support import launched
 from .recipe_text import write_edited
 
 pytestmark = pytest.mark.engine
@@ -31,7 +31,7 @@ def test_bench_is_invalid_when_decode_dies_mid_sweep(deployment, tmp_path):
     from .e2e_support import ROOT, wait_for
 
     recipe = tmp_path / "sweep.yaml"
-    write_edited(LOCAL_RECIPE, recipe, ("concurrency: [1, 2, 4]", "concurrency: [1, 4, 8]"))
+    write_edited(deployment["recipe"], recipe, ("concurrency: [1, 2, 4]", "concurrency: [1, 4, 8]"))
     out = tmp_path / "bench"
     proc = subprocess.Popen([sys.executable, "-m", "recipectl", "bench", str(recipe), "--out", str(out),
                              "--run", deployment["state"]["run_dir"]], cwd=ROOT, text=True,

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from .e2e_support import LOCAL_RECIPE, assert_nothing_left, cli, log_tails, read_state
+from .e2e_support import LOCAL_RECIPE, assert_nothing_left, cli, local_recipe_on_free_ports, log_tails, read_state
 from .recipe_text import replace_once
 from .requirements import require_engine
 
@@ -22,14 +22,18 @@ pytestmark = pytest.mark.engine
 PREFILL_SSM = "(CON004).\n  mamba_ssm_cache_dtype: bfloat16\n"  # prefill's, after its comment
 
 
-def _mismatched_recipe(tmp_path, *, ignore: bool):
+def _mismatched_text(*, ignore: bool) -> str:
     text = LOCAL_RECIPE.read_text()
     text = replace_once(text, PREFILL_SSM, "(CON004).\n  mamba_ssm_cache_dtype: float32\n")
     if ignore:
         assert "\nignore:" not in text
         text += "\nignore:\n  CON004: the test proves what the engine does with different SSM dtypes\n"
+    return text
+
+
+def _mismatched_recipe(tmp_path, *, ignore: bool):
     path = tmp_path / ("ignored.yaml" if ignore else "mismatch.yaml")
-    path.write_text(text)
+    path.write_text(_mismatched_text(ignore=ignore))
     return path
 
 
@@ -50,8 +54,7 @@ def test_validate_reports_the_ssm_dtype_mismatch_with_line_field_and_fix(tmp_pat
 
 def test_launch_fails_fast_naming_both_block_sizes_and_the_setting(tmp_path):
     require_engine()
-    assert_nothing_left(None)
-    path = _mismatched_recipe(tmp_path, ignore=True)
+    path, ports = local_recipe_on_free_ports(tmp_path / "ignored.yaml", _mismatched_text(ignore=True))
     run_root = tmp_path / "runs"
     t0 = time.time()
     r = cli("launch", str(path), env={"RECIPECTL_RUN_DIR": str(run_root)}, timeout=900)
@@ -69,5 +72,5 @@ def test_launch_fails_fast_naming_both_block_sizes_and_the_setting(tmp_path):
         # duration is engine work on this host, not a bound
         assert first is not None, (first, elapsed)
     finally:
-        assert_nothing_left(state)
+        assert_nothing_left(state, ports)
     assert os.path.exists(run_root)

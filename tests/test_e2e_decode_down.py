@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from .e2e_support import LOCAL_RECIPE, cli_watched, launched, read_state
+from .e2e_support import cli_watched, launched, read_state
 
 pytestmark = pytest.mark.engine
 
@@ -34,7 +34,7 @@ def test_doctor_fails_and_names_decode_when_it_is_down(deployment):
     while group_alive(decode["pid"]) and time.time() < deadline:
         time.sleep(0.2)
     t0 = time.time()
-    r = cli_watched("doctor", str(LOCAL_RECIPE), "--no-env", "--format", "json", "--timeout", "10",
+    r = cli_watched("doctor", str(deployment["recipe"]), "--no-env", "--format", "json", "--timeout", "10",
                     env=deployment["env"], timeout=400, dump_after=45)
     elapsed = time.time() - t0
     body = json.loads(r.stdout)

@@ -13,16 +13,18 @@ import pytest
 
 from recipectl.runs.processes import group_alive
 
-from .e2e_support import LOCAL_RECIPE, ROOT, assert_nothing_left, read_state, wait_for
+from .e2e_support import ROOT, assert_nothing_left, local_recipe_on_free_ports, read_state, wait_for
 from .requirements import require_engine
 
 pytestmark = pytest.mark.engine
 
 
 def _start_launch(run_root):
+    """`recipectl launch` of the local recipe on free ports, and those ports."""
+    recipe, ports = local_recipe_on_free_ports(run_root / "tiny-hybrid-cpu.yaml")
     env = {**os.environ, "RECIPECTL_RUN_DIR": str(run_root)}
-    return subprocess.Popen([sys.executable, "-m", "recipectl", "launch", str(LOCAL_RECIPE)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, "-m", "recipectl", "launch", str(recipe)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), ports
 
 
 def _pid_of(run_root, kind):
@@ -34,8 +36,7 @@ def _pid_of(run_root, kind):
 
 def test_decode_killed_during_startup_fails_launch_with_its_log(tmp_path):
     require_engine()
-    assert_nothing_left(None)
-    proc = _start_launch(tmp_path)
+    proc, ports = _start_launch(tmp_path)
     try:
         pid = wait_for(lambda: _pid_of(tmp_path, "decode"), 60)
         assert pid, "decode was never started"
@@ -52,13 +53,12 @@ def test_decode_killed_during_startup_fails_launch_with_its_log(tmp_path):
     # a bound a 10x slower host meets, far below the ready_timeout_s (900 s) launch would wait
     # if it did not watch its processes
     assert elapsed < 300, f"launch took {elapsed:.1f}s to notice and clean up"
-    assert_nothing_left(read_state(tmp_path))
+    assert_nothing_left(read_state(tmp_path), ports)
 
 
 def test_ctrl_c_during_startup_leaves_nothing(tmp_path):
     require_engine()
-    assert_nothing_left(None)
-    proc = _start_launch(tmp_path)
+    proc, ports = _start_launch(tmp_path)
     try:
         assert wait_for(lambda: _pid_of(tmp_path, "decode") and _pid_of(tmp_path, "prefill"), 60)
         time.sleep(2)
@@ -71,4 +71,4 @@ def test_ctrl_c_during_startup_leaves_nothing(tmp_path):
     assert "interrupted" in err
     state = read_state(tmp_path)
     assert all(not group_alive(p["pid"]) for p in state["processes"] if p.get("pid"))
-    assert_nothing_left(state)
+    assert_nothing_left(state, ports)

@@ -12,7 +12,7 @@ import pytest
 
 from recipectl.checks.metrics import parse_metrics, transfer_evidence
 
-from .e2e_support import LOCAL_RECIPE, cli, launched, read_state
+from .e2e_support import cli, launched, read_state
 from .recipe_text import write_edited
 
 pytestmark = pytest.mark.engine
@@ -55,7 +55,7 @@ def test_logs_show_each_role(deployment):
 
 
 def test_top_shows_every_endpoint(deployment):
-    r = cli("top", str(LOCAL_RECIPE), "--format", "json", env=deployment["env"], timeout=60)
+    r = cli("top", str(deployment["recipe"]), "--format", "json", env=deployment["env"], timeout=60)
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
     assert [row["endpoint"] for row in rows] == ["prefill-0", "decode-0"]
@@ -78,7 +78,7 @@ def test_launch_says_ready_after_every_process_and_then_proves_the_first_request
 
 
 def test_doctor_passes_every_check(deployment):
-    r = cli("doctor", str(LOCAL_RECIPE), "--format", "json", env=deployment["env"], timeout=1500)
+    r = cli("doctor", str(deployment["recipe"]), "--format", "json", env=deployment["env"], timeout=1500)
     assert r.stdout.strip(), r.stderr[-3000:]
     body = json.loads(r.stdout)
     for c in body["checks"]:
@@ -92,7 +92,7 @@ def test_doctor_passes_every_check(deployment):
 
 
 def test_bench_sweep(deployment, tmp_path):
-    r = cli("bench", str(LOCAL_RECIPE), "--out", str(tmp_path), "--format", "json", env=deployment["env"],
+    r = cli("bench", str(deployment["recipe"]), "--out", str(tmp_path), "--format", "json", env=deployment["env"],
             timeout=1500)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     body = json.loads(r.stdout)
@@ -119,12 +119,10 @@ def test_parity_against_a_corrupted_reference_fails_with_positions_and_margins(d
     from recipectl.engine_env import engine_venv
     from recipectl.runs.processes import stop_groups
 
-    from .e2e_support import ROOT, wait_for
+    from .e2e_support import tiny_model, wait_for
 
     venv = engine_venv()
-    model = tmp_path / "qwen3next-tiny-seed1"
-    subprocess.run(["bash", str(ROOT / "scripts" / "make-tiny-model.sh"), str(model)], check=True,
-                   env={**os.environ, "SEED": "1"}, capture_output=True, timeout=300)
+    model = tiny_model("qwen3next-tiny-seed1")
     # A third server on a 2-core host whose two cores the deployment already pins: left unbound,
     # and patient — one model step of it was seen to wait > 300 s (vLLM's default RPC timeout).
     env = {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_CPU_KVCACHE_SPACE": "1",
@@ -148,7 +146,7 @@ def test_parity_against_a_corrupted_reference_fails_with_positions_and_margins(d
         # The near-tie bar back at its default: the recipe's 1.5 nats is for the same weights'
         # numerical drift, and would call a wholly different model's low-margin picks near-ties.
         short = tmp_path / "short.yaml"
-        write_edited(LOCAL_RECIPE, short, ("num_prompts: 20", "num_prompts: 6"),
+        write_edited(deployment["recipe"], short, ("num_prompts: 20", "num_prompts: 6"),
                      ("    max_tokens: 16\n    # Decode", "    max_tokens: 8\n    # Decode"),
                      ("near_tie_nats: 1.5", "near_tie_nats: 0.1"))
         r = cli("doctor", str(short), "--run", deployment["state"]["run_dir"], "--no-env", "--no-gsm8k",
@@ -174,7 +172,8 @@ def test_planner_matches_the_engines_own_capacity_lines(deployment):
 
     from .e2e_support import CAPACITY_LINE
 
-    report = plan_report(load_one(str(LOCAL_RECIPE)).recipe, str(LOCAL_RECIPE))
+    recipe = str(deployment["recipe"])
+    report = plan_report(load_one(recipe).recipe, recipe)
     for proc in deployment["state"]["processes"]:
         if proc["kind"] == "router":
             continue

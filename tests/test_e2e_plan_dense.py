@@ -5,7 +5,6 @@ it has printed them."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 import pytest
@@ -16,7 +15,7 @@ from recipectl.render.processes import build_deployment
 from recipectl.runs.processes import stop_groups
 from recipectl.validate import load_one
 
-from .e2e_support import CAPACITY_LINE, LOCAL_RECIPE, ROOT, wait_for
+from .e2e_support import CAPACITY_LINE, LOCAL_RECIPE, local_recipe_on_free_ports, tiny_model, wait_for
 from .recipe_text import replace_once
 from .requirements import require_engine
 
@@ -28,20 +27,16 @@ def _dense_recipe(tmp_path, model) -> str:
                      ("family: hybrid", "family: dense"),
                      # no GDN state on a dense model: neither role's SSM cache dtype
                      ("(CON004).\n  mamba_ssm_cache_dtype: bfloat16\n", "(CON004).\n"),
-                     ("  cpu_cores: ['1']\n  mamba_ssm_cache_dtype: bfloat16\n", "  cpu_cores: ['1']\n"),
-                     # off the local deployment's ports, in case one is up
-                     ("port: 8200", "port: 8290"), ("side_channel_port: 5700", "side_channel_port: 5790")):
+                     ("  cpu_cores: ['1']\n  mamba_ssm_cache_dtype: bfloat16\n", "  cpu_cores: ['1']\n")):
         text = replace_once(text, old, new)
-    path = tmp_path / "tiny-dense-cpu.yaml"
-    path.write_text(text)
+    # on ports free now: a local deployment may be up
+    path, _ = local_recipe_on_free_ports(tmp_path / "tiny-dense-cpu.yaml", text)
     return str(path)
 
 
 def test_planner_matches_the_engine_on_the_tiny_dense_model(tmp_path):
     require_engine()
-    model = tmp_path / "qwen3-dense-tiny"
-    subprocess.run(["bash", str(ROOT / "scripts" / "make-tiny-model.sh"), str(model)], check=True,
-                   env={**os.environ, "KIND": "dense"}, capture_output=True, timeout=300)
+    model = tiny_model("qwen3-dense-tiny")
     recipe_path = _dense_recipe(tmp_path, model)
     recipe = load_one(recipe_path).recipe
     plan = plan_report(recipe, recipe_path)["roles"]["decode"]

@@ -11,8 +11,8 @@ import time
 import httpx
 import pytest
 
-from .e2e_support import LOCAL_RECIPE, assert_nothing_left, cli, log_tails, read_state
-from .recipe_text import write_edited
+from .e2e_support import LOCAL_RECIPE, assert_nothing_left, cli, local_recipe_on_free_ports, log_tails, read_state
+from .recipe_text import edited
 from .requirements import require_engine
 from .slurm_support import slurm_cluster  # noqa: F401 - fixture
 
@@ -21,10 +21,10 @@ pytestmark = [pytest.mark.slurm, pytest.mark.engine]
 
 def test_local_recipe_through_slurm(slurm_cluster, tmp_path):  # noqa: F811
     require_engine()
-    assert_nothing_left(None)
+    recipe, ports = local_recipe_on_free_ports(tmp_path / "tiny-hybrid-cpu.yaml")
     env = slurm_cluster.full_env({"RECIPECTL_RUN_DIR": str(tmp_path / "runs")})
     t0 = time.time()
-    r = cli("launch", str(LOCAL_RECIPE), "--target", "slurm", "--detach", env=env, timeout=1200)
+    r = cli("launch", str(recipe), "--target", "slurm", "--detach", env=env, timeout=1200)
     ready_s = time.time() - t0
     state = read_state(tmp_path / "runs")
     try:
@@ -38,7 +38,7 @@ def test_local_recipe_through_slurm(slurm_cluster, tmp_path):  # noqa: F811
         st = cli("status", "--format", "json", env=env)
         body = json.loads(st.stdout)
         assert body["job_state"] == "RUNNING" and all(p["healthy"] for p in body["processes"]), body
-        doc = cli("doctor", str(LOCAL_RECIPE), "--no-env", "--no-parity", "--no-gsm8k", "--format", "json",
+        doc = cli("doctor", str(recipe), "--no-env", "--no-parity", "--no-gsm8k", "--format", "json",
                   env=env, timeout=600)
         checks = json.loads(doc.stdout)["checks"]
         assert doc.returncode == 0, [c for c in checks if c["status"] == "fail"]
@@ -48,7 +48,7 @@ def test_local_recipe_through_slurm(slurm_cluster, tmp_path):  # noqa: F811
         print(stop.stderr)
     assert stop.returncode == 0
     assert slurm_cluster.job_state(state["job_id"]) in (None, "CANCELLED", "COMPLETED", "FAILED")
-    assert_nothing_left(None)
+    assert_nothing_left(None, ports)
     daemons = ("slurmctld", "slurmd", "munged")
     steps_left = [p for p in slurm_cluster.leftover_processes() if not any(d in p[1] for d in daemons)]
     assert steps_left == []
@@ -56,9 +56,8 @@ def test_local_recipe_through_slurm(slurm_cluster, tmp_path):  # noqa: F811
 
 def test_a_job_whose_endpoint_cannot_start_is_reported_and_cancelled(slurm_cluster, tmp_path):  # noqa: F811
     require_engine()
-    assert_nothing_left(None)
-    bad = tmp_path / "bad.yaml"
-    write_edited(LOCAL_RECIPE, bad, ("~/.cache/recipectl/models/qwen3next-tiny", str(tmp_path / "no-such-model")))
+    bad, ports = local_recipe_on_free_ports(tmp_path / "bad.yaml", edited(
+        LOCAL_RECIPE.read_text(), ("~/.cache/recipectl/models/qwen3next-tiny", str(tmp_path / "no-such-model"))))
     env = slurm_cluster.full_env({"RECIPECTL_RUN_DIR": str(tmp_path / "runs")})
     t0 = time.time()
     r = cli("launch", str(bad), "--target", "slurm", "--detach", env=env, timeout=900)
@@ -69,4 +68,4 @@ def test_a_job_whose_endpoint_cannot_start_is_reported_and_cancelled(slurm_clust
     assert f"job {state['job_id']} cancelled" in r.stderr
     print(f"failure reported in {elapsed:.0f}s")
     assert slurm_cluster.job_state(state["job_id"]) in (None, "CANCELLED", "COMPLETED", "FAILED")
-    assert_nothing_left(None)
+    assert_nothing_left(None, ports)
