@@ -100,6 +100,13 @@ async def _vllm(recipe: Recipe | None, venv: Path) -> CheckResult:
     return CheckResult(G, "", PASS, detail)
 
 
+#: Seconds for the NIXL agent check. It imports torch and nixl in the engine's Python (~3 s on an
+#: idle 2-core host); doctor usually runs beside the deployment, whose NIXL progress threads each
+#: keep a core busy (docs/engine-cpu.md, "An idle deployment is not idle"), and a loaded 2-core CI
+#: host once gave it no answer within 100 s.
+NIXL_CHECK_S = 300
+
+
 async def _nixl(recipe: Recipe | None, venv: Path) -> CheckResult:
     py = venv / "bin" / "python"
     if not py.exists():
@@ -111,7 +118,7 @@ async def _nixl(recipe: Recipe | None, venv: Path) -> CheckResult:
     env = {**os.environ, **(recipe.role_env("prefill") if recipe else {})}
     if recipe is None or recipe.cluster.is_cpu:
         env.setdefault("UCX_TLS", "tcp,self,sm")
-    rc, out = await _run([str(py), "-c", code], 90, env=env)
+    rc, out = await _run([str(py), "-c", code], NIXL_CHECK_S - 10, env=env)
     v = engine_versions(venv)
     ver = v.get("nixl") or v.get("nixl-cu12") or v.get("nixl-cu13") or "?"
     if rc == 0 and "UCX ok" in out:
@@ -206,7 +213,7 @@ def environment_checks(recipe: Recipe | None) -> list[Check]:
 
     venv = engine_venv(recipe.engine.venv if recipe else None)
     return [("python", _python, 5), ("vllm", partial(_vllm, recipe, venv), 10),
-            ("nixl + UCX", partial(_nixl, recipe, venv), 100), ("vllm-router", partial(_router, venv), 10),
+            ("nixl + UCX", partial(_nixl, recipe, venv), NIXL_CHECK_S), ("vllm-router", partial(_router, venv), 10),
             ("GPUs", partial(_gpus, recipe), 30), ("role environment", partial(_role_env, recipe), 5),
             ("GDN prefill backend", partial(_gdn_backend, recipe, venv), 10), ("ports", partial(_ports, recipe), 10)]
 
