@@ -79,6 +79,10 @@ def test_run_state_and_dry_run_hold_no_credential(tmp_path, recipectl_cli):
     assert TOKEN not in r.stdout and "s3cret-key-value" not in r.stdout
     procs = {p["name"]: p for p in json.loads(r.stdout)}
     assert procs["prefill-0"]["env"]["HF_TOKEN"] == "<redacted>"
+    text = recipectl_cli("launch", str(path), "--dry-run")  # what gets pasted into a ticket
+    assert text.returncode == 0, text.stderr
+    assert TOKEN not in text.stdout and "s3cret-key-value" not in text.stdout
+    assert "HF_TOKEN=<redacted>" in text.stdout and "--api-key '<redacted>'" in text.stdout, text.stdout
 
 
 def test_processes_start_with_a_minimal_environment(tmp_path, monkeypatch):

@@ -22,29 +22,32 @@ def recipe_runs(path: str) -> tuple[str, str]:
     return recipe.name, recipe.launch.run_dir
 
 def print_dry_run(recipe: Recipe, *, as_json: bool) -> None:
+    from ..launch.local import recipe_env
     from ..render.processes import build_deployment
-    from ..render.values import shell_join
+    from ..render.values import literal, shell_join
+    from ..secretscan import redact_argv
 
     dep = build_deployment(recipe)
     hosts = recipe.cluster.host_names
     if as_json:
-        from ..launch.local import recipe_env
-        from ..render.values import literal
-        from ..secretscan import redact_argv
-
         out = [{"name": p.name, "kind": p.kind, "host": p.host, "port": p.port, "gpus": list(p.gpus),
                 "env": recipe_env(recipe, p), "argv": redact_argv([literal(a, hosts) for a in p.argv])}
                for p in dep.processes]
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         return
+    # The same redaction as the JSON form and the run state: a dry run is pasted into tickets.
     for node in dep.nodes_used:
         sys.stdout.write(f"# host {hosts[node]} (node {node})\n")
         for p in dep.on_node(node):
             gpus = f" gpus={','.join(map(str, p.gpus))}" if p.gpus else ""
             sys.stdout.write(f"## {p.name}{gpus}\n")
+            env = recipe_env(recipe, p)
             for k, v in p.env:
-                sys.stdout.write(f"  {k}={shell_join([v], lambda n: hosts[n])}\n")
-            sys.stdout.write(f"  {shell_join(p.argv, lambda n: hosts[n])}\n")
+                shown = env[k] if env[k] == "<redacted>" else shell_join([v], lambda n: hosts[n])
+                sys.stdout.write(f"  {k}={shown}\n")
+            literals = [literal(a, hosts) for a in p.argv]
+            argv = [a if r == lit else r for a, lit, r in zip(p.argv, literals, redact_argv(literals), strict=True)]
+            sys.stdout.write(f"  {shell_join(argv, lambda n: hosts[n])}\n")
         sys.stdout.write("\n")
 
 
