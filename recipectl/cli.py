@@ -40,6 +40,14 @@ class ExpandFormat(str, Enum):
     names = "names"
 
 
+VARIANT_HELP = "one variant of a matrix recipe (its name, or the part after the recipe's name)"
+
+
+def _variant() -> typer.models.OptionInfo:
+    """--variant: every command that reads one recipe takes it (a matrix recipe is many)."""
+    return typer.Option(None, "--variant", help=VARIANT_HELP)
+
+
 def _from_spec(spec: Command) -> None:
     """Add the Typer command that `spec` (commands/options.py) declares: the same options, values
     and help that entry.py's fast parser reads from it. Its function's signature is built from
@@ -121,7 +129,7 @@ def show(
     recipe: str = typer.Argument(...),
     resolved: bool = typer.Option(False, "--resolved", help="every default filled in"),
     format: RecipeFormat = typer.Option(RecipeFormat.yaml, "--format", "-f"),
-    variant: Optional[str] = typer.Option(None, "--variant", help="one variant of a matrix recipe"),
+    variant: Optional[str] = _variant(),
 ) -> None:
     """Print a recipe (with --resolved: exactly what will run, defaults included, and each role's
     effective engine configuration: value, source and, where the engine picks by host, each host's)."""
@@ -185,7 +193,7 @@ def launch(
     dry_run: bool = typer.Option(False, "--dry-run", help="print every process (host, env, command); start nothing"),
     detach: bool = typer.Option(False, "--detach", "-d", help="return once ready; stop later with recipectl stop"),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="seconds to wait for readiness"),
-    variant: Optional[str] = typer.Option(None, "--variant"),
+    variant: Optional[str] = _variant(),
     format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="json: the run state on stdout"),
     preflight: bool = typer.Option(True, "--preflight/--no-preflight",
                                    help="refuse to start when the host checks find a problem (local target)"),
@@ -214,22 +222,24 @@ def status(
     run: Optional[str] = typer.Argument(None, help="run id, recipe or run directory (default: the latest run)"),
     format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f"),
     run_dir: Optional[str] = typer.Option(None, "--run-dir", help=RUN_DIR_HELP),
+    variant: Optional[str] = _variant(),
 ) -> None:
     """Show a run's processes: alive, healthy, ports, logs."""
     from .commands.launch import show_status
 
-    raise typer.Exit(show_status(run, as_json=format is OutputFormat.json, run_dir=run_dir))
+    raise typer.Exit(show_status(run, as_json=format is OutputFormat.json, run_dir=run_dir, variant=variant))
 
 
 @app.command()
 def stop(
     run: Optional[str] = typer.Argument(None, help="run id, recipe or run directory (default: the latest)"),
     run_dir: Optional[str] = typer.Option(None, "--run-dir", help=RUN_DIR_HELP),
+    variant: Optional[str] = _variant(),
 ) -> None:
     """Stop a run: SIGTERM to every process group, SIGKILL after the grace period."""
     from .commands.launch import stop_run
 
-    raise typer.Exit(stop_run(run, run_dir=run_dir))
+    raise typer.Exit(stop_run(run, run_dir=run_dir, variant=variant))
 
 
 app.command("down", help="Alias of stop.")(stop)
@@ -242,18 +252,19 @@ def logs(
     lines: int = typer.Option(40, "--lines", "-n"),
     run: Optional[str] = typer.Option(None, "--run", help="run id, recipe or run directory"),
     run_dir: Optional[str] = typer.Option(None, "--run-dir", help=RUN_DIR_HELP),
+    variant: Optional[str] = _variant(),
 ) -> None:
     """Print the logs of a run's processes."""
     from .commands.launch import show_logs
 
-    raise typer.Exit(show_logs(run, process, follow=follow, lines=lines, run_dir=run_dir))
+    raise typer.Exit(show_logs(run, process, follow=follow, lines=lines, run_dir=run_dir, variant=variant))
 
 
 @app.command()
 def plan(
     recipe: str = typer.Argument(...),
     format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f"),
-    variant: Optional[str] = typer.Option(None, "--variant"),
+    variant: Optional[str] = _variant(),
 ) -> None:
     """Capacity plan: KV cache + GDN state per GPU, concurrency at which decode saturates."""
     from .commands.plan import print_plan
@@ -278,6 +289,7 @@ def doctor(
     reference: Optional[str] = typer.Option(None, "--reference", help="parity reference URL (default: prefill)"),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="seconds per endpoint check"),
     format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f"),
+    variant: Optional[str] = _variant(),
 ) -> None:
     """Environment, endpoint health, proof that KV moved over NIXL, parity and a gated GSM8K check.
 
@@ -286,7 +298,8 @@ def doctor(
 
     raise typer.Exit(run_doctor(recipe, run=run, router=router, prefill=prefill, decode=decode, env=env,
                                 proofs=proofs, parity=parity, gsm8k=gsm8k, gsm8k_questions=gsm8k_questions,
-                                reference=reference, timeout=timeout, as_json=format is OutputFormat.json))
+                                reference=reference, timeout=timeout, as_json=format is OutputFormat.json,
+                                variant=variant))
 
 
 class _RunByDefault(TyperGroup):
@@ -312,12 +325,13 @@ def bench_run(
     router: Optional[str] = typer.Option(None, "--router", help="router URL of a deployment not started here"),
     max_failed_ratio: float = typer.Option(0.0, "--max-failed-ratio", help="failed requests tolerated per level"),
     format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f"),
+    variant: Optional[str] = _variant(),
 ) -> None:
     """The concurrency sweep with `vllm bench serve`: TPS/GPU, latencies, CSV/JSON/plots, validity gates."""
     from .commands.bench import bench as run_bench
 
     raise typer.Exit(run_bench(recipe, out=out, run=run, router=router, max_failed_ratio=max_failed_ratio,
-                               as_json=format is OutputFormat.json))
+                               as_json=format is OutputFormat.json, variant=variant))
 
 
 @bench_app.command("compare")
@@ -339,11 +353,13 @@ def top(
     interval: float = typer.Option(2.0, "--interval", "-i", help="seconds between refreshes"),
     once: bool = typer.Option(False, "--once", help="one snapshot, then exit"),
     format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="json: one snapshot"),
+    variant: Optional[str] = _variant(),
 ) -> None:
     """Live KV-cache use, running/waiting requests and throughput of every endpoint (from /metrics)."""
     from .commands.top import top as run_top
 
-    raise typer.Exit(run_top(recipe, run=run, interval=interval, once=once, as_json=format is OutputFormat.json))
+    raise typer.Exit(run_top(recipe, run=run, interval=interval, once=once, as_json=format is OutputFormat.json,
+                             variant=variant))
 
 
 def _dump(data: dict, format: RecipeFormat) -> None:

@@ -52,15 +52,15 @@ def require_workload(recipe, recipe_path: str) -> None:
 
 
 def bench(recipe_path: str, *, out: str | None, run: str | None, router: str | None, max_failed_ratio: float,
-          as_json: bool) -> int:
+          as_json: bool, variant: str | None = None) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..bench.sweep import run_sweep, write_outputs
     from ..runs.state import find_run, runs_root
-    from ..validate import load_one
+    from ..validate import load_variant
 
-    recipe = load_one(recipe_path).recipe
+    recipe = load_variant(recipe_path, variant).recipe
     require_workload(recipe, recipe_path)
     console = Console(stderr=True)
     if router is None:

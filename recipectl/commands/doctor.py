@@ -11,6 +11,7 @@ from ..checks.doctor import FAIL, PASS, SKIP, WARN, CheckResult, Targets, timed
 from ..checks.environment import cpu_core_check, environment_checks
 from ..errors import RecipectlError
 from ..schema import Recipe
+from . import load_recipe_or_none
 
 
 def resolve_targets(recipe: Recipe | None, recipe_path: str | None, run: str | None, router: str | None,
@@ -149,15 +150,11 @@ def present(results: list[CheckResult], *, as_json: bool, console) -> int:
 
 def doctor(recipe_path: str | None, *, run: str | None, router: str | None, prefill: list[str], decode: list[str],
            env: bool, proofs: bool, parity: bool, gsm8k: bool, gsm8k_questions: int | None, reference: str | None,
-           timeout: float | None, as_json: bool) -> int:
+           timeout: float | None, as_json: bool, variant: str | None = None) -> int:
     from rich.console import Console
 
     console = Console(stderr=True)
-    recipe = None
-    if recipe_path:
-        from ..validate import load_one
-
-        recipe = load_one(recipe_path).recipe
+    recipe = load_recipe_or_none(recipe_path, variant, "doctor")
     timeout = timeout or (recipe.checks.timeout_s if recipe else 30)
     targets = resolve_targets(recipe, recipe_path, run, router, prefill, decode)
     results = asyncio.run(run_doctor(recipe, targets, env=env, proofs=proofs, parity=parity, gsm8k=gsm8k,
