@@ -13,11 +13,11 @@ from typing import List, Optional
 import typer
 from typer.core import TyperGroup
 
-from .commands import echo
-from .commands.options import COMMANDS, Command
+from .commands import complete, echo
+from .commands.options import COMMANDS, COMPLETE_VAR, Command
 from .errors import RecipectlError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Validate, render, launch and check disaggregated prefill/decode vLLM deployments "
                        "of hybrid-attention models.")
 
@@ -45,7 +45,12 @@ VARIANT_HELP = "one variant of a matrix recipe (its name, or the part after the 
 
 def _variant() -> typer.models.OptionInfo:
     """--variant: every command that reads one recipe takes it (a matrix recipe is many)."""
-    return typer.Option(None, "--variant", help=VARIANT_HELP)
+    return typer.Option(None, "--variant", help=VARIANT_HELP, autocompletion=complete.variants)
+
+
+def _recipe(default: object = ..., help: str | None = None) -> typer.models.ArgumentInfo:
+    """A command's recipe argument: the shell completes recipe files."""
+    return typer.Argument(default, help=help, autocompletion=complete.recipe_files)
 
 
 def _from_spec(spec: Command) -> None:
@@ -75,7 +80,8 @@ def _from_spec(spec: Command) -> None:
 def _typer_params(spec: Command) -> list[tuple[str, object, object]]:
     """(dest, annotation, typer.Argument/Option) of each parameter of a spec'd command."""
     out: list[tuple[str, object, object]] = [
-        (spec.argument, List[str] if spec.many else str, typer.Argument(..., help=spec.argument_help))]
+        (spec.argument, List[str] if spec.many else str,
+         typer.Argument(..., help=spec.argument_help, autocompletion=complete.SPEC_COMPLETERS.get(spec.argument)))]
     for o in spec.options:
         if o.flag:
             ann: object = bool
@@ -87,7 +93,8 @@ def _typer_params(spec: Command) -> list[tuple[str, object, object]]:
         else:
             ann = Optional[str]
         default = ann(o.default) if o.choices else o.default  # type: ignore[operator]
-        out.append((o.dest, ann, typer.Option(default, *o.names, help=o.help, metavar=o.metavar)))
+        out.append((o.dest, ann, typer.Option(default, *o.names, help=o.help, metavar=o.metavar,
+                                              autocompletion=complete.SPEC_COMPLETERS.get(o.dest))))
     return out
 
 
@@ -109,7 +116,8 @@ def list_rules(format: OutputFormat = typer.Option(OutputFormat.text, "--format"
 
 
 @app.command()
-def explain(code: str = typer.Argument(..., help="rule code or name, e.g. HYB001")) -> None:
+def explain(code: str = typer.Argument(..., help="rule code or name, e.g. HYB001",
+                                       autocompletion=complete.rule_codes)) -> None:
     """Print one rule's documentation: what it checks, why, example, fix, source."""
     from .ruledocs import rule_page
     from .rules import all_rules, get_rule
@@ -126,7 +134,7 @@ def explain(code: str = typer.Argument(..., help="rule code or name, e.g. HYB001
 
 @app.command()
 def show(
-    recipe: str = typer.Argument(...),
+    recipe: str = _recipe(),
     resolved: bool = typer.Option(False, "--resolved", help="every default filled in"),
     format: RecipeFormat = typer.Option(RecipeFormat.yaml, "--format", "-f"),
     variant: Optional[str] = _variant(),
@@ -146,7 +154,7 @@ def show(
 
 @app.command()
 def expand(
-    recipe: str = typer.Argument(...),
+    recipe: str = _recipe(),
     format: ExpandFormat = typer.Option(ExpandFormat.yaml, "--format", "-f"),
 ) -> None:
     """Expand a recipe's matrix into its concrete recipes."""
@@ -176,7 +184,8 @@ def expand(
 
 @app.command("import")
 def import_cmd(
-    file: str = typer.Argument(..., help="an srt-slurm recipe, a Dynamo DynamoGraphDeployment or vllm serve lines"),
+    file: str = typer.Argument(..., help="an srt-slurm recipe, a Dynamo DynamoGraphDeployment or vllm serve lines",
+                               autocompletion=complete.import_files),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="write the recipe here (default: stdout)"),
 ) -> None:
     """Write the equivalent recipectl recipe: each value with the original line it came from, and
@@ -188,8 +197,9 @@ def import_cmd(
 
 @app.command()
 def launch(
-    recipe: str = typer.Argument(...),
-    target: str = typer.Option("local", "--target", "-t", help="local (this host) or slurm"),
+    recipe: str = _recipe(),
+    target: str = typer.Option("local", "--target", "-t", help="local (this host) or slurm",
+                               autocompletion=complete.launch_targets),
     dry_run: bool = typer.Option(False, "--dry-run", help="print every process (host, env, command); start nothing"),
     detach: bool = typer.Option(False, "--detach", "-d", help="return once ready; stop later with recipectl stop"),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="seconds to wait for readiness"),
@@ -219,7 +229,8 @@ RUN_DIR_HELP = ("where runs are kept (a recipe's launch.run_dir); given a recipe
 
 @app.command()
 def status(
-    run: Optional[str] = typer.Argument(None, help="run id, recipe or run directory (default: the latest run)"),
+    run: Optional[str] = typer.Argument(None, help="run id, recipe or run directory (default: the latest run)",
+                                        autocompletion=complete.runs),
     format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f"),
     run_dir: Optional[str] = typer.Option(None, "--run-dir", help=RUN_DIR_HELP),
     variant: Optional[str] = _variant(),
@@ -232,7 +243,8 @@ def status(
 
 @app.command()
 def stop(
-    run: Optional[str] = typer.Argument(None, help="run id, recipe or run directory (default: the latest)"),
+    run: Optional[str] = typer.Argument(None, help="run id, recipe or run directory (default: the latest)",
+                                        autocompletion=complete.runs),
     run_dir: Optional[str] = typer.Option(None, "--run-dir", help=RUN_DIR_HELP),
     variant: Optional[str] = _variant(),
 ) -> None:
@@ -250,7 +262,8 @@ def logs(
     process: Optional[str] = typer.Argument(None, help="prefill, decode, router or a process name (default: all)"),
     follow: bool = typer.Option(False, "--follow", help="keep printing new lines (-f is --format elsewhere)"),
     lines: int = typer.Option(40, "--lines", "-n"),
-    run: Optional[str] = typer.Option(None, "--run", help="run id, recipe or run directory"),
+    run: Optional[str] = typer.Option(None, "--run", help="run id, recipe or run directory",
+                                      autocompletion=complete.runs),
     run_dir: Optional[str] = typer.Option(None, "--run-dir", help=RUN_DIR_HELP),
     variant: Optional[str] = _variant(),
 ) -> None:
@@ -262,7 +275,7 @@ def logs(
 
 @app.command()
 def plan(
-    recipe: str = typer.Argument(...),
+    recipe: str = _recipe(),
     format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f"),
     variant: Optional[str] = _variant(),
 ) -> None:
@@ -276,7 +289,7 @@ def plan(
 
 @app.command()
 def doctor(
-    recipe: Optional[str] = typer.Argument(None, help="the recipe (its latest run is checked when running)"),
+    recipe: Optional[str] = _recipe(None, help="the recipe (its latest run is checked when running)"),
     run: Optional[str] = typer.Option(None, "--run", help="run id or directory instead of the recipe's latest"),
     router: Optional[str] = typer.Option(None, "--router", help="router URL (a deployment not started here)"),
     prefill: List[str] = typer.Option([], "--prefill", help="prefill endpoint URL (repeatable)"),
@@ -319,7 +332,7 @@ app.add_typer(bench_app, name="bench")
 
 @bench_app.command("run")
 def bench_run(
-    recipe: str = typer.Argument(..., help="the recipe whose deployment to measure"),
+    recipe: str = _recipe(help="the recipe whose deployment to measure"),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="output directory (default: in the run directory)"),
     run: Optional[str] = typer.Option(None, "--run", help="run id or directory (default: the recipe's latest)"),
     router: Optional[str] = typer.Option(None, "--router", help="router URL of a deployment not started here"),
@@ -348,7 +361,7 @@ def bench_compare(
 
 @app.command()
 def top(
-    recipe: Optional[str] = typer.Argument(None, help="the recipe whose latest run to watch"),
+    recipe: Optional[str] = _recipe(None, help="the recipe whose latest run to watch"),
     run: Optional[str] = typer.Option(None, "--run"),
     interval: float = typer.Option(2.0, "--interval", "-i", help="seconds between refreshes"),
     once: bool = typer.Option(False, "--once", help="one snapshot, then exit"),
@@ -377,7 +390,8 @@ def main() -> None:
     """The Typer app as the entry point (entry.main calls it for what its fast path leaves)."""
     from .guard import run_guarded
 
-    run_guarded(lambda: app(standalone_mode=False))  # app returns the code of a typer.Exit
+    # app returns the code of a typer.Exit; a shell-completion request (COMPLETE_VAR) exits in it
+    run_guarded(lambda: app(standalone_mode=False, complete_var=COMPLETE_VAR))
 
 
 if __name__ == "__main__":
