@@ -69,8 +69,9 @@ def import_files(incomplete: str) -> Candidates:
 
 def variant_names(path: str) -> list[tuple[str, str]]:
     """(short name, full name) of each variant of the matrix recipe at `path`; none for a recipe
-    without a matrix or a file that cannot be read. The short name is what follows the recipe's
-    name (`prefill-endpoints-4`): --variant takes either."""
+    without a matrix (or in another tool's format). The short name is what follows the recipe's
+    name (`prefill-endpoints-4`): --variant takes either. A file that cannot be read raises: the
+    completer offers nothing then."""
     from ..formats import NATIVE, sniff
     from ..loader import parse_yaml
     from ..matrix import expand_matrix
