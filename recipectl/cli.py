@@ -13,11 +13,11 @@ from typing import List, Optional
 import typer
 from typer.core import TyperGroup
 
-from .commands import echo
-from .commands.options import COMMANDS, Command
+from .commands import complete, echo
+from .commands.options import COMMANDS, COMPLETE_VAR, Command
 from .errors import RecipectlError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Validate, render, launch and check disaggregated prefill/decode vLLM deployments "
                        "of hybrid-attention models.")
 
@@ -38,6 +38,19 @@ class ExpandFormat(str, Enum):
     yaml = "yaml"
     json = "json"
     names = "names"
+
+
+VARIANT_HELP = "one variant of a matrix recipe (its name, or the part after the recipe's name)"
+
+
+def _variant() -> typer.models.OptionInfo:
+    """--variant: every command that reads one recipe takes it (a matrix recipe is many)."""
+    return typer.Option(None, "--variant", help=VARIANT_HELP, autocompletion=complete.variants)
+
+
+def _recipe(default: object = ..., help: str | None = None) -> typer.models.ArgumentInfo:
+    """A command's recipe argument: the shell completes recipe files."""
+    return typer.Argument(default, help=help, autocompletion=complete.recipe_files)
 
 
 def _from_spec(spec: Command) -> None:
@@ -67,7 +80,8 @@ def _from_spec(spec: Command) -> None:
 def _typer_params(spec: Command) -> list[tuple[str, object, object]]:
     """(dest, annotation, typer.Argument/Option) of each parameter of a spec'd command."""
     out: list[tuple[str, object, object]] = [
-        (spec.argument, List[str] if spec.many else str, typer.Argument(..., help=spec.argument_help))]
+        (spec.argument, List[str] if spec.many else str,
+         typer.Argument(..., help=spec.argument_help, autocompletion=complete.SPEC_COMPLETERS.get(spec.argument)))]
     for o in spec.options:
         if o.flag:
             ann: object = bool
@@ -79,7 +93,8 @@ def _typer_params(spec: Command) -> list[tuple[str, object, object]]:
         else:
             ann = Optional[str]
         default = ann(o.default) if o.choices else o.default  # type: ignore[operator]
-        out.append((o.dest, ann, typer.Option(default, *o.names, help=o.help, metavar=o.metavar)))
+        out.append((o.dest, ann, typer.Option(default, *o.names, help=o.help, metavar=o.metavar,
+                                              autocompletion=complete.SPEC_COMPLETERS.get(o.dest))))
     return out
 
 
@@ -101,7 +116,8 @@ def list_rules(format: OutputFormat = typer.Option(OutputFormat.text, "--format"
 
 
 @app.command()
-def explain(code: str = typer.Argument(..., help="rule code or name, e.g. HYB001")) -> None:
+def explain(code: str = typer.Argument(..., help="rule code or name, e.g. HYB001",
+                                       autocompletion=complete.rule_codes)) -> None:
     """Print one rule's documentation: what it checks, why, example, fix, source."""
     from .ruledocs import rule_page
     from .rules import all_rules, get_rule
@@ -118,10 +134,10 @@ def explain(code: str = typer.Argument(..., help="rule code or name, e.g. HYB001
 
 @app.command()
 def show(
-    recipe: str = typer.Argument(...),
+    recipe: str = _recipe(),
     resolved: bool = typer.Option(False, "--resolved", help="every default filled in"),
     format: RecipeFormat = typer.Option(RecipeFormat.yaml, "--format", "-f"),
-    variant: Optional[str] = typer.Option(None, "--variant", help="one variant of a matrix recipe"),
+    variant: Optional[str] = _variant(),
 ) -> None:
     """Print a recipe (with --resolved: exactly what will run, defaults included, and each role's
     effective engine configuration: value, source and, where the engine picks by host, each host's)."""
@@ -138,7 +154,7 @@ def show(
 
 @app.command()
 def expand(
-    recipe: str = typer.Argument(...),
+    recipe: str = _recipe(),
     format: ExpandFormat = typer.Option(ExpandFormat.yaml, "--format", "-f"),
 ) -> None:
     """Expand a recipe's matrix into its concrete recipes."""
@@ -168,7 +184,8 @@ def expand(
 
 @app.command("import")
 def import_cmd(
-    file: str = typer.Argument(..., help="an srt-slurm recipe, a Dynamo DynamoGraphDeployment or vllm serve lines"),
+    file: str = typer.Argument(..., help="an srt-slurm recipe, a Dynamo DynamoGraphDeployment or vllm serve lines",
+                               autocompletion=complete.import_files),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="write the recipe here (default: stdout)"),
 ) -> None:
     """Write the equivalent recipectl recipe: each value with the original line it came from, and
@@ -180,12 +197,13 @@ def import_cmd(
 
 @app.command()
 def launch(
-    recipe: str = typer.Argument(...),
-    target: str = typer.Option("local", "--target", "-t", help="local (this host) or slurm"),
+    recipe: str = _recipe(),
+    target: str = typer.Option("local", "--target", "-t", help="local (this host) or slurm",
+                               autocompletion=complete.launch_targets),
     dry_run: bool = typer.Option(False, "--dry-run", help="print every process (host, env, command); start nothing"),
     detach: bool = typer.Option(False, "--detach", "-d", help="return once ready; stop later with recipectl stop"),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="seconds to wait for readiness"),
-    variant: Optional[str] = typer.Option(None, "--variant"),
+    variant: Optional[str] = _variant(),
     format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="json: the run state on stdout"),
     preflight: bool = typer.Option(True, "--preflight/--no-preflight",
                                    help="refuse to start when the host checks find a problem (local target)"),
@@ -211,25 +229,29 @@ RUN_DIR_HELP = ("where runs are kept (a recipe's launch.run_dir); given a recipe
 
 @app.command()
 def status(
-    run: Optional[str] = typer.Argument(None, help="run id, recipe or run directory (default: the latest run)"),
+    run: Optional[str] = typer.Argument(None, help="run id, recipe or run directory (default: the latest run)",
+                                        autocompletion=complete.runs),
     format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f"),
     run_dir: Optional[str] = typer.Option(None, "--run-dir", help=RUN_DIR_HELP),
+    variant: Optional[str] = _variant(),
 ) -> None:
     """Show a run's processes: alive, healthy, ports, logs."""
     from .commands.launch import show_status
 
-    raise typer.Exit(show_status(run, as_json=format is OutputFormat.json, run_dir=run_dir))
+    raise typer.Exit(show_status(run, as_json=format is OutputFormat.json, run_dir=run_dir, variant=variant))
 
 
 @app.command()
 def stop(
-    run: Optional[str] = typer.Argument(None, help="run id, recipe or run directory (default: the latest)"),
+    run: Optional[str] = typer.Argument(None, help="run id, recipe or run directory (default: the latest)",
+                                        autocompletion=complete.runs),
     run_dir: Optional[str] = typer.Option(None, "--run-dir", help=RUN_DIR_HELP),
+    variant: Optional[str] = _variant(),
 ) -> None:
     """Stop a run: SIGTERM to every process group, SIGKILL after the grace period."""
     from .commands.launch import stop_run
 
-    raise typer.Exit(stop_run(run, run_dir=run_dir))
+    raise typer.Exit(stop_run(run, run_dir=run_dir, variant=variant))
 
 
 app.command("down", help="Alias of stop.")(stop)
@@ -240,20 +262,22 @@ def logs(
     process: Optional[str] = typer.Argument(None, help="prefill, decode, router or a process name (default: all)"),
     follow: bool = typer.Option(False, "--follow", help="keep printing new lines (-f is --format elsewhere)"),
     lines: int = typer.Option(40, "--lines", "-n"),
-    run: Optional[str] = typer.Option(None, "--run", help="run id, recipe or run directory"),
+    run: Optional[str] = typer.Option(None, "--run", help="run id, recipe or run directory",
+                                      autocompletion=complete.runs),
     run_dir: Optional[str] = typer.Option(None, "--run-dir", help=RUN_DIR_HELP),
+    variant: Optional[str] = _variant(),
 ) -> None:
     """Print the logs of a run's processes."""
     from .commands.launch import show_logs
 
-    raise typer.Exit(show_logs(run, process, follow=follow, lines=lines, run_dir=run_dir))
+    raise typer.Exit(show_logs(run, process, follow=follow, lines=lines, run_dir=run_dir, variant=variant))
 
 
 @app.command()
 def plan(
-    recipe: str = typer.Argument(...),
+    recipe: str = _recipe(),
     format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f"),
-    variant: Optional[str] = typer.Option(None, "--variant"),
+    variant: Optional[str] = _variant(),
 ) -> None:
     """Capacity plan: KV cache + GDN state per GPU, concurrency at which decode saturates."""
     from .commands.plan import print_plan
@@ -265,7 +289,7 @@ def plan(
 
 @app.command()
 def doctor(
-    recipe: Optional[str] = typer.Argument(None, help="the recipe (its latest run is checked when running)"),
+    recipe: Optional[str] = _recipe(None, help="the recipe (its latest run is checked when running)"),
     run: Optional[str] = typer.Option(None, "--run", help="run id or directory instead of the recipe's latest"),
     router: Optional[str] = typer.Option(None, "--router", help="router URL (a deployment not started here)"),
     prefill: List[str] = typer.Option([], "--prefill", help="prefill endpoint URL (repeatable)"),
@@ -278,6 +302,7 @@ def doctor(
     reference: Optional[str] = typer.Option(None, "--reference", help="parity reference URL (default: prefill)"),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="seconds per endpoint check"),
     format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f"),
+    variant: Optional[str] = _variant(),
 ) -> None:
     """Environment, endpoint health, proof that KV moved over NIXL, parity and a gated GSM8K check.
 
@@ -286,7 +311,8 @@ def doctor(
 
     raise typer.Exit(run_doctor(recipe, run=run, router=router, prefill=prefill, decode=decode, env=env,
                                 proofs=proofs, parity=parity, gsm8k=gsm8k, gsm8k_questions=gsm8k_questions,
-                                reference=reference, timeout=timeout, as_json=format is OutputFormat.json))
+                                reference=reference, timeout=timeout, as_json=format is OutputFormat.json,
+                                variant=variant))
 
 
 class _RunByDefault(TyperGroup):
@@ -306,18 +332,19 @@ app.add_typer(bench_app, name="bench")
 
 @bench_app.command("run")
 def bench_run(
-    recipe: str = typer.Argument(..., help="the recipe whose deployment to measure"),
+    recipe: str = _recipe(help="the recipe whose deployment to measure"),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="output directory (default: in the run directory)"),
     run: Optional[str] = typer.Option(None, "--run", help="run id or directory (default: the recipe's latest)"),
     router: Optional[str] = typer.Option(None, "--router", help="router URL of a deployment not started here"),
     max_failed_ratio: float = typer.Option(0.0, "--max-failed-ratio", help="failed requests tolerated per level"),
     format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f"),
+    variant: Optional[str] = _variant(),
 ) -> None:
     """The concurrency sweep with `vllm bench serve`: TPS/GPU, latencies, CSV/JSON/plots, validity gates."""
     from .commands.bench import bench as run_bench
 
     raise typer.Exit(run_bench(recipe, out=out, run=run, router=router, max_failed_ratio=max_failed_ratio,
-                               as_json=format is OutputFormat.json))
+                               as_json=format is OutputFormat.json, variant=variant))
 
 
 @bench_app.command("compare")
@@ -334,16 +361,18 @@ def bench_compare(
 
 @app.command()
 def top(
-    recipe: Optional[str] = typer.Argument(None, help="the recipe whose latest run to watch"),
+    recipe: Optional[str] = _recipe(None, help="the recipe whose latest run to watch"),
     run: Optional[str] = typer.Option(None, "--run"),
     interval: float = typer.Option(2.0, "--interval", "-i", help="seconds between refreshes"),
     once: bool = typer.Option(False, "--once", help="one snapshot, then exit"),
     format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="json: one snapshot"),
+    variant: Optional[str] = _variant(),
 ) -> None:
     """Live KV-cache use, running/waiting requests and throughput of every endpoint (from /metrics)."""
     from .commands.top import top as run_top
 
-    raise typer.Exit(run_top(recipe, run=run, interval=interval, once=once, as_json=format is OutputFormat.json))
+    raise typer.Exit(run_top(recipe, run=run, interval=interval, once=once, as_json=format is OutputFormat.json,
+                             variant=variant))
 
 
 def _dump(data: dict, format: RecipeFormat) -> None:
@@ -361,7 +390,8 @@ def main() -> None:
     """The Typer app as the entry point (entry.main calls it for what its fast path leaves)."""
     from .guard import run_guarded
 
-    run_guarded(lambda: app(standalone_mode=False))  # app returns the code of a typer.Exit
+    # app returns the code of a typer.Exit; a shell-completion request (COMPLETE_VAR) exits in it
+    run_guarded(lambda: app(standalone_mode=False, complete_var=COMPLETE_VAR))
 
 
 if __name__ == "__main__":

@@ -27,11 +27,11 @@ def parse_fast(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
     """(command, arguments) when the fast path handles `argv` exactly as the Typer app would;
     None to leave it to the Typer app. The options are those declared in commands/options.py,
     from which cli.py builds the Typer commands."""
-    from .commands.options import COMMANDS
+    from .commands.options import COMMANDS, COMPLETE_VAR
 
     if not argv or argv[0] not in COMMANDS:
         return None
-    if any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ):
+    if os.environ.get(COMPLETE_VAR):
         return None  # a shell-completion request: Typer answers it
     spec = COMMANDS[argv[0]]
     by_name = {name: opt for opt in spec.options for name in opt.names}

@@ -1,7 +1,9 @@
 """Run `vllm bench serve` once per concurrency level against the router; summarise and gate.
 
 TPS per GPU is the seed's headline metric: (input + output tokens) / duration / GPUs of all
-prefill and decode endpoints. On the CPU platform each endpoint counts as one device.
+prefill and decode endpoints. On the CPU platform each endpoint counts as one device. Tokens/s per
+user (interactivity) is what one user sees, 1000 / median TPOT: the field plots throughput per GPU
+against it, and the levels no other level beats on both are the Pareto frontier (`pareto`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Level:
     total_tps: float = 0.0
     output_tps: float = 0.0
     tps_per_gpu: float = 0.0
+    tps_per_user: float | None = None  # 1000 / median TPOT: output tokens/s one user sees
     request_throughput: float = 0.0
     ttft_median_ms: float | None = None
     ttft_p99_ms: float | None = None
@@ -75,6 +78,8 @@ def summarise(raw: dict, level: Level, gpus: int, max_failed_ratio: float) -> Le
     for metric in ("ttft", "tpot", "itl"):
         setattr(level, f"{metric}_median_ms", raw.get(f"median_{metric}_ms"))
         setattr(level, f"{metric}_p99_ms", raw.get(f"p99_{metric}_ms"))
+    if level.tpot_median_ms:
+        level.tps_per_user = 1000.0 / level.tpot_median_ms
     # Validity gates: a benchmark that "succeeds" with nothing generated is not a result.
     if level.total_output_tokens == 0:
         level.problems.append("zero output tokens")
@@ -174,6 +179,46 @@ def plot(levels: list[Level], out_dir: Path, title: str) -> None:
     fig.tight_layout()
     fig.savefig(out_dir / "tps_per_gpu_vs_tpot.png", dpi=120)
     plt.close(fig)
+    plot_pareto(plt, ok, out_dir / PARETO_PLOT, title)
+
+
+PARETO_PLOT = "tps_per_gpu_vs_tps_per_user.png"
+
+
+def pareto(levels: list[Level]) -> list[Level]:
+    """The levels no other level beats on both throughput per GPU and tokens/s per user, by
+    tokens/s per user: the frontier the field draws (a level that another matches on one and beats
+    on the other is off it). Levels without a TPOT have no tokens/s per user and no place on it."""
+    pts = sorted((lv for lv in levels if lv.tps_per_user), key=lambda lv: (-lv.tps_per_user, -lv.tps_per_gpu))
+    front: list[Level] = []
+    for lv in pts:  # from the most interactive: each one on the frontier has more throughput than all before
+        if not front or lv.tps_per_gpu > front[-1].tps_per_gpu:
+            front.append(lv)
+    return sorted(front, key=lambda lv: lv.tps_per_user)
+
+
+def plot_pareto(plt, levels: list[Level], path: Path, title: str) -> None:
+    """Throughput per GPU against tokens/s per user, each level marked with its concurrency and the
+    Pareto frontier drawn through the levels on it: the field's picture of a configuration."""
+    pts = [lv for lv in levels if lv.tps_per_user]
+    if not pts:
+        return
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.scatter([lv.tps_per_user for lv in pts], [lv.tps_per_gpu for lv in pts], color="tab:blue", zorder=3)
+    front = pareto(pts)
+    ax.plot([lv.tps_per_user for lv in front], [lv.tps_per_gpu for lv in front], color="tab:orange",
+            label="Pareto frontier", zorder=2)
+    for lv in pts:
+        ax.annotate(f"c={lv.concurrency}", (lv.tps_per_user, lv.tps_per_gpu), fontsize=7, xytext=(3, 3),
+                    textcoords="offset points")
+    ax.set_xlabel("tokens/s per user  (1000 / median TPOT)")
+    ax.set_ylabel("total tokens/s per GPU")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def compare(a: dict, b: dict) -> list[dict]:
@@ -186,6 +231,7 @@ def compare(a: dict, b: dict) -> list[dict]:
             continue
         rows.append({"concurrency": lv["concurrency"], "tps_per_gpu_a": base["tps_per_gpu"],
                      "tps_per_gpu_b": lv["tps_per_gpu"], "tps_per_gpu_ratio": _ratio(base, lv, "tps_per_gpu"),
+                     "tps_per_user_ratio": _ratio(base, lv, "tps_per_user"),
                      "tpot_median_ratio": _ratio(base, lv, "tpot_median_ms"),
                      "ttft_median_ratio": _ratio(base, lv, "ttft_median_ms")})
     return rows

@@ -8,6 +8,53 @@ import time
 from pathlib import Path
 
 from ..errors import RecipectlError
+from .tables import Col, fitted, num
+
+# bench's table: what a level achieved, then how long users waited
+LEVEL_COLUMNS = [
+    [Col("conc.", "conc.", lambda lv: str(lv.concurrency)),
+     Col("TPS/GPU", "TPS\n/GPU", lambda lv: num(lv.tps_per_gpu, 2)),
+     Col("tok/s/user", "tok/s\n/user", lambda lv: num(lv.tps_per_user)),
+     Col("total tok/s", "total\ntok/s", lambda lv: num(lv.total_tps)),
+     Col("out tok/s", "out\ntok/s", lambda lv: num(lv.output_tps)),
+     Col("req/s", "req/s", lambda lv: num(lv.request_throughput, 2)),
+     Col("failed", "failed", lambda lv: str(lv.failed)),
+     Col("valid", "valid", lambda lv: "yes" if lv.valid else "NO")],
+    [Col("TTFT p50 ms", "TTFT\np50", lambda lv: num(lv.ttft_median_ms)),
+     Col("TTFT p99 ms", "TTFT\np99", lambda lv: num(lv.ttft_p99_ms)),
+     Col("TPOT p50 ms", "TPOT\np50", lambda lv: num(lv.tpot_median_ms)),
+     Col("TPOT p99 ms", "TPOT\np99", lambda lv: num(lv.tpot_p99_ms)),
+     Col("ITL p50 ms", "ITL\np50", lambda lv: num(lv.itl_median_ms)),
+     Col("ITL p99 ms", "ITL\np99", lambda lv: num(lv.itl_p99_ms))],
+]
+LEVEL_TITLES = ["throughput", "latency (ms)"]
+
+# bench compare's: B against A
+_ratio = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+COMPARE_COLUMNS = [
+    [Col("concurrency", "conc.", lambda r: str(r["concurrency"])),
+     Col("TPS/GPU A", "TPS/GPU\nA", lambda r: num(r["tps_per_gpu_a"], 2)),
+     Col("TPS/GPU B", "TPS/GPU\nB", lambda r: num(r["tps_per_gpu_b"], 2)),
+     Col("TPS/GPU B/A", "TPS/GPU\nB/A", lambda r: _ratio(r["tps_per_gpu_ratio"]))],
+    [Col("tok/s/user B/A", "tok/s/user\nB/A", lambda r: _ratio(r.get("tps_per_user_ratio"))),
+     Col("TPOT B/A", "TPOT\nB/A", lambda r: _ratio(r["tpot_median_ratio"])),
+     Col("TTFT B/A", "TTFT\nB/A", lambda r: _ratio(r["ttft_median_ratio"]))],
+]
+
+
+def print_fitted(title: str, rows: list, groups: list, titles: list[str], label) -> None:
+    """`title`, then `rows` laid out to the terminal's width (commands/tables.py), on stdout."""
+    from rich.console import Console
+    from rich.text import Text
+
+    out = Console(highlight=False)
+    out.print(Text(title))
+    for part in fitted(out, rows, groups, titles=titles, label=label):
+        out.print(part)
+
+
+def print_levels(levels: list, title: str) -> None:
+    print_fitted(title, levels, LEVEL_COLUMNS, LEVEL_TITLES, lambda lv: f"concurrency {lv.concurrency}")
 
 
 def _load_summary(ref: str) -> dict:
@@ -28,17 +75,8 @@ def bench_compare(a: str, b: str, *, as_json: bool) -> int:
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return 0
-    from rich.console import Console
-    from rich.table import Table
-
-    t = Table(title=f"B / A   (A={a}, B={b})", title_justify="left")
-    for col in ("concurrency", "TPS/GPU A", "TPS/GPU B", "TPS/GPU B/A", "TPOT B/A", "TTFT B/A"):
-        t.add_column(col, justify="right")
-    fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
-    for r in rows:
-        t.add_row(str(r["concurrency"]), f"{r['tps_per_gpu_a']:.2f}", f"{r['tps_per_gpu_b']:.2f}",
-                  fmt(r["tps_per_gpu_ratio"]), fmt(r["tpot_median_ratio"]), fmt(r["ttft_median_ratio"]))
-    Console().print(t)
+    print_fitted(f"B / A   (A={a}, B={b})", rows, COMPARE_COLUMNS, ["throughput", "per user and latency"],
+                 lambda r: f"concurrency {r['concurrency']}")
     return 0
 
 
@@ -52,15 +90,15 @@ def require_workload(recipe, recipe_path: str) -> None:
 
 
 def bench(recipe_path: str, *, out: str | None, run: str | None, router: str | None, max_failed_ratio: float,
-          as_json: bool) -> int:
+          as_json: bool, variant: str | None = None) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..bench.sweep import run_sweep, write_outputs
     from ..runs.state import find_run, runs_root
-    from ..validate import load_one
+    from ..validate import load_variant
 
-    recipe = load_one(recipe_path).recipe
+    recipe = load_variant(recipe_path, variant).recipe
     require_workload(recipe, recipe_path)
     console = Console(stderr=True)
     if router is None:
@@ -77,7 +115,7 @@ def bench(recipe_path: str, *, out: str | None, run: str | None, router: str | N
 
         def on_level(lv):
             mark = "ok" if lv.valid else "INVALID: " + "; ".join(lv.problems)[:200]
-            bar.console.print(f"c={lv.concurrency}: {lv.tps_per_gpu:.2f} TPS/GPU, {lv.output_tps:.2f} out tok/s, "
+            bar.console.print(f"c={lv.concurrency}: {lv.tps_per_gpu:.2f} TPS/GPU, {num(lv.tps_per_user)} tok/s/user, "
                               f"TPOT p50 {lv.tpot_median_ms or 0:.1f} ms — {mark}", highlight=False)
             done = bar.tasks[0].completed + 1
             nxt = recipe.workload.concurrency[done] if done < levels_total else None
@@ -89,19 +127,7 @@ def bench(recipe_path: str, *, out: str | None, run: str | None, router: str | N
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     else:
-        from rich.table import Table
-
-        t = Table(title=f"{recipe.name}: {summary['gpus']} device(s); results in {out_dir}", title_justify="left")
-        for col in ("conc.", "TPS/GPU", "total tok/s", "out tok/s", "req/s", "TTFT p50/p99 ms", "TPOT p50/p99 ms",
-                    "ITL p50/p99 ms", "failed", "valid"):
-            t.add_column(col, justify="right")
-        f = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
-        for lv in levels:
-            t.add_row(str(lv.concurrency), f"{lv.tps_per_gpu:.2f}", f"{lv.total_tps:.1f}", f"{lv.output_tps:.1f}",
-                      f"{lv.request_throughput:.2f}", f"{f(lv.ttft_median_ms)}/{f(lv.ttft_p99_ms)}",
-                      f"{f(lv.tpot_median_ms)}/{f(lv.tpot_p99_ms)}", f"{f(lv.itl_median_ms)}/{f(lv.itl_p99_ms)}",
-                      str(lv.failed), "yes" if lv.valid else "[red]NO[/]")
-        Console().print(t)
+        print_levels(levels, f"{recipe.name}: {summary['gpus']} device(s); results in {out_dir}")
     invalid = [lv for lv in levels if not lv.valid]
     if invalid:
         console.print(f"[red]invalid run[/]: concurrency {invalid[0].concurrency}: {'; '.join(invalid[0].problems)}")

@@ -11,6 +11,7 @@ from ..checks.doctor import FAIL, PASS, SKIP, WARN, CheckResult, Targets, timed
 from ..checks.environment import cpu_core_check, environment_checks
 from ..errors import RecipectlError
 from ..schema import Recipe
+from . import load_recipe_or_none
 
 
 def resolve_targets(recipe: Recipe | None, recipe_path: str | None, run: str | None, router: str | None,
@@ -122,42 +123,87 @@ def explain_from_logs(results: list[CheckResult], targets: Targets) -> None:
         r.fix = found.fix
 
 
-STYLE = {PASS: "[green]pass[/]", FAIL: "[red]FAIL[/]", WARN: "[yellow]warn[/]", SKIP: "[dim]skip[/]"}
+STYLE = {PASS: "green", FAIL: "red", WARN: "yellow", SKIP: "dim"}
+LABEL = {PASS: "pass", FAIL: "FAIL", WARN: "warn", SKIP: "skip"}
+TABLE_WIDTH = 120  # the table only from this many columns; narrower, one check to a line
+INDENT = " " * 6  # under the check's name, past its status
+
+
+def _wrapped(text: str, width: int, first: str = INDENT, rest: str = INDENT) -> list[str]:
+    """`text` in lines of at most `width` columns: each of its own lines wrapped at spaces, a word
+    longer than a line (a URL, a path) broken rather than cut."""
+    import textwrap
+
+    out: list[str] = []
+    for para in text.splitlines() or [""]:
+        lines = textwrap.wrap(para, width=width, initial_indent=first if not out else rest, subsequent_indent=rest,
+                              break_long_words=True, break_on_hyphens=False) or [first if not out else rest]
+        out += [ln.rstrip() for ln in lines]
+    return out
+
+
+def report_lines(results: list[CheckResult], width: int) -> list[str]:
+    """The report for a narrow terminal, as pytest and ruff print one: a line per check, its
+    status first, and beneath it, indented, what it found and the fix."""
+    out: list[str] = []
+    for r in results:
+        out += _wrapped(f"{r.group}: {r.name}", width, first=f"{LABEL[r.status]}  ", rest=INDENT)
+        if r.detail:
+            out += _wrapped(r.detail, width)
+        if r.fix:
+            out += _wrapped(r.fix, width, first=INDENT + "fix: ", rest=INDENT + "     ")
+    return out
+
+
+def verdict(results: list[CheckResult]) -> tuple[str, str]:
+    """The last line: its words, and the style of its first."""
+    failed = sum(r.status == FAIL for r in results)
+    counts = (f"{sum(r.status == PASS for r in results)} passed, {failed} failed, "
+              f"{sum(r.status == WARN for r in results)} warnings, {sum(r.status == SKIP for r in results)} skipped")
+    return (f"FAILED: {counts}", "red") if failed else (f"all checks passed: {counts}", "green")
 
 
 def present(results: list[CheckResult], *, as_json: bool, console) -> int:
     failed = [r for r in results if r.status == FAIL]
     if as_json:
         sys.stdout.write(json.dumps({"passed": not failed, "checks": [asdict(r) for r in results]}, indent=2) + "\n")
-    else:
+        return 1 if failed else 0
+    from rich.console import Console
+    from rich.text import Text
+
+    out = Console(highlight=False)
+    if out.width >= TABLE_WIDTH:
         from rich.table import Table
 
         t = Table(title="recipectl doctor", title_justify="left", show_lines=False)
         for col in ("group", "check", "status", "detail", "fix"):
             t.add_column(col, overflow="fold")
         for r in results:
-            t.add_row(r.group, r.name, STYLE[r.status], r.detail, r.fix)
-        from rich.console import Console
-
-        Console().print(t)
-        verdict = "[red]FAILED[/]" if failed else "[green]all checks passed[/]"
-        Console().print(f"{verdict}: {sum(r.status == PASS for r in results)} passed, {len(failed)} failed, "
-                        f"{sum(r.status == WARN for r in results)} warnings, "
-                        f"{sum(r.status == SKIP for r in results)} skipped")
+            t.add_row(r.group, r.name, Text(LABEL[r.status], style=STYLE[r.status]), r.detail, r.fix)
+        out.print(t)
+    else:
+        out.print("recipectl doctor")
+        for line in report_lines(results, out.width):
+            text = Text(line)
+            status = next((s for s, label in LABEL.items() if line.startswith(label + "  ")), None)
+            if status:
+                text.stylize(STYLE[status], 0, 4)
+            out.print(text, soft_wrap=True)
+    words, style = verdict(results)
+    head = words.index(":")
+    text = Text(words)
+    text.stylize(style, 0, head)
+    out.print(text, soft_wrap=True)
     return 1 if failed else 0
 
 
 def doctor(recipe_path: str | None, *, run: str | None, router: str | None, prefill: list[str], decode: list[str],
            env: bool, proofs: bool, parity: bool, gsm8k: bool, gsm8k_questions: int | None, reference: str | None,
-           timeout: float | None, as_json: bool) -> int:
+           timeout: float | None, as_json: bool, variant: str | None = None) -> int:
     from rich.console import Console
 
     console = Console(stderr=True)
-    recipe = None
-    if recipe_path:
-        from ..validate import load_one
-
-        recipe = load_one(recipe_path).recipe
+    recipe = load_recipe_or_none(recipe_path, variant, "doctor")
     timeout = timeout or (recipe.checks.timeout_s if recipe else 30)
     targets = resolve_targets(recipe, recipe_path, run, router, prefill, decode)
     results = asyncio.run(run_doctor(recipe, targets, env=env, proofs=proofs, parity=parity, gsm8k=gsm8k,

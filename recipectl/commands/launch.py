@@ -14,12 +14,25 @@ from ..runs.state import CorruptState, find_run, find_run_dir, journal
 from ..schema import Recipe
 
 
-def recipe_runs(path: str) -> tuple[str, str]:
-    """A recipe file's name and where its runs are kept (for `status RECIPE` and the like)."""
-    from ..validate import load_one
+def recipe_runs(path: str, variant: str | None = None) -> tuple[str, str]:
+    """A recipe file's name and where its runs are kept (for `status RECIPE` and the like); one
+    variant's, for a matrix recipe (--variant)."""
+    from ..validate import load_variant
 
-    recipe = load_one(path).recipe
+    recipe = load_variant(path, variant).recipe
     return recipe.name, recipe.launch.run_dir
+
+
+def _recipe_runs(ref: str | None, variant: str | None):
+    """find_run's reader of a recipe file, for --variant; --variant names a variant of a recipe
+    file, so with a run id, a run directory or no reference at all it is a usage error."""
+    if variant is None:
+        return recipe_runs
+    if ref is None or Path(ref).suffix not in (".yaml", ".yml") or not Path(ref).is_file():
+        raise RecipectlError(f"--variant picks one variant of a matrix recipe file, and {ref or 'no recipe'} "
+                             "was given", fix="give the recipe file with --variant; a run id or run directory "
+                             "names one run without it")
+    return lambda path: recipe_runs(path, variant)
 
 def print_dry_run(recipe: Recipe, *, as_json: bool) -> None:
     from ..launch.local import recipe_env
@@ -103,10 +116,10 @@ def _root(run_dir: str | None) -> Path | None:
     return runs_root(run_dir) if run_dir else None
 
 
-def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None) -> int:
+def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None, variant: str | None = None) -> int:
     import httpx
 
-    state = find_run(ref, _root(run_dir), recipe_runs)
+    state = find_run(ref, _root(run_dir), _recipe_runs(ref, variant))
     rows = []
     job = None
     if state.target == "slurm" and state.job_id:
@@ -148,11 +161,11 @@ def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None) -
     return 0 if all_ok else 1
 
 
-def stop_run(ref: str | None, run_dir: str | None = None) -> int:
+def stop_run(ref: str | None, run_dir: str | None = None, variant: str | None = None) -> int:
     from rich.console import Console
 
     c = Console(stderr=True)
-    d = find_run_dir(ref, _root(run_dir), recipe_runs)
+    d = find_run_dir(ref, _root(run_dir), _recipe_runs(ref, variant))
     try:
         state = find_run(str(d))
     except CorruptState as e:
@@ -179,9 +192,10 @@ def stop_run(ref: str | None, run_dir: str | None = None) -> int:
         return 0
     grace = 20.0
     try:
-        from ..validate import load_one
+        from ..validate import load_variant
 
-        grace = load_one(state.recipe_path).recipe.launch.stop_grace_s
+        # by the run's recipe name: a matrix recipe's run names its variant
+        grace = load_variant(state.recipe_path, state.recipe_name).recipe.launch.stop_grace_s
     except RecipectlError:
         pass
     outcome = procs.stop_recorded([(p.pid, p.start_time) for p in ours], grace)  # pid == pgid: own session
@@ -216,8 +230,9 @@ def _stop_from_journal(run_dir: Path, error: CorruptState, c) -> int:
     return int(ExitCode.INVALID)
 
 
-def show_logs(ref: str | None, which: str | None, *, follow: bool, lines: int, run_dir: str | None = None) -> int:
-    state = find_run(ref, _root(run_dir), recipe_runs)
+def show_logs(ref: str | None, which: str | None, *, follow: bool, lines: int, run_dir: str | None = None,
+              variant: str | None = None) -> int:
+    state = find_run(ref, _root(run_dir), _recipe_runs(ref, variant))
     chosen = [p for p in state.processes if which in (None, p.kind, p.name)]
     if not chosen:
         raise RecipectlError(f"no process {which!r} in {state.run_id}",

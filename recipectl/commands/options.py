@@ -48,6 +48,10 @@ class Command:
         return {o.dest: o.default for o in self.options}
 
 
+# The environment variable that asks for a shell completion (Typer answers it; entry.py leaves
+# such a run to Typer). Pinned, not derived from the program's name: `python -m recipectl` too.
+COMPLETE_VAR = "_RECIPECTL_COMPLETE"
+
 FORMATS = ("text", "json", "sarif", "github")
 TARGETS = ("bash", "slurm", "k8s")
 

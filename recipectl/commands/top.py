@@ -8,6 +8,8 @@ import json
 import sys
 import time
 
+from . import load_recipe_or_none
+
 
 async def _snapshot(client, urls: list[tuple[str, str]]):
     from ..checks.metrics import scrape_metrics
@@ -56,18 +58,15 @@ def _table(rows):
     return t
 
 
-def top(recipe_path: str | None, *, run: str | None, interval: float, once: bool, as_json: bool) -> int:
+def top(recipe_path: str | None, *, run: str | None, interval: float, once: bool, as_json: bool,
+        variant: str | None = None) -> int:
     from rich.console import Console
 
     from ..checks.client import make_client
     from ..errors import RecipectlError
     from .doctor import resolve_targets
 
-    recipe = None
-    if recipe_path:
-        from ..validate import load_one
-
-        recipe = load_one(recipe_path).recipe
+    recipe = load_recipe_or_none(recipe_path, variant, "top")
     t = resolve_targets(recipe, recipe_path, run, None, [], [])
     urls = [(f"prefill-{i}", u) for i, u in enumerate(t.prefill)] + [(f"decode-{i}", u) for i, u in enumerate(t.decode)]
     if not urls:

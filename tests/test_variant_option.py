@@ -1,0 +1,110 @@
+"""`--variant` on every command that reads one recipe: a matrix recipe is many recipes, and each of
+these commands either picks one with it or refuses with the fix. Doctor, status and bench find the
+run of the variant named; no engine is started (the runs here are state files and this process)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from recipectl.cli import app
+from recipectl.runs import processes as procs
+from recipectl.runs.state import ProcessState, RunState, new_run_dir
+
+from .e2e_support import LOCAL_RECIPE
+
+VARIANTS = ("launch-stop-grace-s-2", "launch-stop-grace-s-3")
+
+
+@pytest.fixture
+def matrix_recipe(tmp_path, monkeypatch) -> Path:
+    """The local recipe with a two-value matrix, its runs kept under tmp_path."""
+    monkeypatch.setenv("RECIPECTL_RUN_DIR", str(tmp_path / "runs"))
+    text = LOCAL_RECIPE.read_text()
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text + "\nmatrix:\n  launch.stop_grace_s: [2, 3]\n")
+    return path
+
+
+def _run_of(name: str, root: Path, recipe: Path, url: str | None = None) -> RunState:
+    """A run state of `name` whose one process is this test process (alive, and ours by start time)."""
+    run_id, d = new_run_dir(root, name)
+    pid = os.getpid()
+    ps = ProcessState(name="prefill-0", kind="prefill", host="127.0.0.1", port=None, url=url, log=str(d / "p.log"),
+                      argv=["pytest"], env={}, pid=pid, start_time=procs.proc_start_time(pid))
+    state = RunState(run_id=run_id, recipe_name=name, recipe_path=str(recipe), recipe_hash="0", run_dir=str(d),
+                     processes=[ps])
+    state.save()
+    return state
+
+
+@pytest.mark.parametrize("argv", [["show"], ["render"], ["launch"], ["plan"], ["doctor"], ["bench", "run"],
+                                  ["status"], ["stop"], ["logs"], ["top"]])
+def test_every_command_that_reads_one_recipe_takes_variant(argv):
+    r = CliRunner().invoke(app, [*argv, "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "--variant" in r.output, r.output
+
+
+def test_doctor_refuses_a_matrix_recipe_without_variant_and_names_the_option(matrix_recipe, recipectl_cli):
+    r = recipectl_cli("doctor", str(matrix_recipe), "--no-env", "--format", "json")
+    assert r.returncode == 2 and r.stdout == ""
+    assert "expands into 2 recipes" in r.stderr and "--variant NAME" in r.stderr, r.stderr
+
+
+def test_doctor_accepts_a_variant_and_rejects_one_the_matrix_lacks(matrix_recipe, recipectl_cli):
+    r = recipectl_cli("doctor", str(matrix_recipe), "--variant", VARIANTS[1], "--no-env", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    checks = json.loads(r.stdout)["checks"]
+    assert [(c["name"], c["status"]) for c in checks] == [("deployment", "skip")]  # nothing runs: nothing checked
+    r = recipectl_cli("doctor", str(matrix_recipe), "--variant", "launch-stop-grace-s-9", "--no-env")
+    assert r.returncode == 2 and "no variant 'launch-stop-grace-s-9'" in r.stderr
+    assert VARIANTS[0] in r.stderr  # the fix lists the variants there are
+    r = recipectl_cli("doctor", "--variant", VARIANTS[0], "--no-env")
+    assert r.returncode == 2 and "no recipe was given" in r.stderr
+
+
+def test_doctor_checks_the_run_of_the_variant_it_was_given(matrix_recipe, tmp_path):
+    from recipectl.commands.doctor import resolve_targets
+    from recipectl.validate import load_variant
+
+    root = tmp_path / "runs"
+    base = load_variant(str(matrix_recipe), VARIANTS[0]).recipe.name.rsplit(".", 1)[0]
+    for i, v in enumerate(VARIANTS):
+        _run_of(f"{base}.{v}", root, matrix_recipe, url=f"http://127.0.0.1:{9 + i}")
+    for i, v in enumerate(VARIANTS):
+        recipe = load_variant(str(matrix_recipe), v).recipe
+        t = resolve_targets(recipe, str(matrix_recipe), None, None, [], [])
+        assert t.prefill == [f"http://127.0.0.1:{9 + i}"], (v, t)
+
+
+def test_status_stop_and_logs_find_the_variants_run(matrix_recipe, tmp_path, recipectl_cli):
+    root = tmp_path / "runs"
+    base = "local-tiny-hybrid"
+    states = {v: _run_of(f"{base}.{v}", root, matrix_recipe) for v in VARIANTS}
+    for v in VARIANTS:
+        r = recipectl_cli("status", str(matrix_recipe), "--variant", v, "--format", "json")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["run_id"] == states[v].run_id
+    r = recipectl_cli("status", str(matrix_recipe))
+    assert r.returncode == 2 and "--variant NAME" in r.stderr
+    # --variant names a variant of a recipe file: with a run id (or nothing) it is a usage error
+    for argv in (["status", states[VARIANTS[0]].run_id], ["status"], ["logs"], ["stop"]):
+        r = recipectl_cli(*argv, "--variant", VARIANTS[0])
+        assert r.returncode == 2 and "--variant picks one variant of a matrix recipe file" in r.stderr, (argv, r.stderr)
+    Path(states[VARIANTS[1]].processes[0].log).write_text("one line\n")
+    r = recipectl_cli("logs", "--run", str(matrix_recipe), "--variant", VARIANTS[1])
+    assert r.returncode == 0 and r.stdout == "one line\n", r.stderr
+
+
+def test_bench_takes_variant(matrix_recipe, recipectl_cli):
+    """Without --variant a matrix recipe is refused; with it bench looks for that variant's run."""
+    r = recipectl_cli("bench", str(matrix_recipe))
+    assert r.returncode == 2 and "--variant NAME" in r.stderr
+    for argv in (["bench"], ["bench", "run"]):
+        r = recipectl_cli(*argv, str(matrix_recipe), "--variant", VARIANTS[0])
+        assert r.returncode == 2 and f"local-tiny-hybrid.{VARIANTS[0]}" not in r.stdout
+        assert "no run found" in r.stderr, r.stderr
