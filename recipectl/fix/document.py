@@ -50,10 +50,17 @@ class Document:
     """One recipe file's text and its round-trip document."""
 
     def __init__(self, text: str):
+        """`text` has passed the loader (its limits, the schema); ruamel.yaml reads some YAML the
+        loader's parser takes in its own way, and such a file is left alone."""
+        from ruamel.yaml import YAMLError
+
         self.text = text
         self._yaml = _yaml(text)
-        self.data = self._yaml.load(text)
-        self._base = self._dump()
+        try:
+            self.data = self._yaml.load(text)
+            self._base = self._dump()
+        except (YAMLError, ValueError, TypeError) as e:
+            raise Unfixable(f"ruamel.yaml cannot read the file for editing: {e}") from None
 
     def _dump(self) -> str:
         out = io.StringIO()
@@ -93,10 +100,14 @@ class Document:
             if key not in node:
                 _append(node, key, CommentedMap())
             node = node[key]
-        if last in node:
-            node[last] = edit.value
-        else:
+        if last not in node:
             _append(node, last, edit.value)
+            return
+        # a block value replaced: the blank lines and comments after its last line stay where they were
+        moved = _trailing_lines(node[last])
+        node[last] = edit.value
+        if moved is not None:
+            _comment_after(node, last, moved)
 
     def text_after(self) -> str:
         """The file's text with the edits made, its other lines as they were."""
@@ -117,10 +128,19 @@ def _append(node: Any, key: str | int, value: Any) -> None:
     moved = _trailing_lines(node)
     node[key] = value
     if moved is not None:
-        from ruamel.yaml.error import CommentMark
-        from ruamel.yaml.tokens import CommentToken
+        _comment_after(node, key, moved)
 
-        node.ca.items.setdefault(key, [None, None, None, None])[2] = CommentToken(moved, CommentMark(0), None)
+
+def _comment_after(node: Any, key: str | int, text: str) -> None:
+    """`text` (starting with the end of the line) after the line of `key` in mapping `node`."""
+    from ruamel.yaml.error import CommentMark
+    from ruamel.yaml.tokens import CommentToken
+
+    entry = node.ca.items.setdefault(key, [None, None, None, None])
+    if entry[2] is not None:  # the key's own end-of-line comment comes first
+        head, newline, _ = entry[2].value.partition("\n")
+        text = head + text
+    entry[2] = CommentToken(text, CommentMark(0), None)
 
 
 def _trailing_lines(node: Any) -> str | None:

@@ -78,11 +78,15 @@ def fix_text(text: str, file: str, *, selection: Selection, unsafe: bool = False
     for _ in range(MAX_PASSES):
         if not result.ok:
             break
-        doc = Document(out.new_text)
-        chosen = _chosen(_findings(result, selection), doc, unsafe=unsafe, out=out)
-        if not chosen:
+        allowed = (Applicability.SAFE, Applicability.UNSAFE) if unsafe else (Applicability.SAFE,)
+        found = [f for f in _findings(result, selection) if f.rule.fixable in allowed and f.edits()]
+        if not found:
             break
         try:
+            doc = Document(out.new_text)
+            chosen = _chosen(found, doc, out=out)
+            if not chosen:
+                break
             for e in dict.fromkeys(e for _, edits in chosen for e in edits):
                 doc.apply(e)
             new_text = doc.text_after()
@@ -99,6 +103,7 @@ def fix_text(text: str, file: str, *, selection: Selection, unsafe: bool = False
         out.fixed += [Fixed(f.diagnostic, f.rule.fixable, edits) for f, edits in chosen
                       if _key(f.diagnostic) not in remaining]
         out.new_text, result = new_text, after
+    out.not_applied = list(dict.fromkeys(out.not_applied))
     out.report = report_for(result, selection=selection)[0]
     if result.ok:
         out.unsafe_available = _dedupe([f.diagnostic for f in _findings(result, selection)
@@ -122,21 +127,15 @@ def _key(d: Diagnostic) -> tuple:
     return d.code, d.path
 
 
-def _chosen(found: list[Finding], doc: Document, *, unsafe: bool,
-            out: FileFix) -> list[tuple[Finding, tuple[Edit, ...]]]:
-    """The findings to fix in this pass and their edits: safe fixes first, then unsafe ones (with
-    `unsafe`); an edit that contradicts one chosen before it waits for the next pass, and one that
-    touches a field the recipe's matrix sets is not made (each variant sets its own value)."""
-    allowed = (Applicability.SAFE, Applicability.UNSAFE) if unsafe else (Applicability.SAFE,)
+def _chosen(found: list[Finding], doc: Document, *, out: FileFix) -> list[tuple[Finding, tuple[Edit, ...]]]:
+    """The findings to fix in this pass and their edits: safe fixes first, then unsafe ones; an
+    edit that contradicts one chosen before it waits for the next pass, and one that touches a
+    field the recipe's matrix sets is not made (each variant sets its own value)."""
     matrix = doc.matrix_keys
     planned: dict[str, object] = {}
     chosen = []
     for f in sorted(found, key=lambda f: (f.rule.fixable is not Applicability.SAFE, f.rule.code)):
-        if f.rule.fixable not in allowed:
-            continue
         edits = f.edits()
-        if not edits:
-            continue
         clash = next((e.path for e in edits if any(_overlaps(e.path, m) for m in matrix)), None)
         if clash is not None:
             out.not_applied.append(f"{f.rule.code} at {clash}: the recipe's matrix sets this field per variant")
