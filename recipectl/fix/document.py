@@ -95,12 +95,15 @@ class Document:
         from ruamel.yaml.comments import CommentedMap
 
         *parents, last = dotted_to_key(edit.path)
-        node = self.data
+        node, created = self.data, False
         for key in parents:
             if key not in node:
                 _append(node, key, CommentedMap())
+                created = True
             node = node[key]
         if last not in node:
+            if not node and not created:  # `env: {}`: an empty mapping in a file is a flow mapping
+                node.fa.set_flow_style()
             _append(node, last, edit.value)
             return
         # a block value replaced: the blank lines and comments after its last line stay where they were
