@@ -70,7 +70,7 @@ def fix_text(text: str, file: str, *, selection: Selection, unsafe: bool = False
     fmt = sniff(text)
     if fmt != NATIVE:
         refusal = Diagnostic(code="FIX001", severity=Severity.ERROR, category=Category.SCHEMA, file=file, line=1,
-                             col=1, message=f"a {fmt} recipe: recipectl fix edits recipectl's own recipes only",
+                             col=1, message=f"a file in the {fmt} format: recipectl fix edits recipectl recipes only",
                              fix=f"recipectl import {file} -o RECIPE.yaml, then recipectl fix RECIPE.yaml")
         return FileFix(file, FileReport(file=file, diagnostics=[refusal], valid=False), text, text)
     out = FileFix(file, FileReport(file=file), text, text)
