@@ -3,13 +3,14 @@
 A run of `recipectl validate` or `recipectl render` is mostly interpreter start-up and imports,
 and importing Typer and building the pydantic TypeAdapters it makes for every parameter of the
 command it parses took about 40 ms of a ~310 ms validate (2-core machine). So a command line of
-those two commands that uses only their plain forms is parsed here, by a small parser that
-accepts a strict subset of what the Typer app in cli.py accepts, and calls the same function
-(recipectl/commands/) the Typer command calls. Everything else goes to the Typer app, which
-prints its own help, usage errors and suggestions: another command, --help, an unknown or
-misspelt option, a missing or invalid value, an option value that starts with '-', combined
-short options (-qf), `--`, shell completion. The options of both commands are declared once, in
-commands/options.py: cli.py builds the Typer commands from those specs and this parser reads them.
+those two commands (and of `fix`, which runs validate's rules) that uses only their plain forms
+is parsed here, by a small parser that accepts a strict subset of what the Typer app in cli.py
+accepts, and calls the same function (recipectl/commands/) the Typer command calls. Everything
+else goes to the Typer app, which prints its own help, usage errors and suggestions: another
+command, --help, an unknown or misspelt option, a missing or invalid value, an option value that
+starts with '-', combined short options (-qf), `--`, shell completion. The options of these
+commands are declared once, in commands/options.py: cli.py builds the Typer commands from those
+specs and this parser reads them.
 tests/test_entry.py runs command lines both ways and compares stdout, stderr and exit codes, and
 checks the built Typer commands against the specs.
 """
@@ -77,6 +78,7 @@ def parse_fast(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
 # (and Jinja2 to render).
 _FAST_IMPORTS = {
     "validate": ("recipectl.commands.validate", "recipectl.validate", "recipectl.rules"),
+    "fix": ("recipectl.commands.fix", "recipectl.validate", "recipectl.rules"),
     "render": ("recipectl.commands.render", "recipectl.validate", "recipectl.render.processes",
                "recipectl.render.targets"),
 }

@@ -1,4 +1,4 @@
-"""The command lines of `validate` and `render`, declared once, as plain data.
+"""The command lines of `validate`, `fix` and `render`, declared once, as plain data.
 
 cli.py builds the Typer commands from these specs, and entry.py's fast parser reads the same
 specs, so the two cannot drift apart. This module imports nothing heavy (no Typer): entry.py
@@ -85,6 +85,34 @@ VALIDATE = Command(
          "Exit 0: clean; 1: rule errors (or warnings with --strict); 2: a file is invalid or a usage error.",
 )
 
+FIX = Command(
+    name="fix",
+    argument="recipes",
+    many=True,
+    argument_help="recipe files or directories (recipectl's own recipes; other formats are refused)",
+    options=(
+        Opt("diff", ("--diff",), "print a unified diff of the fixes and change no file", flag=True),
+        Opt("unsafe_fixes", ("--unsafe-fixes",), "also apply the fixes that change more than the finding "
+            "(memory, numerics, a feature turned off); docs/rules.md says which", flag=True),
+        Opt("format", ("--format", "-f"), "text or json (what was fixed, what remains)", choices=("text", "json")),
+        Opt("strict", ("--strict",), "remaining warnings fail too (exit 1)", flag=True),
+        Opt("select", ("--select",), "only these rules: codes, prefixes (HYB, VER0) or names; replaces the "
+            "configured selection (repeatable, or comma-separated)", repeatable=True, metavar="CODES"),
+        Opt("extend_select", ("--extend-select",), "these rules as well as the selected ones", repeatable=True,
+            metavar="CODES"),
+        Opt("ignore", ("--ignore",), "turn these rules off: neither fixed nor reported", repeatable=True,
+            metavar="CODES"),
+        Opt("config", ("--config",), "read settings from this pyproject.toml or recipectl.toml instead of the "
+            "nearest one", metavar="FILE"),
+        Opt("quiet", ("--quiet", "-q"), "text: the summary and remaining errors and warnings only", flag=True),
+    ),
+    run="recipectl.commands.fix:fix",
+    help="Apply the rules' mechanical fixes to recipe files, keeping comments, key order and formatting.\n\n"
+         "Safe fixes by default; --unsafe-fixes for those that change more than the finding. "
+         "Exit 0: nothing remains that validate fails on; 1: findings remain (or, with --diff, a fix would "
+         "change a file); 2: a file is invalid or not a recipectl recipe, or a usage error.",
+)
+
 RENDER = Command(
     name="render",
     argument="recipe",
@@ -100,4 +128,4 @@ RENDER = Command(
     help="Render the deployment (every vllm serve process and the router) for a target.",
 )
 
-COMMANDS: dict[str, Command] = {c.name: c for c in (VALIDATE, RENDER)}
+COMMANDS: dict[str, Command] = {c.name: c for c in (VALIDATE, FIX, RENDER)}

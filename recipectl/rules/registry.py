@@ -13,8 +13,9 @@ import inspect
 import re
 import textwrap
 from dataclasses import dataclass
+from enum import Enum
 from functools import cached_property
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..diagnostics import Category, Severity
 
@@ -49,6 +50,61 @@ class Violation:
 CheckFn = Callable[["RuleContext"], Iterator[Violation]]
 
 
+class Applicability(str, Enum):
+    """Whether `recipectl fix` applies a rule's fix, as in ruff: `safe` fixes do what the finding
+    asks and nothing else, and there is one way to do it; `unsafe` ones change what the deployment
+    does beyond the finding (memory, numerics, a feature turned off, one of several ways) and are
+    applied only with `--unsafe-fixes`."""
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One change to a recipe document: the value at a dotted key path (created, with the mappings
+    above it, where absent), or the key removed."""
+    path: str  # dotted, as a Violation's path: decode.env.VLLM_SSM_CONV_STATE_LAYOUT
+    value: Any = None
+    remove: bool = False
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "remove": True} if self.remove else {"path": self.path, "value": self.value}
+
+
+FixFn = Callable[["RuleContext", Violation], "tuple[Edit, ...]"]
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A rule's mechanical fix: a pure function of the recipe and one finding that gives the edits
+    (none where this finding has no mechanical fix, e.g. a value set in extra_args), how safe it
+    is, and when it applies, in words (docs/rules.md)."""
+    edits: FixFn
+    applicability: Applicability
+    when: str
+
+
+def safe(edits: FixFn, when: str) -> Fix:
+    return Fix(edits, Applicability.SAFE, when)
+
+
+def unsafe(edits: FixFn, when: str) -> Fix:
+    return Fix(edits, Applicability.UNSAFE, when)
+
+
+def set_field(value: Any, *, remove: bool = False) -> FixFn:
+    """The fix that writes `value` at the finding's path (or removes the key), where that path is a
+    typed field of the recipe; a finding that points into extra_args gets no edit."""
+
+    def edits(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:
+        if ".extra_args" in f".{v.path}":
+            return ()
+        return (Edit(v.path, None, remove=True),) if remove else (Edit(v.path, value),)
+
+    return edits
+
+
 @dataclass(frozen=True)
 class Rule:
     """A registered rule: its code, severity, category, when it applies, and the check itself."""
@@ -60,6 +116,11 @@ class Rule:
     applies: str  # when it applies, in words
     source: str  # the seed, a vLLM PR or issue, vllm-facts
     check: CheckFn
+    fix: Fix | None = None  # what `recipectl fix` may do about a finding
+
+    @property
+    def fixable(self) -> Applicability:
+        return self.fix.applicability if self.fix else Applicability.NONE
 
     @cached_property
     def doc(self) -> dict[str, str]:
@@ -84,8 +145,9 @@ def _parse_doc(code: str, text: str) -> dict[str, str]:
 
 
 def rule(*, code: str, name: str, title: str, severity: Severity, category: Category, applies: str,
-         source: str) -> Callable[[CheckFn], CheckFn]:
-    """Register a rule; refuses malformed codes, duplicates and undocumented rules."""
+         source: str, fix: Fix | None = None) -> Callable[[CheckFn], CheckFn]:
+    """Register a rule (with its fix, declared next to it: `fix=safe(...)` or `fix=unsafe(...)`);
+    refuses malformed codes, duplicates and undocumented rules."""
 
     def deco(fn: CheckFn) -> CheckFn:
         if not _CODE_RE.match(code):
@@ -99,7 +161,7 @@ def rule(*, code: str, name: str, title: str, severity: Severity, category: Cate
         if severity is Severity.ERROR and category not in ERROR_CATEGORIES:
             raise TypeError(f"rule {code} is an error in category {category.value}: errors are for "
                             + ", ".join(sorted(c.value for c in ERROR_CATEGORIES)))
-        REGISTRY[code] = Rule(code, name, title, severity, category, applies, source, fn)
+        REGISTRY[code] = Rule(code, name, title, severity, category, applies, source, fn, fix)
         return fn
 
     return deco

@@ -6,13 +6,15 @@ from typing import Iterator
 
 from ..diagnostics import Category, Severity
 from .context import RuleContext
-from .registry import Violation, rule
+from .registry import Violation, rule, set_field, unsafe
 
 
 @rule(code="XFR001", name="transfer.recompute-hides-failures", title="kv_load_failure_policy: recompute",
       severity=Severity.WARNING, category=Category.OPERABILITY,
       applies="NIXL connector",
-      source="vLLM issue #49238 (a restarted prefill left decode recomputing silently)")
+      source="vLLM issue #49238 (a restarted prefill left decode recomputing silently)",
+      fix=unsafe(set_field("fail"), "sets kv_transfer.load_failure_policy: fail (unsafe: a failed transfer "
+                 "fails the request)"))
 def recompute_policy(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That the KV connector's `kv_load_failure_policy` is `fail` (vLLM's default), not `recompute`.

@@ -1,0 +1,103 @@
+"""`recipectl fix`: apply the rules' fixes to recipe files, print what was fixed and what remains."""
+
+from __future__ import annotations
+
+import sys
+
+from ..errors import ExitCode, RecipectlError
+from . import echo
+
+
+def fix(recipes: list[str], *, diff: bool = False, unsafe_fixes: bool = False, format: str = "text",
+        strict: bool = False, select: list[str] | None = None, extend_select: list[str] | None = None,
+        ignore: list[str] | None = None, config: str | None = None, quiet: bool = False) -> int:
+    """Exit 0: nothing remains that `validate` fails on (errors; warnings too with `strict`); 1:
+    something does, or with `diff` a fix would change a file; 2: a file is invalid or not a
+    recipectl recipe, or a selector, setting or config file is wrong (before any file is read)."""
+    from ..fix.fixer import fix_file
+    from ..lintconfig import check_command_line, forget, selection, settings_for
+    from ..validate import collect_files, exit_code_for
+
+    check_command_line(select, extend_select, ignore, None)
+    if "-" in recipes:
+        raise RecipectlError("fix edits files; - (standard input) is not one",
+                             fix="name the recipe file, or see the fixes with recipectl validate -")
+    forget()
+    results = []
+    for f in collect_files(recipes):
+        chosen = selection(settings_for(f, config), select=select, extend_select=extend_select, ignore=ignore)
+        result = fix_file(f, selection=chosen, unsafe=unsafe_fixes)
+        if result.changed and not diff:
+            with open(f, "w", encoding="utf-8", newline="") as out:  # the file's own line endings
+                out.write(result.new_text)
+        results.append(result)
+    if format == "json":
+        echo(_json(results, diff=diff))
+    elif diff:
+        sys.stdout.write("".join(_diff(r) for r in results))
+        invalid = [r.report for r in results if not r.report.valid]
+        if invalid:
+            from ..diagnostics import format_reports_text
+
+            sys.stderr.write(format_reports_text(invalid).rstrip() + "\n")
+        sys.stderr.write(_summary(results, diff=True) + "\n")
+    else:
+        _text(results, quiet=quiet)
+    code = exit_code_for([r.report for r in results], strict=strict)
+    if diff and code is ExitCode.OK and any(r.changed for r in results):
+        code = ExitCode.FINDINGS
+    return int(code)
+
+
+def _diff(r) -> str:
+    import difflib
+
+    return "".join(difflib.unified_diff(r.text.splitlines(keepends=True), r.new_text.splitlines(keepends=True),
+                                        fromfile=r.file, tofile=r.file))
+
+
+def _text(results: list, *, quiet: bool) -> None:
+    from ..diagnostics import Severity, format_reports_text
+
+    if not quiet:
+        for r in results:
+            for f in sorted(r.fixed, key=lambda f: (f.diagnostic.line or 0, f.diagnostic.col or 0)):
+                d = f.diagnostic
+                echo(f"{d.location} {d.code} fixed ({f.applicability.value}): {d.message} [{d.path}]")
+            for why in r.not_applied:
+                echo(f"{r.file}: a fix was not applied: {why}")
+    remaining = [r.report for r in results if r.report.diagnostics or not r.report.valid]
+    if remaining:
+        echo(format_reports_text(remaining, min_severity=Severity.WARNING if quiet else Severity.INFO).rstrip())
+    echo(_summary(results, diff=False))
+
+
+def _summary(results: list, *, diff: bool) -> str:
+    fixed = sum(len(r.fixed) for r in results)
+    files = sum(1 for r in results if r.changed)
+    hidden = sum(len(r.unsafe_available) for r in results)
+    left = sum(len(r.report.diagnostics) for r in results if r.report.valid)
+    line = (f"{'would fix' if diff else 'fixed'} {fixed} finding(s) in {files} of {len(results)} file(s); "
+            f"{left} remain")
+    if hidden:
+        line += f"; {hidden} more fixable with --unsafe-fixes"
+    return line
+
+
+def _json(results: list, *, diff: bool) -> str:
+    import json
+
+    from ..diagnostics import JSON_SCHEMA_VERSION, sorted_diagnostics
+
+    files = [{"file": r.file, "valid": r.report.valid, "changed": r.changed, "written": r.changed and not diff,
+              "fixed": [f.to_json() for f in r.fixed],
+              "remaining": [d.to_json() for d in sorted_diagnostics(r.report.diagnostics)],
+              "unsafe_fixes_available": [d.to_json() for d in sorted_diagnostics(r.unsafe_available)],
+              "not_applied": r.not_applied, "diff": _diff(r) if diff else None} for r in results]
+    summary = {"files": len(results), "changed_files": sum(1 for r in results if r.changed),
+               "invalid_files": sum(1 for r in results if not r.report.valid),
+               "fixed": sum(len(r.fixed) for r in results),
+               "remaining": sum(len(r.report.diagnostics) for r in results if r.report.valid),
+               "unsafe_fixes_available": sum(len(r.unsafe_available) for r in results)}
+    return json.dumps({"schema_version": JSON_SCHEMA_VERSION, "files": files, "summary": summary}, indent=2)
+
