@@ -232,3 +232,31 @@ def resolve_role(recipe: Recipe, role: str, host: HostCpu | None = None) -> Effe
 def resolve(recipe: Recipe, host: HostCpu | None = None) -> dict[str, EffectiveRole]:
     """Both roles."""
     return {role: resolve_role(recipe, role, host) for role in ("prefill", "decode")}
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    """The scheduler's batch limits a role runs with (``--max-num-batched-tokens``,
+    ``--max-num-seqs``), the engine's defaults filled in where the recipe leaves them out."""
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
+
+
+def batch_limits(recipe: Recipe, eff: EffectiveRole, max_model_len: int) -> BatchLimits:
+    """vLLM's ``EngineArgs.get_batch_defaults`` for ``vllm serve`` (UsageContext
+    OPENAI_API_SERVER), read in 0.26.0 (vllm/engine/arg_utils.py): on a GPU of >= 70 GiB that is
+    not an A100 (every GPU kind recipectl knows) 8,192 batched tokens and 1,024 sequences; on the
+    CPU 2,048 and 128 per TP rank. A defaulted token budget is then capped at ``max_num_seqs x
+    max_model_len`` (``_set_default_max_num_seqs_and_batched_tokens_args``; chunked prefill is on,
+    so it is not raised to ``max_model_len``). They are not entries of the settings map because
+    the rules read an unset value as "unset"."""
+    world = eff.value("tp") or 1
+    cpu = recipe.cluster.is_cpu
+    seqs = eff.value("max_num_seqs")
+    if seqs is None:
+        seqs = 128 * world if cpu else 1024
+    tokens = eff.value("max_num_batched_tokens")
+    if tokens is None:
+        tokens = min(seqs * max_model_len, 2048 * world if cpu else 8192)
+    return BatchLimits(int(tokens), int(seqs))

@@ -126,3 +126,41 @@ class Parallelism(Strict):
         if self.dp > 1:
             parts.append(f"DP{self.dp}")
         return "-".join(parts)
+
+
+# ------------------------------------------------------------------------------------ GPU facts
+class GpuFacts(Strict):
+    """What the planner needs to know about one GPU kind.
+
+    ``driver_memory_bytes``: the total nvidia-smi reports. ``engine_memory_bytes``: the total
+    vLLM sizes from, ``torch.accelerator.get_memory_info()`` (cudaMemGetInfo) as read by
+    ``MemorySnapshot.measure`` (vllm/utils/mem_utils.py) and multiplied by
+    ``gpu_memory_utilization`` in ``request_memory`` (vllm/v1/worker/utils.py); ``None`` where it
+    has not been measured (the planner then uses the driver's figure, which overstates it).
+    ``sm_count``: streaming multiprocessors (the sampler's Triton top-k/top-p buffer has one row
+    per SM, up to the batch size)."""
+
+    driver_memory_bytes: int
+    engine_memory_bytes: int | None = None
+    sm_count: int
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.engine_memory_bytes or self.driver_memory_bytes
+
+
+GPU_FACTS: dict[GpuType, GpuFacts] = {
+    # NVIDIA's NVL72 figure (13.4 TB / 72 GPUs, decimal); 148 SMs per B200 die pair (NVIDIA).
+    GpuType.GB200: GpuFacts(driver_memory_bytes=186 * 10**9, sm_count=148),
+    GpuType.B200: GpuFacts(driver_memory_bytes=183_359 * 2**20, sm_count=148),
+    # H200: nvidia-smi 143,771 MiB. What torch sees, 150,109,880,320 B (139.80 GiB), follows from
+    # vLLM 0.26.0's own start-up lines on 2 x H200 (docs/gpu-evidence.md, 2026-11-30): each role
+    # prints `--kv-cache-memory=` suggestions to the GPU's free memory and to the requested
+    # memory; their difference is free - ceil(total x utilization), identical on both GPUs:
+    # 11,456,387,481 B at 0.92 (35B-A3B) and 104,524,513,280 B at 0.3 (tiny), so
+    # ceil(0.92 T) - ceil(0.3 T) = 93,068,125,799, whose only whole solutions are T =
+    # 150,109,880,320 (+1); it prints as "139.8 GiB" and "128.62 GiB" requested at 0.92.
+    GpuType.H200: GpuFacts(driver_memory_bytes=143_771 * 2**20, engine_memory_bytes=150_109_880_320,
+                           sm_count=132),
+    GpuType.H100: GpuFacts(driver_memory_bytes=81_559 * 2**20, sm_count=132),
+}

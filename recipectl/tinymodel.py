@@ -130,9 +130,15 @@ QWEN35_35B_A3B_PARAMS: dict = {
     "mamba_ssm_dtype": "float32",
     "vision": QWEN35_PARAMS["vision"],
 }
+# The qwen35 kind's tiny dimensions with Qwen3.5's real vocabulary (248,320), configuration only
+# (--load-format dummy): everything but the sampler's max_num_seqs x vocab copies is negligible, so
+# its start-up isolates the planner's sampler term (scripts/gpu-memory-configs.txt). The tokenizer
+# stays the small one: ids past it are never produced by it, only by the dummy sampler run.
+QWEN35_VOCAB_PARAMS: dict = {**QWEN35_PARAMS, "config_only": True,
+                             "vocab_size": QWEN35_35B_A3B_PARAMS["vocab_size"]}
 KINDS = {"hybrid": HYBRID_PARAMS, "dense": DENSE_PARAMS, "qwen35": QWEN35_PARAMS,
-         "qwen35-35b-a3b": QWEN35_35B_A3B_PARAMS}
-QWEN35_KINDS = ("qwen35", "qwen35-35b-a3b")  # the multimodal wrapper and its vision tokens
+         "qwen35-35b-a3b": QWEN35_35B_A3B_PARAMS, "qwen35-vocab": QWEN35_VOCAB_PARAMS}
+QWEN35_KINDS = ("qwen35", "qwen35-35b-a3b", "qwen35-vocab")  # the multimodal wrapper and its vision tokens
 # Multimodal placeholder tokens the qwen35 kind's tokenizer adds (their ids must exist in the vocab).
 VISION_TOKENS = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
 

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..effective import PLATFORM_BLOCK_DEFAULTS, EffectiveRole, HostCpu, resolve_role
+from ..effective import PLATFORM_BLOCK_DEFAULTS, EffectiveRole, HostCpu, batch_limits, resolve_role
+from ..hardware import GPU_FACTS
 from ..models.spec import ModelSpec
-from ..schema import GpuType, Recipe
+from ..schema import Recipe
 from .capacity import StatePages, Workload, resolve_ssm_dtype, state_pages
+from .memory import engine_overheads
 
-# Memory per GPU as the driver reports it (bytes); GB200 from NVIDIA's NVL72 figure (13.4 TB / 72).
-GPU_MEMORY_BYTES = {
-    GpuType.GB200: 186 * 10**9,
-    GpuType.B200: 183_359 * 2**20,
-    GpuType.H200: 143_771 * 2**20,
-    GpuType.H100: 81_559 * 2**20,
-}
+# Memory per GPU as the driver reports it (bytes). The plan sizes from what the engine sees
+# (hardware.GPU_FACTS: ``memory_bytes``), which is less where it has been measured.
+GPU_MEMORY_BYTES = {gpu: facts.driver_memory_bytes for gpu, facts in GPU_FACTS.items()}
 GiB = 2**30
 
 
@@ -154,9 +152,12 @@ def quantization(recipe: Recipe) -> str:
     return resolve_name(recipe.model.path)[1] or "bf16"
 
 
-def plan_kwargs(recipe: Recipe, role: str, host: HostCpu | None = None) -> dict:
+def plan_kwargs(recipe: Recipe, role: str, host: HostCpu | None = None,
+                spec: ModelSpec | None = None) -> dict:
     """plan_role's arguments for one role, from its effective configuration on `host`. Without a
-    workload the plan is at max_model_len only (no saturation figures)."""
+    workload the plan is at max_model_len only (no saturation figures). On a GPU, with the
+    model's ``spec``, the overheads are the engine's (memory.engine_overheads) from the role's
+    batch limits, eager/graph settings and the GPU's facts; without it, the fixed defaults."""
     eff = resolve_role(recipe, role, host)
     w = recipe.workload
     ssm = eff["mamba_ssm_cache_dtype"]
@@ -196,8 +197,16 @@ def plan_kwargs(recipe: Recipe, role: str, host: HostCpu | None = None) -> dict:
             raise err
         kw["cache_bytes_override"] = gib * GiB
     else:
-        kw["gpu_memory_bytes"] = GPU_MEMORY_BYTES[recipe.cluster.gpu]
+        facts = GPU_FACTS[recipe.cluster.gpu]
+        kw["gpu_memory_bytes"] = facts.memory_bytes
         kw["gpu_memory_utilization"] = eff.value("gpu_memory_utilization")
+        if spec is not None:
+            limits = batch_limits(recipe, eff, max_model_len)
+            kw["overheads"] = engine_overheads(
+                spec, max_num_batched_tokens=limits.max_num_batched_tokens,
+                max_num_seqs=limits.max_num_seqs, tp=eff.value("tp"), dp=eff.value("dp"),
+                sm_count=facts.sm_count, enforce_eager=bool(eff.value("enforce_eager")),
+                max_capture_size=eff.value("max_cudagraph_capture_size"))
     return kw
 
 
@@ -209,7 +218,7 @@ def plan_recipe(recipe: Recipe, base_dir=None, host: HostCpu | None = None) -> d
         return None
     out = {}
     for role in ("prefill", "decode"):
-        kw = plan_kwargs(recipe, role, host)
+        kw = plan_kwargs(recipe, role, host, spec)
         plan = plan_role(spec, **kw)
         gain = ssm_dtype_gain(spec, **kw) if spec.num_linear_attention_layers else None
         out[role] = RolePlan(role, recipe.roles[role].endpoints, plan, gain)
