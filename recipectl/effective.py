@@ -22,6 +22,7 @@ from enum import Enum
 from typing import Any
 
 from .engine_flags import BY_FIELD, ArgProblem, ArgSetting, parse_extra_args
+from .engine_versions import FIXES, fmt_version
 from .schema import Recipe
 
 AVX512_BF16 = "a CPU with AVX512-BF16"
@@ -145,7 +146,7 @@ def _defaults(recipe: Recipe) -> dict[str, tuple[Any, str]]:
         "tp": (1, ""), "dp": (1, ""), "expert_parallel": (False, ""),
         "dtype": ("auto", "the checkpoint's dtype"),
         "async_scheduling": (True, "on where supported (vLLM's default None = automatic)"),
-        "enable_prefix_caching": (True, "on by default"),
+        "enable_prefix_caching": _prefix_caching_default(recipe),
         "disable_hybrid_kv_cache_manager": (False, "the hybrid KV-cache manager is on by default"),
         "block_size": (PLATFORM_BLOCK_DEFAULTS["cpu" if cpu else "cuda"][0],
                        "before hybrid alignment grows it to cover the GDN state"),
@@ -158,6 +159,14 @@ def _defaults(recipe: Recipe) -> dict[str, tuple[Any, str]]:
         "gpu_memory_utilization": ((None, "CPU: VLLM_CPU_KVCACHE_SPACE sizes the cache") if cpu else
                                    (0.92 if version is None or version >= (0, 20, 0) else 0.9, "")),
     }
+
+
+def _prefix_caching_default(recipe: Recipe) -> tuple[bool, str]:
+    first, prs = FIXES["hybrid_prefix_caching_default"]
+    version = recipe.engine.version
+    if recipe.is_hybrid and version is not None and version < first:
+        return False, f"off by default for hybrid models before vLLM {fmt_version(first)} (PR #{prs[0]})"
+    return True, "on by default"
 
 
 def _recipe_value(recipe: Recipe, role: str, field: str) -> tuple[Any, str]:

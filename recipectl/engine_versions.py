@@ -14,6 +14,11 @@ FIXES: dict[str, tuple[tuple[int, int, int], tuple[int, ...]]] = {
     "ds_layout_env": ((0, 20, 0), ()),  # VLLM_SSM_CONV_STATE_LAYOUT exists
     "gdn_pd": ((0, 22, 0), (41869,)),  # GDN layers in the NIXL P/D path
     "async_pd_race": ((0, 26, 0), (45357, 48481)),  # both async-scheduling races fixed
+    # Prefix caching on by default for hybrid models too. 0.26.0's EngineArgs still has
+    # `default_prefix_caching = is_prefix_caching_supported and not is_hybrid` (read in its
+    # source); the PR merged on 2026-08-04, while 0.26.0 was the current release, so 0.27.0 is
+    # the first to carry it; 0.32.0 has it (read).
+    "hybrid_prefix_caching_default": ((0, 27, 0), (50991,)),
 }
 
 
