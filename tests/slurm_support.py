@@ -290,7 +290,11 @@ def make_network(n_nodes: int, base: Path) -> Network:
                   "netns", n.netns],
                  ["-n", net.login_ns, "link", "set", f"veth{i}", "master", "br0", "up"],
                  ["-n", n.netns, "addr", "add", f"{n.addr}/24", "dev", "eth0"],
-                 ["-n", n.netns, "link", "set", "eth0", "up"]]
+                 ["-n", n.netns, "link", "set", "eth0", "up"],
+                 # a default route, as a real node has: vLLM finds its own address by routing
+                 # towards a public one (get_ip, a UDP connect that sends nothing); the login
+                 # namespace routes nowhere further, so nothing leaves the test network
+                 ["-n", n.netns, "route", "add", "default", "via", net.login_addr]]
     for cmd in cmds:
         r = subprocess.run([ip, *cmd], capture_output=True, text=True, timeout=30)
         if r.returncode != 0:
@@ -396,9 +400,11 @@ class SlurmCluster:
         return out.split()
 
     def step_nodes(self, job_id: str) -> dict[str, str]:
-        """Each running step's name -> the node it runs on (squeue -s)."""
+        """Each running step's name -> the node it runs on (squeue -s), the batch step left out."""
         out = self.run(["squeue", "-h", "-s", "-j", job_id, "-o", "%j %N"]).stdout
-        return dict(line.split(None, 1) for line in out.splitlines() if len(line.split()) == 2)
+        steps = dict(line.split(None, 1) for line in out.splitlines() if len(line.split()) == 2)
+        steps.pop("batch", None)
+        return steps
 
     def logs(self, lines: int = 30) -> str:
         """The tail of each daemon's log (its stdout/stderr where it has no log file)."""
