@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 INSTALL_SCRIPT = ROOT / "scripts" / "install-slurm.sh"
 CLIENTS = ("sbatch", "srun", "squeue", "sinfo", "scancel", "scontrol")
 DAEMONS = ("munged", "munge", "slurmctld", "slurmd")
+NETWORK = ("ip", "nsenter", "unshare")  # several nodes: a network namespace each (iproute2, util-linux)
 # seconds for munged + slurmctld + slurmd to bring the node to idle
 START_TIMEOUT = float(os.environ.get("RECIPECTL_SLURM_START_TIMEOUT", "60"))
 STOP_TIMEOUT = 20.0  # seconds for one daemon to exit after SIGTERM, before SIGKILL
@@ -62,9 +63,10 @@ def _unavailable(msg: str) -> None:
     require(False, f"a Slurm cluster ({msg})", SLURM_INSTALL)
 
 
-def ensure_installed() -> dict[str, str]:
-    """Paths of the Slurm and munge programs, installing slurm-wlm + munge first if needed."""
-    missing = [b for b in (*CLIENTS, *DAEMONS) if _which(b) is None]
+def ensure_installed(extra: Sequence[str] = ()) -> dict[str, str]:
+    """Paths of the Slurm and munge programs (and of `extra`: NETWORK for several nodes),
+    installing slurm-wlm + munge (+ iproute2, util-linux) first if needed."""
+    missing = [b for b in (*CLIENTS, *DAEMONS, *extra) if _which(b) is None]
     if missing:
         if os.geteuid() != 0:
             raise SlurmUnavailable(f"{', '.join(missing)} not found and not root: "
@@ -77,11 +79,11 @@ def ensure_installed() -> dict[str, str]:
         if proc.returncode != 0:
             raise SlurmUnavailable(f"{INSTALL_SCRIPT.name} failed (exit {proc.returncode}):\n"
                                    f"{_tail(proc.stdout + proc.stderr)}")
-        missing = [b for b in (*CLIENTS, *DAEMONS) if _which(b) is None]
+        missing = [b for b in (*CLIENTS, *DAEMONS, *extra) if _which(b) is None]
         if missing:
             raise SlurmUnavailable(f"{', '.join(missing)} still missing after "
                                    f"{INSTALL_SCRIPT.name}")
-    return {b: _which(b) for b in (*CLIENTS, *DAEMONS)}  # type: ignore[misc]
+    return {b: _which(b) for b in (*CLIENTS, *DAEMONS, *extra)}  # type: ignore[misc]
 
 
 def _tail(text: str, lines: int = 40) -> str:
@@ -582,7 +584,7 @@ def start_cluster(extra_conf: str = "", node_options: str = "", nodes: int = 1) 
     extra_conf: lines appended to slurm.conf (a later line wins); node_options: appended to the
     NodeName lines (e.g. "Gres=gpu:8"); nodes: 1 runs on this host's network, more each in a
     network namespace of its own (make_network)."""
-    bins = ensure_installed()
+    bins = ensure_installed(NETWORK if nodes > 1 else ())
     # Not under pytest's basetemp: munged wants every directory above its socket to be o+x,
     # and /tmp/pytest-of-<user> is 0700.
     base = Path(tempfile.mkdtemp(prefix="recipectl-slurm-"))
