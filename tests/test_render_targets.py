@@ -790,3 +790,16 @@ def test_cpu_endpoints_alternate_over_the_nodes():
     assert isinstance(dict(two.processes[1].env)["VLLM_NIXL_SIDE_CHANNEL_HOST"], NodeAddress)
     one = build_deployment(load_variant("recipes/local/tiny-hybrid-cpu.yaml", None).recipe)
     assert {p.node for p in one.processes} == {0}
+
+
+def test_multi_node_dp_leader_renders_no_start_rank():
+    """A start rank on a process that is not --headless makes vLLM use hybrid load balancing and
+    refuse the headless followers ("Remote engine 4 must not use --headless in external or hybrid
+    dp lb mode", vLLM 0.32, seen on a real two-node Slurm): the leader leaves it at its default, 0;
+    each follower says its own."""
+    dep = build_deployment(load_variant("recipes/gb200/qwen3.5-397b-nvfp4-pd.yaml", "prefill-endpoints-4").recipe)
+    leader, follower = [p for p in dep.workers if p.kind == "decode"]
+    assert "--data-parallel-start-rank" not in leader.argv and "--headless" not in leader.argv
+    assert leader.argv[leader.argv.index("--data-parallel-size-local") + 1] == "4"
+    assert follower.argv[follower.argv.index("--data-parallel-start-rank") + 1] == "4"
+    assert "--headless" in follower.argv
