@@ -193,7 +193,10 @@ def wait_ready(state: RunState, recipe: Recipe, timeout_s: float, console) -> tu
         nonlocal last_phase
         js = job_state(state.job_id)
         if js is None:
-            return False, f"job {state.job_id} ended before the deployment was ready"
+            info = job_info(state.job_id)
+            how = " ".join(x for x in (info.get("JobState"), f"(reason: {info['Reason']})"
+                                       if info.get("Reason") not in (None, "", "None") else "") if x)
+            return False, f"job {state.job_id} ended{' ' + how if how else ''} before the deployment was ready"
         if js == "RUNNING" and not any(p.url for p in state.processes):
             _resolve_urls(state, recipe)
         record_healthy(client, state)
