@@ -265,6 +265,28 @@ class Network:
         return problems
 
 
+NS_PREFIX = "rctl"  # namespaces are named rctl<pid of the pytest that made them>-login, -node1, ...
+
+
+def _delete_stale_networks(ip: str) -> None:
+    """Namespaces a test run left behind when it was killed before its teardown (SIGKILL, a
+    timeout): those whose pytest is gone are deleted, with anything still running in them."""
+    try:
+        names = os.listdir("/run/netns")
+    except OSError:
+        return
+    stale: dict[str, list[str]] = {}
+    for name in names:
+        m = re.fullmatch(rf"{NS_PREFIX}(\d+)-(login|node\d+)", name)
+        if m and not Path(f"/proc/{m.group(1)}").exists():
+            stale.setdefault(m.group(1), []).append(name)
+    for pid, namespaces in stale.items():
+        login = next((n for n in namespaces if n.endswith("-login")), namespaces[0])
+        net = Network(tag=f"{NS_PREFIX}{pid}", hosts_file=Path("/nonexistent"), login_ns=login, login_addr="",
+                      nodes=[Node(n, "", n) for n in namespaces if n != login], ip=ip)
+        net.delete()
+
+
 def make_network(n_nodes: int, base: Path) -> Network:
     """A bridge in a login namespace, and n_nodes namespaces on it (node1 .. nodeN at .11, .12 ...)."""
     ip, nsenter, unshare = _which("ip"), _which("nsenter"), _which("unshare")
@@ -273,7 +295,8 @@ def make_network(n_nodes: int, base: Path) -> Network:
                                "apt-get install iproute2 util-linux")
     if os.geteuid() != 0:
         raise SlurmUnavailable("network namespaces need root (ip netns add)")
-    tag = f"rctl{os.getpid() % 100000}"
+    _delete_stale_networks(ip)
+    tag = f"{NS_PREFIX}{os.getpid()}"
     net = Network(tag=tag, hosts_file=base / "etc" / "hosts", login_ns=f"{tag}-login",
                   login_addr=f"{SUBNET}.1", ip=ip, nsenter=nsenter, unshare=unshare,
                   nodes=[Node(f"node{i}", f"{SUBNET}.{10 + i}", f"{tag}-node{i}") for i in range(1, n_nodes + 1)])
