@@ -157,7 +157,8 @@ class RoleSection(Strict):
 
 def endpoints_per_host(spec: RoleSection, cluster: ClusterSection) -> int:
     """The most endpoints of one role that placement can put on one host (recipectl/topology.py):
-    round-robin over the hosts on the CPU platform; on GPUs as many as fit in a node's GPUs, and one
+    round-robin over the hosts on the CPU platform (over both roles' endpoints, so a role never gets
+    more than its share); on GPUs as many as fit in a node's GPUs, and one
     per node for an endpoint larger than a node."""
     if cluster.is_cpu:
         return -(-spec.endpoints // cluster.nodes)

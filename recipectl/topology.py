@@ -126,8 +126,11 @@ def _place_endpoint(recipe, role, spec: RoleSection, i, free, ports, out: Placem
     par = spec.parallel
     cores = spec.cpu_cores[i] if spec.cpu_cores else None
     if cluster.is_cpu:
-        # CPU platform: one process per endpoint, all DP ranks local; nodes are used round-robin.
-        node = i % len(hosts)
+        # CPU platform: one process per endpoint, all DP ranks local; nodes are used round-robin
+        # over the endpoints of both roles, prefill's first: on two nodes one prefill and one
+        # decode land on different nodes, and NIXL crosses hosts.
+        k = i if role == "prefill" else recipe.roles["prefill"].endpoints + i
+        node = k % len(hosts)
         http, side = ports(role, spec, node)
         proc = Process(role, i, node, hosts[node], (), par.dp, 0, False, http, side, cores)
         return Endpoint(role, i, (proc,))

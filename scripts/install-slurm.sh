@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# Install a single-node-capable Slurm (Debian's slurm-wlm) and munge, for the Slurm tests
-# (tests/slurm_support.py starts its own munged/slurmctld/slurmd from a temp dir; the
-# system services are not used). Idempotent; needs root and apt-get. Exits non-zero on failure.
+# Install Slurm (Debian's slurm-wlm) and munge, for the Slurm tests (tests/slurm_support.py starts
+# its own munged/slurmctld/slurmd from a temp dir; the system services are not used), and iproute2
+# + util-linux, with which the two-node cluster makes a network namespace per node (ip, nsenter,
+# unshare). Idempotent; needs root and apt-get. Exits non-zero on failure.
 set -euo pipefail
 log() { printf '[install-slurm] %s\n' "$*" >&2; }
 
 have_all() {
   local b
-  for b in sbatch srun squeue sinfo scancel scontrol slurmctld slurmd munged mungekey; do
+  for b in sbatch srun squeue sinfo scancel scontrol slurmctld slurmd munged mungekey ip nsenter unshare; do
     command -v "$b" >/dev/null 2>&1 || [[ -x "/usr/sbin/$b" ]] || return 1
   done
 }
 
 if have_all; then
-  log "slurm-wlm and munge already installed"
+  log "slurm-wlm, munge and iproute2 already installed"
   exit 0
 fi
 if ! command -v apt-get >/dev/null 2>&1; then
@@ -30,9 +31,9 @@ APT=(apt-get -y -q -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 log "installing slurm-wlm and munge"
-if ! "${APT[@]}" install --no-install-recommends slurm-wlm munge >"$out" 2>&1; then
+if ! "${APT[@]}" install --no-install-recommends slurm-wlm munge iproute2 util-linux >"$out" 2>&1; then
   log "install failed; running apt-get update and retrying"
-  if ! { "${APT[@]}" update >"$out" 2>&1 && "${APT[@]}" install --no-install-recommends slurm-wlm munge >"$out" 2>&1; }; then
+  if ! { "${APT[@]}" update >"$out" 2>&1 && "${APT[@]}" install --no-install-recommends slurm-wlm munge iproute2 util-linux >"$out" 2>&1; }; then
     tail -n 30 "$out" >&2
     log "could not install slurm-wlm and munge"
     exit 1

@@ -742,3 +742,64 @@ def test_secret_value_in_the_environment_is_never_rendered(recipectl_cli, tmp_pa
     r = recipectl_cli("render", str(GB200), "--variant", VARIANT, "--target", target,
                       env={"HF_TOKEN": SECRET})
     assert r.returncode == 0 and SECRET not in r.stdout
+
+
+# ------------------------------------------------------------------ multi-node: one Slurm path
+def _slurm_text(path: str, variant: str | None = None) -> str:
+    from recipectl.render.targets import render_slurm
+
+    (script,) = render_slurm(build_deployment(load_variant(path, variant).recipe))
+    return script.text
+
+
+def _multi_node_shape(text: str) -> dict:
+    """What the multi-node path writes into an sbatch script, recipe values left out."""
+    return {
+        "node list": "mapfile -t NODES < <(scontrol show hostnames \"$SLURM_JOB_NODELIST\")" in text,
+        "steps by node": sorted(set(re.findall(r'--nodelist="\$\{NODES\[(\d+)\]\}"', text))),
+        "side channel per node": sorted(set(re.findall(r'VLLM_NIXL_SIDE_CHANNEL_HOST="\$\{NODES\[(\d+)\]\}"', text))),
+        "listen": sorted(set(re.findall(r"--host (\S+)", text))),
+        "workers by node name": bool(re.search(r'--(prefill|decode) "http://\$\{NODES\[\d+\]\}:\d+"', text)),
+        "health by node name": bool(re.search(r'wait_healthy "http://\$\{NODES\[\d+\]\}:\d+/health"', text)),
+        "router url by node name": bool(re.search(r'echo "http://\$\{NODES\[\d+\]\}:\d+" >"\$LOG_DIR/router_url"',
+                                                  text)),
+        "no requeue": "#SBATCH --no-requeue" in text,
+    }
+
+
+def test_two_node_cpu_recipe_renders_through_the_gb200_multi_node_path():
+    """The two-node CPU recipe (launched on a real two-node Slurm by test_e2e_slurm_multinode) and
+    the GB200 recipe come out of one template path: the job's node list, one srun step per node
+    index, each node's name as its NIXL side-channel host, servers on every interface, the router
+    and the health checks reaching workers by node name. Only the resources differ (GPUs)."""
+    cpu = _multi_node_shape(_slurm_text("recipes/local/tiny-hybrid-cpu-2node.yaml"))
+    gb200 = _multi_node_shape(_slurm_text("recipes/gb200/qwen3.5-397b-nvfp4-pd.yaml", "prefill-endpoints-4"))
+    assert cpu["steps by node"] == cpu["side channel per node"] == ["0", "1"]
+    assert gb200["steps by node"] == gb200["side channel per node"] == ["0", "1", "2", "3"]
+    for shape in (cpu, gb200):
+        shape.pop("steps by node"), shape.pop("side channel per node")
+    assert cpu == gb200 == {"node list": True, "listen": ["0.0.0.0"], "workers by node name": True,
+                            "health by node name": True, "router url by node name": True, "no requeue": True}
+
+
+def test_cpu_endpoints_alternate_over_the_nodes():
+    """CPU endpoints go round-robin over both roles: prefill node 0, decode node 1 on two nodes;
+    the local recipe's one host keeps both."""
+    two = build_deployment(load_variant("recipes/local/tiny-hybrid-cpu-2node.yaml", None).recipe)
+    assert {p.name: p.node for p in two.processes} == {"prefill-0": 0, "decode-0": 1, "router": 0}
+    assert isinstance(dict(two.processes[1].env)["VLLM_NIXL_SIDE_CHANNEL_HOST"], NodeAddress)
+    one = build_deployment(load_variant("recipes/local/tiny-hybrid-cpu.yaml", None).recipe)
+    assert {p.node for p in one.processes} == {0}
+
+
+def test_multi_node_dp_leader_renders_no_start_rank():
+    """A start rank on a process that is not --headless makes vLLM use hybrid load balancing and
+    refuse the headless followers ("Remote engine 4 must not use --headless in external or hybrid
+    dp lb mode", vLLM 0.32, seen on a real two-node Slurm): the leader leaves it at its default, 0;
+    each follower says its own."""
+    dep = build_deployment(load_variant("recipes/gb200/qwen3.5-397b-nvfp4-pd.yaml", "prefill-endpoints-4").recipe)
+    leader, follower = [p for p in dep.workers if p.kind == "decode"]
+    assert "--data-parallel-start-rank" not in leader.argv and "--headless" not in leader.argv
+    assert leader.argv[leader.argv.index("--data-parallel-size-local") + 1] == "4"
+    assert follower.argv[follower.argv.index("--data-parallel-start-rank") + 1] == "4"
+    assert "--headless" in follower.argv

@@ -117,6 +117,69 @@ async def pd_proof(targets: Targets, client: httpx.AsyncClient, timeout: float) 
                        data=data)
 
 
+NIXL_PATH = "NIXL path (prefill host -> decode host)"
+
+
+def _address(host: str) -> str | None:
+    """The address `host` resolves to here (where doctor runs), or None."""
+    import socket
+
+    try:
+        return socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)[0][4][0]
+    except (OSError, IndexError):
+        return None
+
+
+async def nixl_path(targets: Targets, client: httpx.AsyncClient, timeout: float) -> CheckResult:
+    """Where the KV came from and went to: one request sent as the router sends it, in two halves.
+    Prefill answers with the side-channel host and port decode must dial (its
+    VLLM_NIXL_SIDE_CHANNEL_HOST/PORT, in `kv_transfer_params`); decode, given them, pulls the blocks,
+    and its counters must show the transfer. Both hosts are resolved here: two different addresses
+    mean the KV crossed from one host to another."""
+    import uuid
+    from urllib.parse import urlsplit
+
+    from .client import post_json
+    from .metrics import scrape_metrics, transfer_evidence
+
+    if not targets.prefill or not targets.decode:
+        return CheckResult(P, "", SKIP, "needs the prefill and decode URLs")
+    prefill, decode = targets.prefill[0], targets.decode[0]
+    # a prompt no server has seen: a prefix-cache hit on decode would need no transfer
+    prompt = f"{uuid.uuid4().hex} {PD_PROMPT}"
+    before = await scrape_metrics(client, decode)
+    ask = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
+           "remote_block_ids": None, "remote_host": None, "remote_port": None}
+    first = await post_json(client, prefill.rstrip("/") + "/v1/completions",
+                            {"model": targets.model, "prompt": prompt, "max_tokens": 1, "temperature": 0,
+                             "kv_transfer_params": ask}, timeout_s=timeout, retries=0)
+    params = first.get("kv_transfer_params") or {}
+    if not params.get("remote_host"):
+        return CheckResult(P, "", FAIL, f"prefill {prefill} returned no kv_transfer_params with a remote_host",
+                           "is it a NIXL kv_producer? (kv_transfer.connector, prefill kv_role)")
+    await post_json(client, decode.rstrip("/") + "/v1/completions",
+                    {"model": targets.model, "prompt": prompt, "max_tokens": 2, "temperature": 0,
+                     "kv_transfer_params": params}, timeout_s=timeout, retries=0)
+    after = await scrape_metrics(client, decode)
+    evidence = transfer_evidence(before, after)
+    src_host, src_port = str(params["remote_host"]), params.get("remote_port")
+    dst_host = urlsplit(decode).hostname or decode
+    src_addr, dst_addr = _address(src_host), _address(dst_host)
+    cross = src_addr is not None and dst_addr is not None and src_addr != dst_addr
+    data = {"from": {"host": src_host, "port": src_port, "address": src_addr, "url": prefill},
+            "to": {"host": dst_host, "address": dst_addr, "url": decode},
+            "between_hosts": cross, "evidence": evidence.model_dump()}
+    where = (f"prefill's side channel {src_host}:{src_port} ({src_addr or 'unresolved'}) -> decode {dst_host} "
+             f"({dst_addr or 'unresolved'})")
+    if not evidence.transferred:
+        return CheckResult(P, "", FAIL, f"{where}: {evidence.message}",
+                           "decode could not pull from that address: check VLLM_NIXL_SIDE_CHANNEL_HOST (it must be "
+                           "an address decode reaches) and UCX_NET_DEVICES on both hosts", data=data)
+    hosts = "between two hosts" if cross else "on one host" if src_addr == dst_addr else "hosts unresolved"
+    return CheckResult(P, "", PASS, f"{where}, {hosts}: NIXL bytes +{evidence.nixl_bytes or 0:,.0f}, "
+                       f"external-transfer prompt tokens +{evidence.external_transfer_tokens or 0:.0f}", data=data)
+
+
 async def parity(recipe: Recipe | None, targets: Targets, client: httpx.AsyncClient, reference: str | None,
                  timeout: float) -> CheckResult:
     from .parity import run_parity

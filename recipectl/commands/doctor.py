@@ -77,6 +77,9 @@ async def run_doctor(recipe: Recipe | None, targets: Targets, *, env: bool, proo
         with console.status("P/D proof: one request through the router ..."):
             results.append(await timed("proofs", "P/D transfer (NIXL)",
                                        lambda: ep.pd_proof(targets, client, timeout * 4), timeout * 6))
+        with console.status("NIXL path: prefill's side channel to decode ..."):
+            results.append(await timed("proofs", ep.NIXL_PATH,
+                                       lambda: ep.nixl_path(targets, client, timeout * 4), timeout * 6))
         if parity:
             with console.status("parity: P/D against the aggregated reference ..."):
                 results.append(await timed("proofs", "parity (P/D vs reference)",

@@ -122,43 +122,87 @@ def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None, v
     state = find_run(ref, _root(run_dir), _recipe_runs(ref, variant))
     rows = []
     job = None
+    slurm: dict = {}
     if state.target == "slurm" and state.job_id:
-        from ..launch.slurm import job_state
-
-        job = job_state(state.job_id)
+        slurm = _slurm_status(state)
+        job = slurm["job_state"]
+    nodes = slurm.get("nodes", {})
     with httpx.Client(timeout=2.0) as client:
         for p in state.processes:
-            alive = (job == "RUNNING") if state.target == "slurm" else _alive(p)
+            node = nodes.get(p.node or "", {})
+            alive = (job == "RUNNING" and not node.get("down")) if state.target == "slurm" else _alive(p)
             healthy = None
             if alive and p.url:
                 try:
                     healthy = client.get(p.url + "/health").status_code == 200
                 except httpx.HTTPError:
                     healthy = False
-            rows.append({"name": p.name, "kind": p.kind, "pid": p.pid, "alive": alive, "healthy": healthy,
-                         "url": p.url, "log": p.log})
+            row = {"name": p.name, "kind": p.kind, "pid": p.pid, "alive": alive, "healthy": healthy,
+                   "url": p.url, "log": p.log}
+            if state.target == "slurm":
+                row |= {"node": p.node, "node_state": node.get("state")}
+            rows.append(row)
     running = any(r["alive"] for r in rows)
+    problems = slurm.get("problems", [])
     if as_json:
-        sys.stdout.write(json.dumps({"run_id": state.run_id, "run_dir": state.run_dir, "router_url": state.router_url,
-                                     "target": state.target, "job_id": state.job_id, "job_state": job,
-                                     "running": running, "processes": rows}, indent=2) + "\n")
+        out = {"run_id": state.run_id, "run_dir": state.run_dir, "router_url": state.router_url,
+               "target": state.target, "job_id": state.job_id, "job_state": job}
+        if state.target == "slurm":
+            out |= {"job_end_state": slurm["job_end_state"], "job_reason": slurm["job_reason"], "nodes": nodes}
+        out |= {"running": running, "problems": problems, "processes": rows}
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
     else:
         from rich.console import Console
         from rich.table import Table
 
         title = f"{state.run_id}  router {state.router_url}"
         if state.job_id:
-            title += f"  (Slurm job {state.job_id}: {job or 'ended'})"
+            ended = f"ended {slurm['job_end_state']}" if slurm.get("job_end_state") else "ended"
+            title += f"  (Slurm job {state.job_id}: {job or ended})"
         t = Table(title=title, title_justify="left")
-        for col in ("process", "pid", "state", "url", "log"):
+        slurm_cols = state.target == "slurm"
+        for col in ("process", *(("node",) if slurm_cols else ()), "pid", "state", "url", "log"):
             t.add_column(col)
         for r in rows:
             st = ("[green]healthy[/]" if r["healthy"] else "[yellow]up, not healthy[/]" if r["alive"] and r["url"]
                   else "[green]up[/]" if r["alive"] else "[dim]stopped[/]")
-            t.add_row(r["name"], str(r["pid"] or "-"), st, r["url"] or "-", r["log"])
-        Console().print(t)
+            if slurm_cols and nodes.get(r["node"] or "", {}).get("down"):
+                st = f"[red]node {r['node_state']}[/]"
+            node_col = (r["node"] or "-",) if slurm_cols else ()
+            t.add_row(r["name"], *node_col, str(r["pid"] or "-"), st, r["url"] or "-", r["log"])
+        console = Console()
+        console.print(t)
+        for line in problems:
+            console.print(f"[red]problem[/]: {line}", highlight=False)
     all_ok = all(r["alive"] and r["healthy"] is not False for r in rows)
     return 0 if all_ok else 1
+
+
+def _slurm_status(state) -> dict:
+    """The job as Slurm sees it: squeue's state (None once it has left the queue), scontrol's final
+    state and reason while slurmctld remembers the job, and the state of every node the run's
+    processes were on; `problems` says in words what went wrong (a node down, the job ended)."""
+    from ..launch.slurm import job_info, job_state, node_is_down, node_states
+
+    job = job_state(state.job_id)
+    info = job_info(state.job_id) if job != "RUNNING" else {}
+    names = sorted({p.node for p in state.processes if p.node})
+    nodes = {n: {**v, "down": node_is_down(v["state"])} for n, v in node_states(names).items()}
+    problems = []
+    for name, node in nodes.items():
+        if node["down"]:
+            on = ", ".join(p.name for p in state.processes if p.node == name)
+            why = f" ({node['reason']})" if node["reason"] else ""
+            problems.append(f"node {name} is {node['state']}{why}; it ran {on}")
+    end = info.get("JobState") if job is None else None
+    if job is None and not state.stopped_at:
+        reason = info.get("Reason", "")
+        problems.append(f"Slurm job {state.job_id} ended" + (f" {end}" if end else "")
+                        + (f" (reason: {reason})" if reason and reason != "None" else "")
+                        + (f", exit code {info['ExitCode']}" if info.get("ExitCode") else "")
+                        + "; nothing of it runs: recipectl logs shows why, recipectl launch starts it again")
+    return {"job_state": job, "job_end_state": end, "job_reason": info.get("Reason"), "nodes": nodes,
+            "problems": problems}
 
 
 def stop_run(ref: str | None, run_dir: str | None = None, variant: str | None = None) -> int:

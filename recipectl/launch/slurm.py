@@ -60,6 +60,47 @@ def job_state(job_id: str) -> str | None:
                            wait_s=SQUEUE_WAIT_S)
 
 
+def _fields(line: str) -> dict[str, str]:
+    """`scontrol show ... -o` output: Key=Value pairs, a value running to the next ` Key=` (a Reason
+    holds spaces)."""
+    import re
+
+    return {m.group(1): m.group(2).strip() for m in re.finditer(r"(?:^|\s)(\w+)=(.*?)(?=\s\w+=|$)", line)}
+
+
+def job_info(job_id: str) -> dict[str, str]:
+    """scontrol's record of the job (JobState, Reason, NodeList, ExitCode ...) while slurmctld keeps
+    it (MinJobAge after it ends); {} when it has none, or does not answer."""
+    try:
+        r = _slurm("scontrol", "show", "job", "-o", job_id)
+    except RecipectlError:
+        return {}
+    return _fields(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip() else {}
+
+
+def node_states(nodes: list[str]) -> dict[str, dict[str, str]]:
+    """Each node's state and reason as slurmctld sees it: {"node2": {"state": "DOWN+NOT_RESPONDING",
+    "reason": "Not responding"}}; a node it does not answer for is left out."""
+    if not nodes:
+        return {}
+    try:
+        r = _slurm("scontrol", "show", "node", "-o", ",".join(nodes))
+    except RecipectlError:
+        return {}
+    out = {}
+    for line in r.stdout.splitlines():
+        f = _fields(line)
+        if "NodeName" in f:
+            out[f["NodeName"]] = {"state": f.get("State", "?"), "reason": f.get("Reason", "")}
+    return out
+
+
+def node_is_down(state: str) -> bool:
+    """DOWN, FAIL or NOT_RESPONDING (a node that stopped answering, before slurmctld marks it DOWN)."""
+    flags = set(state.upper().replace("*", "+NOT_RESPONDING").split("+"))
+    return bool(flags & {"DOWN", "FAIL", "FAILING", "NOT_RESPONDING"})
+
+
 def cancel_job(state: RunState, wait_s: float = 60) -> None:
     """scancel the job and wait until it has left the queue; a controller that does not answer is
     a RecipectlError naming the job, never a traceback."""
@@ -126,7 +167,8 @@ def _resolve_urls(state: RunState, recipe: Recipe) -> bool:
     dep = build_deployment(recipe)
     used = dep.nodes_used
     for ps, spec in zip(state.processes, dep.processes, strict=True):
-        host = spec.host if recipe.cluster.hosts else nodes[used.index(spec.node)]
+        ps.node = nodes[used.index(spec.node)]
+        host = spec.host if recipe.cluster.hosts else ps.node
         ps.host = host
         ps.url = f"http://{host}:{spec.port}" if spec.port else None
         if ps.kind == "router":
@@ -151,7 +193,10 @@ def wait_ready(state: RunState, recipe: Recipe, timeout_s: float, console) -> tu
         nonlocal last_phase
         js = job_state(state.job_id)
         if js is None:
-            return False, f"job {state.job_id} ended before the deployment was ready"
+            info = job_info(state.job_id)
+            how = " ".join(x for x in (info.get("JobState"), f"(reason: {info['Reason']})"
+                                       if info.get("Reason") not in (None, "", "None") else "") if x)
+            return False, f"job {state.job_id} ended{' ' + how if how else ''} before the deployment was ready"
         if js == "RUNNING" and not any(p.url for p in state.processes):
             _resolve_urls(state, recipe)
         record_healthy(client, state)

@@ -135,7 +135,13 @@ def serve_argv(recipe: Recipe, proc: Process, placement: Placement) -> list[Valu
         endpoint = next(e for e in placement.role(proc.role) if e.index == proc.endpoint)
         if endpoint.multi_node:
             _flag(argv, "--data-parallel-size-local", proc.dp_local)
-            _flag(argv, "--data-parallel-start-rank", proc.dp_start_rank)
+            # Followers only. vLLM takes a start rank on a process that is not --headless for
+            # hybrid load balancing (0.32: `data_parallel_start_rank is not None`, so even 0), and
+            # then refuses the headless followers: "Remote engine 4 must not use --headless in
+            # external or hybrid dp lb mode" (seen on the two-node test cluster). The leader's
+            # rank is 0, vLLM's default, as in vLLM's own multi-node example.
+            if proc.headless:
+                _flag(argv, "--data-parallel-start-rank", proc.dp_start_rank)
             argv += ["--data-parallel-address", NodeAddress(endpoint.leader.node)]
             _flag(argv, "--data-parallel-rpc-port", spec.data_parallel_rpc_port)
             if proc.headless:

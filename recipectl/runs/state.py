@@ -43,6 +43,7 @@ class ProcessState:
     started_at: float | None = None
     healthy_at: float | None = None
     exited: int | None = None
+    node: str | None = None  # Slurm: the node of the job that runs it (from the job's node list)
 
 
 @dataclass

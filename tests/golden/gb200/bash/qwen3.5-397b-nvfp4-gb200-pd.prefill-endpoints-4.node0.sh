@@ -33,7 +33,6 @@ setsid env \
   --port 8200 \
   --data-parallel-size 8 \
   --data-parallel-size-local 4 \
-  --data-parallel-start-rank 0 \
   --data-parallel-address "node0" \
   --data-parallel-rpc-port 13345 \
   --enable-expert-parallel \
