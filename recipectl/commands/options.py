@@ -55,6 +55,14 @@ COMPLETE_VAR = "_RECIPECTL_COMPLETE"
 FORMATS = ("text", "json", "sarif", "github")
 TARGETS = ("bash", "slurm", "k8s")
 
+# Rule selection, the same for every command that runs the rules (validate, fix).
+SELECT = Opt("select", ("--select",), "only these rules: codes, prefixes (HYB, VER0) or names; replaces the "
+             "configured selection (repeatable, or comma-separated)", repeatable=True, metavar="CODES")
+EXTEND_SELECT = Opt("extend_select", ("--extend-select",), "these rules as well as the selected ones",
+                    repeatable=True, metavar="CODES")
+CONFIG = Opt("config", ("--config",), "read settings from this pyproject.toml or recipectl.toml instead of the "
+             "nearest one", metavar="FILE")
+
 VALIDATE = Command(
     name="validate",
     argument="recipes",
@@ -64,18 +72,14 @@ VALIDATE = Command(
         Opt("format", ("--format", "-f"), "text, json, sarif (SARIF 2.1.0) or github (workflow annotations)",
             choices=FORMATS),
         Opt("strict", ("--strict",), "warnings fail too (exit 1)", flag=True),
-        Opt("select", ("--select",), "only these rules: codes, prefixes (HYB, VER0) or names; replaces the "
-            "configured selection (repeatable, or comma-separated)", repeatable=True, metavar="CODES"),
-        Opt("extend_select", ("--extend-select",), "these rules as well as the selected ones", repeatable=True,
-            metavar="CODES"),
+        SELECT, EXTEND_SELECT,
         Opt("ignore", ("--ignore",), "turn these rules off (the summary names them)", repeatable=True,
             metavar="CODES"),
         Opt("severity", ("--severity",), "report a rule at another severity: CODE=error|warning|info",
             repeatable=True, metavar="CODE=LEVEL"),
         Opt("show_ignored", ("--show-ignored",),
             "run the ignored rules too and list their findings, with the reason each was ignored", flag=True),
-        Opt("config", ("--config",), "read settings from this pyproject.toml or recipectl.toml instead of the "
-            "nearest one", metavar="FILE"),
+        CONFIG,
         Opt("stdin_filename", ("--stdin-filename",), "the name of the recipe read from standard input (-), in "
             "messages and for finding the configuration", metavar="PATH"),
         Opt("quiet", ("--quiet", "-q"), "text: errors and warnings only", flag=True),
@@ -96,14 +100,10 @@ FIX = Command(
             "(memory, numerics, a feature turned off); docs/rules.md says which", flag=True),
         Opt("format", ("--format", "-f"), "text or json (what was fixed, what remains)", choices=("text", "json")),
         Opt("strict", ("--strict",), "remaining warnings fail too (exit 1)", flag=True),
-        Opt("select", ("--select",), "only these rules: codes, prefixes (HYB, VER0) or names; replaces the "
-            "configured selection (repeatable, or comma-separated)", repeatable=True, metavar="CODES"),
-        Opt("extend_select", ("--extend-select",), "these rules as well as the selected ones", repeatable=True,
-            metavar="CODES"),
+        SELECT, EXTEND_SELECT,
         Opt("ignore", ("--ignore",), "turn these rules off: neither fixed nor reported", repeatable=True,
             metavar="CODES"),
-        Opt("config", ("--config",), "read settings from this pyproject.toml or recipectl.toml instead of the "
-            "nearest one", metavar="FILE"),
+        CONFIG,
         Opt("quiet", ("--quiet", "-q"), "text: the summary and remaining errors and warnings only", flag=True),
     ),
     run="recipectl.commands.fix:fix",
