@@ -114,7 +114,8 @@ class RoleSection(Strict):
                                    description="VLLM_NIXL_SIDE_CHANNEL_PORT base of the first endpoint on a host")
     kv_role: Literal["kv_producer", "kv_consumer", "kv_both"] | None = None
     env: dict[str, str] = Field(default_factory=dict)
-    extra_args: list[str] = Field(default_factory=lambda: [], description="extra vllm serve arguments, verbatim")
+    extra_args: list[str] = Field(default_factory=lambda: [], description=(
+        "extra vllm serve arguments, verbatim; a whole ${NAME} item is a reference, expanded where the process runs"))
     cpu_cores: list[str] | None = Field(
         None, description="CPU platform: cores per endpoint, e.g. ['0'] or ['0-3', '4-7']")
     data_parallel_rpc_port: int | None = Field(None, ge=1, le=65535,
@@ -211,7 +212,8 @@ class RouterSection(Strict):
     request_timeout_s: int | None = Field(None, ge=1, le=MAX_SECONDS)
     worker_startup_timeout_s: int | None = Field(None, ge=1, le=MAX_SECONDS)
     proxy_command: list[str] | None = Field(None, description="vllm-proxy: the command of the proxy server")
-    extra_args: list[str] = Field(default_factory=lambda: [])
+    extra_args: list[str] = Field(default_factory=lambda: [], description=(
+        "extra router arguments, verbatim; a whole ${NAME} item is a reference, expanded where the process runs"))
 
 
 # ------------------------------------------------------------------------------------- workload

@@ -35,16 +35,16 @@ def _recipe_runs(ref: str | None, variant: str | None):
     return lambda path: recipe_runs(path, variant)
 
 def print_dry_run(recipe: Recipe, *, as_json: bool) -> None:
-    from ..launch.local import recipe_env
+    from ..launch.local import recipe_env, shown_argv
     from ..render.processes import build_deployment
-    from ..render.values import literal, shell_join
+    from ..render.values import EnvRef, literal, shell_join
     from ..secretscan import redact_argv
 
     dep = build_deployment(recipe)
     hosts = recipe.cluster.host_names
     if as_json:
         out = [{"name": p.name, "kind": p.kind, "host": p.host, "port": p.port, "gpus": list(p.gpus),
-                "env": recipe_env(recipe, p), "argv": redact_argv([literal(a, hosts) for a in p.argv])}
+                "env": recipe_env(recipe, p), "argv": shown_argv(recipe, p)}
                for p in dep.processes]
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         return
@@ -58,7 +58,7 @@ def print_dry_run(recipe: Recipe, *, as_json: bool) -> None:
             for k, v in p.env:
                 shown = env[k] if env[k] == "<redacted>" else shell_join([v], lambda n: hosts[n])
                 sys.stdout.write(f"  {k}={shown}\n")
-            literals = [literal(a, hosts) for a in p.argv]
+            literals = [f"${{{a.name}}}" if isinstance(a, EnvRef) else literal(a, hosts) for a in p.argv]
             argv = [a if r == lit else r for a, lit, r in zip(p.argv, literals, redact_argv(literals), strict=True)]
             sys.stdout.write(f"  {shell_join(argv, lambda n: hosts[n])}\n")
         sys.stdout.write("\n")

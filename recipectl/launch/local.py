@@ -38,6 +38,13 @@ def local_argv(recipe: Recipe, spec: ProcessSpec) -> list[str]:
     return [os.path.expanduser(a) if a.startswith("~/") else a for a in argv]
 
 
+def shown_argv(recipe: Recipe, spec: ProcessSpec) -> list[str]:
+    """The process's argv for the state file and --dry-run: references stay references (what the
+    recipe says, not what this shell holds) and credentials are <redacted>."""
+    argv = local_argv(recipe, spec)
+    return redact_argv([f"${{{a.name}}}" if isinstance(a, EnvRef) else v for a, v in zip(spec.argv, argv, strict=True)])
+
+
 def recipe_env(recipe: Recipe, spec: ProcessSpec) -> dict[str, str]:
     """What the recipe sets for this process, for the state file and --dry-run: references stay
     references, and a credential-named or credential-shaped literal is <redacted>."""
@@ -99,6 +106,13 @@ def preflight(recipe: Recipe, specs: list[ProcessSpec]) -> list[tuple[str, str]]
             if k == "VLLM_NIXL_SIDE_CHANNEL_PORT" and procs.port_in_use(s.host, int(v)):
                 problems.append((f"NIXL side-channel port {v} ({s.name}) is already in use",
                                  "stop the process holding it, or change side_channel_port"))
+    unset = sorted({v.name for s in specs for v in (*s.argv, *(v for _, v in s.env))
+                    if isinstance(v, EnvRef) and v.name not in os.environ})
+    if unset:
+        # expanded here, an unset reference would start a server with an empty value (an empty
+        # --api-key is no key at all)
+        problems.append((f"the recipe refers to {', '.join('$' + n for n in unset)}, unset in this environment",
+                         f"export {unset[0]}=... before recipectl launch (the value stays out of the recipe)"))
     for s in specs:
         exe = local_argv(recipe, s)[0]
         if "/" in exe and not Path(exe).exists() or "/" not in exe and not _which(exe, recipe):
@@ -228,7 +242,7 @@ def create_state(loaded_path: str, recipe: Recipe, specs: list[ProcessSpec], run
         url = f"http://{s.host}:{s.port}" if s.port else None
         state.processes.append(ProcessState(
             name=s.name, kind=s.kind, host=s.host, port=s.port, url=url, log=str(run_dir.resolve() / f"{s.name}.log"),
-            argv=redact_argv(local_argv(recipe, s)), env=recipe_env(recipe, s)))
+            argv=shown_argv(recipe, s), env=recipe_env(recipe, s)))
         if s.kind == "router":
             state.router_url = url
     (run_dir / "recipe.yaml").write_bytes(Path(loaded_path).read_bytes())

@@ -161,8 +161,15 @@ def serve_argv(recipe: Recipe, proc: Process, placement: Placement) -> list[Valu
     for name in _TYPED_FIELDS_AFTER_GDN:
         _field_flag(argv, name, eff[name])
     argv += [flag_for("kv_transfer_config"), kv_transfer_json(recipe, proc.role)]
-    argv += list(spec.extra_args)
+    argv += extra_args_values(spec.extra_args)
     return argv
+
+
+def extra_args_values(extra_args: list[str]) -> list[Value]:
+    """extra_args as argv: an item that is a whole reference (`${VLLM_API_KEY}`) expands where the
+    process runs, as an env value does (the rules ask for credentials to be written so); every
+    other item is passed verbatim."""
+    return [parse_env_value(a) for a in extra_args]
 
 
 def process_env(recipe: Recipe, proc: Process, placement: Placement) -> list[tuple[str, Value]]:
@@ -193,7 +200,7 @@ def router_argv(recipe: Recipe, placement: Placement) -> list[Value]:
             argv += ["--prefiller-host", NodeAddress(e.leader.node), "--prefiller-port", str(e.leader.http_port)]
         for e in placement.role("decode"):
             argv += ["--decoder-host", NodeAddress(e.leader.node), "--decoder-port", str(e.leader.http_port)]
-        return argv + list(r.extra_args)
+        return argv + extra_args_values(r.extra_args)
     argv = [*engine_program(recipe, recipe.engine.router_command), "--vllm-pd-disaggregation"]
     for e in placement.role("prefill"):
         argv += ["--prefill", _url(recipe, e.leader)]
@@ -208,7 +215,7 @@ def router_argv(recipe: Recipe, placement: Placement) -> list[Value]:
     _flag(argv, "--prometheus-port", r.prometheus_port)
     _flag(argv, "--request-timeout-secs", r.request_timeout_s)
     _flag(argv, "--worker-startup-timeout-secs", r.worker_startup_timeout_s)
-    return argv + list(r.extra_args)
+    return argv + extra_args_values(r.extra_args)
 
 
 def _url(recipe: Recipe, proc: Process) -> Value:

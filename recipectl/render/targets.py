@@ -205,6 +205,10 @@ def _k8s_env(proc: ProcessSpec) -> list[dict]:
             out.append({"name": k, "valueFrom": {"secretKeyRef": {"name": _k8s_name(v.name), "key": "value"}}})
         elif k != "CUDA_VISIBLE_DEVICES":
             out.append({"name": k, "value": _k8s_literal(str(v))})
+    # a reference in the arguments ($(NAME) there) needs the variable in the container too
+    named = {k for k, _ in proc.env}
+    for name in dict.fromkeys(a.name for a in proc.argv if isinstance(a, EnvRef) and a.name not in named):
+        out.append({"name": name, "valueFrom": {"secretKeyRef": {"name": _k8s_name(name), "key": "value"}}})
     return out
 
 
