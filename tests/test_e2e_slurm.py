@@ -22,7 +22,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.engine]
 def test_local_recipe_through_slurm(slurm_cluster, tmp_path):  # noqa: F811
     require_engine()
     recipe, ports = local_recipe_on_free_ports(tmp_path / "tiny-hybrid-cpu.yaml")
-    env = slurm_cluster.full_env({"RECIPECTL_RUN_DIR": str(tmp_path / "runs")})
+    # a variable of the caller's shell that the recipe does not name: it must not reach the job
+    env = slurm_cluster.full_env({"RECIPECTL_RUN_DIR": str(tmp_path / "runs"), "CALLER_SECRET": "not-for-jobs"})
     t0 = time.time()
     r = cli("launch", str(recipe), "--target", "slurm", "--detach", env=env, timeout=1200)
     ready_s = time.time() - t0
@@ -43,6 +44,8 @@ def test_local_recipe_through_slurm(slurm_cluster, tmp_path):  # noqa: F811
         checks = json.loads(doc.stdout)["checks"]
         assert doc.returncode == 0, [c for c in checks if c["status"] == "fail"]
         assert any(c["name"] == "P/D transfer (NIXL)" and c["status"] == "pass" for c in checks), checks
+        job_env = [e for e in _environs() if e.get("LOG_DIR") == state["run_dir"]]
+        assert job_env and all("CALLER_SECRET" not in e for e in job_env), len(job_env)
     finally:
         stop = cli("stop", env=env, timeout=180)
         print(stop.stderr)
@@ -69,3 +72,16 @@ def test_a_job_whose_endpoint_cannot_start_is_reported_and_cancelled(slurm_clust
     print(f"failure reported in {elapsed:.0f}s")
     assert slurm_cluster.job_state(state["job_id"]) in (None, "CANCELLED", "COMPLETED", "FAILED")
     assert_nothing_left(None, ports)
+
+
+def _environs() -> list[dict]:
+    """The environment of every process this user may read (the job's steps run on this host)."""
+    import psutil
+
+    out = []
+    for p in psutil.process_iter():
+        try:
+            out.append(p.environ())
+        except (psutil.Error, OSError):
+            continue
+    return out

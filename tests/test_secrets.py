@@ -117,3 +117,18 @@ def test_a_started_process_sees_only_its_environment(tmp_path, monkeypatch):
     assert p.wait(timeout=10) == 0
     names = {line.split("=", 1)[0] for line in log.read_text().splitlines() if "=" in line}
     assert "AWS_SECRET_ACCESS_KEY" not in names and "PATH" in names
+
+
+def test_a_slurm_job_gets_a_minimal_environment(tmp_path, monkeypatch):
+    """sbatch exports what it is given to the job: the base environment, Slurm's settings and the
+    recipe's references, never the rest of the caller's shell."""
+    from recipectl.launch.slurm import submit_environ
+
+    environ = {"PATH": "/bin", "HOME": "/h", "HF_HOME": "/hf", "LC_ALL": "C.UTF-8", "AWS_SECRET_ACCESS_KEY": "aws",
+               "HF_TOKEN": TOKEN, "OTHER_TOKEN": "x", "SOME_SHELL_STATE": "x", "SLURM_CONF": "/etc/s.conf",
+               "SBATCH_PARTITION": "gpu", "CONTAINER_MOUNTS": "/data:/data"}
+    _, recipe = _recipe_with(tmp_path, **{'    HF_HUB_OFFLINE: "1"': '    HF_HUB_OFFLINE: "1"\n'
+                                                                    '    HF_TOKEN: ${HF_TOKEN}'})
+    env = submit_environ(build_deployment(recipe), environ)
+    assert env == {"PATH": "/bin", "HOME": "/h", "HF_HOME": "/hf", "LC_ALL": "C.UTF-8", "HF_TOKEN": TOKEN,
+                   "SLURM_CONF": "/etc/s.conf", "SBATCH_PARTITION": "gpu", "CONTAINER_MOUNTS": "/data:/data"}

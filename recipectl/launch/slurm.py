@@ -128,7 +128,7 @@ def submit(recipe_path: str, recipe: Recipe) -> RunState:
     path.write_text(script.text)
     path.chmod(0o755)
     (run_dir / "recipe.yaml").write_bytes(Path(recipe_path).read_bytes())
-    env = {**os.environ, "LOG_DIR": str(run_dir), "READY_TIMEOUT": str(int(recipe.launch.ready_timeout_s))}
+    env = {**submit_environ(dep), "LOG_DIR": str(run_dir), "READY_TIMEOUT": str(int(recipe.launch.ready_timeout_s))}
     exe = shutil.which("sbatch")
     if exe is None:
         raise RecipectlError("sbatch not found: this host is not a Slurm client",
@@ -213,6 +213,21 @@ def wait_ready(state: RunState, recipe: Recipe, timeout_s: float, console) -> tu
     with health_client() as client:
         result = poll_until(lambda: step(client), interval_s=0.5, timeout_s=timeout_s)
     return result or (False, f"not ready after {timeout_s:.0f}s")
+
+
+def submit_environ(dep, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment sbatch gets, and so the job (sbatch exports all of it): what a local worker
+    starts with (local.base_environ), Slurm's and sbatch's own settings (SLURM_*, SBATCH_*), the
+    container mounts the script reads, and the variables the recipe refers to. Nothing else of the
+    caller's shell (cloud credentials, tokens the recipe does not name) reaches the nodes."""
+    from ..render.targets import required_env
+    from .local import base_environ
+
+    environ = dict(os.environ if environ is None else environ)
+    env = base_environ("decode", environ)
+    env.update({k: v for k, v in environ.items() if k.startswith(("SLURM_", "SBATCH_")) or k == "CONTAINER_MOUNTS"})
+    env.update({k: environ[k] for k in required_env(dep) if k in environ})
+    return env
 
 
 def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float | None, display,
