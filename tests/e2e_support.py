@@ -13,7 +13,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from recipectl.runs.processes import group_alive, port_in_use
+from recipectl.runs.processes import group_alive, port_in_use, stop_groups
 
 from .recipe_text import edited
 
@@ -140,6 +140,17 @@ def assert_nothing_left(state: dict | None, ports: LocalPorts) -> None:
     assert busy == [], f"ports still in use: {busy}"
 
 
+def kill_leftovers(run_root: Path) -> list[str]:
+    """Kill every process group the latest run under `run_root` recorded that is still alive, and
+    say which. A test that failed half-way (a launch that did not answer Ctrl-C in time, a stop
+    that failed) must not leave a deployment spinning on the host's cores for the rest of the suite."""
+    state = read_state(run_root) or {}
+    alive = [p for p in state.get("processes", []) if p.get("pid") and group_alive(p["pid"])]
+    if alive:
+        stop_groups([p["pid"] for p in alive], 10)
+    return [p["name"] for p in alive]
+
+
 def wait_for(predicate, timeout: float, interval: float = 0.2):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -178,6 +189,9 @@ def launched(tmp_path_factory):
         assert r.returncode == 0, r.stdout + r.stderr
         yield {"env": env, "state": state, "run_root": run_root, "recipe": recipe, "ports": ports}
     finally:
-        stop = cli("stop", env=env, timeout=300)
-        assert stop.returncode == 0, stop.stdout + stop.stderr
+        try:
+            stop = cli("stop", env=env, timeout=300)
+        finally:
+            left = kill_leftovers(run_root)
+        assert stop.returncode == 0 and not left, stop.stdout + stop.stderr + f"\nkilled after stop: {left}"
         assert_nothing_left(read_state(run_root), ports)
