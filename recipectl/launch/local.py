@@ -284,8 +284,15 @@ def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float |
         sup.stop()
         return _failure(state, dead, f"{dead.name} exited with code {dead.exited}")
     except KeyboardInterrupt:
-        sup.stop()
-        state.save()
+        # a second Ctrl-C (or the SIGTERM of an impatient parent) must not cut the stop short and
+        # leave servers running: the stop is bounded (stop_grace_s, then SIGKILL)
+        interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            sup.stop()
+            state.save()
+        finally:
+            signal.signal(signal.SIGINT, interrupt)
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
