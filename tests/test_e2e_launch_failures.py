@@ -24,7 +24,15 @@ def _start_launch(run_root):
     recipe, ports = local_recipe_on_free_ports(run_root / "tiny-hybrid-cpu.yaml")
     env = {**os.environ, "RECIPECTL_RUN_DIR": str(run_root)}
     return subprocess.Popen([sys.executable, "-m", "recipectl", "launch", str(recipe)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), ports
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_ctrl_c_as_at_a_terminal), ports
+
+
+def _ctrl_c_as_at_a_terminal() -> None:
+    """SIGINT back to its default in the child, as a terminal gives it: a suite started in the
+    background by a non-interactive shell (nohup, `cmd &`) passes SIGINT on ignored, and Python
+    then never turns it into KeyboardInterrupt, so Ctrl-C could not be tested there."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _end(proc: subprocess.Popen, run_root) -> list[str]:
