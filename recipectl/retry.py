@@ -3,9 +3,10 @@ operation again after a transient failure."""
 
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+from typing import Awaitable, Callable, TypeVar
 
 from tenacity import (
+    AsyncRetrying,
     Retrying,
     retry_if_exception_type,
     retry_if_result,
@@ -31,3 +32,14 @@ def retry_transient(fn: Callable[[], T], transient: type[BaseException] | tuple[
     """`fn()`, tried up to `attempts` times while it raises `transient`; the last failure is raised."""
     return Retrying(stop=stop_after_attempt(attempts), wait=wait_fixed(wait_s),
                     retry=retry_if_exception_type(transient), reraise=True)(fn)
+
+
+async def retry_transient_async(fn: Callable[[], Awaitable[T]],
+                                transient: type[BaseException] | tuple[type[BaseException], ...], *,
+                                attempts: int, wait_s: float) -> T:
+    """`await fn()`, tried up to `attempts` times while it raises `transient`; the last failure is raised."""
+    async for attempt in AsyncRetrying(stop=stop_after_attempt(attempts), wait=wait_fixed(wait_s),
+                                       retry=retry_if_exception_type(transient), reraise=True):
+        with attempt:
+            return await fn()
+    raise AssertionError("unreachable: tenacity re-raises the last failure")

@@ -233,3 +233,47 @@ def test_scrape_a_live_endpoint() -> None:
 def test_scrape_failures_are_check_errors(status: int, text: str, phrase: str) -> None:
     with MetricsServer(status, text) as server, pytest.raises(CheckError, match=phrase):
         asyncio.run(scrape(server.url))
+
+
+class DroppingServer:
+    """Reads each request and closes the connection without a response, `drops` times; then
+    answers: what a kept-alive connection the server closes at that moment looks like."""
+
+    def __init__(self, drops: int, text: str):
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.drops, self.text, self.requests = drops, text.encode(), 0
+
+    def serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                self.requests += 1
+                if self.requests > self.drops:
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+                                 b"Content-Length: %d\r\n\r\n%s" % (len(self.text), self.text))
+
+    def __enter__(self) -> DroppingServer:
+        threading.Thread(target=self.serve, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+
+
+def test_a_dropped_connection_is_read_again_once() -> None:
+    text = exposition({"0": {"external": 9, "transfers": [1, 2]}})
+    with DroppingServer(1, text) as server:
+        assert asyncio.run(scrape(server.url)).prompt_tokens_external_transfer == 9
+        assert server.requests == 2
+    with DroppingServer(5, text) as server, pytest.raises(CheckError, match="RemoteProtocolError"):
+        asyncio.run(scrape(server.url))
+    assert server.requests == 2

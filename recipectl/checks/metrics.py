@@ -32,6 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, ConfigDict
 
 from recipectl.checks.client import CheckError, endpoint
+from recipectl.retry import retry_transient_async
 
 __all__ = [
     "MetricsSnapshot",
@@ -135,7 +136,11 @@ async def scrape_metrics(
     """GET ``{base_url}/metrics`` and parse it; :class:`CheckError` if it cannot be read."""
     url = endpoint(base_url, "/metrics")
     try:
-        response = await client.get(url, timeout=timeout_s)
+        # A GET on a kept-alive connection that the server closes at that moment (uvicorn drops idle
+        # ones after 5 s) fails with "Server disconnected without sending a response"; a GET is safe
+        # to send again, on a new connection.
+        response = await retry_transient_async(lambda: client.get(url, timeout=timeout_s),
+                                               httpx.RemoteProtocolError, attempts=2, wait_s=0.2)
         response.raise_for_status()
         return parse_metrics(response.text)
     except httpx.HTTPError as exc:
