@@ -3,6 +3,7 @@ KV really moved over NIXL, P/D output equals an aggregated reference, GSM8K pass
 
 from __future__ import annotations
 
+import socket
 from typing import Awaitable, Callable
 
 import httpx
@@ -122,8 +123,6 @@ NIXL_PATH = "NIXL path (prefill host -> decode host)"
 
 def _address(host: str) -> str | None:
     """The address `host` resolves to here (where doctor runs), or None."""
-    import socket
-
     try:
         return socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)[0][4][0]
     except (OSError, IndexError):

@@ -182,7 +182,7 @@ def _slurm_status(state) -> dict:
     """The job as Slurm sees it: squeue's state (None once it has left the queue), scontrol's final
     state and reason while slurmctld remembers the job, and the state of every node the run's
     processes were on; `problems` says in words what went wrong (a node down, the job ended)."""
-    from ..launch.slurm import job_info, job_state, node_is_down, node_states
+    from ..launch.slurm import how_it_ended, job_info, job_state, node_is_down, node_states
 
     job = job_state(state.job_id)
     info = job_info(state.job_id) if job != "RUNNING" else {}
@@ -196,9 +196,8 @@ def _slurm_status(state) -> dict:
             problems.append(f"node {name} is {node['state']}{why}; it ran {on}")
     end = info.get("JobState") if job is None else None
     if job is None and not state.stopped_at:
-        reason = info.get("Reason", "")
-        problems.append(f"Slurm job {state.job_id} ended" + (f" {end}" if end else "")
-                        + (f" (reason: {reason})" if reason and reason != "None" else "")
+        how = how_it_ended(info)
+        problems.append(f"Slurm job {state.job_id} ended" + (f" {how}" if how else "")
                         + (f", exit code {info['ExitCode']}" if info.get("ExitCode") else "")
                         + "; nothing of it runs: recipectl logs shows why, recipectl launch starts it again")
     return {"job_state": job, "job_end_state": end, "job_reason": info.get("Reason"), "nodes": nodes,

@@ -5,6 +5,7 @@ step logs)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -63,8 +64,6 @@ def job_state(job_id: str) -> str | None:
 def _fields(line: str) -> dict[str, str]:
     """`scontrol show ... -o` output: Key=Value pairs, a value running to the next ` Key=` (a Reason
     holds spaces)."""
-    import re
-
     return {m.group(1): m.group(2).strip() for m in re.finditer(r"(?:^|\s)(\w+)=(.*?)(?=\s\w+=|$)", line)}
 
 
@@ -76,6 +75,14 @@ def job_info(job_id: str) -> dict[str, str]:
     except RecipectlError:
         return {}
     return _fields(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip() else {}
+
+
+def how_it_ended(info: dict[str, str]) -> str:
+    """A finished job's state and reason from job_info, in words: "NODE_FAIL (reason: ...)"; "" when
+    slurmctld no longer remembers the job."""
+    reason = info.get("Reason", "")
+    return " ".join(x for x in (info.get("JobState", ""), f"(reason: {reason})" if reason not in ("", "None") else "")
+                    if x)
 
 
 def node_states(nodes: list[str]) -> dict[str, dict[str, str]]:
@@ -193,9 +200,7 @@ def wait_ready(state: RunState, recipe: Recipe, timeout_s: float, console) -> tu
         nonlocal last_phase
         js = job_state(state.job_id)
         if js is None:
-            info = job_info(state.job_id)
-            how = " ".join(x for x in (info.get("JobState"), f"(reason: {info['Reason']})"
-                                       if info.get("Reason") not in (None, "", "None") else "") if x)
+            how = how_it_ended(job_info(state.job_id))
             return False, f"job {state.job_id} ended{' ' + how if how else ''} before the deployment was ready"
         if js == "RUNNING" and not any(p.url for p in state.processes):
             _resolve_urls(state, recipe)
