@@ -394,7 +394,7 @@ class SlurmCluster:
 
     def node_state(self, node: str) -> str:
         """sinfo's short state of one node (idle, alloc, down*, ...)."""
-        return self.run(["sinfo", "-h", "-N", "-n", node, "-o", "%t"], timeout=15).stdout.strip()
+        return self.run(["sinfo", "-h", "-N", "-n", node, "-o", "%t"], timeout=120).stdout.strip()
 
     def wait_running(self, job_id: str, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
@@ -505,12 +505,12 @@ class SlurmCluster:
         states: dict[str, str] = {}
         while True:
             self._check_alive()
-            proc = self.run(["sinfo", "-h", "-N", "-o", "%N %t"], timeout=15)
+            proc = self.run(["sinfo", "-h", "-N", "-o", "%N %t"], timeout=120)
             states = dict(line.split(None, 1) for line in proc.stdout.splitlines() if len(line.split()) == 2)
             if all(states.get(n) == "idle" for n in self.node_names):
                 return
             if time.monotonic() > deadline:
-                node = self.run(["scontrol", "show", "node"], timeout=15)
+                node = self.run(["scontrol", "show", "node"], timeout=120)
                 raise SlurmUnavailable(
                     f"nodes not idle in time (sinfo: {states!r} {proc.stderr.strip()})\n"
                     f"{node.stdout}{node.stderr}\n{self.logs()}")
@@ -538,14 +538,14 @@ class SlurmCluster:
         ctld = self.procs.get("slurmctld")
         if ctld is not None and ctld.poll() is None:
             try:
-                ids = self.run(["squeue", "-h", "-o", "%i"], timeout=15).stdout.split()
+                ids = self.run(["squeue", "-h", "-o", "%i"], timeout=120).stdout.split()
                 if ids:
-                    self.run(["scancel", *ids], timeout=15)
+                    self.run(["scancel", *ids], timeout=120)
                     deadline = time.monotonic() + 30
-                    while self.run(["squeue", "-h", "-o", "%i"], timeout=15).stdout.split():
+                    while self.run(["squeue", "-h", "-o", "%i"], timeout=120).stdout.split():
                         if time.monotonic() > deadline:
                             problems.append(f"jobs still queued 30 s after scancel: "
-                                            f"{self.run(['squeue'], timeout=15).stdout}")
+                                            f"{self.run(['squeue'], timeout=120).stdout}")
                             break
                         time.sleep(0.2)
             except (OSError, subprocess.SubprocessError) as e:

@@ -39,7 +39,7 @@ def _mismatched_recipe(tmp_path, *, ignore: bool):
 
 def test_validate_reports_the_ssm_dtype_mismatch_with_line_field_and_fix(tmp_path):
     path = _mismatched_recipe(tmp_path, ignore=False)
-    r = cli("validate", str(path), timeout=60)
+    r = cli("validate", str(path), timeout=300)
     assert r.returncode == 1, r.stdout + r.stderr
     line = next(ln for ln in r.stdout.splitlines() if "CON004 error" in ln)
     decode_line = next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if ln.startswith("decode:"))
@@ -48,7 +48,7 @@ def test_validate_reports_the_ssm_dtype_mismatch_with_line_field_and_fix(tmp_pat
     assert int(line.split(":")[1]) > decode_line  # decode's own mamba_ssm_cache_dtype line
     assert "prefill float32, decode bfloat16" in line and "256 tokens on prefill and 128 on decode" in line
     assert "fix: prefill:" in r.stdout and "mamba_ssm_cache_dtype: bfloat16" in r.stdout
-    ok = cli("validate", str(_mismatched_recipe(tmp_path, ignore=True)), timeout=60)
+    ok = cli("validate", str(_mismatched_recipe(tmp_path, ignore=True)), timeout=300)
     assert ok.returncode == 0, ok.stdout
 
 

@@ -26,13 +26,13 @@ def deployment(tmp_path_factory):
 def test_a_completion_through_the_router_arrives_by_nixl(deployment):
     state = deployment["state"]
     decode = next(p["url"] for p in state["processes"] if p["kind"] == "decode")
-    before = parse_metrics(httpx.get(decode + "/metrics", timeout=10).text)
+    before = parse_metrics(httpx.get(decode + "/metrics", timeout=60).text)
     prompt = "the quick brown fox jumps over the lazy dog " * 10
     r = httpx.post(state["router_url"] + "/v1/completions", timeout=300,
                    json={"model": "tiny", "prompt": prompt, "max_tokens": 8, "temperature": 0})
     assert r.status_code == 200, r.text
     assert r.json()["choices"][0]["text"]
-    after = parse_metrics(httpx.get(decode + "/metrics", timeout=10).text)
+    after = parse_metrics(httpx.get(decode + "/metrics", timeout=60).text)
     evidence = transfer_evidence(before, after)
     print("NIXL evidence:", evidence.message)
     assert evidence.transferred, evidence.message
@@ -55,7 +55,7 @@ def test_logs_show_each_role(deployment):
 
 
 def test_top_shows_every_endpoint(deployment):
-    r = cli("top", str(deployment["recipe"]), "--format", "json", env=deployment["env"], timeout=60)
+    r = cli("top", str(deployment["recipe"]), "--format", "json", env=deployment["env"], timeout=300)
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
     assert [row["endpoint"] for row in rows] == ["prefill-0", "decode-0"]

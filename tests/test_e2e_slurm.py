@@ -47,7 +47,7 @@ def test_local_recipe_through_slurm(slurm_cluster, tmp_path):  # noqa: F811
         job_env = [e for e in _environs() if e.get("LOG_DIR") == state["run_dir"]]
         assert job_env and all("CALLER_SECRET" not in e for e in job_env), len(job_env)
     finally:
-        stop = cli("stop", env=env, timeout=180)
+        stop = cli("stop", env=env, timeout=600)
         print(stop.stderr)
     assert stop.returncode == 0
     assert slurm_cluster.job_state(state["job_id"]) in (None, "CANCELLED", "COMPLETED", "FAILED")

@@ -36,8 +36,13 @@ WHERE = {"prefill-0": "node1", "decode-0": "node2", "router": "node1"}
 
 def cli(c: SlurmCluster, *args: str, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
     """recipectl as a user runs it on the cluster's login node."""
-    return subprocess.run(c.client_argv([sys.executable, "-m", "recipectl", *args]), capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=ROOT, stdin=subprocess.DEVNULL)
+    t0 = time.monotonic()
+    try:
+        return subprocess.run(c.client_argv([sys.executable, "-m", "recipectl", *args]), capture_output=True,
+                              text=True, timeout=timeout, env=env, cwd=ROOT, stdin=subprocess.DEVNULL)
+    finally:
+        # how long each command took, in the output of a failed run
+        print(f"[slurm-2] recipectl {' '.join(args[:2])}: {time.monotonic() - t0:.1f} s")
 
 
 POST = """\
@@ -105,13 +110,13 @@ def test_two_node_pd_launch_doctor_stop(slurm_cluster_2, tmp_path):  # noqa: F81
         assert status == 200 and body["choices"][0]["text"], body
         print(f"[slurm-2] completion through the router in {time.monotonic() - t1:.1f} s")
 
-        st = cli(c, "status", "--format", "json", env=env, timeout=120)
+        st = cli(c, "status", "--format", "json", env=env, timeout=600)
         s = json.loads(st.stdout)
         assert st.returncode == 0 and s["job_state"] == "RUNNING", st.stdout + st.stderr
         assert all(p["healthy"] for p in s["processes"]) and s["problems"] == [], s
         assert {n: v["down"] for n, v in s["nodes"].items()} == {"node1": False, "node2": False}, s
 
-        logs = cli(c, "logs", "decode", "-n", "400", env=env, timeout=60)
+        logs = cli(c, "logs", "decode", "-n", "400", env=env, timeout=600)
         assert logs.returncode == 0 and "NixlPullConnector" in logs.stdout, logs.stdout[-2000:] + logs.stderr
 
         t1 = time.monotonic()
@@ -188,14 +193,14 @@ def test_a_killed_node_is_reported_and_the_job_cleaned_up_with_a_stand_in_engine
         print(f"[slurm-2] node2 killed: job {job} {c.job_state(job)} after {time.monotonic() - t0:.0f} s")
         assert gone, f"job {job} still {c.job_state(job)} 240 s after node2 died\n{c.logs()}"
         assert c.job_state(job) == "NODE_FAIL", c.job_info(job)
-        st = cli(c, "status", "--format", "json", env=env, timeout=120)
+        st = cli(c, "status", "--format", "json", env=env, timeout=600)
         s = json.loads(st.stdout)
         assert st.returncode == 1, s  # not all up
         assert s["job_state"] is None and s["job_end_state"] == "NODE_FAIL", s
         assert s["nodes"]["node2"]["down"] and not s["nodes"]["node1"]["down"], s
         assert any(p.startswith("node node2 is DOWN") and "decode-0" in p for p in s["problems"]), s["problems"]
         assert not any(p["alive"] for p in s["processes"]), s
-        human = cli(c, "status", env=env, timeout=120)
+        human = cli(c, "status", env=env, timeout=600)
         assert "node node2 is DOWN" in human.stdout and "NODE_FAIL" in human.stdout, human.stdout
         # the job's steps on the node that survived are gone too
         assert_nothing_left(c, job)
