@@ -6,20 +6,56 @@ serving the tiny hybrid model (GDN state and attention KV both cross NIXL). Star
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
 
 import httpx
 import pytest
 
 from recipectl.checks.metrics import parse_metrics, transfer_evidence
 
-from .e2e_support import cli, launched, read_state
+from .e2e_support import cli, launched, read_state, wait_for
 from .recipe_text import write_edited
 
 pytestmark = pytest.mark.engine
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory):
+def other_seed_server(tmp_path_factory):
+    """A plain vLLM server of the same architecture with another seed's weights, for the
+    corrupted-reference test. Started before the deployment (`deployment` asks for it): once the
+    deployment is up, its NIXL progress threads keep the host's two cores busy, and this server's
+    start-up then took minutes instead of seconds. Yields (url, process, log path)."""
+    from recipectl.engine_env import engine_venv
+    from recipectl.runs.processes import stop_groups
+
+    from .e2e_support import tiny_model
+    from .requirements import require_engine
+
+    require_engine()
+    model = tiny_model("qwen3next-tiny-seed1")
+    log_path = tmp_path_factory.mktemp("reference") / "reference.log"
+    # Unbound threads, and patient: a third server on a host whose two cores the deployment pins,
+    # one model step of which was seen to wait > 300 s (vLLM's default RPC timeout).
+    env = {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_CPU_KVCACHE_SPACE": "1",
+           "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "1800"}
+    with socket.socket() as sock:  # a free port, chosen now
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([str(engine_venv() / "bin" / "vllm"), "serve", str(model), "--served-model-name",
+                                 "tiny", "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
+                                 "--max-model-len", "4096", "--enforce-eager"],
+                                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield f"http://127.0.0.1:{port}", proc, log_path
+    finally:
+        stop_groups([proc.pid], 20)
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory, other_seed_server):
     yield from launched(tmp_path_factory)
 
 
@@ -112,61 +148,35 @@ def test_bench_sweep(deployment, tmp_path):
         assert (tmp_path / name).stat().st_size > 0, name
 
 
-def test_parity_against_a_corrupted_reference_fails_with_positions_and_margins(deployment, tmp_path):
+def test_parity_against_a_corrupted_reference_fails_with_positions_and_margins(deployment, other_seed_server,
+                                                                              tmp_path):
     """The same architecture with another seed's weights behind the reference URL: what a corrupted
     state looks like from the outside. Parity must fail and say where and by how much."""
-    import os
-    import socket
-    import subprocess
-    import time
+    url, ref, log_path = other_seed_server
 
-    from recipectl.engine_env import engine_venv
-    from recipectl.runs.processes import stop_groups
-
-    from .e2e_support import tiny_model, wait_for
-
-    venv = engine_venv()
-    model = tiny_model("qwen3next-tiny-seed1")
-    # A third server on a 2-core host whose two cores the deployment already pins: left unbound,
-    # and patient — one model step of it was seen to wait > 300 s (vLLM's default RPC timeout).
-    env = {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_CPU_KVCACHE_SPACE": "1",
-           "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "1800"}
-    with socket.socket() as sock:  # a free port, chosen now
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    log = open(tmp_path / "reference.log", "wb")
-    ref = subprocess.Popen([str(venv / "bin" / "vllm"), "serve", str(model), "--served-model-name", "tiny",
-                            "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
-                            "--max-model-len", "4096", "--enforce-eager"],
-                           env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        def healthy():
-            try:
-                return httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return ref.poll() is not None  # stop waiting if it died
-        assert wait_for(healthy, 600, 1.0) and ref.poll() is None, (tmp_path / "reference.log").read_text()[-3000:]
-        # 6 prompts of 8 tokens: a different model diverges at once; more would only load the host.
-        # The near-tie bar back at its default: the recipe's 1.5 nats is for the same weights'
-        # numerical drift, and would call a wholly different model's low-margin picks near-ties.
-        short = tmp_path / "short.yaml"
-        write_edited(deployment["recipe"], short, ("num_prompts: 20", "num_prompts: 6"),
-                     ("    max_tokens: 16\n    # Decode", "    max_tokens: 8\n    # Decode"),
-                     ("near_tie_nats: 1.5", "near_tie_nats: 0.1"))
-        r = cli("doctor", str(short), "--run", deployment["state"]["run_dir"], "--no-env", "--no-gsm8k",
-                "--reference", f"http://127.0.0.1:{port}", "--format", "json", env=deployment["env"], timeout=900)
-        body = json.loads(r.stdout)
-        parity = next(c for c in body["checks"] if c["name"].startswith("parity"))
-        print(parity["detail"][:600])
-        assert r.returncode == 1 and parity["status"] == "fail"
-        prompts = parity["data"]["prompts"]
-        diverged = [p for p in prompts if p["classification"] not in ("match", "near_tie")]
-        assert diverged and all(p["first_divergence"] is not None for p in diverged)
-        assert "margin" in parity["detail"] and "token" in parity["detail"]
-    finally:
-        stop_groups([ref.pid], 20)
-        log.close()
-        time.sleep(1)
+    def healthy():
+        try:
+            return httpx.get(url + "/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return ref.poll() is not None  # stop waiting if it died
+    assert wait_for(healthy, 600, 1.0) and ref.poll() is None, log_path.read_text(errors="replace")[-3000:]
+    # 6 prompts of 8 tokens: a different model diverges at once; more would only load the host.
+    # The near-tie bar back at its default: the recipe's 1.5 nats is for the same weights'
+    # numerical drift, and would call a wholly different model's low-margin picks near-ties.
+    short = tmp_path / "short.yaml"
+    write_edited(deployment["recipe"], short, ("num_prompts: 20", "num_prompts: 6"),
+                 ("    max_tokens: 16\n    # Decode", "    max_tokens: 8\n    # Decode"),
+                 ("near_tie_nats: 1.5", "near_tie_nats: 0.1"))
+    r = cli("doctor", str(short), "--run", deployment["state"]["run_dir"], "--no-env", "--no-gsm8k",
+            "--reference", url, "--format", "json", env=deployment["env"], timeout=900)
+    body = json.loads(r.stdout)
+    parity = next(c for c in body["checks"] if c["name"].startswith("parity"))
+    print(parity["detail"][:600])
+    assert r.returncode == 1 and parity["status"] == "fail"
+    prompts = parity["data"]["prompts"]
+    diverged = [p for p in prompts if p["classification"] not in ("match", "near_tie")]
+    assert diverged and all(p["first_divergence"] is not None for p in diverged)
+    assert "margin" in parity["detail"] and "token" in parity["detail"]
 
 
 def test_planner_matches_the_engines_own_capacity_lines(deployment):
