@@ -324,6 +324,13 @@ class _RunByDefault(TyperGroup):
             args = ["run", *args]
         return super().parse_args(ctx, args)
 
+    def shell_complete(self, ctx, incomplete: str) -> list:
+        """`recipectl bench <TAB>`: the subcommands, and the recipe files `bench RECIPE` takes."""
+        from click.shell_completion import CompletionItem
+
+        return [*super().shell_complete(ctx, incomplete),
+                *(CompletionItem(path) for path in complete.recipe_files(incomplete))]
+
 
 bench_app = typer.Typer(cls=_RunByDefault, no_args_is_help=True,
                         help="The concurrency sweep (`bench RECIPE`, `bench run RECIPE`) and comparing two sweeps.")

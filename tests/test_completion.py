@@ -83,8 +83,18 @@ def test_a_completion_request_never_takes_the_fast_path(monkeypatch):
 # ------------------------------------------------------------------------------ what completes
 def test_commands_and_options_complete():
     assert {"validate", "render", "doctor", "bench"} <= set(bash_complete("recipectl "))
-    assert bash_complete("recipectl bench ") == ["run", "compare"]
+    assert bash_complete("recipectl bench ")[:2] == ["run", "compare"]
     assert "--install-completion" in bash_complete("recipectl --")
+
+
+def test_bench_offers_its_subcommands_and_the_recipes_bench_recipe_takes(tmp_path):
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "a.yaml").write_text("")
+    (tmp_path / "run.yaml").write_text("")
+    assert bash_complete("recipectl bench ", cwd=tmp_path) == ["run", "compare", "run.yaml", "recipes/"]
+    assert bash_complete("recipectl bench r", cwd=tmp_path) == ["run", "run.yaml", "recipes/"]
+    assert bash_complete("recipectl bench recipes/", cwd=tmp_path) == ["recipes/a.yaml"]
+    assert bash_complete("recipectl bench co", cwd=tmp_path) == ["compare"]
 
 
 def test_recipe_arguments_complete_yaml_files_and_directories(tmp_path):
