@@ -208,5 +208,5 @@ def test_a_killed_node_is_reported_and_the_job_cleaned_up_with_a_stand_in_engine
         stop = cli(c, "stop", env=env, timeout=300)
         # bring node2 back for any later test: slurmd again, and the node resumed (ReturnToService=2)
         c.start_slurmd(next(n for n in c.nodes if n.name == "node2"))
-        c.wait_idle(time.monotonic() + 120)
+        c.wait_idle(time.monotonic() + 300)
     assert stop.returncode == 0 and "not running" in stop.stderr, stop.stdout + stop.stderr
