@@ -14,31 +14,15 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${OUT:-$PWD/gpu-planner}"
 ENGINE="${ENGINE:-$HOME/.cache/recipectl/engine-cu130}"
 MODELS="${MODELS:-$HOME/.cache/recipectl/models}"
-mkdir -p "$OUT"
-# Hosts that share GPUs keep NVLink multicast off; the engine inherits these.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1
-export RECIPECTL_ENGINE_VENV="$ENGINE"
-START=$(date +%s)
-log() { echo "[$(date +%T) +$(( $(date +%s) - START ))s] $*" | tee -a "$OUT/driver.log"; }
-rc() { PYTHONPATH="$ROOT" "$ENGINE/bin/python" -m recipectl "$@"; }
-
-if [[ ! -x "$ENGINE/bin/vllm" ]]; then
-  [[ -n "${BUNDLE:-}" ]] || { log "no engine in $ENGINE and no BUNDLE"; exit 2; }
-  bash "$ROOT/scripts/install-offline-bundle.sh" "$BUNDLE" "$ENGINE" >> "$OUT/driver.log" 2>&1 || exit 2
-  log "engine installed"
-fi
+# shellcheck source=scripts/gpu-driver-env.sh
+source "$ROOT/scripts/gpu-driver-env.sh"
 
 recipes=("$@")
 [[ ${#recipes[@]} -gt 0 ]] || recipes=("$ROOT/recipes/h200/tiny-qwen35-pd.yaml"
                                       "$ROOT/recipes/h200/qwen3.5-35b-a3b-2gpu-pd.yaml")
 for recipe in "${recipes[@]}"; do
   name="$(basename "$recipe" .yaml)"
-  # the model each recipe names: a tiny random-weight Qwen3.5, or a real-size configuration
-  model_dir="$(sed -n 's#^  path: ~/.cache/recipectl/models/##p' "$recipe" | head -1)"
-  kind=qwen35; [[ "$model_dir" == qwen35-35b-a3b* ]] && kind=qwen35-35b-a3b
-  KIND=$kind bash "$ROOT/scripts/make-tiny-model.sh" "$MODELS/$model_dir" >> "$OUT/driver.log" 2>&1 \
-    || { log "$name: model $kind failed"; continue; }
+  make_model "$recipe" || { log "$name: its model could not be made"; continue; }
   r="$OUT/$name.yaml"
   sed -e "s#~/.cache/recipectl/models#$MODELS#" "$recipe" > "$r"
   rc plan "$r" --format json > "$OUT/$name.plan.json" 2> "$OUT/$name.plan.err"

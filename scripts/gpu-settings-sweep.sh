@@ -25,30 +25,9 @@ ENGINE="${ENGINE:-$HOME/.cache/recipectl/engine-cu130}"
 MODELS="${MODELS:-$HOME/.cache/recipectl/models}"
 [[ $# -ge 2 ]] || { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 RECIPE="$1"; shift
-mkdir -p "$OUT"
-# Hosts that share GPUs keep NVLink multicast off; the engine inherits these.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1
-export RECIPECTL_ENGINE_VENV="$ENGINE"
-START=$(date +%s)
-log() { echo "[$(date +%T) +$(( $(date +%s) - START ))s] $*" | tee -a "$OUT/driver.log"; }
-
-if [[ ! -x "$ENGINE/bin/vllm" ]]; then
-  [[ -n "${BUNDLE:-}" ]] || { log "no engine in $ENGINE and no BUNDLE"; exit 2; }
-  bash "$ROOT/scripts/install-offline-bundle.sh" "$BUNDLE" "$ENGINE" >> "$OUT/driver.log" 2>&1 || exit 2
-  log "engine installed"
-fi
-# recipectl from this checkout: its own environment where there is one, else the engine's Python
-if [[ -x "$ROOT/.venv/bin/python" ]]; then PY="$ROOT/.venv/bin/python"; else PY="$ENGINE/bin/python"; fi
-rc() { PYTHONPATH="$ROOT" "$PY" -m recipectl "$@"; }
-
-# the model the recipe names, made when it is not there (dummy weights or a tiny random model)
-model_dir="$(sed -n 's#^  path: ~/.cache/recipectl/models/\([^ ]*\).*#\1#p' "$RECIPE" | head -1)"
-if [[ -n "$model_dir" && ! -e "$MODELS/$model_dir/config.json" ]]; then
-  kind=qwen35; [[ "$model_dir" == qwen35-35b-a3b* ]] && kind=qwen35-35b-a3b
-  KIND=$kind bash "$ROOT/scripts/make-tiny-model.sh" "$MODELS/$model_dir" >> "$OUT/driver.log" 2>&1 \
-    || { log "model $kind failed"; exit 2; }
-fi
+# shellcheck source=scripts/gpu-driver-env.sh
+source "$ROOT/scripts/gpu-driver-env.sh"
+make_model "$RECIPE" || { log "the recipe's model could not be made"; exit 2; }
 base="$OUT/base.yaml"
 sed -e "s#~/.cache/recipectl/models#$MODELS#" "$RECIPE" > "$base"
 
