@@ -98,6 +98,12 @@ CORPUS: tuple[Expect, ...] = (
                 ("HYB002", E, "decode.env.VLLM_SSM_CONV_STATE_LAYOUT"))),
     Expect("vllm-serve/known-bad-recompute-on-load-failure.sh",
            bad=(("*", W, "kv_transfer.load_failure_policy"),)),
+    Expect("vllm-serve/qwen3-next-80b-a3b-h200-pd.sh",
+           expect=(("VER002", W, "engine.vllm_version"), ("VER001", W, "decode.async_scheduling")),
+           never=NEVER_PREFILL_RACE + (("HYB003", "*"),)),
+    Expect("vllm-serve/known-bad-qwen3-next-mtp-with-ds-layout.sh",
+           bad=(("HYB004", E, "decode.speculative_config"),), expect=(("VER002", W, "engine.vllm_version"),),
+           never=NEVER_PREFILL_RACE),
     Expect("vllm-serve/known-bad-prefill-prefix-caching-0.27.sh",
            # a warning: the assertion needs a prefix-cache hit, and recipectl's own H200 recipe ran on
            # 0.26 with prefix caching on prefill

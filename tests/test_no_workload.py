@@ -72,10 +72,60 @@ def test_plan_without_workload_shows_capacity_at_max_model_len(recipectl_cli, tm
     assert "no workload" in text.stdout and "saturation (all endpoints)" not in text.stdout
 
 
-def test_plan_without_workload_or_max_model_len_says_what_to_add(recipectl_cli, tmp_path):
+def test_plan_without_max_model_len_plans_the_models_context(recipectl_cli, tmp_path):
+    """A server without --max-model-len takes the model's context (262,144 for Qwen3.5): the plan says
+    so and plans that, with or without a workload."""
     def edit(d):
         d.pop("workload")
         d["model"].pop("max_model_len")
+
+    path = _variant(tmp_path, H200, edit)
+    r = recipectl_cli("plan", "--format", "json", str(path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    for entry in json.loads(r.stdout)["roles"].values():
+        assert entry["max_model_len"] == 262_144 and entry["max_model_len_from"] == "model"
+    text = " ".join(recipectl_cli("plan", str(path)).stdout.split())  # rich wraps at 80 columns
+    assert "no max_model_len, so the server takes the model's context" in text
+    with_len = json.loads(recipectl_cli("plan", "--format", "json", str(H200)).stdout)["roles"]["decode"]
+    assert with_len["max_model_len"] == 16640 and with_len["max_model_len_from"] == "recipe"
+
+
+def _local_model_without_context(tmp_path: Path) -> Path:
+    from tests.test_plan_model_spec import QWEN35_MOE_CONFIG
+
+    cfg = {**QWEN35_MOE_CONFIG, "text_config": {k: v for k, v in QWEN35_MOE_CONFIG["text_config"].items()
+                                                 if k != "max_position_embeddings"}}
+    model_dir = tmp_path / "no-context-model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text(json.dumps(cfg))
+    return model_dir
+
+
+def test_plan_without_max_model_len_or_a_known_context_uses_the_workload(recipectl_cli, tmp_path):
+    model_dir = _local_model_without_context(tmp_path)
+
+    def edit(d):
+        d["model"].pop("max_model_len")
+        d["model"]["path"] = str(model_dir)
+        d["model"].pop("spec", None)
+
+    path = _variant(tmp_path, H200, edit)
+    r = recipectl_cli("plan", "--format", "json", str(path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    entry = json.loads(r.stdout)["roles"]["decode"]
+    assert entry["max_model_len_from"] == "workload" and entry["max_model_len"] == int(8192 * 1.8) + int(1024 * 1.8)
+    text = " ".join(recipectl_cli("plan", str(path)).stdout.split())  # rich wraps at 80 columns
+    assert "the model's context is not known: planned at isl + osl" in text
+
+
+def test_plan_without_workload_max_model_len_or_context_says_what_to_add(recipectl_cli, tmp_path):
+    model_dir = _local_model_without_context(tmp_path)
+
+    def edit(d):
+        d.pop("workload")
+        d["model"].pop("max_model_len")
+        d["model"]["path"] = str(model_dir)
+        d["model"].pop("spec", None)
 
     r = recipectl_cli("plan", str(_variant(tmp_path, H200, edit)))
     assert r.returncode == 2, r.stdout + r.stderr

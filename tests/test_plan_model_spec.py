@@ -45,7 +45,7 @@ QWEN35_MOE_CONFIG = {
         "linear_num_value_heads": 32, "linear_value_head_dim": 128, "mamba_ssm_dtype": "float32",
         "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 512,
         "shared_expert_intermediate_size": 512, "vocab_size": 248320,
-        "full_attention_interval": 4, "mtp_num_hidden_layers": 1,
+        "full_attention_interval": 4, "mtp_num_hidden_layers": 1, "max_position_embeddings": 262144,
     },
     "vision_config": {"depth": 27, "hidden_size": 1152},
 }
@@ -59,6 +59,7 @@ QWEN3_NEXT_CONFIG = {  # no layer_types: only full_attention_interval
     "num_experts": 512, "num_experts_per_tok": 10, "moe_intermediate_size": 512,
     "shared_expert_intermediate_size": 512, "decoder_sparse_step": 1, "mlp_only_layers": [],
     "vocab_size": 151936, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "max_position_embeddings": 262144,
 }
 
 LLAMA_CONFIG = {

@@ -35,6 +35,7 @@ def plan_report(recipe: Recipe, recipe_path: str) -> dict:
         entry = p.model_dump(mode="json")
         entry["endpoints"] = rp.endpoints
         entry["saturation_concurrency_all_endpoints"] = rp.saturation
+        entry["max_model_len_from"] = rp.max_model_len_from
         if rp.gain is not None:
             entry["ssm_bf16_vs_fp32"] = {
                 "state_bytes_ratio": round(rp.gain.state_bytes_ratio, 3),
@@ -107,6 +108,13 @@ def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool, loaded=None) 
         sizes = ", ".join(f"{role} {v['block_size']}" for role, v in roles.items())
         c.print(f"[red]block sizes differ[/] ({sizes} tokens): the transferred pages do not match and decode's "
                 "NIXL handshake will refuse them — recipectl validate explains it (CON004)")
+    for role, v in roles.items():
+        if v["max_model_len_from"] == "model":
+            c.print(f"{role}: no max_model_len, so the server takes the model's context: planned at "
+                    f"{v['max_model_len']:,} tokens (set max_model_len to plan a shorter one)")
+        elif v["max_model_len_from"] == "workload":
+            c.print(f"{role}: no max_model_len and the model's context is not known: planned at isl + osl = "
+                    f"{v['max_model_len']:,} tokens; the server will take the model's own (set max_model_len)")
     target = report["target_concurrency"]
     sat = roles["decode"]["saturation_concurrency_all_endpoints"]
     if target is None:

@@ -15,6 +15,10 @@ from __future__ import annotations
 
 from recipectl.models.spec import LayerType, ModelFamily, ModelSpec
 
+# Every published Qwen3.5 and Qwen3-Next model card: "Context Length: 262,144 natively" (more only
+# with YaRN rope scaling, which a server turns on itself); the configs' max_position_embeddings.
+NATIVE_CONTEXT = 262_144
+
 
 def _every_fourth_full(n_layers: int) -> tuple[LayerType, ...]:
     """Qwen3-Next / Qwen3.5 layout: layer i is full attention when (i+1) % 4 == 0."""
@@ -46,6 +50,7 @@ QWEN3_5_397B_A17B = ModelSpec(
     name="Qwen3.5-397B-A17B",
     architecture="Qwen3_5MoeForConditionalGeneration",
     family=ModelFamily.HYBRID,
+    max_position_embeddings=NATIVE_CONTEXT,
     num_hidden_layers=60,
     layer_types=_every_fourth_full(60),
     hidden_size=4096,
@@ -87,6 +92,7 @@ QWEN3_NEXT_80B_A3B = ModelSpec(
     name="Qwen3-Next-80B-A3B",
     architecture="Qwen3NextForCausalLM",
     family=ModelFamily.HYBRID,
+    max_position_embeddings=NATIVE_CONTEXT,
     num_hidden_layers=48,
     layer_types=_every_fourth_full(48),
     hidden_size=2048,
@@ -123,6 +129,7 @@ QWEN3_5_35B_A3B = ModelSpec(
     name="Qwen3.5-35B-A3B",
     architecture="Qwen3_5MoeForConditionalGeneration",
     family=ModelFamily.HYBRID,
+    max_position_embeddings=NATIVE_CONTEXT,
     num_hidden_layers=40,
     layer_types=_every_fourth_full(40),
     hidden_size=2048,
@@ -163,6 +170,7 @@ QWEN3_5_122B_A10B = ModelSpec(
     name="Qwen3.5-122B-A10B",
     architecture="Qwen3_5MoeForConditionalGeneration",
     family=ModelFamily.HYBRID,
+    max_position_embeddings=NATIVE_CONTEXT,
     num_hidden_layers=48,
     layer_types=_every_fourth_full(48),
     hidden_size=3072,
@@ -201,6 +209,7 @@ QWEN3_5_27B = ModelSpec(
     name="Qwen3.5-27B",
     architecture="Qwen3_5ForConditionalGeneration",
     family=ModelFamily.HYBRID,
+    max_position_embeddings=NATIVE_CONTEXT,
     num_hidden_layers=64,
     layer_types=_every_fourth_full(64),
     hidden_size=5120,
@@ -234,6 +243,7 @@ QWEN3_5_9B = ModelSpec(
     name="Qwen3.5-9B",
     architecture="Qwen3_5ForConditionalGeneration",
     family=ModelFamily.HYBRID,
+    max_position_embeddings=NATIVE_CONTEXT,
     num_hidden_layers=32,
     layer_types=_every_fourth_full(32),
     hidden_size=4096,
@@ -270,6 +280,7 @@ QWEN3_5_4B = ModelSpec(
     name="Qwen3.5-4B",
     architecture="Qwen3_5ForConditionalGeneration",
     family=ModelFamily.HYBRID,
+    max_position_embeddings=NATIVE_CONTEXT,
     num_hidden_layers=32,
     layer_types=_every_fourth_full(32),
     hidden_size=2560,
@@ -302,6 +313,7 @@ QWEN3_5_0_8B = ModelSpec(
     name="Qwen3.5-0.8B",
     architecture="Qwen3_5ForConditionalGeneration",
     family=ModelFamily.HYBRID,
+    max_position_embeddings=NATIVE_CONTEXT,
     num_hidden_layers=24,
     layer_types=_every_fourth_full(24),
     hidden_size=1024,

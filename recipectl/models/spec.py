@@ -103,6 +103,9 @@ class ModelSpec(BaseModel):
     mtp_num_hidden_layers: int = Field(default=0, ge=0)
     dtype: str = "bfloat16"
     mamba_ssm_dtype: str | None = None  # Qwen3.5 configs pin the SSM cache dtype (float32)
+    # The context the model was trained for: vLLM's max_model_len when a server sets none
+    # (ModelConfig derives it from max_position_embeddings). None: not known.
+    max_position_embeddings: int | None = Field(default=None, gt=0)
     total_params: int | None = None  # published figure, where known
     active_params: int | None = None  # published figure, where known
 
@@ -273,6 +276,8 @@ class ModelSpec(BaseModel):
                                       or cfg.get("num_nextn_predict_layers") or 0),
             dtype=str(cfg.get("dtype") or cfg.get("torch_dtype") or "bfloat16"),
             mamba_ssm_dtype=cfg.get("mamba_ssm_dtype"),
+            max_position_embeddings=int(cfg["max_position_embeddings"]) if cfg.get("max_position_embeddings")
+            else None,
             **gdn,
         )
 

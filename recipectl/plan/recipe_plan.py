@@ -23,6 +23,9 @@ class RolePlan:
     endpoints: int
     plan: object  # CapacityPlan
     gain: object | None  # SsmDtypeGain (hybrid models only)
+    # where the planned max_model_len came from: "recipe", "model" (unset: the model's context, as
+    # vLLM takes it) or "workload" (unset and the model's context unknown: isl + osl)
+    max_model_len_from: str = "recipe"
 
     @property
     def saturation(self) -> int | None:
@@ -161,7 +164,10 @@ def plan_kwargs(recipe: Recipe, role: str, host: HostCpu | None = None,
     eff = resolve_role(recipe, role, host)
     w = recipe.workload
     ssm = eff["mamba_ssm_cache_dtype"]
-    max_model_len = eff.value("max_model_len") or (w.max_isl + w.max_osl if w else None)
+    # unset: the server takes the model's context (vLLM derives max_model_len from the config), and
+    # the planner plans what will run; isl + osl only when that context is not known
+    max_model_len = (eff.value("max_model_len") or (spec.max_position_embeddings if spec else None)
+                     or (w.max_isl + w.max_osl if w else None))
     if max_model_len is None:
         from ..errors import RecipectlError
 
@@ -221,5 +227,7 @@ def plan_recipe(recipe: Recipe, base_dir=None, host: HostCpu | None = None) -> d
         kw = plan_kwargs(recipe, role, host, spec)
         plan = plan_role(spec, **kw)
         gain = ssm_dtype_gain(spec, **kw) if spec.num_linear_attention_layers else None
-        out[role] = RolePlan(role, recipe.roles[role].endpoints, plan, gain)
+        source = ("recipe" if resolve_role(recipe, role, host).value("max_model_len")
+                  else "model" if spec.max_position_embeddings else "workload")
+        out[role] = RolePlan(role, recipe.roles[role].endpoints, plan, gain, source)
     return out
