@@ -16,7 +16,7 @@ from __future__ import annotations
 from recipectl.models.spec import LayerType, ModelFamily, ModelSpec
 
 # Every published Qwen3.5 and Qwen3-Next model card: "Context Length: 262,144 natively" (more only
-# with YaRN rope scaling, which a server turns on itself); the configs' max_position_embeddings.
+# with YaRN rope scaling, which a server uses only when told to); the configs' max_position_embeddings.
 NATIVE_CONTEXT = 262_144
 
 
