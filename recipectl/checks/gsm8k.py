@@ -245,6 +245,9 @@ async def run_gsm8k(
     :class:`CheckError`, so a hung server fails after about ``(retries + 1) *
     request_timeout_s`` plus backoff instead of hanging the run. ``on_progress(done, total,
     correct)`` is called after every finished question (for a progress bar).
+
+    Past 60 lines only by its keyword signature and this text: the worker stays a closure over
+    the run's counters, which it alone updates.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
