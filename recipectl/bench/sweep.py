@@ -160,25 +160,13 @@ def plot(levels: list[Level], out_dir: Path, title: str) -> None:
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot([lv.concurrency for lv in ok], [lv.tps_per_gpu for lv in ok], marker="o")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("concurrency")
-    ax.set_ylabel("total tokens/s per GPU")
-    ax.set_title(title, fontsize=9)
-    ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out_dir / "tps_per_gpu_vs_concurrency.png", dpi=120)
-    plt.close(fig)
+    _finish(plt, fig, ax, "concurrency", title, out_dir / "tps_per_gpu_vs_concurrency.png")
     fig, ax = plt.subplots(figsize=(6, 4))
     xs = [lv.tpot_median_ms or 0 for lv in ok]
     ax.plot(xs, [lv.tps_per_gpu for lv in ok], marker="o")
     for lv, x in zip(ok, xs, strict=True):
         ax.annotate(f"c={lv.concurrency}", (x, lv.tps_per_gpu), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    ax.set_xlabel("median TPOT (ms)  — interactivity")
-    ax.set_ylabel("total tokens/s per GPU")
-    ax.set_title(title, fontsize=9)
-    ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out_dir / "tps_per_gpu_vs_tpot.png", dpi=120)
-    plt.close(fig)
+    _finish(plt, fig, ax, "median TPOT (ms)  — interactivity", title, out_dir / "tps_per_gpu_vs_tpot.png")
     plot_pareto(plt, ok, out_dir / PARETO_PLOT, title)
 
 
@@ -211,11 +199,16 @@ def plot_pareto(plt, levels: list[Level], path: Path, title: str) -> None:
     for lv in pts:
         ax.annotate(f"c={lv.concurrency}", (lv.tps_per_user, lv.tps_per_gpu), fontsize=7, xytext=(3, 3),
                     textcoords="offset points")
-    ax.set_xlabel("tokens/s per user  (1000 / median TPOT)")
+    ax.legend(fontsize=7)
+    _finish(plt, fig, ax, "tokens/s per user  (1000 / median TPOT)", title, path)
+
+
+def _finish(plt, fig, ax, xlabel: str, title: str, path: Path) -> None:
+    """Every sweep plot's y axis (throughput per GPU), title, grid and file; the figure is closed."""
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("total tokens/s per GPU")
     ax.set_title(title, fontsize=9)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
