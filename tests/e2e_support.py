@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 from recipectl.runs.processes import group_alive, port_in_use, stop_groups
 
+from .ports import free_ports
 from .recipe_text import edited
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,15 +35,6 @@ class LocalPorts:
     def all(self) -> tuple[int, ...]:
         return (self.prefill, self.decode, self.prefill_side_channel, self.decode_side_channel, self.router,
                 self.router_metrics)
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct TCP ports free on 127.0.0.1 now (held together while chosen, so distinct)."""
-    with ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
 
 
 def local_recipe_on_free_ports(dest: Path, text: str | None = None) -> tuple[Path, LocalPorts]:

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pytest
 
+from .ports import free_ports
 from .requirements import SLURM_INSTALL, require
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,12 +98,6 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
 
 
 def _node_hardware(slurmd: str) -> dict[str, int]:
@@ -630,10 +625,11 @@ def start_cluster(extra_conf: str = "", node_options: str = "", nodes: int = 1) 
         ctld = (LOGIN, net.login_addr)
         for n in node_list:
             (base / "spool" / n.name).mkdir(mode=0o755)
+    ctld_port, slurmd_port = free_ports(2)
     write_slurm_conf(base / "etc" / "slurm.conf", cluster="recipectl-test", nodes=node_list,
                      hw=_node_hardware(bins["slurmd"]), base=base,
                      munge_socket=base / "munge" / "munge.socket.2",
-                     ctld_port=_free_port(), slurmd_port=_free_port(), ctld=ctld, extra=extra_conf,
+                     ctld_port=ctld_port, slurmd_port=slurmd_port, ctld=ctld, extra=extra_conf,
                      node_options=node_options)
     cluster = SlurmCluster(env={"SLURM_CONF": str(base / "etc" / "slurm.conf")},
                            conf_dir=base / "etc", node=node_list[0].name, base=base, bins=bins,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 
 import httpx
@@ -16,6 +15,7 @@ import pytest
 from recipectl.checks.metrics import parse_metrics, transfer_evidence
 
 from .e2e_support import cli, launched, read_state, wait_for
+from .ports import free_port
 from .recipe_text import write_edited
 
 pytestmark = pytest.mark.engine
@@ -40,9 +40,7 @@ def other_seed_server(tmp_path_factory):
     # one model step of which was seen to wait > 300 s (vLLM's default RPC timeout).
     env = {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_CPU_KVCACHE_SPACE": "1",
            "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "1800"}
-    with socket.socket() as sock:  # a free port, chosen now
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([str(engine_venv() / "bin" / "vllm"), "serve", str(model), "--served-model-name",
                                  "tiny", "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",

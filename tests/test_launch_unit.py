@@ -17,6 +17,24 @@ DS_LOG = ("(EngineCore pid=1) AssertionError: 3-read Mamba conv transfer require
 PORT_LOG = ('  File ".../launcher.py", line 348, in create_server_socket\n    sock.bind(addr)\n'
             "OSError: [Errno 98] Address already in use")
 
+# A prefill's log when its NIXL side-channel port was taken between preflight and the bind (by
+# decode's worker, which had bound it as a random port of its own); the process lived on, never healthy.
+LISTENER_LOG = """(EngineCore pid=15411) INFO 11-30 23:03:21 [base_scheduler.py:109] Initializing NIXL Scheduler
+Exception in thread nixl_handshake_listener:
+Traceback (most recent call last):
+  File ".../vllm/distributed/kv_transfer/kv_connector/v1/nixl/base_scheduler.py", line 351, in _nixl_handshake_listener
+    with zmq_ctx(zmq.ROUTER, path) as sock:
+  File ".../zmq/sugar/socket.py", line 322, in bind
+    super().bind(addr)
+zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:43745')
+"""
+
+
+def test_a_dead_side_channel_listener_is_final_and_names_the_port():
+    d = diagnose(LISTENER_LOG)
+    assert d.final and "port 43745 is taken" in d.cause and "never becomes ready" in d.cause
+    assert "side_channel_port" in d.fix and "ip_local_port_range" in d.fix
+
 
 def test_diagnoses_recorded_engine_failures():
     assert "DS" in diagnose(DS_LOG).cause
@@ -303,3 +321,32 @@ def test_doctors_fixes_name_the_versions_install_engine_installs(tmp_path):
         update={"venv": str(tmp_path)})})
     router = dict((name, fn) for name, fn, _ in environment_checks(recipe))["vllm-router"]
     assert f"vllm-router=={pins['ROUTER_VERSION']}" in asyncio.run(router()).fix
+
+
+def test_local_readiness_fails_fast_when_a_live_process_can_never_be_ready(tmp_path):
+    """The process lives, so no exit code will come: its log is what says start-up cannot finish."""
+    import contextlib
+    import time
+
+    from recipectl.launch import local
+    from recipectl.runs.state import ProcessState, RunState
+
+    log = tmp_path / "prefill-0.log"
+    log.write_text(LISTENER_LOG)
+    state = RunState(run_id="r", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(tmp_path),
+                     processes=[ProcessState(name="prefill-0", kind="prefill", host="127.0.0.1", port=9,
+                                             url="http://127.0.0.1:9", log=str(log), argv=[], env={}, pid=1)])
+
+    class Sup:
+        def dead(self):
+            return None
+
+    class Display:
+        def live(self, state):
+            return contextlib.nullcontext(type("Live", (), {"update": lambda self: None})())
+
+    started = time.monotonic()
+    result = local._wait_ready(Sup(), state, 30, Display())
+    assert not result.ok and time.monotonic() - started < 15  # not the 30 s ready timeout
+    assert "prefill-0 cannot finish start-up" in result.message
+    assert "port 43745 is taken" in result.diagnosis and "side_channel_port" in result.fix

@@ -4,7 +4,6 @@ and the rendered slurm script of the local recipe with its engines replaced by a
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from .ports import free_ports
 from .slurm_support import SlurmCluster, slurm_cluster  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.slurm
@@ -133,12 +133,6 @@ for _ in range(3000):
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_rendered_local_script_runs_all_steps(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     """The real `recipectl render --target slurm` output, engines swapped for a fake: every step
     starts, the health checks pass, the router starts, and when one step exits `wait -n` ends
@@ -157,7 +151,8 @@ def test_rendered_local_script_runs_all_steps(slurm_cluster: SlurmCluster, tmp_p
                               f"--stop-file {stop}", script)
     assert (n_serve, n_router) == (2, 1), script
     # Other tests may be running the real deployment on the recipe's ports: use free ones.
-    ports = {p: str(_free_port()) for p in set(re.findall(r"--port (\d+)", script))}
+    wanted = sorted(set(re.findall(r"--port (\d+)", script)))
+    ports = dict(zip(wanted, map(str, free_ports(len(wanted))), strict=True))
     script = re.sub(r"\b(\d+)\b", lambda m: ports.get(m.group(1), m.group(1)), script)
     (tmp_path / "job.sh").write_text(script)
 

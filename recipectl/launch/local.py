@@ -16,7 +16,7 @@ from ..render.processes import Deployment, ProcessSpec, build_deployment
 from ..render.values import EnvRef, literal
 from ..retry import poll_until
 from ..runs import processes as procs
-from ..runs.diagnose import diagnose
+from ..runs.diagnose import diagnose, never_ready
 from ..runs.state import ProcessState, RunState, new_run_dir, runs_root
 from ..schema import Recipe
 from ..secretscan import redact_argv
@@ -326,6 +326,9 @@ def _wait_ready(sup: Supervisor, state: RunState, timeout_s: float, display) -> 
         dead = sup.dead()
         if dead is not None:
             return _failure(state, dead, f"{dead.name} exited with code {dead.exited} during start-up")
+        stuck = never_ready(state.processes)
+        if stuck is not None:
+            return _failure(state, stuck[0], f"{stuck[0].name} cannot finish start-up")
         record_healthy(client, state)
         workers_up = all(p.healthy_at for p in state.processes if p.kind != "router")
         if router and workers_up and router.pid is None:

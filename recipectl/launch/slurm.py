@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import ExitCode, RecipectlError
 from ..retry import poll_until, retry_transient
-from ..runs.diagnose import diagnose
+from ..runs.diagnose import diagnose, never_ready
 from ..runs.processes import tail
 from ..runs.state import ProcessState, RunState, new_run_dir, runs_root
 from ..schema import Recipe
@@ -205,6 +205,9 @@ def wait_ready(state: RunState, recipe: Recipe, timeout_s: float, console) -> tu
         if js == "RUNNING" and not any(p.url for p in state.processes):
             _resolve_urls(state, recipe)
         record_healthy(client, state)
+        stuck = never_ready(state.processes)
+        if stuck is not None:
+            return False, f"{stuck[0].name} cannot finish start-up"
         phase = f"job {state.job_id} {js}; healthy: " + ", ".join(p.name for p in state.processes if p.healthy_at)
         if phase != last_phase:
             console.print(phase, highlight=False)

@@ -23,7 +23,19 @@ SSM_RESET = re.compile(r"Reset SSM cache type to float32")
 # What sets the page size of the transferred state, as `vllm serve` flags (recipe field names).
 PAGE_FIELDS = ("dtype", "kv_cache_dtype", "mamba_cache_dtype", "mamba_ssm_cache_dtype", "block_size", "tp")
 
+# vLLM's NIXL side-channel listener is a thread of the engine: when its bind fails the thread dies,
+# the engine waits for it forever, and the process lives on without ever answering /health.
+LISTENER_DIED = re.compile(r"Exception in thread nixl_handshake_listener")
+TAKEN_ADDRESS = re.compile(r"Address already in use \(addr='[a-z]+://[^']*:(\d+)'\)")
+EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+
 PATTERNS: list[tuple[re.Pattern, Diagnosis]] = [
+    (LISTENER_DIED,
+     Diagnosis("the NIXL side-channel listener could not start (its port is taken), so this server never "
+               "becomes ready",
+               "stop what listens on the role's side_channel_port (ss -ltnp), or choose one below the ephemeral "
+               f"range ({EPHEMERAL_RANGE}): the engine's own processes bind random ports from that range",
+               final=True)),
     (re.compile(r"3-read Mamba conv transfer requires DS conv state layout"),
      Diagnosis("the GDN conv-state layout is not DS on this role (VLLM_SSM_CONV_STATE_LAYOUT)",
                "set env VLLM_SSM_CONV_STATE_LAYOUT: DS on prefill and decode (rule HYB001/HYB002)", final=True)),
@@ -66,7 +78,24 @@ PATTERNS: list[tuple[re.Pattern, Diagnosis]] = [
 def diagnose(log_text: str) -> Diagnosis | None:
     for pattern, diag in PATTERNS:
         if pattern.search(log_text):
+            if pattern is LISTENER_DIED and (port := TAKEN_ADDRESS.search(log_text)):
+                return Diagnosis(diag.cause.replace("(its port is taken)", f"(port {port.group(1)} is taken)"),
+                                 diag.fix, diag.final)
             return diag
+    return None
+
+
+def never_ready(processes) -> tuple[object, Diagnosis] | None:
+    """An endpoint not healthy yet whose log shows a start-up that cannot finish although the
+    process lives (so no exit code will ever say so), with why; None when there is none."""
+    from .processes import tail
+
+    for p in processes:
+        if p.kind == "router" or p.healthy_at is not None or not p.log or not Path(p.log).exists():
+            continue
+        text = tail(p.log, 400)
+        if LISTENER_DIED.search(text):
+            return p, diagnose(text)
     return None
 
 
