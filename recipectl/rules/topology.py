@@ -162,25 +162,10 @@ def port_collision(ctx: RuleContext) -> Iterator[Violation]:
         decode:
           side_channel_port: 5700
     """
-    # Port ranges per host, (first, past-the-end, who): a range is one interval, never a list of
-    # its ports (1,024 endpoints of DP 4,096 on one host are four million ports).
-    used: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
-    for p in ctx.placement.processes:
-        if not p.headless:
-            used[p.host].append((p.http_port, p.http_port + 1, f"{p.name} http"))
-        sc = p.side_channel_ports
-        if len(sc):
-            used[p.host].append((sc.start, sc.stop, f"{p.name} NIXL side channel"))
-        rpc = ctx.recipe.roles[p.role].data_parallel_rpc_port
-        if rpc and not p.headless:
-            used[p.host].append((rpc, rpc + 1, f"{p.name} DP RPC"))
-    r = ctx.recipe.router
-    used[ctx.placement.router_host].append((r.port, r.port + 1, "router"))
-    if r.prometheus_port:
-        used[ctx.placement.router_host].append((r.prometheus_port, r.prometheus_port + 1, "router metrics"))
+    used = _listeners(ctx)
     reported = 0
     for host, ranges in used.items():
-        for port, who, more in _collisions(ranges):
+        for port, who, more in _collisions([(first, end, who) for first, end, who, _ in ranges]):
             if reported == _MAX_PORT_FINDINGS:
                 return
             reported += 1
@@ -197,6 +182,70 @@ def port_collision(ctx: RuleContext) -> Iterator[Violation]:
 
 
 _MAX_PORT_FINDINGS = 20  # past these, more of the same tells nothing new
+# Linux's default net.ipv4.ip_local_port_range, as (first, past-the-end): the ports the kernel hands
+# to every bind of port 0 and every outgoing connection on a node.
+EPHEMERAL = (32768, 61000)
+
+
+def _listeners(ctx: RuleContext) -> dict[str, list[tuple[int, int, str, str]]]:
+    """The ports every host listens on, as (first, past-the-end, who, the recipe field that sets
+    them): a range is one interval, never a list of its ports (1,024 endpoints of DP 4,096 on one
+    host are four million ports)."""
+    used: dict[str, list[tuple[int, int, str, str]]] = defaultdict(list)
+    for p in ctx.placement.processes:
+        if not p.headless:
+            used[p.host].append((p.http_port, p.http_port + 1, f"{p.name} http", f"{p.role}.port"))
+        sc = p.side_channel_ports
+        if len(sc):
+            used[p.host].append((sc.start, sc.stop, f"{p.name} NIXL side channel", f"{p.role}.side_channel_port"))
+        rpc = ctx.recipe.roles[p.role].data_parallel_rpc_port
+        if rpc and not p.headless:
+            used[p.host].append((rpc, rpc + 1, f"{p.name} DP RPC", f"{p.role}.data_parallel_rpc_port"))
+    r = ctx.recipe.router
+    used[ctx.placement.router_host].append((r.port, r.port + 1, "router", "router.port"))
+    if r.prometheus_port:
+        used[ctx.placement.router_host].append((r.prometheus_port, r.prometheus_port + 1, "router metrics",
+                                                "router.prometheus_port"))
+    return used
+
+
+@rule(code="TOP007", name="topology.ephemeral-port", title="Fixed ports below the ephemeral range",
+      severity=Severity.WARNING, category=Category.OPERABILITY,
+      applies="every host",
+      source="Linux net.ipv4.ip_local_port_range (32768-60999 by default); a prefill whose NIXL side-channel "
+             "port an engine process had taken at random never became ready (docs/engine-cpu.md, Pitfalls)")
+def ephemeral_port(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That no port the recipe fixes (HTTP, the NIXL side channel with its DP ranks, DP RPC, the
+    router and its metrics) lies in Linux's default ephemeral range, 32768-60999.
+
+    Why:
+    The kernel hands out ports from that range to every process that binds port 0 or opens a
+    connection, and vLLM's own processes bind several that way while they start. A server that
+    binds a fixed port in the range later can find it taken. For the NIXL side channel that is
+    a hang, not an exit: its listener thread dies, and the server lives on without ever answering
+    /health (launch names the port when it sees that line).
+
+    Example:
+        decode: {side_channel_port: 43745}
+
+    Fix:
+        decode:
+          side_channel_port: 5700
+    """
+    seen: set[str] = set()
+    for host, ranges in _listeners(ctx).items():
+        for first, end, who, path in ranges:
+            if first < EPHEMERAL[1] and end > EPHEMERAL[0] and path not in seen:
+                seen.add(path)
+                port = max(first, EPHEMERAL[0])
+                role, field = path.split(".")
+                better = {"side_channel_port": 5700 if role == "decode" else 5600, "port": 8200 if role == "decode"
+                          else 30000 if role == "router" else 8100, "prometheus_port": 29000,
+                          "data_parallel_rpc_port": 13345}[field]
+                yield Violation(path, f"{who} listens on port {port} on {host}, inside Linux's default ephemeral "
+                                      "range (32768-60999), where the engine's own random ports can take it first",
+                                f"{role}:\n  {field}: {better}")
 _MAX_NAMED = 4  # owners named per port
 
 
