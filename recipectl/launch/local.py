@@ -328,7 +328,7 @@ def _wait_ready(sup: Supervisor, state: RunState, timeout_s: float, display) -> 
             return _failure(state, dead, f"{dead.name} exited with code {dead.exited} during start-up")
         stuck = never_ready(state.processes)
         if stuck is not None:
-            return _failure(state, stuck[0], f"{stuck[0].name} cannot finish start-up")
+            return _failure(state, stuck, f"{stuck.name} cannot finish start-up")
         record_healthy(client, state)
         workers_up = all(p.healthy_at for p in state.processes if p.kind != "router")
         if router and workers_up and router.pid is None:

@@ -207,7 +207,7 @@ def wait_ready(state: RunState, recipe: Recipe, timeout_s: float, console) -> tu
         record_healthy(client, state)
         stuck = never_ready(state.processes)
         if stuck is not None:
-            return False, f"{stuck[0].name} cannot finish start-up"
+            return False, f"{stuck.name} cannot finish start-up"
         phase = f"job {state.job_id} {js}; healthy: " + ", ".join(p.name for p in state.processes if p.healthy_at)
         if phase != last_phase:
             console.print(phase, highlight=False)

@@ -155,19 +155,28 @@ def quantization(recipe: Recipe) -> str:
     return resolve_name(recipe.model.path)[1] or "bf16"
 
 
+def planned_max_model_len(eff: EffectiveRole, spec: ModelSpec | None, recipe: Recipe) -> tuple[int | None, str]:
+    """The max_model_len to plan a role at, and where it comes from: "recipe"; "model" (unset: the
+    server takes the model's context, which vLLM derives from its config); "workload" (unset and the
+    context unknown: isl + osl). (None, "workload") when there is nothing to size by."""
+    if eff.value("max_model_len"):
+        return eff.value("max_model_len"), "recipe"
+    if spec is not None and spec.max_position_embeddings:
+        return spec.max_position_embeddings, "model"
+    w = recipe.workload
+    return (w.max_isl + w.max_osl if w else None), "workload"
+
+
 def plan_kwargs(recipe: Recipe, role: str, host: HostCpu | None = None,
-                spec: ModelSpec | None = None) -> dict:
+                spec: ModelSpec | None = None, eff: EffectiveRole | None = None) -> dict:
     """plan_role's arguments for one role, from its effective configuration on `host`. Without a
     workload the plan is at max_model_len only (no saturation figures). On a GPU, with the
     model's ``spec``, the overheads are the engine's (memory.engine_overheads) from the role's
     batch limits, eager/graph settings and the GPU's facts; without it, the fixed defaults."""
-    eff = resolve_role(recipe, role, host)
+    eff = eff or resolve_role(recipe, role, host)
     w = recipe.workload
     ssm = eff["mamba_ssm_cache_dtype"]
-    # unset: the server takes the model's context (vLLM derives max_model_len from the config), and
-    # the planner plans what will run; isl + osl only when that context is not known
-    max_model_len = (eff.value("max_model_len") or (spec.max_position_embeddings if spec else None)
-                     or (w.max_isl + w.max_osl if w else None))
+    max_model_len, _ = planned_max_model_len(eff, spec, recipe)
     if max_model_len is None:
         from ..errors import RecipectlError
 
@@ -224,10 +233,10 @@ def plan_recipe(recipe: Recipe, base_dir=None, host: HostCpu | None = None) -> d
         return None
     out = {}
     for role in ("prefill", "decode"):
-        kw = plan_kwargs(recipe, role, host, spec)
+        eff = resolve_role(recipe, role, host)
+        kw = plan_kwargs(recipe, role, host, spec, eff)
         plan = plan_role(spec, **kw)
         gain = ssm_dtype_gain(spec, **kw) if spec.num_linear_attention_layers else None
-        source = ("recipe" if resolve_role(recipe, role, host).value("max_model_len")
-                  else "model" if spec.max_position_embeddings else "workload")
+        _, source = planned_max_model_len(eff, spec, recipe)
         out[role] = RolePlan(role, recipe.roles[role].endpoints, plan, gain, source)
     return out

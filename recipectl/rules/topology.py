@@ -182,6 +182,63 @@ def port_collision(ctx: RuleContext) -> Iterator[Violation]:
 
 
 _MAX_PORT_FINDINGS = 20  # past these, more of the same tells nothing new
+_MAX_NAMED = 4  # owners named per port
+
+
+def _collisions(ranges: list[tuple[int, int, str]]) -> Iterator[tuple[int, list[str], int]]:
+    """(first port, owners named, owners not named) for every run of ports that several ranges
+    share, in port order: a sweep over the ranges' ends, O(n log n) in the number of ranges."""
+    events = sorted([(a, 1, i) for i, (a, _, _) in enumerate(ranges)]
+                    + [(b, 0, i) for i, (_, b, _) in enumerate(ranges)])
+    active: dict[int, None] = {}  # range index -> None, in the order the ranges were listed
+    k = 0
+    while k < len(events):
+        port = events[k][0]
+        while k < len(events) and events[k][0] == port:  # closes before opens (0 < 1) at one port
+            _, opening, i = events[k]
+            if opening:
+                active[i] = None
+            else:
+                active.pop(i, None)
+            k += 1
+        if len(active) > 1:
+            owners = sorted(active)
+            yield port, [ranges[i][2] for i in owners[:_MAX_NAMED]], max(0, len(owners) - _MAX_NAMED)
+
+
+@rule(code="TOP006", name="topology.side-channel-host", title="NIXL side-channel host set when roles span hosts",
+      severity=Severity.ERROR, category=Category.CRASH,
+      applies="P/D over NIXL with endpoints on more than one host",
+      source="vllm-facts (VLLM_NIXL_SIDE_CHANNEL_HOST defaults to localhost)")
+def side_channel_host(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That `VLLM_NIXL_SIDE_CHANNEL_HOST` is provided when prefill and decode run on different hosts
+    — in the recipe's env, or by the renderer (bash/Slurm set it to the node's address,
+    Kubernetes to the pod IP). An explicit `localhost`/`127.0.0.1` across hosts is an error.
+
+    Why:
+    The default is localhost: decode would look for prefill's NIXL metadata on its own host and
+    the handshake times out; every request then fails or is recomputed.
+
+    Example:
+        cluster: {gpu: H200, nodes: 2, gpus_per_node: 1}
+        prefill: {env: {VLLM_NIXL_SIDE_CHANNEL_HOST: localhost}}
+
+    Fix:
+        prefill:
+          env: {}   # recipectl renders the node's own address
+    """
+    hosts = ctx.placement.hosts_of
+    if not ctx.uses_nixl or len(hosts["prefill"] | hosts["decode"]) < 2:
+        return
+    for role, _ in ctx.roles():
+        value = ctx.env(role).get("VLLM_NIXL_SIDE_CHANNEL_HOST")
+        if value in ("localhost", "127.0.0.1", "::1"):
+            yield Violation(ctx.env_path(role, "VLLM_NIXL_SIDE_CHANNEL_HOST"),
+                            f"{role} advertises its NIXL side channel on {value} but peers are on other hosts",
+                            f"{role}:\n  env: {{}}   # remove VLLM_NIXL_SIDE_CHANNEL_HOST; it is rendered per node")
+
+
 # Linux's default net.ipv4.ip_local_port_range, as (first, past-the-end): the ports the kernel hands
 # to every bind of port 0 and every outgoing connection on a node.
 EPHEMERAL = (32768, 61000)
@@ -238,66 +295,15 @@ def ephemeral_port(ctx: RuleContext) -> Iterator[Violation]:
         for first, end, who, path in ranges:
             if first < EPHEMERAL[1] and end > EPHEMERAL[0] and path not in seen:
                 seen.add(path)
-                port = max(first, EPHEMERAL[0])
                 role, field = path.split(".")
-                better = {"side_channel_port": 5700 if role == "decode" else 5600, "port": 8200 if role == "decode"
-                          else 30000 if role == "router" else 8100, "prometheus_port": 29000,
-                          "data_parallel_rpc_port": 13345}[field]
-                yield Violation(path, f"{who} listens on port {port} on {host}, inside Linux's default ephemeral "
-                                      "range (32768-60999), where the engine's own random ports can take it first",
+                section = ctx.recipe.router if role == "router" else ctx.recipe.roles[role]
+                better = type(section).model_fields[field].default or _PORTS_WITHOUT_DEFAULT[field]
+                yield Violation(path, f"{who} listens on port {max(first, EPHEMERAL[0])} on {host}, inside Linux's "
+                                      "default ephemeral range (32768-60999), where the engine's own random ports "
+                                      "can take it first",
                                 f"{role}:\n  {field}: {better}")
-_MAX_NAMED = 4  # owners named per port
 
 
-def _collisions(ranges: list[tuple[int, int, str]]) -> Iterator[tuple[int, list[str], int]]:
-    """(first port, owners named, owners not named) for every run of ports that several ranges
-    share, in port order: a sweep over the ranges' ends, O(n log n) in the number of ranges."""
-    events = sorted([(a, 1, i) for i, (a, _, _) in enumerate(ranges)]
-                    + [(b, 0, i) for i, (_, b, _) in enumerate(ranges)])
-    active: dict[int, None] = {}  # range index -> None, in the order the ranges were listed
-    k = 0
-    while k < len(events):
-        port = events[k][0]
-        while k < len(events) and events[k][0] == port:  # closes before opens (0 < 1) at one port
-            _, opening, i = events[k]
-            if opening:
-                active[i] = None
-            else:
-                active.pop(i, None)
-            k += 1
-        if len(active) > 1:
-            owners = sorted(active)
-            yield port, [ranges[i][2] for i in owners[:_MAX_NAMED]], max(0, len(owners) - _MAX_NAMED)
-
-
-@rule(code="TOP006", name="topology.side-channel-host", title="NIXL side-channel host set when roles span hosts",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="P/D over NIXL with endpoints on more than one host",
-      source="vllm-facts (VLLM_NIXL_SIDE_CHANNEL_HOST defaults to localhost)")
-def side_channel_host(ctx: RuleContext) -> Iterator[Violation]:
-    """What it checks:
-    That `VLLM_NIXL_SIDE_CHANNEL_HOST` is provided when prefill and decode run on different hosts
-    — in the recipe's env, or by the renderer (bash/Slurm set it to the node's address,
-    Kubernetes to the pod IP). An explicit `localhost`/`127.0.0.1` across hosts is an error.
-
-    Why:
-    The default is localhost: decode would look for prefill's NIXL metadata on its own host and
-    the handshake times out; every request then fails or is recomputed.
-
-    Example:
-        cluster: {gpu: H200, nodes: 2, gpus_per_node: 1}
-        prefill: {env: {VLLM_NIXL_SIDE_CHANNEL_HOST: localhost}}
-
-    Fix:
-        prefill:
-          env: {}   # recipectl renders the node's own address
-    """
-    hosts = ctx.placement.hosts_of
-    if not ctx.uses_nixl or len(hosts["prefill"] | hosts["decode"]) < 2:
-        return
-    for role, _ in ctx.roles():
-        value = ctx.env(role).get("VLLM_NIXL_SIDE_CHANNEL_HOST")
-        if value in ("localhost", "127.0.0.1", "::1"):
-            yield Violation(ctx.env_path(role, "VLLM_NIXL_SIDE_CHANNEL_HOST"),
-                            f"{role} advertises its NIXL side channel on {value} but peers are on other hosts",
-                            f"{role}:\n  env: {{}}   # remove VLLM_NIXL_SIDE_CHANNEL_HOST; it is rendered per node")
+# A fix's value for the port fields the schema leaves unset: vllm-router's metrics default, and the
+# DP RPC port TOP004 suggests.
+_PORTS_WITHOUT_DEFAULT = {"prometheus_port": 29000, "data_parallel_rpc_port": 13345}

@@ -29,13 +29,19 @@ LISTENER_DIED = re.compile(r"Exception in thread nixl_handshake_listener")
 TAKEN_ADDRESS = re.compile(r"Address already in use \(addr='[a-z]+://[^']*:(\d+)'\)")
 EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
 
+
+
+def _listener_died(log_text: str) -> Diagnosis:
+    taken = TAKEN_ADDRESS.search(log_text)
+    port = f"port {taken.group(1)}" if taken else "its port"
+    return Diagnosis(f"the NIXL side-channel listener could not start ({port} is taken), so this server never "
+                     "becomes ready",
+                     "stop what listens on the role's side_channel_port (ss -ltnp), or choose one below the "
+                     f"ephemeral range ({EPHEMERAL_RANGE}): the engine's own processes bind random ports from it",
+                     final=True)
+
+
 PATTERNS: list[tuple[re.Pattern, Diagnosis]] = [
-    (LISTENER_DIED,
-     Diagnosis("the NIXL side-channel listener could not start (its port is taken), so this server never "
-               "becomes ready",
-               "stop what listens on the role's side_channel_port (ss -ltnp), or choose one below the ephemeral "
-               f"range ({EPHEMERAL_RANGE}): the engine's own processes bind random ports from that range",
-               final=True)),
     (re.compile(r"3-read Mamba conv transfer requires DS conv state layout"),
      Diagnosis("the GDN conv-state layout is not DS on this role (VLLM_SSM_CONV_STATE_LAYOUT)",
                "set env VLLM_SSM_CONV_STATE_LAYOUT: DS on prefill and decode (rule HYB001/HYB002)", final=True)),
@@ -76,26 +82,25 @@ PATTERNS: list[tuple[re.Pattern, Diagnosis]] = [
 
 
 def diagnose(log_text: str) -> Diagnosis | None:
+    if LISTENER_DIED.search(log_text):  # before the generic "address already in use": it names the port
+        return _listener_died(log_text)
     for pattern, diag in PATTERNS:
         if pattern.search(log_text):
-            if pattern is LISTENER_DIED and (port := TAKEN_ADDRESS.search(log_text)):
-                return Diagnosis(diag.cause.replace("(its port is taken)", f"(port {port.group(1)} is taken)"),
-                                 diag.fix, diag.final)
             return diag
     return None
 
 
-def never_ready(processes) -> tuple[object, Diagnosis] | None:
-    """An endpoint not healthy yet whose log shows a start-up that cannot finish although the
-    process lives (so no exit code will ever say so), with why; None when there is none."""
+def never_ready(processes):
+    """The first endpoint not healthy yet whose log shows a start-up that cannot finish although
+    the process lives (so no exit code will ever say so); None when there is none. `diagnose` on
+    its log says why."""
     from .processes import tail
 
     for p in processes:
         if p.kind == "router" or p.healthy_at is not None or not p.log or not Path(p.log).exists():
             continue
-        text = tail(p.log, 400)
-        if LISTENER_DIED.search(text):
-            return p, diagnose(text)
+        if LISTENER_DIED.search(tail(p.log, 400)):
+            return p
     return None
 
 
