@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from .diagnostics import Category, Diagnostic, Severity
+from .fileio import UnreadableFile
 from .schema import Recipe
 from .secretscan import redact_text
 from .yamlsource import (
@@ -299,13 +300,9 @@ def load_file(path: str | Path) -> LoadResult:
     shown = str(path)
     try:
         text = read_recipe_text(p)
-    except FileNotFoundError:
-        return LoadResult(shown, [], [_schema_diag(shown, "no such file", None, code="SCH000")])
-    except ValueError as e:  # UnicodeDecodeError included
-        return LoadResult(shown, [], [_schema_diag(shown, f"cannot read the file: {e}", None, code="SCH000")])
-    except OSError as e:
-        return LoadResult(shown, [], [_schema_diag(shown, f"cannot read the file: {e.strerror or e}", None,
-                                                   code="SCH000")])
+    except UnreadableFile as e:
+        message = "no such file" if e.missing else f"cannot read the file: {e.reason}"
+        return LoadResult(shown, [], [_schema_diag(shown, message, None, code="SCH000")])
     return load_text(text, shown, base_dir=p.parent)
 
 

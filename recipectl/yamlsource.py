@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from .fileio import read_text_bounded
 from .secretscan import secret_name, secret_value
 
 Position = tuple[int, int]  # 1-based line, column
@@ -214,32 +215,9 @@ FAST_LOADER = getattr(yaml, "CSafeLoader", None)
 
 
 def read_recipe_text(path: str | Path, limit: int = MAX_FILE_BYTES) -> str:
-    """The text of a regular file of at most `limit` bytes. A FIFO, device or directory is refused
-    without being opened for a blocking read (`validate` on a FIFO waited forever). Raises
-    OSError or UnicodeDecodeError; a `ValueError` for what is not a readable recipe file."""
-    import stat
-
-    st = os.stat(path)
-    if stat.S_ISDIR(st.st_mode):
-        raise ValueError("a directory, not a file")
-    if not stat.S_ISREG(st.st_mode):
-        raise ValueError("not a regular file (a FIFO, socket or device)")
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped between the stat and the open
-            raise ValueError("not a regular file")
-        chunks, size = [], 0
-        while size <= limit:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    finally:
-        os.close(fd)
-    if size > limit:
-        raise ValueError(f"larger than {limit // 1024} KiB: not a recipe")
-    return b"".join(chunks).decode("utf-8")
+    """The text of a regular file of at most `limit` bytes (`fileio.read_text_bounded`). Raises
+    `fileio.UnreadableFile` (a `ValueError`) for what is not a readable recipe file."""
+    return read_text_bounded(path, limit)
 
 
 def compose_documents(text: str, loader_class: type | None = None):

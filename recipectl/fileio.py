@@ -1,0 +1,132 @@
+"""Every file recipectl reads from a user or writes for one goes through here.
+
+Reading: a regular file only (a FIFO, device or directory is refused without a blocking open:
+`validate` on a FIFO once waited forever, `/dev/zero` as a config once took 1.9 GB), bounded in
+size, decoded as UTF-8 strictly. Writing: a temporary file in the target's directory, fsync,
+rename, so that a kill or a full disk leaves the old file or the new one, never a cut-off one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+MiB = 1 << 20
+DEFAULT_READ_LIMIT = 1 * MiB  # a recipe, a script, a config file: far larger is not one
+
+
+class UnreadableFile(ValueError):
+    """A path that is not a bounded regular text file. `reason` says what it is instead."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str, *, missing: bool = False):
+        super().__init__(reason)  # the caller names the file, in its own words
+        self.path = os.fspath(path)
+        self.reason = reason
+        self.missing = missing
+
+
+def read_bytes_bounded(path: str | os.PathLike[str], limit: int = DEFAULT_READ_LIMIT) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes.
+
+    Raises UnreadableFile for a directory, FIFO, socket, device, a file over the limit, or one that
+    cannot be opened (missing, no permission, a name too long): the reason names which."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise UnreadableFile(path, "no such file", missing=True) from None
+    except OSError as e:
+        raise UnreadableFile(path, _os_reason(e)) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise UnreadableFile(path, "a directory, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise UnreadableFile(path, "not a regular file (a FIFO, socket or device)")
+    if st.st_size > limit:
+        raise UnreadableFile(path, f"larger than {_size(limit)}")
+    try:
+        # O_NONBLOCK: a FIFO swapped in between the stat and the open must not block the open.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError as e:
+        raise UnreadableFile(path, _os_reason(e)) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnreadableFile(path, "not a regular file (a FIFO, socket or device)")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:  # a file that grows while it is read is still cut at the limit
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as e:
+        raise UnreadableFile(path, _os_reason(e)) from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise UnreadableFile(path, f"larger than {_size(limit)}")
+    return b"".join(chunks)
+
+
+def read_text_bounded(path: str | os.PathLike[str], limit: int = DEFAULT_READ_LIMIT) -> str:
+    """`read_bytes_bounded`, decoded as UTF-8 (a BOM is kept: writers that round-trip need it).
+
+    Raises UnreadableFile for binary content too, naming the byte offset."""
+    data = read_bytes_bounded(path, limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UnreadableFile(path, f"not UTF-8 text (byte {e.start})") from None
+
+
+def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, mode: int | None = None) -> None:
+    """Replace `path` with `data` in one rename: readers and a kill at any point see the old file or
+    the new one. The new file keeps the old one's permission bits (or `mode`, or 0o644 less the
+    umask for a new file). A symlink at `path` is replaced by the file, never written through:
+    callers that mean the target resolve it first."""
+    target = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    if mode is None:
+        try:
+            mode = stat.S_IMODE(os.lstat(target).st_mode) if not target.is_symlink() else None
+        except FileNotFoundError:
+            mode = None
+    if mode is None:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o644 & ~umask
+    directory = target.parent if str(target.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(payload)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_directory(directory)
+
+
+def _fsync_directory(directory: Path) -> None:
+    # The rename is durable only once the directory entry is: without this a power cut after
+    # write_atomic returned could still show the old file.
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _os_reason(e: OSError) -> str:
+    return (e.strerror or type(e).__name__).lower()
+
+
+def _size(limit: int) -> str:
+    return f"{limit // MiB} MiB" if limit >= MiB and limit % MiB == 0 else f"{limit // 1024} KiB"
