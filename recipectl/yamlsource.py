@@ -9,7 +9,6 @@ out-of-range scalars, invalid Unicode), then constructed. Problems are raised as
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
