@@ -207,11 +207,17 @@ def launch(
     format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="json: the run state on stdout"),
     preflight: bool = typer.Option(True, "--preflight/--no-preflight",
                                    help="refuse to start when the host checks find a problem (local target)"),
+    locked: bool = typer.Option(False, "--locked", help="refuse to start when the recipe no longer resolves to "
+                                                        "its lock (recipectl lock)"),
 ) -> None:
     """Start the deployment: endpoints in parallel, the router once they are up; supervise it."""
     from .validate import load_variant
 
     loaded = load_variant(recipe, variant, refuse_errors=not dry_run)
+    if locked:
+        from .commands.lock import refuse_drift
+
+        refuse_drift(recipe, variant)
     if dry_run:
         from .commands.launch import print_dry_run
 
@@ -221,6 +227,38 @@ def launch(
 
     raise typer.Exit(launch_target(target, recipe, loaded.recipe, detach=detach, timeout=timeout,
                                    as_json=format is OutputFormat.json, preflight=preflight))
+
+
+@app.command("lock")
+def lock_cmd(
+    paths: List[str] = typer.Argument(..., metavar="RECIPE | LOCK_A LOCK_B",
+                                      help="the recipe to lock or check; with --diff, two lock files",
+                                      autocompletion=complete.recipe_files),
+    check: bool = typer.Option(False, "--check", help="exit 1 when the recipe no longer resolves to its lock"),
+    diff: bool = typer.Option(False, "--diff", help="compare two lock files"),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="the lock file (default: beside the recipe, "
+                                                                  "NAME.lock.json)"),
+    host_cpu: str = typer.Option("this-host", "--host-cpu",
+                                 help="resolve for this kind of host: this-host, avx512-bf16, no-avx512-bf16"),
+    variant: Optional[str] = _variant(),
+    format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f"),
+) -> None:
+    """Pin what a recipe resolves to (each role's effective settings and their origin, the page geometry,
+    the engine build, the model config, the image, each rendered command's hash) and check it later.
+
+    Exit 0: written, or no drift; 1: drift (each field named, with why it matters); 2: no readable lock."""
+    from .commands import lock as locks
+
+    as_json = format is OutputFormat.json
+    if diff:
+        if len(paths) != 2 or check:
+            raise RecipectlError("--diff compares two lock files", fix="recipectl lock --diff LOCK_A LOCK_B")
+        raise typer.Exit(locks.diff(paths[0], paths[1], as_json=as_json))
+    if len(paths) != 1:
+        raise RecipectlError("lock takes one recipe", fix="recipectl lock RECIPE, or --diff LOCK_A LOCK_B")
+    if check:
+        raise typer.Exit(locks.check(paths[0], variant=variant, lock_file=out, host_cpu=host_cpu, as_json=as_json))
+    raise typer.Exit(locks.write(paths[0], variant=variant, out=out, host_cpu=host_cpu, as_json=as_json))
 
 
 RUN_DIR_HELP = ("where runs are kept (a recipe's launch.run_dir); given a recipe file, its own launch.run_dir "

@@ -199,3 +199,34 @@ def test_planner_matches_the_engines_own_capacity_lines(deployment):
         assert max_len == plan["max_model_len"]
         assert plan["cache_tokens"] == tokens
         assert round(plan["max_concurrency"], 2) == conc
+
+
+def test_doctor_holds_the_lock_against_what_the_servers_report(deployment):
+    """`recipectl lock` beside the recipe; doctor reads each server's own cache config
+    (`vllm:cache_config_info`) and `/version` against it. A lock that says another block size and
+    SSM dtype than the servers run fails, naming both."""
+    from recipectl.lock import lock_path
+
+    recipe = deployment["recipe"]
+    lock = lock_path(recipe)
+    try:
+        assert cli("lock", str(recipe), env=deployment["env"]).returncode == 0
+        r = cli("doctor", str(recipe), "--no-env", "--no-proofs", "--format", "json", env=deployment["env"],
+                timeout=600)
+        checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+        held = [c for n, c in checks.items() if n.startswith("lock (")]
+        assert len(held) == 2 and all(c["status"] == "pass" for c in held), held
+        assert r.returncode == 0, r.stdout
+        data = json.loads(lock.read_text())
+        data["roles"]["decode"]["pages"]["block_size"] *= 2
+        data["roles"]["decode"]["pages"]["ssm_state_dtype"] = "float32"
+        lock.write_text(json.dumps(data))
+        r = cli("doctor", str(recipe), "--no-env", "--no-proofs", "--format", "json", env=deployment["env"],
+                timeout=600)
+        assert r.returncode == 1, r.stdout
+        decode = next(c for c in json.loads(r.stdout)["checks"] if c["name"].startswith("lock (decode"))
+        assert decode["status"] == "fail"
+        assert "decode.block_size: locked 256, the server runs 128" in decode["detail"]
+        assert "decode.mamba_ssm_cache_dtype: locked float32, the server runs bfloat16" in decode["detail"]
+    finally:
+        lock.unlink(missing_ok=True)

