@@ -11,6 +11,8 @@ from functools import partial
 from pathlib import Path
 from typing import Awaitable, Callable
 
+import psutil
+
 from ..engine_versions import engine_pins
 from ..schema import Recipe
 from .doctor import FAIL, PASS, SKIP, WARN, CheckResult, Targets
@@ -193,21 +195,52 @@ async def _gdn_backend(recipe: Recipe | None, venv: Path) -> CheckResult:
     return CheckResult(G, "", PASS, f"the GDN prefill backends on {gpu.value} have what they import")
 
 
-async def _ports(recipe: Recipe | None) -> CheckResult:
+def _listener_pids(ports: set[int]) -> dict[int, int | None]:
+    """port -> the pid of the process listening on it (None where the kernel does not say)."""
+    try:
+        conns = psutil.net_connections(kind="inet")
+    except (psutil.AccessDenied, OSError):
+        return {}
+    return {c.laddr.port: c.pid for c in conns if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port in ports}
+
+
+def _is_or_descends_from(pid: int | None, ours: set[int]) -> bool:
+    if pid is None:
+        return False
+    try:
+        proc = psutil.Process(pid)
+        return pid in ours or any(p.pid in ours for p in proc.parents())
+    except psutil.Error:
+        return False
+
+
+async def _ports(recipe: Recipe | None, targets: Targets | None = None) -> CheckResult:
+    """The recipe's local ports are free, or held by this recipe's own running deployment (a doctor
+    run beside it must not warn about the ports that deployment listens on)."""
     if recipe is None:
         return CheckResult(G, "", SKIP, "no recipe")
     from ..render.processes import build_deployment
     from ..runs.processes import port_in_use
 
     dep = build_deployment(recipe)
-    busy = [f"{p.name}:{p.port}" for p in dep.processes
-            if p.port and p.host in ("127.0.0.1", "localhost", "0.0.0.0") and port_in_use(p.host, p.port)]
-    if busy:
-        return CheckResult(G, "", WARN, f"in use: {', '.join(busy)} (fine if this deployment is running)")
-    return CheckResult(G, "", PASS, "the recipe's local ports are free")
+    busy = {p.port: p.name for p in dep.processes
+            if p.port and p.host in ("127.0.0.1", "localhost", "0.0.0.0") and port_in_use(p.host, p.port)}
+    if not busy:
+        return CheckResult(G, "", PASS, "the recipe's local ports are free")
+    state = targets.run_state if targets else None
+    ours = {p.pid for p in getattr(state, "processes", []) if getattr(p, "pid", None)}
+    listeners = _listener_pids(set(busy))
+    foreign = {port: name for port, name in busy.items() if not _is_or_descends_from(listeners.get(port), ours)}
+    if not foreign:
+        held = ", ".join(f"{n}:{p}" for p, n in sorted(busy.items()))
+        return CheckResult(G, "", PASS, f"held by this recipe's running deployment ({getattr(state, 'run_id', '')}): "
+                                        f"{held}")
+    taken = ", ".join(f"{n}:{p}" for p, n in sorted(foreign.items()))
+    return CheckResult(G, "", WARN, f"in use by another process: {taken}",
+                       "stop what holds them, or give the recipe other ports")
 
 
-def environment_checks(recipe: Recipe | None) -> list[Check]:
+def environment_checks(recipe: Recipe | None, targets: Targets | None = None) -> list[Check]:
     """Each environment check: (name, the check, its time limit in seconds)."""
     from ..engine_env import engine_venv
 
@@ -215,7 +248,8 @@ def environment_checks(recipe: Recipe | None) -> list[Check]:
     return [("python", _python, 5), ("vllm", partial(_vllm, recipe, venv), 10),
             ("nixl + UCX", partial(_nixl, recipe, venv), NIXL_CHECK_S), ("vllm-router", partial(_router, venv), 10),
             ("GPUs", partial(_gpus, recipe), 30), ("role environment", partial(_role_env, recipe), 5),
-            ("GDN prefill backend", partial(_gdn_backend, recipe, venv), 10), ("ports", partial(_ports, recipe), 10)]
+            ("GDN prefill backend", partial(_gdn_backend, recipe, venv), 10),
+            ("ports", partial(_ports, recipe, targets), 10)]
 
 
 def cpu_core_check(recipe: Recipe | None, targets: Targets) -> Check:

@@ -56,7 +56,7 @@ async def run_doctor(recipe: Recipe | None, targets: Targets, *, env: bool, proo
 
     results: list[CheckResult] = []
     if env:
-        checks = environment_checks(recipe) + [cpu_core_check(recipe, targets)]
+        checks = environment_checks(recipe, targets) + [cpu_core_check(recipe, targets)]
         with console.status("environment checks ..."):
             results += await asyncio.gather(*(timed("environment", n, f, t) for n, f, t in checks))
     if not (targets.router or targets.prefill or targets.decode):
