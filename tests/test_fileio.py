@@ -80,3 +80,19 @@ def test_a_kill_mid_write_leaves_the_old_file_or_the_new_one(tmp_path):
         assert f.read_text() in (old, new)
         leftovers = [p.name for p in tmp_path.iterdir() if p.name != "recipe.yaml"]
         assert all(p.endswith(".tmp") for p in leftovers)  # never a second recipe-looking file
+
+
+def test_create_only_never_replaces_what_is_there(tmp_path):
+    """replace=False (render without --force): a file, or a symlink even dangling, that appeared
+    after the caller looked stays as it is, and no temporary file is left."""
+    f = tmp_path / "run.sh"
+    f.write_text("mine\n")
+    dangling = tmp_path / "link.sh"
+    dangling.symlink_to(tmp_path / "nowhere")
+    for target in (f, dangling):
+        with pytest.raises(FileExistsError):
+            write_atomic(target, "rendered\n", replace=False)
+    assert f.read_text() == "mine\n" and dangling.is_symlink() and not (tmp_path / "nowhere").exists()
+    write_atomic(tmp_path / "new.sh", "rendered\n", mode=0o755, replace=False)
+    assert (tmp_path / "new.sh").read_text() == "rendered\n" and os.stat(tmp_path / "new.sh").st_mode & 0o777 == 0o755
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.sh", "new.sh", "run.sh"]
