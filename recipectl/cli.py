@@ -186,13 +186,15 @@ def expand(
 def import_cmd(
     file: str = typer.Argument(..., help="an srt-slurm recipe, a Dynamo DynamoGraphDeployment or vllm serve lines",
                                autocompletion=complete.import_files),
-    out: Optional[str] = typer.Option(None, "--out", "-o", help="write the recipe here (default: stdout)"),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="write the recipe here (default: stdout); "
+                                      "never an existing file without --force, a symlink, or FILE itself"),
+    force: bool = typer.Option(False, "--force", help="let -o replace an existing file"),
 ) -> None:
     """Write the equivalent recipectl recipe: each value with the original line it came from, and
-    what could not be carried. Exit 2: not a format recipectl reads."""
+    what could not be carried. Exit 2: not a format recipectl reads, or an -o it will not write."""
     from .commands.import_ import import_recipe
 
-    raise typer.Exit(import_recipe(file, out=out))
+    raise typer.Exit(import_recipe(file, out=out, force=force))
 
 
 @app.command()

@@ -81,11 +81,14 @@ def read_text_bounded(path: str | os.PathLike[str], limit: int = DEFAULT_READ_LI
         raise UnreadableFile(path, f"not UTF-8 text (byte {e.start})") from None
 
 
-def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, mode: int | None = None) -> None:
+def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, mode: int | None = None,
+                 replace: bool = True) -> None:
     """Replace `path` with `data` in one rename: readers and a kill at any point see the old file or
     the new one. The new file keeps the old one's permission bits (or `mode`, or 0o644 less the
     umask for a new file). A symlink at `path` is replaced by the file, never written through:
-    callers that mean the target resolve it first."""
+    callers that mean the target resolve it first. With `replace=False` the file is only created:
+    FileExistsError when anything (a file, a symlink, even a dangling one) is at `path`, checked
+    in the same step that puts the file there (a hard link, never a rename over)."""
     target = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
     if mode is None:
@@ -105,7 +108,11 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, mode: int |
             out.flush()
             os.fsync(out.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, target)
+        if replace:
+            os.replace(tmp, target)
+        else:
+            os.link(tmp, target, follow_symlinks=False)
+            os.unlink(tmp)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
 from recipectl.fileio import UnreadableFile, read_text_bounded, write_atomic
+
+from .killpoints import count_steps, run_killed_at
 
 
 def test_a_fifo_is_refused_without_blocking(tmp_path):
@@ -65,43 +64,35 @@ def test_write_keeps_the_mode_and_replaces_a_symlink_not_its_target(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.yaml", "recipe.yaml", "target.yaml"]
 
 
-@pytest.mark.parametrize("kill_after_writes", [0, 1, 2, 3])
-def test_a_kill_mid_write_leaves_the_old_file_or_the_new_one(tmp_path, kill_after_writes):
+def test_a_kill_mid_write_leaves_the_old_file_or_the_new_one(tmp_path):
     """SIGKILL injected at each os-level step of a write: the file is whole, old or new."""
     f = tmp_path / "recipe.yaml"
     old = "name: old\n" * 1000
-    f.write_text(old)
     new = "name: new\n" * 2000
-    script = textwrap.dedent(f"""
-        import os, signal
-        from recipectl import fileio
-        steps = 0
-        real_write, real_fsync, real_replace = os.write, os.fsync, os.replace
-        def step():
-            global steps
-            if steps == {kill_after_writes}:
-                os.kill(os.getpid(), signal.SIGKILL)
-            steps += 1
-        def fsync(fd):
-            step(); return real_fsync(fd)
-        def replace(a, b):
-            step(); return real_replace(a, b)
-        os.fsync = fsync
-        os.replace = replace
-        import io
-        real_fdopen = os.fdopen
-        class Out(io.FileIO):
-            def write(self, b):
-                step(); return super().write(b)
-        os.fdopen = lambda fd, mode: Out(fd, "wb")
-        fileio.write_atomic({str(f)!r}, {new!r})
-    """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    text = f.read_text()
-    assert text in (old, new)
-    if proc.returncode == -signal.SIGKILL:
+    code = f"from recipectl import fileio\nfileio.write_atomic({str(f)!r}, {new!r})\n"
+    f.write_text(old)
+    done, steps = count_steps(code, tmp_path)
+    assert done.returncode == 0 and f.read_text() == new and steps >= 3, done.stderr  # write, fsync, replace
+    for k in range(steps):
+        f.write_text(old)
+        proc = run_killed_at(k, code, tmp_path)
+        assert proc.returncode == -signal.SIGKILL, proc.stderr
+        assert f.read_text() in (old, new)
         leftovers = [p.name for p in tmp_path.iterdir() if p.name != "recipe.yaml"]
         assert all(p.endswith(".tmp") for p in leftovers)  # never a second recipe-looking file
-    else:
-        assert proc.returncode == 0, proc.stderr
-        assert text == new
+
+
+def test_create_only_never_replaces_what_is_there(tmp_path):
+    """replace=False (render without --force): a file, or a symlink even dangling, that appeared
+    after the caller looked stays as it is, and no temporary file is left."""
+    f = tmp_path / "run.sh"
+    f.write_text("mine\n")
+    dangling = tmp_path / "link.sh"
+    dangling.symlink_to(tmp_path / "nowhere")
+    for target in (f, dangling):
+        with pytest.raises(FileExistsError):
+            write_atomic(target, "rendered\n", replace=False)
+    assert f.read_text() == "mine\n" and dangling.is_symlink() and not (tmp_path / "nowhere").exists()
+    write_atomic(tmp_path / "new.sh", "rendered\n", mode=0o755, replace=False)
+    assert (tmp_path / "new.sh").read_text() == "rendered\n" and os.stat(tmp_path / "new.sh").st_mode & 0o777 == 0o755
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.sh", "new.sh", "run.sh"]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from ..errors import ExitCode, RecipectlError
+from ..fileio import write_atomic
 from . import echo
 
 
@@ -28,8 +30,7 @@ def fix(recipes: list[str], *, diff: bool = False, unsafe_fixes: bool = False, f
         chosen = selection(settings_for(f, config), select=select, extend_select=extend_select, ignore=ignore)
         result = fix_file(f, selection=chosen, unsafe=unsafe_fixes)
         if result.changed and not diff:
-            with open(f, "w", encoding="utf-8", newline="") as out:  # the file's own line endings
-                out.write(result.new_text)
+            _write(f, result.new_text)
         results.append(result)
     if format == "json":
         echo(_json(results, diff=diff))
@@ -47,6 +48,17 @@ def fix(recipes: list[str], *, diff: bool = False, unsafe_fixes: bool = False, f
     if diff and code is ExitCode.OK and any(r.changed for r in results):
         code = ExitCode.FINDINGS
     return int(code)
+
+
+def _write(path, text: str) -> None:
+    """The fixed text over the recipe in one rename (a kill or a full disk leaves the old file);
+    a recipe that is a symlink keeps its link: the file it points to is the one replaced."""
+    target = os.path.realpath(path)
+    try:
+        write_atomic(target, text)
+    except OSError as e:
+        raise RecipectlError(f"{path}: cannot write the fixed recipe: {(e.strerror or type(e).__name__).lower()}; "
+                             "the file is unchanged", fix="make the file and its directory writable") from None
 
 
 def _diff(r) -> str:

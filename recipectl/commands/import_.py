@@ -1,29 +1,43 @@
 """`recipectl import FILE`: a recipe in another format (srt-slurm, Dynamo, vllm serve command lines)
 written as recipectl's YAML, each value with a comment saying where it came from, and the list of
-what could not be carried (printed to stderr and written as comments)."""
+what could not be carried (printed to stderr and written as comments).
+
+The recipe is built as a YAML document (ruamel.yaml's round-trip mappings and sequences) and
+serialised by the YAML library: every key and value of the original is data, quoted and escaped
+as YAML needs, and every comment is one line (`comment_text`). Nothing the original says can
+add a key to the written recipe, however it is spelled.
+"""
 
 from __future__ import annotations
 
+import io
+import os
+import stat
 import sys
-from pathlib import Path
+import unicodedata
 from typing import Any
 
 from ..errors import RecipectlError
+from ..fileio import UnreadableFile, read_text_bounded, write_atomic
 from . import echo
 
 # the order a reader expects, as in recipes/
 _ORDER = ("version", "name", "description", "model", "engine", "cluster", "prefill", "decode", "kv_transfer",
           "router", "workload", "checks", "launch")
 
+# what a YAML parser takes for the end of a line, or refuses in a stream, besides the C0 controls
+_LINE_BREAKS = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_UNSAFE_CATEGORIES = ("Cc", "Cf", "Cs", "Zl", "Zp")  # controls, format (bidi, zero-width, BOM), separators
 
-def import_recipe(file: str, *, out: str | None = None) -> int:
+
+def import_recipe(file: str, *, out: str | None = None, force: bool = False) -> int:
     from ..formats import NATIVE, import_text, sniff
 
-    p = Path(file)
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise RecipectlError(f"{file}: cannot read the file: {e}") from None
+        text = read_text_bounded(file)
+    except UnreadableFile as e:
+        raise RecipectlError(f"{file}: cannot read the file: {e.reason}",
+                             fix="name an srt-slurm recipe, a Dynamo manifest or vllm serve lines") from None
     fmt = sniff(text)
     if fmt == NATIVE:
         from ..formats import _NATIVE_RE
@@ -34,67 +48,192 @@ def import_recipe(file: str, *, out: str | None = None) -> int:
                              fix="recipectl import reads srt-slurm recipes, Dynamo DynamoGraphDeployment manifests "
                                  "and vllm serve command lines")
     imported = import_text(text, file, fmt)
+    if out is not None:
+        _check_out(out, [file, *imported.files], force=force)
     yaml_text = to_yaml(imported)
     for d in imported.dropped:
         where = f"{d.file}:{d.line}" if d.line else d.file
-        sys.stderr.write(f"{where}: not carried: {d.what}: {d.why}\n")
+        sys.stderr.write(comment_text(f"{where}: not carried: {d.what}: {d.why}") + "\n")
     if out is None:
         echo(yaml_text)
     else:
-        Path(out).write_text(yaml_text, encoding="utf-8")
+        try:
+            write_atomic(out, yaml_text)
+        except OSError as e:
+            raise RecipectlError(f"{out}: cannot write the recipe: {(e.strerror or type(e).__name__).lower()}",
+                                 fix="-o names a file in a directory that exists and you can write to") from None
         sys.stderr.write(f"wrote {out}\n")
     return 0
 
 
+def _check_out(out: str, inputs: list[str], *, force: bool) -> None:
+    """Refuse an OUT that is not a new file the user named: an existing file without --force, a
+    symlink (writing would replace the link, never its target: either is a surprise), a directory,
+    or a file import reads (one inode under any name: the original would be lost)."""
+    try:
+        st = os.lstat(out)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise RecipectlError(f"{out}: cannot write the recipe: {(e.strerror or type(e).__name__).lower()}",
+                             fix="-o names a file in a directory that exists and you can write to") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise RecipectlError(f"{out} is a symbolic link; nothing was written",
+                             fix="name the file itself with -o (or remove the link); --force never writes through "
+                                 "or over a link")
+    if stat.S_ISDIR(st.st_mode):
+        raise RecipectlError(f"{out} is a directory; nothing was written", fix="-o names the recipe file to write")
+    for f in inputs:
+        try:
+            same = os.path.samestat(st, os.stat(f))
+        except OSError:
+            continue
+        if same:
+            raise RecipectlError(f"{out} is {f}, the file being imported; nothing was written",
+                                 fix="write the recipe to another file, e.g. -o recipe.yaml")
+    if not force:
+        raise RecipectlError(f"{out} already exists; nothing was written",
+                             fix="name a new file, or pass --force to replace it")
+
+
+def comment_text(text: str) -> str:
+    """`text` on one line: each character a YAML parser reads as a line break, refuses, or that
+    hides text from a reader (controls, bidi and zero-width format characters, line and paragraph
+    separators) written as its escape (`\\n`, `\\u2028`)."""
+    return "".join(_escape(ch) for ch in text)
+
+
+def _escape(ch: str) -> str:
+    if ch in _LINE_BREAKS:
+        return _LINE_BREAKS[ch]
+    code = ord(ch)
+    if unicodedata.category(ch) not in _UNSAFE_CATEGORIES and code not in (0xFFFE, 0xFFFF):
+        return ch
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 def to_yaml(imported) -> str:
     """The recipe as YAML, keys in recipectl's order, a `# from FILE:LINE` comment on each value."""
-    lines = [f"# Imported by recipectl from {', '.join(imported.files)} ({imported.format}).",
-             "# Each value says where it came from in the original; values without a comment are recipectl's.",
-             ""]
+    from ruamel.yaml.comments import CommentedMap
+
     data = imported.data
-    keys = [k for k in _ORDER if k in data] + [k for k in data if k not in _ORDER]
-    for key in keys:
-        _emit(lines, imported, (key,), data[key], 0)
+    doc = CommentedMap()
+    for key in [k for k in _ORDER if k in data] + [k for k in data if k not in _ORDER]:
+        doc[key] = _node(imported, (key,), data[key], flow=False)
+        _add_comment(doc, imported, (key,))
+    doc.yaml_set_start_comment("\n".join([
+        comment_text(f"Imported by recipectl from {', '.join(imported.files)} ({imported.format})."),
+        "Each value says where it came from in the original; values without a comment are recipectl's.",
+        "", ""]))
     if imported.dropped:
-        lines += ["", "# Not carried over:"]
+        lines = ["Not carried over:"]
         for d in imported.dropped:
             where = f"{d.file}:{d.line}" if d.line else d.file
-            lines.append(f"#   {where}: {d.what}: {d.why}")
-    return "\n".join(lines) + "\n"
+            lines.append(f"  {where}: {d.what}: {d.why}")
+        _end_comment(doc, lines)
+    out = io.StringIO()
+    _dumper().dump(doc, out)
+    return out.getvalue()
 
 
-def _scalar(value: Any) -> str:
-    import yaml
+def _node(imported, path: tuple, value: Any, *, flow: bool) -> Any:
+    """`value` as a document node: a mapping or list with its items' comments, or the scalar."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-    text = yaml.safe_dump(value, default_flow_style=True, width=1 << 20, sort_keys=False).strip()
-    if text.endswith("\n..."):
-        text = text[: -len("\n...")]
-    return text.strip()
+    if isinstance(value, dict):
+        flow = flow or not value or _is_flow(path)
+        node = CommentedMap()
+        for k, v in value.items():
+            node[k] = _node(imported, path + (k,), v, flow=flow)
+            if not flow and not _block_list(path + (k,), v):  # a block list: its items say
+                _add_comment(node, imported, path + (k,))
+        if flow:
+            node.fa.set_flow_style()
+        return node
+    if isinstance(value, list):
+        flow = flow or not _block_list(path, value)
+        seq = CommentedSeq(_node(imported, path + (i,), v, flow=True) for i, v in enumerate(value))
+        if flow:
+            seq.fa.set_flow_style()
+        else:
+            for i in range(len(value)):
+                _add_comment(seq, imported, path + (i,))
+        return seq
+    return value
 
 
-def _comment(imported, path: tuple) -> str:
+def _add_comment(parent: Any, imported, path: tuple) -> None:
+    """The `# from FILE:LINE` comment at the end of the line of `path` (two spaces after its value)."""
+    from ruamel.yaml.comments import CommentedMap
+    from ruamel.yaml.error import CommentMark
+    from ruamel.yaml.tokens import CommentToken
+
     o = imported.origins.get(path)
     if o is None:
-        return ""
-    where = f"{o.file}:{o.line}"
+        return
     said = f" {o.text}" if o.text and len(o.text) <= 80 else ""
     note = f" ({o.note})" if o.note else ""
-    return f"  # from {where}{said}{note}"
+    token = CommentToken(" " + comment_text(f"# from {o.file}:{o.line}{said}{note}"), CommentMark(0))
+    # the slot ruamel keeps a key's (a mapping's) or an item's (a list's) end-of-line comment in
+    parent.ca.items[path[-1]] = [None, None, token, None] if isinstance(parent, CommentedMap) else [token, None]
 
 
-def _emit(lines: list[str], imported, path: tuple, value: Any, depth: int) -> None:
-    pad = "  " * depth
-    key = path[-1]
-    if isinstance(value, dict) and value and not _is_flow(path):
-        lines.append(f"{pad}{key}:{_comment(imported, path)}")
-        for k, v in value.items():
-            _emit(lines, imported, path + (k,), v, depth + 1)
-    elif isinstance(value, list) and value and path[-1] == "extra_args":
-        lines.append(f"{pad}{key}:")
-        for i, item in enumerate(value):
-            lines.append(f"{pad}  - {_scalar(item)}{_comment(imported, path + (i,))}")
+def _end_comment(doc: Any, lines: list[str]) -> None:
+    """Comment lines after the document's last line, after a blank line."""
+    from ruamel.yaml.error import CommentMark
+    from ruamel.yaml.tokens import CommentToken
+
+    tokens = [CommentToken("\n", CommentMark(0))]
+    tokens += [CommentToken(f"# {comment_text(line)}\n", CommentMark(0)) for line in lines]
+    doc.yaml_end_comment_extend(tokens, clear=True)
+
+
+def _dumper() -> Any:
+    """ruamel.yaml's round-trip dumper, quoting as YAML 1.1 reads: the loader (PyYAML) takes
+    `yes`, `on`, `0o17`-less octals and `1_000` as 1.1 says, so a string spelled like one of
+    them must be quoted even where YAML 1.2 would not."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.resolver import VersionedResolver
+
+    class Yaml11Resolver(VersionedResolver):
+        @property
+        def processing_version(self) -> Any:
+            return (1, 1)
+
+    y = YAML(typ="rt")
+    y.Resolver = Yaml11Resolver
+    y.width = 1 << 16  # never fold a long value onto a second line
+    y.allow_unicode = True
+    y.indent(mapping=2, sequence=4, offset=2)
+    y.representer.add_representer(type(None), lambda r, _: r.represent_scalar("tag:yaml.org,2002:null", "null"))
+    y.representer.add_representer(float, _represent_float)
+    y.representer.add_representer(str, _represent_str)
+    return y
+
+
+def _represent_str(representer: Any, value: str) -> Any:
+    """Text with a line break, control or format character in double quotes, each escaped: in
+    the other styles ruamel.yaml writes U+0085 as it is, and a reader folds it into a space."""
+    style = '"' if comment_text(value) != value else None
+    return representer.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+def _represent_float(representer: Any, value: float) -> Any:
+    """A float as YAML 1.1 reads one back: `1e-05` (no dot) is a string there, `1.0e-05` a float."""
+    if value != value:
+        text = ".nan"
+    elif value in (float("inf"), float("-inf")):
+        text = ".inf" if value > 0 else "-.inf"
     else:
-        lines.append(f"{pad}{key}: {_scalar(value)}{_comment(imported, path)}")
+        text = repr(value).lower()
+        if "." not in text and "e" in text:
+            text = text.replace("e", ".0e", 1)
+    return representer.represent_scalar("tag:yaml.org,2002:float", text)
+
+
+def _block_list(path: tuple, value: Any) -> bool:
+    """A list written one item a line, each with its comment: extra_args (the others on one line)."""
+    return isinstance(value, list) and bool(value) and path[-1] == "extra_args"
 
 
 def _is_flow(path: tuple) -> bool:

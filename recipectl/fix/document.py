@@ -8,6 +8,10 @@ document against its dump of the untouched one) and keeps the file's own lines e
 The result is checked to read back as the edited document; where it would not, the file is left
 alone (`Unfixable`).
 
+The edits are made on the text with a UTF-8 BOM taken off and every line ending (CRLF, a lone CR)
+as LF (`Layout`); the written text gets the BOM back and each line its own ending, so a CRLF
+file stays CRLF and a file with mixed endings keeps each line's.
+
 ruamel.yaml is imported here only: `recipectl fix` needs it, `validate` never does.
 """
 
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections import Counter
 from difflib import SequenceMatcher
 from typing import Any
 
@@ -46,6 +51,51 @@ def _mapping_indent(text: str) -> int:
     return min(found, default=2)
 
 
+_ENDING = re.compile(r"\r\n|\r|\n")
+_LINE = re.compile(r"[^\n]*\n|[^\n]+$")
+BOM = "\ufeff"
+
+
+def _lines(text: str) -> list[str]:
+    """`text` cut after each LF only (str.splitlines also cuts at U+2028, form feed, ...: those
+    are characters of a line, a comment's or a quoted value's, and stay in it)."""
+    return _LINE.findall(text)
+
+
+class Layout:
+    """A file's BOM and line endings, taken off for editing and put back after.
+
+    `lf` is the text without the BOM, each line ending an LF. `restore` gives an edited `lf` text
+    back its BOM, and each line the original keeps its own ending; a line the edit wrote gets the
+    ending of the line it replaces (or follows), else the file's most common one."""
+
+    def __init__(self, text: str):
+        self.bom = text.startswith(BOM)
+        body = text[len(BOM):] if self.bom else text
+        self.endings = _ENDING.findall(body)
+        self.lf = _ENDING.sub("\n", body)
+        self.lines = _lines(self.lf)
+        self.default = Counter(self.endings).most_common(1)[0][0] if self.endings else "\n"
+
+    def restore(self, lf_text: str) -> str:
+        new = _lines(lf_text)
+        out: list[str] = [BOM] if self.bom else []
+        for tag, i1, i2, j1, j2 in SequenceMatcher(None, self.lines, new, autojunk=False).get_opcodes():
+            if tag == "equal":
+                out += [self._ended(self.lines[i], self._ending(i)) for i in range(i1, i2)]
+            else:
+                ending = self._ending(i1 if i1 < i2 else i1 - 1)
+                out += [self._ended(line, ending) for line in new[j1:j2]]
+        return "".join(out)
+
+    def _ending(self, i: int) -> str:
+        return self.endings[i] if 0 <= i < len(self.endings) else self.default
+
+    @staticmethod
+    def _ended(line: str, ending: str) -> str:
+        return line[:-1] + ending if line.endswith("\n") else line
+
+
 class Document:
     """One recipe file's text and its round-trip document."""
 
@@ -55,6 +105,8 @@ class Document:
         from ruamel.yaml import YAMLError
 
         self.text = text
+        self.layout = Layout(text)
+        text = self.layout.lf
         self._yaml = _yaml(text)
         try:
             self.data = self._yaml.load(text)
@@ -115,13 +167,13 @@ class Document:
     def text_after(self) -> str:
         """The file's text with the edits made, its other lines as they were."""
         edited = self._dump()
-        merged = merge(self.text, self._base, edited)
+        merged = merge(self.layout.lf, self._base, edited)
         from ruamel.yaml import YAML
 
         plain = YAML(typ="safe", pure=True)
         if plain.load(merged) != plain.load(edited):
             raise Unfixable("the edit cannot be written without re-formatting the lines around it")
-        return merged
+        return self.layout.restore(merged)
 
 
 def _append(node: Any, key: str | int, value: Any) -> None:
@@ -177,7 +229,7 @@ def merge(original: str, base: str, edited: str) -> str:
     lines replace that whole place."""
     if original == base:
         return edited
-    o, a, b = (t.splitlines(keepends=True) for t in (original, base, edited))
+    o, a, b = (_lines(t) for t in (original, base, edited))
     ao = _opcodes(a, o)
     ab = _opcodes(a, b)
     hunks = sorted([(i1, i2, "o") for tag, i1, i2, _, _ in ao if tag != "equal"]

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from ..errors import ExitCode, RecipectlError
+from ..fileio import read_bytes_bounded, write_atomic
 from ..render.processes import Deployment, ProcessSpec, build_deployment
 from ..render.values import EnvRef, literal
 from ..retry import poll_until
@@ -245,7 +246,7 @@ def create_state(loaded_path: str, recipe: Recipe, specs: list[ProcessSpec], run
             argv=shown_argv(recipe, s), env=recipe_env(recipe, s)))
         if s.kind == "router":
             state.router_url = url
-    (run_dir / "recipe.yaml").write_bytes(Path(loaded_path).read_bytes())
+    write_atomic(run_dir / "recipe.yaml", read_bytes_bounded(loaded_path))
     state.save()
     return state
 

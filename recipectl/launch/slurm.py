@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from ..errors import ExitCode, RecipectlError
+from ..fileio import read_bytes_bounded, write_atomic
 from ..retry import poll_until, retry_transient
 from ..runs.diagnose import diagnose, never_ready
 from ..runs.processes import tail
@@ -132,9 +133,8 @@ def submit(recipe_path: str, recipe: Recipe) -> RunState:
     run_dir = run_dir.resolve()
     (script,) = render_slurm(dep)
     path = run_dir / script.name
-    path.write_text(script.text)
-    path.chmod(0o755)
-    (run_dir / "recipe.yaml").write_bytes(Path(recipe_path).read_bytes())
+    write_atomic(path, script.text, mode=0o755)
+    write_atomic(run_dir / "recipe.yaml", read_bytes_bounded(recipe_path))
     env = {**submit_environ(dep), "LOG_DIR": str(run_dir), "READY_TIMEOUT": str(int(recipe.launch.ready_timeout_s))}
     exe = shutil.which("sbatch")
     if exe is None:

@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import RecipectlError
+from ..fileio import write_atomic
 from .processes import Deployment, ProcessSpec
 from .values import EnvRef, HomePath, NodeAddress, Shell, Token, UrlOf, Var, concat, quote, shell_lines, shell_word
 
@@ -338,7 +339,6 @@ def write(files_out: list[RenderedFile], out_dir: Path, *, force: bool = False) 
     file is an error unless `force`, and then it is replaced (a symlink by a file, never followed);
     nothing is written unless every file can be."""
     import os
-    import tempfile
 
     _check_names(files_out, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -355,26 +355,14 @@ def write(files_out: list[RenderedFile], out_dir: Path, *, force: bool = False) 
     written = []
     for f in files_out:
         target = out_dir / f.name
-        mode = 0o755 if f.executable else None
-        if force:
-            # a new file beside the target, renamed over it: the rename replaces a symlink itself
-            fd, tmp = tempfile.mkstemp(prefix=f".{f.name}.", dir=out_dir)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as out:
-                    out.write(f.text)
-                os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
-                os.replace(tmp, target)
-            except BaseException:
-                if os.path.lexists(tmp):
-                    os.unlink(tmp)
-                raise
-        else:
-            # O_EXCL: never an existing file, and never through a symlink (not even a dangling one)
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                if mode is not None:
-                    os.fchmod(out.fileno(), mode)
-                out.write(f.text)
+        mode = 0o755 if f.executable else 0o666 & ~_umask()
+        # in one rename (or, without --force, one link that fails on anything already there: never
+        # an existing file, never through a symlink, not even a dangling one); a symlink is replaced
+        try:
+            write_atomic(target, f.text, mode=mode, replace=force)
+        except FileExistsError:
+            raise RecipectlError(f"{target} appeared while rendering; it was left as it is",
+                                 fix="render into an empty directory, or pass --force to replace it") from None
         written.append(target)
     return written
 
