@@ -533,3 +533,36 @@ def test_the_supervisor_keeps_an_exited_leader_unreaped_until_it_has_stopped_its
     assert psutil.Process(leader.pid).status() == psutil.STATUS_ZOMBIE  # exited, and its pid still held
     sup.stop()
     assert leader.returncode == 3 and not psutil.pid_exists(leader.pid)
+
+
+def test_status_shows_a_name_like_markup_as_text(cli, tmp_path):
+    root = tmp_path / "runs"
+    state, p = _run(root, _recipe(tmp_path, "markup"), "markup")
+    try:
+        f = Path(state.run_dir) / STATE_FILE
+        data = json.loads(f.read_text())
+        data["processes"][0]["name"] = "[/x]"
+        f.write_text(json.dumps(data))
+        r = cli("status", state.run_id, root=root)
+        assert r.returncode == 0 and "[/x]" in r.stdout, r.stdout + r.stderr
+    finally:
+        _cleanup(p)
+
+
+@pytest.mark.parametrize("job_id", ["--me", 12345, "123;rm", None])
+def test_slurm_commands_refuse_what_is_not_a_job_id(tmp_path, monkeypatch, job_id):
+    """However a RunState was made, scancel, squeue and scontrol get a job id or nothing."""
+    from recipectl.errors import RecipectlError
+    from recipectl.launch import slurm
+
+    env, calls = _slurm_stand_ins(tmp_path)
+    monkeypatch.setenv("PATH", env["PATH"])
+    state = RunState(run_id="r", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(tmp_path),
+                     target="slurm", job_id=job_id)
+    with pytest.raises(RecipectlError) as e:
+        slurm.cancel_job(state, wait_s=0)
+    assert "is not a Slurm job id" in e.value.message
+    with pytest.raises(RecipectlError):
+        slurm.job_state(job_id)
+    assert slurm.job_info(job_id) == {}
+    assert _called(calls) == []

@@ -153,12 +153,14 @@ def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None, v
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
     else:
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
 
-        title = f"{state.run_id}  router {state.router_url}"
+        # every value from the state file as text, never as markup ("[/x]" in a name is a name)
+        title = escape(f"{state.run_id}  router {state.router_url}")
         if state.job_id:
             ended = f"ended {slurm['job_end_state']}" if slurm.get("job_end_state") else "ended"
-            title += f"  (Slurm job {state.job_id}: {job or ended})"
+            title += escape(f"  (Slurm job {state.job_id}: {job or ended})")
         t = Table(title=title, title_justify="left")
         slurm_cols = state.target == "slurm"
         for col in ("process", *(("node",) if slurm_cols else ()), "pid", "state", "url", "log"):
@@ -167,13 +169,13 @@ def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None, v
             st = ("[green]healthy[/]" if r["healthy"] else "[yellow]up, not healthy[/]" if r["alive"] and r["url"]
                   else "[green]up[/]" if r["alive"] else "[dim]stopped[/]")
             if slurm_cols and nodes.get(r["node"] or "", {}).get("down"):
-                st = f"[red]node {r['node_state']}[/]"
-            node_col = (r["node"] or "-",) if slurm_cols else ()
-            t.add_row(r["name"], *node_col, str(r["pid"] or "-"), st, r["url"] or "-", r["log"])
+                st = f"[red]node {escape(str(r['node_state']))}[/]"
+            node_col = (escape(r["node"] or "-"),) if slurm_cols else ()
+            t.add_row(escape(r["name"]), *node_col, str(r["pid"] or "-"), st, escape(r["url"] or "-"), escape(r["log"]))
         console = Console()
         console.print(t)
         for line in problems:
-            console.print(f"[red]problem[/]: {line}", highlight=False)
+            console.print(f"[red]problem[/]: {escape(line)}", highlight=False)
     all_ok = all(r["alive"] and r["healthy"] is not False for r in rows)
     return 0 if all_ok else 1
 
