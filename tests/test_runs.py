@@ -566,3 +566,22 @@ def test_slurm_commands_refuse_what_is_not_a_job_id(tmp_path, monkeypatch, job_i
         slurm.job_state(job_id)
     assert slurm.job_info(job_id) == {}
     assert _called(calls) == []
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+def test_logs_refuses_a_log_that_is_not_a_file_without_waiting_on_it(cli, tmp_path, special):
+    root = tmp_path / "runs"
+    state, p = _run(root, _recipe(tmp_path, "speciallog"), "speciallog")
+    try:
+        log = tmp_path / "log-fifo"
+        if special == "fifo":
+            os.mkfifo(log)
+        f = Path(state.run_dir) / STATE_FILE
+        data = json.loads(f.read_text())
+        data["processes"][0]["log"] = str(log) if special == "fifo" else special
+        f.write_text(json.dumps(data))
+        r = cli("logs", "--run", state.run_id, root=root)  # cli: 60 s at most, no traceback
+        assert r.returncode == 2 and "processes.0.log" in r.stderr and "not a regular file" in r.stderr, r.stderr
+        assert procs.tail(data["processes"][0]["log"]) == ""
+    finally:
+        _cleanup(p)

@@ -337,6 +337,12 @@ def show_logs(ref: str | None, which: str | None, *, follow: bool, lines: int, r
         raise RecipectlError(f"no process {which!r} in {state.run_id}",
                              fix="one of: " + ", ".join(sorted({p.kind for p in state.processes} |
                                                                {p.name for p in state.processes})))
+    for p in chosen:
+        log = Path(p.log)
+        if log.exists() and not log.is_file():
+            i = state.processes.index(p)
+            raise RecipectlError(f"{state.path()}: processes.{i}.log is {p.log}, which is not a regular file",
+                                 fix="a run's logs are files in its run directory; this state file was edited")
     prefix = len(chosen) > 1
     for p in chosen:
         for line in procs.tail(p.log, lines).splitlines():

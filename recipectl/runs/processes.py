@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Iterable
@@ -263,14 +264,22 @@ def port_in_use(host: str, port: int) -> bool:
 
 
 def tail(path: str | Path, n: int = 30) -> str:
+    """The last `n` lines of a log (of its last 64 KiB); "" for one that is missing or is not a
+    regular file (a FIFO is never waited on, /dev/zero never read)."""
     try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - 64 * 1024))
-            data = f.read().decode("utf-8", errors="replace")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except (OSError, ValueError):
+        return ""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return ""
+        os.lseek(fd, max(0, st.st_size - 64 * 1024), os.SEEK_SET)
+        data = os.read(fd, 64 * 1024).decode("utf-8", errors="replace")
     except OSError:
         return ""
+    finally:
+        os.close(fd)
     return "\n".join(data.splitlines()[-n:])
 
 
