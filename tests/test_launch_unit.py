@@ -271,6 +271,9 @@ def test_local_readiness_starts_the_router_once_the_workers_answer(tmp_path):
         def dead(self):
             return None
 
+        def record_members(self, now=False):
+            pass
+
         def start(self, name):
             started.append(name)
             next(p for p in state.processes if p.name == name).pid = 2
@@ -340,6 +343,9 @@ def test_local_readiness_fails_fast_when_a_live_process_can_never_be_ready(tmp_p
     class Sup:
         def dead(self):
             return None
+
+        def record_members(self, now=False):
+            pass
 
     class Display:
         def live(self, state):

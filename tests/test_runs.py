@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from recipectl.runs import processes as procs
-from recipectl.runs.state import JOURNAL_FILE, STATE_FILE, ProcessState, RunState, find_run, new_run_dir
+from recipectl.runs.state import JOURNAL_FILE, STATE_FILE, ProcessState, RunState, find_run, journal, new_run_dir
 from recipectl.validate import load_one
 
 from .e2e_support import LOCAL_RECIPE
@@ -85,7 +88,8 @@ def test_a_truncated_state_is_reported_and_the_run_still_stopped(cli, tmp_path):
         assert status.returncode == 2 and "unreadable" in status.stderr and "recipectl stop" in status.stderr
         r = cli("stop", state.run_id, root=root)
         assert r.returncode == 2, r.stderr
-        assert "unreadable" in r.stderr and f"pid {p.pid}" in r.stderr and JOURNAL_FILE in r.stderr
+        assert "damaged" in r.stderr and "stopping what the journal recorded" in r.stderr
+        assert f"pid {p.pid}" in r.stderr and JOURNAL_FILE in r.stderr
         assert _gone(p)
     finally:
         _cleanup(p)
@@ -122,22 +126,29 @@ def test_concurrent_launches_get_distinct_run_directories(tmp_path):
     assert not [p for p in root.iterdir() if p.name.startswith(".latest-")]  # no temporary link left
 
 
-def test_members_of_a_group_whose_leader_died_are_reaped(cli, tmp_path):
+def test_members_the_launcher_recorded_are_reaped_after_their_leader_died(cli, tmp_path):
+    """The launcher records what each started process leads (pid and start time each); once the
+    leader has died, stop finds those members by that record, and only by it."""
+    from recipectl.launch.local import Supervisor
+
     root = tmp_path / "runs"
-    # the leader starts two sleeps in its group and exits at once
-    state, leader = _run(root, _recipe(tmp_path, "orphans"), "orphans",
-                         ["sh", "-c", "sleep 60 & sleep 60 & echo started; exit 0"])
+    state, leader = _run(root, _recipe(tmp_path, "orphans"), "orphans", ["sh", "-c", "sleep 60 & sleep 60 & wait"])
     try:
-        leader.wait(timeout=10)
         deadline = time.monotonic() + 10
-        while len(procs.group_members(leader.pid)) < 2 and time.monotonic() < deadline:
+        while len(procs.members_of(leader.pid, state.processes[0].start_time)) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
-        members = procs.group_members(leader.pid)
-        assert len(members) == 2 and not procs.is_ours(leader.pid, state.processes[0].start_time)
+        sup = Supervisor(None, state, [])
+        sup.popen["prefill-0"] = leader
+        sup.record_members(now=True)
+        members = [psutil.Process(m.pid) for m in state.processes[0].members]
+        assert len(members) == 2 and all(m.name() == "sleep" for m in members)
+        assert len([e for e in journal(Path(state.run_dir)) if e.group == leader.pid]) == 2
+        leader.kill()
+        leader.wait(timeout=10)
         r = cli("stop", "orphans", root=root)
         assert r.returncode == 0, r.stderr
-        assert "terminated" in r.stderr or "killed" in r.stderr
-        assert procs.group_members(leader.pid) == []
+        assert "prefill-0 (pid" in r.stderr and ("terminated" in r.stderr or "killed" in r.stderr)
+        assert not [m for m in members if m.is_running() and m.status() != psutil.STATUS_ZOMBIE]
     finally:
         try:
             os.killpg(leader.pid, 9)
@@ -150,7 +161,7 @@ def test_a_process_without_a_recorded_start_time_is_not_ours(cli, tmp_path):
     state, p = _run(root, _recipe(tmp_path, "nostart"), "nostart", record_start=False)
     try:
         assert not procs.is_ours(p.pid, None)
-        assert procs.our_group(p.pid, None) == []
+        assert procs.find_ours(procs.Group("p", p.pid, None)).processes == []
         r = cli("stop", "nostart", root=root)
         assert r.returncode == 0 and "no start time recorded" in r.stderr
         assert p.poll() is None  # left alone: the pid may be anybody's
@@ -164,7 +175,8 @@ def test_a_reused_pid_is_not_ours(tmp_path):
         start = procs.proc_start_time(p.pid)
         assert procs.is_ours(p.pid, start)
         assert not procs.is_ours(p.pid, start - 5)  # another process that had this pid earlier
-        assert procs.our_group(p.pid, start - 5) == []
+        found = procs.find_ours(procs.Group("p", p.pid, start - 5))
+        assert found.processes == [] and "is no longer the process recipectl started" in found.note
     finally:
         p.kill()
         p.wait()
@@ -258,7 +270,7 @@ def test_a_state_of_the_wrong_shape_is_reported_and_the_run_stopped(cli, tmp_pat
             r = cli(command, *(["--run", state.run_id] if command == "logs" else [state.run_id]), root=root)
             assert r.returncode == 2 and "unreadable" in r.stderr, r.stderr
         r = cli("stop", state.run_id, root=root)
-        assert r.returncode == 2 and "unreadable" in r.stderr
+        assert r.returncode == 2 and "damaged" in r.stderr
         assert _gone(p)
     finally:
         _cleanup(p)
@@ -311,3 +323,265 @@ def test_a_squeue_that_keeps_failing_leaves_a_healthy_job_running(monkeypatch, t
         slurm.launch("x.yaml", load_one(str(LOCAL_RECIPE)).recipe, detach=True, timeout_s=5, display=Display())
     assert cancelled == [] and len(calls) == slurm.SQUEUE_ATTEMPTS
     assert "Unable to contact slurm controller" in e.value.message and "left as it is" in e.value.fix
+
+
+# --- process identity and untrusted state --------------------------------------------------
+
+_UNRELATED_GROUP = """
+import subprocess, sys
+kids = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(2)]
+print(" ".join(str(k.pid) for k in kids), flush=True)
+"""  # the leader starts two members in its group and exits at once, leaving them running
+
+
+def _unrelated_group() -> tuple[int, list[psutil.Process]]:
+    """A process group recipectl never started (setsid, as any daemon does): its id, and its members
+    once its leader has exited and been reaped (so the group id is a pid nobody holds)."""
+    leader = subprocess.Popen([sys.executable, "-c", _UNRELATED_GROUP], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    pids = [int(x) for x in leader.stdout.readline().split()]
+    leader.wait(timeout=30)
+    members = [psutil.Process(pid) for pid in pids]
+    assert all(os.getpgid(m.pid) == leader.pid for m in members) and not psutil.pid_exists(leader.pid)
+    return leader.pid, members
+
+
+def _kill(members: list[psutil.Process]) -> None:
+    for m in members:
+        try:
+            m.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(members, timeout=5)
+
+
+def _stale_run(root: Path, tmp_path: Path, name: str, pid: int, start: float) -> RunState:
+    """A run whose record names `pid` with start time `start` (journal and state agree)."""
+    run_id, d = new_run_dir(root, name)
+    ps = ProcessState(name="prefill-0", kind="prefill", host="127.0.0.1", port=None, url=None, log=str(d / "p.log"),
+                      argv=["sleep", "60"], env={}, pid=pid, start_time=start, started_at=start)
+    state = RunState(run_id=run_id, recipe_name=name, recipe_path=str(_recipe(tmp_path, name)), recipe_hash="0",
+                     run_dir=str(d), processes=[ps])
+    state.record_start(ps)
+    state.save()
+    return state
+
+
+def test_stop_leaves_alone_a_group_that_took_a_stale_records_pid(cli, tmp_path):
+    """The recorded leader exited long ago; its pid is now the id of somebody else's group, whose
+    leader has exited too and whose members all started after the recorded time. Not ours."""
+    root = tmp_path / "runs"
+    pgid, members = _unrelated_group()
+    try:
+        recorded = min(m.create_time() for m in members) - 600  # started before every member
+        _stale_run(root, tmp_path, "stale", pgid, recorded)
+        r = cli("stop", "stale", root=root)
+        assert r.returncode == 0, r.stderr
+        assert all(m.is_running() and m.status() != psutil.STATUS_ZOMBIE for m in members), r.stderr
+        assert f"pid {pgid}" in r.stderr and "not ones recipectl started: not signalled" in r.stderr
+    finally:
+        _kill(members)
+
+
+def test_stop_leaves_alone_a_live_process_that_reused_a_recorded_pid(cli, tmp_path):
+    root = tmp_path / "runs"
+    other = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        _stale_run(root, tmp_path, "reused", other.pid, procs.proc_start_time(other.pid) - 3600)
+        r = cli("stop", "reused", root=root)
+        assert r.returncode == 0 and other.poll() is None, r.stderr
+        assert re.search(rf"pid {other.pid} is no longer the process recipectl started \(started \d\d:\d\d:\d\d, "
+                         r"recorded \d\d:\d\d:\d\d\): not signalled", r.stderr), r.stderr
+    finally:
+        _cleanup(other)
+
+
+def _slurm_stand_ins(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """Stand-ins for scancel and squeue, first on PATH: each appends its argv (one line, NUL
+    separated) to a file; squeue says RUNNING once, then that the job has gone."""
+    bin_dir, calls = tmp_path / "bin", tmp_path / "slurm-calls"
+    bin_dir.mkdir()
+    for name in ("scancel", "squeue"):
+        script = bin_dir / name
+        answer = 'if [ ! -e "$0.asked" ]; then : > "$0.asked"; echo RUNNING; fi' if name == "squeue" else ""
+        script.write_text(f'#!/bin/sh\nprintf "%s\\0" {name} "$@" >> {calls}; echo >> {calls}\n{answer}\n')
+        script.chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}, calls
+
+
+def _called(calls: Path) -> list[list[str]]:
+    return [line.rstrip("\0").split("\0") for line in calls.read_text().splitlines()] if calls.exists() else []
+
+
+@pytest.mark.parametrize("job_id", ["--me", 12345, "123;rm -rf ~", "123 --me", "-1", "123_", "1" * 40])
+def test_a_job_id_that_is_not_one_never_reaches_slurm(recipectl_cli, tmp_path, job_id):
+    root = tmp_path / "runs"
+    env, calls = _slurm_stand_ins(tmp_path)
+    run_id, d = new_run_dir(root, "job")
+    state = RunState(run_id=run_id, recipe_name="job", recipe_path="job.yaml", recipe_hash="0", run_dir=str(d),
+                     target="slurm", job_id="1")
+    state.save()
+    f = d / STATE_FILE
+    f.write_text(json.dumps({**json.loads(f.read_text()), "job_id": job_id}))
+    env["RECIPECTL_RUN_DIR"] = str(root)
+    for command in ("stop", "status"):
+        r = recipectl_cli(command, run_id, env=env, timeout=60)
+        assert r.returncode == 2 and "job_id" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = recipectl_cli("stop", run_id, env=env, timeout=60)
+    assert "stopping what the journal recorded" in r.stderr
+    assert _called(calls) == []
+
+
+def test_scancel_gets_a_valid_job_id_after_the_end_of_its_options(recipectl_cli, tmp_path):
+    root = tmp_path / "runs"
+    env, calls = _slurm_stand_ins(tmp_path)
+    run_id, d = new_run_dir(root, "job")
+    RunState(run_id=run_id, recipe_name="job", recipe_path="job.yaml", recipe_hash="0", run_dir=str(d),
+             target="slurm", job_id="123_4").save()
+    r = recipectl_cli("stop", run_id, env={**env, "RECIPECTL_RUN_DIR": str(root)}, timeout=60)
+    assert r.returncode == 0 and "cancelled Slurm job 123_4" in r.stderr, r.stderr
+    assert ["scancel", "--", "123_4"] in _called(calls)
+
+
+def _fifo(f: Path) -> None:
+    f.unlink()
+    os.mkfifo(f)
+
+
+def _dev_zero(f: Path) -> None:
+    f.unlink()
+    f.symlink_to("/dev/zero")
+
+
+def _deep(f: Path) -> None:
+    f.write_text("[" * 100_000)
+
+
+def _edit(**fields):
+    def damage(f: Path) -> None:
+        f.write_text(json.dumps({**json.loads(f.read_text()), **fields}))
+    return damage
+
+
+@pytest.mark.parametrize("damage, why", [
+    (_fifo, "not a regular file"),
+    (_dev_zero, "not a regular file"),
+    (_deep, "recursion limit"),
+    (_edit(processes=[]), "it does not list prefill-0"),
+    (_edit(target="slurm", job_id="123"), "target is slurm"),
+    (_edit(processes="x"), "processes"),
+], ids=["fifo", "dev-zero", "deep-json", "no-processes", "target-slurm", "processes-not-a-list"])
+def test_stop_falls_back_to_the_journal_on_state_it_cannot_trust(recipectl_cli, tmp_path, damage, why):
+    """Exactly our live process is stopped (found by the journal's pid and start time), within a
+    bounded time; an unrecorded bystander and Slurm are not touched."""
+    root = tmp_path / "runs"
+    env, calls = _slurm_stand_ins(tmp_path)
+    state, ours = _run(root, _recipe(tmp_path, "damaged"), "damaged")
+    bystander = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        damage(Path(state.run_dir) / STATE_FILE)
+        started = time.monotonic()
+        r = recipectl_cli("stop", state.run_id, env={**env, "RECIPECTL_RUN_DIR": str(root)}, timeout=60)
+        assert time.monotonic() - started < 60 and "Traceback" not in r.stderr
+        assert r.returncode == 2, r.stderr
+        assert "state.json is damaged (" in r.stderr and why in r.stderr, r.stderr
+        assert "stopping what the journal recorded" in r.stderr
+        assert f"prefill-0 (pid {ours.pid}): terminated" in r.stderr
+        assert _gone(ours) and bystander.poll() is None
+        assert _called(calls) == []
+    finally:
+        _cleanup(ours, bystander)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("run_id", ["x"]), ("target", 5), ("job_id", 7), ("router_url", {"a": 1}), ("created_at", "soon"),
+    ("processes.0.log", 5), ("processes.0.port", "8100"), ("processes.0.pid", -4), ("processes.0.env", ["A=b"]),
+    ("processes.0.members", [{"pid": 3}]),
+])
+def test_status_logs_and_top_name_a_wrong_typed_field(cli, tmp_path, field, value):
+    root = tmp_path / "runs"
+    state, p = _run(root, _recipe(tmp_path, "typed"), "typed")
+    try:
+        f = Path(state.run_dir) / STATE_FILE
+        data = json.loads(f.read_text())
+        if field.startswith("processes.0."):
+            data["processes"][0][field.split(".")[-1]] = value
+        else:
+            data[field] = value
+        f.write_text(json.dumps(data))
+        for args in (["status", state.run_id], ["logs", "--run", state.run_id],
+                     ["top", "--run", state.run_id, "--once"]):
+            r = cli(*args, root=root)
+            assert r.returncode == 2 and field in r.stderr and "unreadable" in r.stderr, (args, r.stderr)
+    finally:
+        _cleanup(p)
+
+
+def test_the_supervisor_keeps_an_exited_leader_unreaped_until_it_has_stopped_its_group(tmp_path):
+    """A leader that has exited keeps its pid (a zombie) while the supervisor stops its group: the
+    group id cannot pass to another process in between."""
+    from recipectl.launch import local
+
+    root = tmp_path / "runs"
+    state, leader = _run(root, _recipe(tmp_path, "held"), "held", ["sh", "-c", "exit 3"])
+    sup = local.Supervisor(type("R", (), {"launch": type("L", (), {"stop_grace_s": 1})()})(), state, [])
+    sup.popen["prefill-0"] = leader
+    deadline = time.monotonic() + 10
+    while sup.dead() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert state.processes[0].exited == 3
+    assert psutil.Process(leader.pid).status() == psutil.STATUS_ZOMBIE  # exited, and its pid still held
+    sup.stop()
+    assert leader.returncode == 3 and not psutil.pid_exists(leader.pid)
+
+
+def test_status_shows_a_name_like_markup_as_text(cli, tmp_path):
+    root = tmp_path / "runs"
+    state, p = _run(root, _recipe(tmp_path, "markup"), "markup")
+    try:
+        f = Path(state.run_dir) / STATE_FILE
+        data = json.loads(f.read_text())
+        data["processes"][0]["name"] = "[/x]"
+        f.write_text(json.dumps(data))
+        r = cli("status", state.run_id, root=root)
+        assert r.returncode == 0 and "[/x]" in r.stdout, r.stdout + r.stderr
+    finally:
+        _cleanup(p)
+
+
+@pytest.mark.parametrize("job_id", ["--me", 12345, "123;rm", None])
+def test_slurm_commands_refuse_what_is_not_a_job_id(tmp_path, monkeypatch, job_id):
+    """However a RunState was made, scancel, squeue and scontrol get a job id or nothing."""
+    from recipectl.errors import RecipectlError
+    from recipectl.launch import slurm
+
+    env, calls = _slurm_stand_ins(tmp_path)
+    monkeypatch.setenv("PATH", env["PATH"])
+    state = RunState(run_id="r", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(tmp_path),
+                     target="slurm", job_id=job_id)
+    with pytest.raises(RecipectlError) as e:
+        slurm.cancel_job(state, wait_s=0)
+    assert "is not a Slurm job id" in e.value.message
+    with pytest.raises(RecipectlError):
+        slurm.job_state(job_id)
+    assert slurm.job_info(job_id) == {}
+    assert _called(calls) == []
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+def test_logs_refuses_a_log_that_is_not_a_file_without_waiting_on_it(cli, tmp_path, special):
+    root = tmp_path / "runs"
+    state, p = _run(root, _recipe(tmp_path, "speciallog"), "speciallog")
+    try:
+        log = tmp_path / "log-fifo"
+        if special == "fifo":
+            os.mkfifo(log)
+        f = Path(state.run_dir) / STATE_FILE
+        data = json.loads(f.read_text())
+        data["processes"][0]["log"] = str(log) if special == "fifo" else special
+        f.write_text(json.dumps(data))
+        r = cli("logs", "--run", state.run_id, root=root)  # cli: 60 s at most, no traceback
+        assert r.returncode == 2 and "processes.0.log" in r.stderr and "not a regular file" in r.stderr, r.stderr
+        assert procs.tail(data["processes"][0]["log"]) == ""
+    finally:
+        _cleanup(p)

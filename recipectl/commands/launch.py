@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import ExitCode, RecipectlError
 from ..runs import processes as procs
-from ..runs.state import CorruptState, find_run, find_run_dir, journal
+from ..runs.state import JOURNAL_FILE, STATE_FILE, CorruptState, JournalEntry, RunState, find_run, find_run_dir, journal
 from ..schema import Recipe
 
 
@@ -153,12 +153,14 @@ def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None, v
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
     else:
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
 
-        title = f"{state.run_id}  router {state.router_url}"
+        # every value from the state file as text, never as markup ("[/x]" in a name is a name)
+        title = escape(f"{state.run_id}  router {state.router_url}")
         if state.job_id:
             ended = f"ended {slurm['job_end_state']}" if slurm.get("job_end_state") else "ended"
-            title += f"  (Slurm job {state.job_id}: {job or ended})"
+            title += escape(f"  (Slurm job {state.job_id}: {job or ended})")
         t = Table(title=title, title_justify="left")
         slurm_cols = state.target == "slurm"
         for col in ("process", *(("node",) if slurm_cols else ()), "pid", "state", "url", "log"):
@@ -167,13 +169,13 @@ def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None, v
             st = ("[green]healthy[/]" if r["healthy"] else "[yellow]up, not healthy[/]" if r["alive"] and r["url"]
                   else "[green]up[/]" if r["alive"] else "[dim]stopped[/]")
             if slurm_cols and nodes.get(r["node"] or "", {}).get("down"):
-                st = f"[red]node {r['node_state']}[/]"
-            node_col = (r["node"] or "-",) if slurm_cols else ()
-            t.add_row(r["name"], *node_col, str(r["pid"] or "-"), st, r["url"] or "-", r["log"])
+                st = f"[red]node {escape(str(r['node_state']))}[/]"
+            node_col = (escape(r["node"] or "-"),) if slurm_cols else ()
+            t.add_row(escape(r["name"]), *node_col, str(r["pid"] or "-"), st, escape(r["url"] or "-"), escape(r["log"]))
         console = Console()
         console.print(t)
         for line in problems:
-            console.print(f"[red]problem[/]: {line}", highlight=False)
+            console.print(f"[red]problem[/]: {escape(line)}", highlight=False)
     all_ok = all(r["alive"] and r["healthy"] is not False for r in rows)
     return 0 if all_ok else 1
 
@@ -204,73 +206,127 @@ def _slurm_status(state) -> dict:
             "problems": problems}
 
 
+DEFAULT_STOP_GRACE_S = 20.0  # for a run whose recipe cannot be read
+
+
 def stop_run(ref: str | None, run_dir: str | None = None, variant: str | None = None) -> int:
+    """Stop a run: only processes recorded with their pid and start time (and what they lead);
+    from the journal when the state is damaged or contradicts it; scancel for a Slurm job."""
     from rich.console import Console
 
-    c = Console(stderr=True)
+    # markup off: names and reasons come from files; soft wrap: paths and pids whole, one line each
+    c = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
     d = find_run_dir(ref, _root(run_dir), _recipe_runs(ref, variant))
     try:
         state = find_run(str(d))
     except CorruptState as e:
-        return _stop_from_journal(d, e, c)
-    if state.target == "slurm" and state.job_id:
-        from ..launch.slurm import cancel_job, job_state
-
-        if not job_state(state.job_id):
-            c.print(f"{state.run_id}: Slurm job {state.job_id} is not running")
-            return 0
-        cancel_job(state)
-        c.print(f"cancelled Slurm job {state.job_id}")
-        return 0
-    # every process with a recorded start: a group whose leader died may still have members
-    recorded = [p for p in state.processes if p.pid and p.start_time is not None]
-    groups = {p.pid: procs.our_group(p.pid, p.start_time) for p in recorded}
-    ours = [p for p in recorded if groups[p.pid]]
-    unknown = [p for p in state.processes if p.pid and p.start_time is None]
-    for p in unknown:
-        c.print(f"{p.name} (pid {p.pid}): no start time recorded, so pid {p.pid} may be another process: "
-                "left alone")
-    if not ours:
+        return _stop_from_journal(d, e.problem, c)
+    entries = journal(d)
+    distrust = _contradiction(state, entries)
+    if distrust:
+        return _stop_from_journal(d, distrust, c)
+    if state.target == "slurm":
+        return _cancel(state, c)
+    groups = [procs.Group(p.name, p.pid, p.start_time, [(m.pid, m.start_time) for m in p.members])
+              for p in state.processes if p.pid]
+    table = procs.process_table()
+    found = [procs.find_ours(g, table) for g in groups]
+    if not any(f.processes for f in found):
+        for g, f in zip(groups, found, strict=True):
+            if f.note:
+                c.print(f"{g.name}: {f.note}")
         c.print(f"{state.run_id}: nothing running")
         return 0
-    grace = 20.0
+    outcome = procs.stop_recorded(groups, _grace(state))
+    state.stopped_at = time.time()
+    state.save()
+    return _report(groups, outcome, c, int(ExitCode.OK))
+
+
+def _grace(state: RunState) -> float:
     try:
         from ..validate import load_variant
 
         # by the run's recipe name: a matrix recipe's run names its variant
-        grace = load_variant(state.recipe_path, state.recipe_name).recipe.launch.stop_grace_s
+        return load_variant(state.recipe_path, state.recipe_name).recipe.launch.stop_grace_s
     except RecipectlError:
-        pass
-    outcome = procs.stop_recorded([(p.pid, p.start_time) for p in ours], grace)  # pid == pgid: own session
-    state.stopped_at = time.time()
-    state.save()
-    for p in ours:
-        c.print(f"{p.name} (pid {p.pid}): {outcome.get(p.pid, '?')}")
-    left = [p.name for p in ours if procs.our_group(p.pid, p.start_time)]
-    if left:
-        c.print(f"[red]still running[/]: {', '.join(left)}")
-        return 1
+        return DEFAULT_STOP_GRACE_S
+
+
+def _cancel(state: RunState, c) -> int:
+    if not state.job_id:
+        c.print(f"{state.run_id}: no Slurm job recorded")
+        return 0
+    from ..launch.slurm import cancel_job, job_state
+
+    if not job_state(state.job_id):
+        c.print(f"{state.run_id}: Slurm job {state.job_id} is not running")
+        return 0
+    cancel_job(state)
+    c.print(f"cancelled Slurm job {state.job_id}")
     return 0
 
 
-def _stop_from_journal(run_dir: Path, error: CorruptState, c) -> int:
-    """state.json is damaged: stop what the run's journal recorded (pid and start time of each
-    process it started), then say the state was unreadable (exit 2)."""
-    c.print(f"[red]error[/]: {error.message}", highlight=False)
-    records = journal(run_dir)
-    live = [(name, pid, start) for name, pid, start in records if procs.our_group(pid, start)]
-    if live:
-        outcome = procs.stop_recorded([(pid, start) for _, pid, start in live], 20.0)
-        for name, pid, _ in live:
-            c.print(f"{name} (pid {pid}): {outcome.get(pid, '?')} (from {run_dir / 'processes.jsonl'})",
-                    highlight=False)
-    else:
-        c.print(f"nothing recorded in {run_dir / 'processes.jsonl'} is running", highlight=False)
-    left = [name for name, pid, start in live if procs.our_group(pid, start)]
+def _contradiction(state: RunState, entries: list[JournalEntry]) -> str | None:
+    """Why a state.json that parses is still not to be trusted: it leaves out a live process the
+    journal recorded (`processes: []`, `target: slurm` over a local run), or lists one that the
+    journal never recorded. None when state and journal agree (or there is no journal)."""
+    recorded = {(p.pid, p.start_time, p.name) for p in state.processes if p.pid} | {
+        (m.pid, m.start_time, p.name) for p in state.processes for m in p.members}
+    for e in entries:
+        if not procs.is_ours(e.pid, e.start_time):
+            continue
+        if state.target == "slurm":
+            return f"target is slurm, but the journal's {e.name} (pid {e.pid}) runs on this host"
+        if not any(pid == e.pid and procs.same_start(start, e.start_time) for pid, start, _ in recorded):
+            return f"it does not list {e.name} (pid {e.pid}), which the journal recorded and which is running"
+    if entries:
+        for pid, start, name in recorded:
+            if start is not None and not any(e.pid == pid and procs.same_start(e.start_time, start) for e in entries):
+                return f"{name} (pid {pid}) is not in the journal"
+    return None
+
+
+def _stop_from_journal(run_dir: Path, why: str, c) -> int:
+    """The state cannot be trusted: stop what the run's journal recorded (pid and start time of each
+    process it started, and of what those led), then exit 2 (the state is invalid input)."""
+    from rich.text import Text
+
+    where = run_dir / JOURNAL_FILE
+    c.print(Text.assemble(("error", "red"), f": {run_dir / STATE_FILE} is damaged ({why}): stopping what the "
+                          f"journal recorded ({where})"))
+    groups: dict[int, procs.Group] = {}
+    for e in journal(run_dir):
+        if e.group is None:
+            g = groups.setdefault(e.pid, procs.Group(e.name, e.pid, e.start_time, []))
+            g.name, g.start_time = e.name, e.start_time
+        elif e.start_time is not None:
+            groups.setdefault(e.group, procs.Group(e.name, e.group, None, [])).members.append((e.pid, e.start_time))
+    table = procs.process_table()
+    found = {pid: procs.find_ours(g, table) for pid, g in groups.items()}
+    if not any(f.processes for f in found.values()):
+        for g in groups.values():
+            if found[g.pid].note:
+                c.print(f"{g.name}: {found[g.pid].note}")
+        c.print(f"nothing recorded in {where} is running")
+        return int(ExitCode.INVALID)
+    outcome = procs.stop_recorded(list(groups.values()), DEFAULT_STOP_GRACE_S)
+    return _report(list(groups.values()), outcome, c, int(ExitCode.INVALID))
+
+
+def _report(groups: list[procs.Group], outcome: dict[int, tuple[str, str]], c, done: int) -> int:
+    """One line per recorded process: how it ended, and why anything was left alone."""
+    from rich.text import Text
+
+    for g in groups:
+        how, note = outcome.get(g.pid, ("?", ""))
+        c.print(f"{g.name}: {note}" if how == "not signalled" else f"{g.name} (pid {g.pid}): {how}"
+                + (f"; {note}" if note else ""))
+    left = [g.name for g in groups if outcome.get(g.pid, ("",))[0] == "still running"]
     if left:
-        c.print(f"[red]still running[/]: {', '.join(left)}")
-        return 1
-    return int(ExitCode.INVALID)
+        c.print(Text.assemble(("still running", "red"), f": {', '.join(left)}"))
+        return int(ExitCode.FINDINGS)
+    return done
 
 
 def show_logs(ref: str | None, which: str | None, *, follow: bool, lines: int, run_dir: str | None = None,
@@ -281,6 +337,12 @@ def show_logs(ref: str | None, which: str | None, *, follow: bool, lines: int, r
         raise RecipectlError(f"no process {which!r} in {state.run_id}",
                              fix="one of: " + ", ".join(sorted({p.kind for p in state.processes} |
                                                                {p.name for p in state.processes})))
+    for p in chosen:
+        log = Path(p.log)
+        if log.exists() and not log.is_file():
+            i = state.processes.index(p)
+            raise RecipectlError(f"{state.path()}: processes.{i}.log is {p.log}, which is not a regular file",
+                                 fix="a run's logs are files in its run directory; this state file was edited")
     prefix = len(chosen) > 1
     for p in chosen:
         for line in procs.tail(p.log, lines).splitlines():

@@ -18,7 +18,7 @@ from ..render.values import EnvRef, literal
 from ..retry import poll_until
 from ..runs import processes as procs
 from ..runs.diagnose import diagnose, never_ready
-from ..runs.state import ProcessState, RunState, new_run_dir, runs_root
+from ..runs.state import Member, ProcessState, RunState, new_run_dir, runs_root
 from ..schema import Recipe
 from ..secretscan import redact_argv
 from .readiness import health_client, record_healthy
@@ -194,14 +194,32 @@ def recipe_hash(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
+def _exit_code(p: subprocess.Popen) -> int | None:
+    """The exit code of a process recipectl started (negative: the signal), None while it runs;
+    the exited process is left unreaped (WNOWAIT), so its pid, and its group's id, stay ours until
+    the supervisor has stopped the group."""
+    if p.returncode is not None:
+        return p.returncode
+    try:
+        info = os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return p.poll()
+    if info is None:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
 class Supervisor:
     """Owns the Popen objects of one run while recipectl stays in the foreground."""
+
+    MEMBERS_EVERY_S = 2.0  # how often the members a started process leads are recorded
 
     def __init__(self, recipe: Recipe, state: RunState, specs: list[ProcessSpec]):
         self.recipe = recipe
         self.state = state
         self.specs = {s.name: s for s in specs}
         self.popen: dict[str, subprocess.Popen] = {}
+        self._members_at = 0.0
 
     def start(self, name: str) -> None:
         ps = next(p for p in self.state.processes if p.name == name)
@@ -213,18 +231,35 @@ class Supervisor:
         self.state.record_start(ps)
         self.state.save()
 
+    def record_members(self, *, now: bool = False) -> None:
+        """Record (state and journal) the processes each started process leads (engine cores,
+        workers), at most every MEMBERS_EVERY_S unless `now`: stop finds them by pid and start
+        time after their leader has exited."""
+        if not now and time.monotonic() - self._members_at < self.MEMBERS_EVERY_S:
+            return
+        self._members_at = time.monotonic()
+        changed = False
+        for ps in self.state.processes:
+            if ps.name in self.popen and ps.pid:
+                seen = [Member(pid, start) for pid, start in procs.members_of(ps.pid, ps.start_time)]
+                before = len(ps.members)
+                self.state.record_members(ps, seen)
+                changed = changed or len(ps.members) != before
+        if changed:
+            self.state.save()
+
     def dead(self) -> ProcessState | None:
         for ps in self.state.processes:
             p = self.popen.get(ps.name)
-            if p is not None and p.poll() is not None:
-                ps.exited = p.returncode
+            if p is not None and (code := _exit_code(p)) is not None:
+                ps.exited = code
                 return ps
         return None
 
     def stop(self) -> dict[int, str]:
         pgids = [p.pid for p in self.popen.values()]
         outcome = procs.stop_groups(pgids, self.recipe.launch.stop_grace_s)
-        for p in self.popen.values():
+        for p in self.popen.values():  # reaped only now: until here each group's id was ours
             try:
                 p.wait(timeout=1)
             except subprocess.TimeoutExpired:
@@ -276,6 +311,7 @@ def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float |
         result = _wait_ready(sup, state, timeout_s, display)
         if result.ok:
             result = _prove_serving(state, deadline, display)
+            sup.record_members(now=True)
         if not result.ok or detach:
             if not result.ok:
                 sup.stop()
@@ -331,12 +367,14 @@ def _wait_ready(sup: Supervisor, state: RunState, timeout_s: float, display) -> 
         if stuck is not None:
             return _failure(state, stuck, f"{stuck.name} cannot finish start-up")
         record_healthy(client, state)
+        sup.record_members()
         workers_up = all(p.healthy_at for p in state.processes if p.kind != "router")
         if router and workers_up and router.pid is None:
             sup.start(router.name)
             record_healthy(client, state)  # poll the router at once
         live.update()
         if all(p.healthy_at for p in state.processes):
+            sup.record_members(now=True)
             state.ready_at = time.time()
             state.save()
             return LaunchResult(state, True, "ready")

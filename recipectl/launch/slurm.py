@@ -16,7 +16,7 @@ from ..fileio import read_bytes_bounded, write_atomic
 from ..retry import poll_until, retry_transient
 from ..runs.diagnose import diagnose, never_ready
 from ..runs.processes import tail
-from ..runs.state import ProcessState, RunState, new_run_dir, runs_root
+from ..runs.state import JOB_ID_PATTERN, ProcessState, RunState, new_run_dir, runs_root
 from ..schema import Recipe
 from .readiness import health_client, record_healthy
 from .result import LaunchResult
@@ -45,7 +45,7 @@ SQUEUE_ATTEMPTS, SQUEUE_WAIT_S = 4, 2.0
 
 
 def _squeue_once(job_id: str) -> str | None:
-    r = _slurm("squeue", "-h", "-j", job_id, "-o", "%T")
+    r = _slurm("squeue", "-h", "-j", job_id_arg(job_id), "-o", "%T")
     if r.returncode == 0:
         return r.stdout.strip() or None
     if "invalid job id" in r.stderr.lower():  # the job left the queue longer ago than MinJobAge
@@ -72,7 +72,7 @@ def job_info(job_id: str) -> dict[str, str]:
     """scontrol's record of the job (JobState, Reason, NodeList, ExitCode ...) while slurmctld keeps
     it (MinJobAge after it ends); {} when it has none, or does not answer."""
     try:
-        r = _slurm("scontrol", "show", "job", "-o", job_id)
+        r = _slurm("scontrol", "show", "job", "-o", job_id_arg(job_id))
     except RecipectlError:
         return {}
     return _fields(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip() else {}
@@ -109,11 +109,21 @@ def node_is_down(state: str) -> bool:
     return bool(flags & {"DOWN", "FAIL", "FAILING", "NOT_RESPONDING"})
 
 
+def job_id_arg(job_id: object) -> str:
+    """`job_id` if it is a Slurm job id (digits, an optional _N or +N), else a RecipectlError: what
+    goes to scancel, squeue or scontrol is a job, never an option ("--me") or anything else."""
+    if not isinstance(job_id, str) or not re.fullmatch(JOB_ID_PATTERN, job_id):
+        raise RecipectlError(f"{str(job_id)[:40]!r} is not a Slurm job id", fix="a job id is digits, with an "
+                             "optional _N (array task) or +N (heterogeneous component): check with squeue --me")
+    return job_id
+
+
 def cancel_job(state: RunState, wait_s: float = 60) -> None:
     """scancel the job and wait until it has left the queue; a controller that does not answer is
     a RecipectlError naming the job, never a traceback."""
+    job = job_id_arg(state.job_id)
     try:
-        _slurm("scancel", state.job_id)
+        _slurm("scancel", "--", job)  # after "--": an operand, whatever it is
     except RecipectlError as e:
         raise RecipectlError(f"could not cancel Slurm job {state.job_id}: {e.message}",
                              fix=f"scancel {state.job_id} once the controller answers (or: recipectl stop "
@@ -151,6 +161,9 @@ def submit(recipe_path: str, recipe: Recipe) -> RunState:
         raise RecipectlError(f"sbatch refused the job: {r.stderr.strip()}", fix=f"the script is {path}",
                              exit_code=ExitCode.FINDINGS)
     job_id = r.stdout.strip().split(";")[0]
+    if not re.fullmatch(JOB_ID_PATTERN, job_id):
+        raise RecipectlError(f"sbatch answered {r.stdout.strip()[:80]!r}, not a job id",
+                             fix=f"check for the job with squeue --me; the script is {path}")
     state = RunState(run_id=run_id, recipe_name=recipe.name, recipe_path=str(Path(recipe_path).resolve()),
                      recipe_hash=recipe_hash(recipe_path), run_dir=str(run_dir), target="slurm", job_id=job_id,
                      served_model_name=recipe.served_name)

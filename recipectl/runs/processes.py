@@ -1,17 +1,24 @@
-"""Process groups: start a process in its own session, check it is still ours, stop the group.
+"""Process groups: start a process in its own session, know exactly which processes are ours,
+stop them.
 
 A process is identified by its pid *and* its start time (psutil's create_time): a pid the kernel
 has given to another process since is not ours, and neither is one whose start time was never
-recorded. Each process recipectl starts leads its own process group (pgid == its pid); the
-kernel does not reuse a pid while a group of that id has members, so members of a recorded
-group that started after its leader are ours even when the leader is gone."""
+recorded. Each process recipectl starts leads its own session and process group (pgid == its
+pid). The processes of such a group that are ours are: the leader, while its pid and start time
+still match the record; the members the launcher recorded (pid and start time each); and the
+live descendants of either that are still in the group. Never "whatever is in the group now", nor
+"whatever started later": once a recorded leader has exited, its pid -- and so the group id -- can
+belong to anybody's process group."""
 
 from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -23,7 +30,7 @@ def proc_start_time(pid: int) -> float | None:
     """When `pid` started (seconds since the epoch), None when there is no such process."""
     try:
         return psutil.Process(pid).create_time()
-    except (psutil.Error, ValueError, TypeError):
+    except (psutil.Error, ValueError, TypeError, OverflowError):
         return None
 
 
@@ -34,30 +41,31 @@ def _live(p: psutil.Process) -> bool:
         return False
 
 
+def same_start(a: float | None, b: float | None) -> bool:
+    return a is not None and b is not None and abs(a - b) < _SAME_START_S
+
+
 def is_ours(pid: int | None, start_time: float | None) -> bool:
     """`pid` is alive and is the process that started at `start_time` (unknown start: not ours)."""
     if not pid or start_time is None:
         return False
     try:
         p = psutil.Process(pid)
-        return abs(p.create_time() - start_time) < _SAME_START_S and _live(p)
-    except (psutil.Error, ValueError, TypeError):
+        return same_start(p.create_time(), start_time) and _live(p)
+    except (psutil.Error, ValueError, TypeError, OverflowError):
         return False
 
 
-def group_members(pgid: int, started_after: float | None = None) -> list[psutil.Process]:
-    """Live (non-zombie) members of process group `pgid`; with `started_after`, only those that
-    started then or later (the leader's start: its children cannot be older)."""
+def group_members(pgid: int) -> list[psutil.Process]:
+    """Live (non-zombie) members of process group `pgid`, whoever started them. Only for a group
+    whose leader the caller holds (its own unreaped child): any other group id may be reused."""
     out = []
     for p in psutil.process_iter():
         try:
-            if os.getpgid(p.pid) != pgid or not _live(p):
-                continue
-            if started_after is not None and p.create_time() < started_after - _SAME_START_S:
-                continue
+            if os.getpgid(p.pid) == pgid and _live(p):
+                out.append(p)
         except (OSError, psutil.Error):
             continue
-        out.append(p)
     return out
 
 
@@ -66,16 +74,96 @@ def group_alive(pgid: int) -> bool:
     return bool(group_members(pgid))
 
 
-def our_group(pid: int | None, start_time: float | None) -> list[psutil.Process]:
-    """The live members of the group a recorded process leads: the leader if it is still ours, and
-    the members that outlived it. Nothing when the start time is unknown, or when the pid now
-    belongs to another process (then the old group is empty: its id could not have been reused)."""
-    if not pid or start_time is None:
-        return []
-    leader = proc_start_time(pid)
-    if leader is not None and abs(leader - start_time) >= _SAME_START_S:
-        return []
-    return group_members(pid, started_after=start_time)
+@dataclass
+class Group:
+    """A recorded process group: its leader (pid and start time, as the launcher recorded them)
+    and the members the launcher saw it lead, (pid, start time) each."""
+
+    name: str
+    pid: int
+    start_time: float | None
+    members: list[tuple[int, float]] = field(default_factory=list)
+
+
+@dataclass
+class Found:
+    """What of a recorded group is ours now, and why anything else was left alone (in words)."""
+
+    processes: list[psutil.Process]
+    note: str = ""
+
+
+@dataclass
+class _Row:
+    proc: psutil.Process
+    ppid: int
+    pgid: int
+    start: float
+
+
+def process_table() -> dict[int, _Row]:
+    """Every live process: its parent, group and start time (one pass over /proc)."""
+    rows: dict[int, _Row] = {}
+    for p in psutil.process_iter(["ppid", "create_time", "status"]):
+        try:
+            if p.info["status"] == psutil.STATUS_ZOMBIE or p.info["create_time"] is None:
+                continue
+            rows[p.pid] = _Row(p, p.info["ppid"], os.getpgid(p.pid), p.info["create_time"])
+        except (OSError, psutil.Error):
+            continue
+    return rows
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
+def find_ours(group: Group, table: dict[int, _Row] | None = None) -> Found:
+    """The live processes of `group` that are ours (see the module's docstring); `table`: a
+    process_table() to look in (one pass for many groups)."""
+    rows = process_table() if table is None else table
+    anchors: list[int] = []
+    note = ""
+    leader = rows.get(group.pid)
+    if group.start_time is None:
+        note = f"pid {group.pid}: no start time recorded, so it may be another process: not signalled"
+    elif leader is not None and same_start(leader.start, group.start_time):
+        anchors.append(group.pid)
+    elif leader is not None:
+        note = (f"pid {group.pid} is no longer the process recipectl started (started {_clock(leader.start)}, "
+                f"recorded {_clock(group.start_time)}): not signalled")
+    for pid, start in group.members:
+        row = rows.get(pid)
+        if row is not None and same_start(row.start, start):
+            anchors.append(pid)
+    if group.start_time is not None and leader is None and not anchors:
+        strangers = [pid for pid, row in rows.items() if row.pgid == group.pid]
+        if strangers:
+            note = (f"pid {group.pid} (recorded start {_clock(group.start_time)}) has exited; the "
+                    f"{len(strangers)} process{'es' if len(strangers) != 1 else ''} now in group {group.pid} "
+                    "are not ones recipectl started: not signalled")
+    children: dict[int, list[int]] = {}
+    for pid, row in rows.items():
+        children.setdefault(row.ppid, []).append(pid)
+    ours: dict[int, psutil.Process] = {}
+    todo = list(anchors)
+    while todo:
+        pid = todo.pop()
+        if pid in ours:
+            continue
+        ours[pid] = rows[pid].proc
+        # a descendant in the group: a child is never older than its parent
+        todo.extend(c for c in children.get(pid, ()) if rows[c].pgid == group.pid and rows[c].start >= rows[pid].start
+                    - _SAME_START_S)
+    return Found(list(ours.values()), note)
+
+
+def members_of(pid: int, start_time: float | None) -> list[tuple[int, float]]:
+    """(pid, start time) of each live process that the recorded process leads (its descendants in
+    its group): what a launcher records, so that stop finds them after the leader has exited."""
+    rows = process_table()
+    found = find_ours(Group("", pid, start_time), rows)
+    return [(p.pid, rows[p.pid].start) for p in found.processes if p.pid != pid]
 
 
 def start(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
@@ -93,54 +181,73 @@ def _signal_group(pgid: int, sig: int) -> bool:
     try:
         os.killpg(pgid, sig)
         return True
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         return False
-    except PermissionError:
-        return False
+
+
+def _wait_gone(ps: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """psutil.wait_procs until every process has exited or `timeout`; a zombie (exited, its parent
+    has not reaped it yet) counts as gone. Returns what is still alive."""
+    deadline = time.monotonic() + timeout
+    alive = [p for p in ps if _live(p)]
+    while alive:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        _, alive = psutil.wait_procs(alive, timeout=min(0.25, left))
+        alive = [p for p in alive if _live(p)]
+    return alive
+
+
+def _signal(ps: Iterable[psutil.Process], sig: int) -> None:
+    for p in ps:
+        try:
+            p.send_signal(sig)  # psutil checks the pid still names this process (its start time)
+        except psutil.Error:
+            continue
 
 
 def stop_groups(pgids: list[int], grace_s: float) -> dict[int, str]:
     """SIGTERM every group, SIGKILL what is left after `grace_s`. Returns pgid -> how it ended.
-    For groups whose leaders recipectl itself started (and still holds); recorded runs go
-    through stop_recorded, which checks they are still ours first."""
-    return _stop({g: None for g in pgids}, grace_s)
-
-
-def stop_recorded(records: list[tuple[int, float | None]], grace_s: float) -> dict[int, str]:
-    """Stop the groups of recorded processes, (pid, start time) each: only what our_group finds.
-    Returns pgid -> terminated / killed / already gone / not ours (no start time recorded)."""
-    outcome: dict[int, str] = {}
-    groups: dict[int, float | None] = {}
-    for pid, start_time in records:
-        if not pid:
-            continue
-        if start_time is None:
-            outcome[pid] = "not ours (no start time recorded)"
-        elif our_group(pid, start_time):
-            groups[pid] = start_time
-        else:
-            outcome[pid] = "already gone"
-    outcome.update(_stop(groups, grace_s))
+    Only for groups whose leaders the caller started and still holds, unreaped (a zombie keeps
+    its pid, so the group id cannot have been reused); recorded runs go through stop_recorded."""
+    outcome = {g: "terminated" if _signal_group(g, signal.SIGTERM) else "already gone" for g in pgids}
+    left = _wait_gone([p for g in pgids for p in group_members(g)], grace_s)
+    for g in pgids:
+        if group_members(g) and _signal_group(g, signal.SIGKILL):
+            outcome[g] = "killed"
+    _wait_gone([p for g in pgids for p in group_members(g)] + left, 10)
     return outcome
 
 
-def _alive(pgid: int, start_time: float | None) -> bool:
-    return bool(group_members(pgid, started_after=start_time))
-
-
-def _stop(groups: dict[int, float | None], grace_s: float) -> dict[int, str]:
-    outcome: dict[int, str] = {}
+def stop_recorded(groups: list[Group], grace_s: float) -> dict[int, tuple[str, str]]:
+    """Stop what find_ours finds of each recorded group: SIGTERM, psutil.wait_procs for `grace_s`,
+    then SIGKILL to what is left (and to descendants started meanwhile). Returns leader pid ->
+    (outcome, note): terminated / killed / still running / already gone / not signalled."""
+    table = process_table()
+    found = {g.pid: find_ours(g, table) for g in groups}
+    mine = {g.pid: list(found[g.pid].processes) for g in groups}
+    _signal([p for ps in mine.values() for p in ps], signal.SIGTERM)
+    left = {p.pid for p in _wait_gone([p for ps in mine.values() for p in ps], grace_s)}
+    killed: set[int] = set()
+    if left:
+        table = process_table()  # and what the survivors started meanwhile: still ours, by ancestry
+        for g in groups:
+            seen = {p.pid for p in mine[g.pid]}
+            mine[g.pid] = [p for p in mine[g.pid] if p.pid in left] + [
+                p for p in find_ours(g, table).processes if p.pid not in seen]
+            killed |= {g.pid} if mine[g.pid] else set()
+        _signal([p for ps in mine.values() for p in ps], signal.SIGKILL)
+        left = {p.pid for p in _wait_gone([p for ps in mine.values() for p in ps], 10)}
+    outcome: dict[int, tuple[str, str]] = {}
     for g in groups:
-        outcome[g] = "terminated" if _signal_group(g, signal.SIGTERM) else "already gone"
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(_alive(g, s) for g, s in groups.items()):
-        time.sleep(0.2)
-    for g, s in groups.items():
-        if _alive(g, s) and _signal_group(g, signal.SIGKILL):
-            outcome[g] = "killed"
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(g, s) for g, s in groups.items()):
-        time.sleep(0.1)
+        f = found[g.pid]
+        if not f.processes:
+            outcome[g.pid] = ("not signalled" if f.note else "already gone", f.note)
+        elif g.pid in killed and any(p.pid in left for p in mine[g.pid]):
+            outcome[g.pid] = ("still running", f.note)
+        else:
+            outcome[g.pid] = ("killed" if g.pid in killed else "terminated", f.note)
     return outcome
 
 
@@ -157,14 +264,22 @@ def port_in_use(host: str, port: int) -> bool:
 
 
 def tail(path: str | Path, n: int = 30) -> str:
+    """The last `n` lines of a log (of its last 64 KiB); "" for one that is missing or is not a
+    regular file (a FIFO is never waited on, /dev/zero never read)."""
     try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - 64 * 1024))
-            data = f.read().decode("utf-8", errors="replace")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except (OSError, ValueError):
+        return ""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return ""
+        os.lseek(fd, max(0, st.st_size - 64 * 1024), os.SEEK_SET)
+        data = os.read(fd, 64 * 1024).decode("utf-8", errors="replace")
     except OSError:
         return ""
+    finally:
+        os.close(fd)
     return "\n".join(data.splitlines()[-n:])
 
 

@@ -8,14 +8,30 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints, TypeAdapter, ValidationError
 
 from ..errors import RecipectlError
+from ..fileio import MiB, UnreadableFile, read_bytes_bounded
 
 STATE_FILE = "state.json"
 JOURNAL_FILE = "processes.jsonl"  # one line per started process: what stop reads when state.json is damaged
 LOCK_FILE = ".state.lock"
+STATE_READ_LIMIT = 4 * MiB  # a run of a thousand processes is a few hundred KiB
+JOURNAL_READ_LIMIT = 4 * MiB
+# A Slurm job id as sbatch prints it: a job (123), an array task (123_4), a heterogeneous job's
+# component (123+1). Nothing else reaches scancel, squeue or scontrol: "--me" is an option.
+JOB_ID_PATTERN = r"^[0-9]{1,12}(?:[_+][0-9]{1,9})?$"
+MAX_PROCESSES = 1024  # processes of one run (endpoints and a router)
+MAX_MEMBERS = 4096  # processes one started process leads (engine cores, workers)
+
+# What stop acts on is typed exactly: a pid the kernel can hand out, a start time, a job id.
+Pid = Annotated[int, Field(gt=0, lt=1 << 22)]  # PID_MAX_LIMIT
+StartTime = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+JobId = Annotated[str, StringConstraints(pattern=JOB_ID_PATTERN)]
 _RUN_SUFFIX = r"-\d{8}-\d{6}(?:-\d+)?"  # what new_run_dir appends to the recipe name
 
 
@@ -26,6 +42,16 @@ class CorruptState(RecipectlError):
         super().__init__(f"the run state {path} is unreadable ({problem})",
                          fix=f"recipectl stop {path.parent} still stops the processes it started")
         self.run_dir = path.parent
+        self.problem = problem
+
+
+@dataclass
+class Member:
+    """A process that a started process led in its group (an engine core, a worker), as the
+    launcher saw it: stop finds it by this pid and start time after its leader has exited."""
+
+    pid: Pid
+    start_time: StartTime
 
 
 @dataclass
@@ -38,12 +64,13 @@ class ProcessState:
     log: str
     argv: list[str]
     env: dict[str, str]  # only what the recipe set (never the whole environment: no secrets)
-    pid: int | None = None
-    start_time: float | None = None  # psutil create_time: a reused pid is not our process
+    pid: Pid | None = None
+    start_time: StartTime | None = None  # psutil create_time: a reused pid is not our process
     started_at: float | None = None
     healthy_at: float | None = None
     exited: int | None = None
     node: str | None = None  # Slurm: the node of the job that runs it (from the job's node list)
+    members: Annotated[list[Member], Field(max_length=MAX_MEMBERS)] = field(default_factory=list)
 
 
 @dataclass
@@ -53,15 +80,15 @@ class RunState:
     recipe_path: str
     recipe_hash: str
     run_dir: str
-    target: str = "local"
+    target: Literal["local", "slurm"] = "local"
     created_at: float = field(default_factory=time.time)
     ready_at: float | None = None
     first_request_s: float | None = None  # the first request through the router, after ready_at
     stopped_at: float | None = None
     router_url: str | None = None
     served_model_name: str = ""
-    job_id: str | None = None  # slurm
-    processes: list[ProcessState] = field(default_factory=list)
+    job_id: JobId | None = None  # slurm
+    processes: Annotated[list[ProcessState], Field(max_length=MAX_PROCESSES)] = field(default_factory=list)
 
     def path(self) -> Path:
         return Path(self.run_dir) / STATE_FILE
@@ -90,7 +117,18 @@ class RunState:
     def record_start(self, ps: "ProcessState") -> None:
         """Append a started process to the run's journal (one short line, O_APPEND): stop finds
         the process from it even when state.json is lost or damaged."""
-        line = json.dumps({"name": ps.name, "pid": ps.pid, "start_time": ps.start_time}) + "\n"
+        self._journal({"name": ps.name, "pid": ps.pid, "start_time": ps.start_time})
+
+    def record_members(self, ps: "ProcessState", members: list[Member]) -> None:
+        """Add processes that `ps` leads (seen by the launcher) to its record and the journal."""
+        known = {m.pid for m in ps.members}
+        for m in members:
+            if m.pid not in known and len(ps.members) < MAX_MEMBERS:
+                ps.members.append(m)
+                self._journal({"name": ps.name, "pid": m.pid, "start_time": m.start_time, "group": ps.pid})
+
+    def _journal(self, record: dict) -> None:
+        line = json.dumps(record) + "\n"
         fd = os.open(Path(self.run_dir) / JOURNAL_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line.encode())
@@ -99,20 +137,17 @@ class RunState:
 
     @classmethod
     def load(cls, path: Path) -> "RunState":
+        """state.json, read within bounds (a FIFO, a device or a huge file is refused, never waited
+        on) and typed strictly: CorruptState, naming the field, for anything else."""
         try:
-            data = json.loads(path.read_text())
-            known = {f.name for f in fields(ProcessState)}
-            procs = [ProcessState(**{k: v for k, v in p.items() if k in known}) for p in data.pop("processes", [])]
-            own = {f.name for f in fields(cls)} - {"processes"}
-            for p in procs:  # what stop acts on must have the types it acts with
-                if not (p.pid is None or type(p.pid) is int and p.pid > 0) or not (
-                        p.start_time is None or type(p.start_time) in (int, float)):
-                    raise ValueError(f"process {str(p.name)[:40]!r} has pid {str(p.pid)[:20]!r}, "
-                                     f"start time {str(p.start_time)[:20]!r}")
-            return cls(**{k: v for k, v in data.items() if k in own}, processes=procs)
-        except OSError as e:
-            raise CorruptState(path, e.strerror or str(e)) from None
-        except (ValueError, TypeError, AttributeError) as e:  # truncated JSON, wrong shapes, missing keys
+            data = read_bytes_bounded(path, STATE_READ_LIMIT)
+        except UnreadableFile as e:
+            raise CorruptState(path, e.reason) from None
+        try:
+            return _STATE.validate_json(data, strict=True)
+        except ValidationError as e:
+            raise CorruptState(path, _first_error(e)) from None
+        except (RecursionError, ValueError) as e:
             raise CorruptState(path, f"{type(e).__name__}: {str(e)[:120]}") from None
 
     def endpoint_urls(self, kind: str) -> list[str]:
@@ -200,19 +235,39 @@ def find_run(ref: str | None, root: Path | None = None,
     return RunState.load(find_run_dir(ref, root, recipe_runs) / STATE_FILE)
 
 
-def journal(run_dir: Path) -> list[tuple[str, int, float | None]]:
-    """(name, pid, start time) of every process the run's journal recorded; a damaged line is skipped."""
-    out = []
+@dataclass(frozen=True)
+class JournalEntry:
+    """One line of the journal: a process the launcher started (group None), or one that a
+    started process led (group: its leader's pid)."""
+
+    name: Annotated[str, StringConstraints(max_length=200)]
+    pid: Pid
+    start_time: StartTime | None = None
+    group: Pid | None = None
+
+
+_STATE = TypeAdapter(RunState)
+_ENTRY = TypeAdapter(JournalEntry)
+
+
+def _first_error(e: ValidationError) -> str:
+    """The first problem of a ValidationError, by field path (never the value: it may be anything)."""
+    err = e.errors(include_input=False)[0]
+    where = ".".join(str(x) for x in err["loc"])
+    return f"{where}: {err['msg']}" if where else err["msg"]
+
+
+def journal(run_dir: Path) -> list[JournalEntry]:
+    """Every process the run's journal recorded; a damaged line is skipped, and a journal that is
+    not a bounded regular file is none."""
     try:
-        lines = (run_dir / JOURNAL_FILE).read_text(errors="replace").splitlines()
-    except OSError:
+        data = read_bytes_bounded(run_dir / JOURNAL_FILE, JOURNAL_READ_LIMIT)
+    except UnreadableFile:
         return []
-    for line in lines:
+    out = []
+    for line in data.splitlines():
         try:
-            rec = json.loads(line)
-            pid, start = rec["pid"], rec.get("start_time")
-            if isinstance(pid, int) and pid > 0 and (start is None or isinstance(start, (int, float))):
-                out.append((str(rec.get("name", "?")), pid, start))
-        except (ValueError, KeyError, TypeError):
+            out.append(_ENTRY.validate_json(line, strict=True))
+        except (ValueError, RecursionError):  # ValidationError is a ValueError
             continue
     return out
