@@ -12,9 +12,10 @@ from .registry import Edit, Violation, rule, safe
 
 @rule(code="CON001", name="consistency.hybrid-tp-match", title="Hybrid P/D needs the same TP on both roles",
       severity=Severity.ERROR, category=Category.CRASH,
-      applies="hybrid model, P/D; vLLM < 0.32 without PR 49612 (error), later (warning)",
+      applies="hybrid model, P/D; vLLM < 0.27 without PR 49612 (error), later (warning)",
       source="vLLM PR #36687 (homogeneous TP only for hybrid SSM-FA); PR #49612 (heterogeneous P/D block "
-             "sizes for hybrid models, in the 0.32.0 wheel); issue #45575 (root cause, open)")
+             "sizes for hybrid models: nixl/base_worker.py of 0.27.0, engine fact hybrid-heterogeneous-tp); "
+             "issue #45575 (root cause, open)")
 def hybrid_tp(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That prefill and decode endpoints of a hybrid model use the same tensor-parallel size.
@@ -23,7 +24,7 @@ def hybrid_tp(ctx: RuleContext) -> Iterator[Violation]:
     GDN state is sharded by TP and the attention block size is aligned per rank, so a different
     TP gives different pages on the two roles. Before PR #49612 hybrid state transfer supported
     homogeneous TP only and the handshake asserts on the block-size mismatch (an error). From
-    vLLM 0.32 (or a build declaring `patches: [49612]`) heterogeneous block sizes are handled,
+    vLLM 0.27 (or a build declaring `patches: [49612]`) heterogeneous block sizes are handled,
     while the root-cause issue #45575 is still open: a warning — prove the pair with
     `recipectl doctor`'s parity check.
 
@@ -37,40 +38,60 @@ def hybrid_tp(ctx: RuleContext) -> Iterator[Violation]:
     """
     p, d = ctx.setting("prefill", "tp").value, ctx.setting("decode", "tp").value
     if ctx.hybrid and p != d:
-        handled = 49612 in ctx.recipe.engine.patches or ctx.version_at_least((0, 32, 0))
+        handled = ctx.has_fix("hybrid-heterogeneous-tp")
         yield Violation(ctx.setting("prefill", "tp").path,
                         f"prefill TP {p} differs from decode TP {d} on a hybrid model"
-                        + ("; vLLM handles it from 0.32, with its root-cause fix (#45575) still open" if handled
+                        + ("; vLLM handles it from 0.27, with its root-cause fix (#45575) still open" if handled
                            else f"; vLLM {fmt_version(ctx.version)} supports homogeneous TP only for hybrid P/D"),
                         f"prefill:\n  parallel: {{tp: {d}, dp: {ctx.recipe.prefill.parallel.dp}, "
                         f"expert_parallel: {str(ctx.recipe.prefill.parallel.expert_parallel).lower()}}}",
                         Severity.WARNING if handled else None)
 
 
-@rule(code="CON002", name="consistency.prefill-tp-above-decode", title="Prefill TP above decode TP",
+@rule(code="CON002", name="consistency.prefill-tp-above-decode",
+      title="Prefill TP above decode TP with replicated KV heads",
       severity=Severity.ERROR, category=Category.CRASH,
-      applies="P/D, any model",
-      source="vLLM NIXL connector (heterogeneous TP: prefill TP > decode TP unsupported)")
+      applies="P/D, a model that is not hybrid (hybrids get CON001), prefill TP above decode TP and above the "
+              "model's KV heads; KV heads unknown: warning",
+      source="vLLM NIXL worker add_remote_agent: `assert not (tp_ratio < 0 and is_kv_replicated(...))` for "
+             "models that are not MLA (engine facts nixl-prefill-tp-above-decode, "
+             "nixl-replicated-kv-prefill-tp-above-decode-assert)")
 def prefill_tp_above(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
-    That prefill TP is not larger than decode TP.
+    That when prefill runs at a higher TP than decode, prefill's TP does not exceed the model's
+    KV heads.
 
     Why:
-    The NIXL connector maps one decode rank onto one or more prefill ranks; the reverse
-    (prefill TP > decode TP) is not supported and fails at the handshake.
+    The NIXL connector reads one decode rank from several prefill ranks (prefill TP above decode
+    TP works in every release this tool knows). The exception is a prefill whose TP is above the
+    model's KV heads, so its KV heads are replicated across ranks: the handshake asserts for any
+    model that is not MLA (hybrid Mamba/GDN models are exempt from vLLM 0.21, and get CON001).
+    Where recipectl cannot read the model's KV heads it is a warning that states the condition.
 
     Example:
-        prefill: {parallel: TP4}
-        decode: {parallel: TP2}
+        model: {path: meta-llama/Llama-3.1-8B-Instruct}   # 8 KV heads
+        prefill: {parallel: TP16}
+        decode: {parallel: TP8}
 
     Fix:
         prefill:
-          parallel: TP2
+          parallel: TP8
     """
     p, d = ctx.setting("prefill", "tp").value, ctx.setting("decode", "tp").value
-    if p > d and not ctx.hybrid:  # hybrids get CON001, which says more
-        yield Violation(ctx.setting("prefill", "tp").path, f"prefill TP {p} is above decode TP {d}",
-                        f"prefill:\n  parallel: TP{d}")
+    if not p > d or ctx.hybrid:  # hybrids get CON001, which says more
+        return
+    spec = ctx.model_spec
+    heads = spec.num_key_value_heads if spec is not None else None
+    fix = f"prefill:\n  parallel: TP{min(d if heads is None else max(d, heads), p)}"
+    if heads is None:
+        yield Violation(ctx.setting("prefill", "tp").path,
+                        f"prefill TP {p} is above decode TP {d}: the NIXL handshake asserts if {p} is also above "
+                        "the model's KV heads (replicated KV), which recipectl cannot read here", fix,
+                        Severity.WARNING)
+    elif p > heads:
+        yield Violation(ctx.setting("prefill", "tp").path,
+                        f"prefill TP {p} is above decode TP {d} and above the model's {heads} KV heads: prefill "
+                        "replicates KV and the NIXL handshake asserts", fix)
 
 
 def _kv_role_edit(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..effective import EffectiveRole, Setting, resolve
-from ..engine_versions import FIXES
+from ..engine_versions import has_fix, holds
 from ..schema import Recipe, RoleSection
 from ..topology import Placement, place
 
@@ -59,15 +59,14 @@ class RuleContext:
     def version(self) -> tuple[int, int, int] | None:
         return self.recipe.engine.version
 
-    def has_fix(self, fix: str) -> bool | None:
-        """True: the version or declared patches carry it; False: they do not; None: unknown."""
-        min_version, prs = FIXES[fix]
-        patches = set(self.recipe.engine.patches)
-        if prs and set(prs) <= patches:
-            return True
-        if self.version is None:
-            return None
-        return self.version >= min_version
+    def has_fix(self, *fact_ids: str) -> bool | None:
+        """True: the version or declared patches carry every one of the facts
+        (recipectl/data/engine-facts.yaml); False: they do not; None: unknown."""
+        return has_fix(self.version, frozenset(self.recipe.engine.patches), *fact_ids)
+
+    def holds(self, fact_id: str) -> bool | None:
+        """Whether an engine fact holds at the declared release; None when the version is unknown."""
+        return holds(fact_id, self.version)
 
     def version_at_least(self, v: tuple[int, int, int]) -> bool | None:
         return None if self.version is None else self.version >= v

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from ..diagnostics import Category, Severity
 from ..effective import Source
+from ..engine_versions import ASYNC_RACE_FIXES
 from .context import RuleContext
 from .registry import Edit, Violation, rule, set_field, unsafe
 
@@ -34,7 +35,7 @@ def async_off(ctx: RuleContext) -> Iterator[Violation]:
         decode:
           async_scheduling: true
     """
-    if ctx.hybrid and not ctx.has_fix("async_pd_race"):
+    if ctx.hybrid and not ctx.has_fix(*ASYNC_RACE_FIXES):
         # Off is the safe choice there: the races are decode's (VER001), and before the fixes vLLM
         # asked hybrid P/D with TP > 1 to run without it on both roles (PR #36687's notes).
         return
