@@ -21,8 +21,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from .engine_facts import fact, holds
 from .engine_flags import BY_FIELD, ArgProblem, ArgSetting, parse_extra_args
-from .engine_versions import FIXES, fmt_version
+from .engine_versions import fmt_version
+from .hardware import GPU_FACTS
 from .schema import Recipe
 
 AVX512_BF16 = "a CPU with AVX512-BF16"
@@ -138,8 +140,9 @@ class EffectiveRole:
 
 
 def _defaults(recipe: Recipe) -> dict[str, tuple[Any, str]]:
-    """vLLM's own values for what a recipe leaves out: (value, why). Read from the 0.32/0.33
-    config dataclasses; the ones that moved between releases are gated on the version."""
+    """vLLM's own values for what a recipe leaves out: (value, why). Read from the config
+    dataclasses; the ones that moved between releases are facts of recipectl/data/engine-facts.yaml,
+    asked at the declared version (an unknown version: the newest release's)."""
     version = recipe.engine.version
     cpu = recipe.cluster.is_cpu
     return {
@@ -147,7 +150,7 @@ def _defaults(recipe: Recipe) -> dict[str, tuple[Any, str]]:
         "dtype": ("auto", "the checkpoint's dtype"),
         "async_scheduling": (True, "on where supported (vLLM's default None = automatic)"),
         "enable_prefix_caching": _prefix_caching_default(recipe),
-        "disable_hybrid_kv_cache_manager": (False, "the hybrid KV-cache manager is on by default"),
+        "disable_hybrid_kv_cache_manager": _hma_default(recipe),
         "block_size": (PLATFORM_BLOCK_DEFAULTS["cpu" if cpu else "cuda"][0],
                        "before hybrid alignment grows it to cover the GDN state"),
         "kv_cache_dtype": ("auto", "the model dtype"),
@@ -157,16 +160,30 @@ def _defaults(recipe: Recipe) -> dict[str, tuple[Any, str]]:
         "stream_interval": (1, ""),
         "enforce_eager": (False, ""),
         "gpu_memory_utilization": ((None, "CPU: VLLM_CPU_KVCACHE_SPACE sizes the cache") if cpu else
-                                   (0.92 if version is None or version >= (0, 20, 0) else 0.9, "")),
+                                   (_default_gpu_memory_utilization(version), "")),
     }
 
 
+def _default_gpu_memory_utilization(version: tuple[int, int, int] | None) -> float:
+    f = fact("gpu-memory-utilization-default-0.92")
+    return f.value if holds(f.id, version) is not False else 0.9
+
+
 def _prefix_caching_default(recipe: Recipe) -> tuple[bool, str]:
-    first, prs = FIXES["hybrid_prefix_caching_default"]
-    version = recipe.engine.version
-    if recipe.is_hybrid and version is not None and version < first:
-        return False, f"off by default for hybrid models before vLLM {fmt_version(first)} (PR #{prs[0]})"
+    f = fact("hybrid-prefix-caching-default-on")
+    if recipe.is_hybrid and holds(f.id, recipe.engine.version) is False:
+        return False, f"off by default for hybrid models before vLLM {fmt_version(f.since)}"
     return True, "on by default"
+
+
+def _hma_default(recipe: Recipe) -> tuple[bool, str]:
+    """vLLM before 0.22 turns the hybrid KV-cache manager off whenever --kv-transfer-config is given
+    (every P/D role recipectl renders has one) unless the recipe says
+    --no-disable-hybrid-kv-cache-manager (engine fact hma-off-with-kv-transfer-config)."""
+    if holds("hma-off-with-kv-transfer-config", recipe.engine.version):
+        return True, (f"vLLM {fmt_version(recipe.engine.version)} turns the hybrid KV-cache manager off when "
+                      "--kv-transfer-config is given, unless --no-disable-hybrid-kv-cache-manager")
+    return False, "the hybrid KV-cache manager is on by default"
 
 
 def _recipe_value(recipe: Recipe, role: str, field: str) -> tuple[Any, str]:
@@ -254,18 +271,43 @@ class BatchLimits:
 
 def batch_limits(recipe: Recipe, eff: EffectiveRole, max_model_len: int) -> BatchLimits:
     """vLLM's ``EngineArgs.get_batch_defaults`` for ``vllm serve`` (UsageContext
-    OPENAI_API_SERVER), read in 0.26.0 (vllm/engine/arg_utils.py): on a GPU of >= 70 GiB that is
-    not an A100 (every GPU kind recipectl knows) 8,192 batched tokens and 1,024 sequences; on the
-    CPU 2,048 and 128 per TP rank. A defaulted token budget is then capped at ``max_num_seqs x
-    max_model_len`` (``_set_default_max_num_seqs_and_batched_tokens_args``; chunked prefill is on,
-    so it is not raised to ``max_model_len``). They are not entries of the settings map because
-    the rules read an unset value as "unset"."""
+    OPENAI_API_SERVER), facts max-num-batched-tokens-8192-gpu and -16384-large-gpu: on a GPU of
+    >= 160 GiB (GB200, B200) from vLLM 0.28 16,384 batched tokens and 1,024 sequences; on one of
+    >= 70 GiB that is not an A100 (H100, H200) 8,192 and 1,024; on the CPU 2,048 and 128 per TP
+    rank. A defaulted token budget is then capped at ``max_num_seqs x max_model_len``
+    (``_set_default_max_num_seqs_and_batched_tokens_args``; chunked prefill is on, so it is not
+    raised to ``max_model_len``). They are not entries of the settings map because the rules read
+    an unset value as "unset"."""
     world = eff.value("tp") or 1
-    cpu = recipe.cluster.is_cpu
+    if recipe.cluster.is_cpu:
+        default_tokens, default_seqs = 2048 * world, 128 * world
+    else:
+        default_tokens, default_seqs = gpu_batch_defaults(recipe)
     seqs = eff.value("max_num_seqs")
     if seqs is None:
-        seqs = 128 * world if cpu else 1024
+        seqs = default_seqs
     tokens = eff.value("max_num_batched_tokens")
     if tokens is None:
-        tokens = min(seqs * max_model_len, 2048 * world if cpu else 8192)
+        tokens = min(seqs * max_model_len, default_tokens)
     return BatchLimits(int(tokens), int(seqs))
+
+
+def gpu_batch_defaults(recipe: Recipe) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) that `vllm serve` defaults to on the recipe's GPU."""
+    gpu = GPU_FACTS.get(recipe.cluster.gpu)
+    memory = gpu.memory_bytes if gpu is not None else 0
+    for fact_id in ("max-num-batched-tokens-16384-large-gpu", "max-num-batched-tokens-8192-gpu"):
+        f = fact(fact_id)
+        if holds(fact_id, recipe.engine.version) is not False and memory >= f.value["min_gib"] * 2**30:
+            return f.value["max_num_batched_tokens"], f.value["max_num_seqs"]
+    return 2048, 256
+
+
+def api_server_count(eff: EffectiveRole) -> tuple[int, bool]:
+    """(API server processes an endpoint runs, whether the recipe states the number). Unset, `vllm
+    serve` runs one per data-parallel rank (engine fact api-server-count-default-dp: internal load
+    balancing, which is how recipectl starts a DP endpoint: its leader without a start rank)."""
+    s = eff["api_server_count"]
+    if s.value is not None:
+        return int(s.value), True
+    return int(eff.value("dp") or 1), False

@@ -10,6 +10,7 @@ engine's parser. Pure data and string handling: no engine import.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -23,11 +24,32 @@ class Arity(str, Enum):
     MANY = "many"  # nargs='+': --x A [B ...]
 
 
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+
+
 def _tokens(text: str) -> int:
-    """vLLM's human-readable integers for token counts: 16384, 16K, 16k, 1M."""
+    """vLLM's `human_readable_int` (engine fact human-readable-token-counts): k/m/g/t are decimal
+    (16k = 16,000, 25.6k = 25,600), K/M/G/T binary (16K = 16,384, no decimals), else a plain
+    integer."""
     t = text.strip()
-    mult = {"k": 1024, "m": 1024 * 1024}.get(t[-1:].lower(), 1)
-    return int(t[:-1] if mult > 1 else t) * mult
+    match = _HUMAN_INT.fullmatch(t)
+    if match:
+        number, suffix = match.groups()
+        if suffix in _DECIMAL:
+            return int(float(number) * _DECIMAL[suffix])
+        return int(number) * _BINARY[suffix]  # a decimal with a binary suffix: ValueError, as vLLM refuses it
+    return int(t)
+
+
+def _tokens_or_auto(text: str) -> int | None:
+    """`human_readable_int_or_auto` (--max-model-len, engine fact max-model-len-auto): `auto` or -1
+    is the model's own length, which recipectl reads as unset (None)."""
+    t = text.strip()
+    if t == "-1" or t.lower() == "auto":
+        return None
+    return _tokens(t)
 
 
 @dataclass(frozen=True)
@@ -68,7 +90,7 @@ FLAGS: tuple[EngineFlag, ...] = (
     EngineFlag("load_format", "--load-format"),
     EngineFlag("trust_remote_code", "--trust-remote-code", (), Arity.BOOL),
     EngineFlag("language_model_only", "--language-model-only", (), Arity.BOOL),
-    EngineFlag("max_model_len", "--max-model-len", convert=_tokens),
+    EngineFlag("max_model_len", "--max-model-len", convert=_tokens_or_auto),
     # scheduling and cache
     EngineFlag("max_num_batched_tokens", "--max-num-batched-tokens", convert=_tokens),
     EngineFlag("max_num_seqs", "--max-num-seqs", convert=int),

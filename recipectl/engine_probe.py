@@ -3,8 +3,9 @@ engine's own argument parsers, without starting anything.
 
     <engine-python> -m recipectl.engine_probe parse < commands.json
 
-stdin: {"serve": [[arg, ...], ...], "router": [[arg, ...], ...]} — argv after the program name
-(for serve: starting with the model). stdout: one JSON object with a verdict per command.
+stdin: {"serve": [[arg, ...], ...], "router": [[arg, ...], ...], "cli_args_modules": [module, ...]}
+— argv after the program name (for serve: starting with the model), and where each vLLM release
+keeps `validate_parsed_serve_args` (recipectl.engine_versions.serve_cli_args_modules). stdout: one JSON object with a verdict per command.
 Only the standard library is imported at module level: the package is put on PYTHONPATH.
 """
 
@@ -65,13 +66,26 @@ def serve_flags() -> list[dict]:
     return out
 
 
+def _serve_validator(modules: list[str]):
+    """`validate_parsed_serve_args` from the first of `modules` this engine has: it moved from
+    vllm.entrypoints.openai.cli_args (to 0.28) to .launchers.cli_args (0.29-0.32) and
+    .common.cli_args (0.33); the caller sends the table's list (engine facts serve-cli-args-*)."""
+    import importlib
+
+    for name in modules:
+        try:
+            return importlib.import_module(name).validate_parsed_serve_args
+        except (ImportError, AttributeError):
+            continue
+    raise ImportError(f"validate_parsed_serve_args is in none of {', '.join(modules) or 'no modules'}")
+
+
 def parse_commands(request: dict) -> dict:
     out: dict = {"serve": [], "router": []}
     if request.get("flags"):
         out["flags"] = serve_flags()
     if request.get("serve"):
-        from vllm.entrypoints.launchers.cli_args import validate_parsed_serve_args
-
+        validate_parsed_serve_args = _serve_validator(request.get("cli_args_modules") or [])
         parser = _serve_parser()
 
         def parse_serve(argv):

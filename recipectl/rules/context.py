@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..effective import EffectiveRole, Setting, resolve
-from ..engine_versions import FIXES
+from ..engine_versions import has_fix, holds
+from ..models.info import local_config
 from ..schema import Recipe, RoleSection
 from ..topology import Placement, place
 
@@ -39,6 +40,18 @@ class RuleContext:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
+    @cached_property
+    def gdn_head_k_dim(self) -> int | None:
+        """The model's GDN key head dimension (linear_key_head_dim): from its spec, else straight from a
+        local config.json that is not a whole spec; None when unknown."""
+        spec = self.model_spec
+        if spec is not None and spec.linear_key_head_dim:
+            return spec.linear_key_head_dim
+        cfg = local_config(self.recipe.model.path, self.base_dir) or {}
+        text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+        value = text.get("linear_key_head_dim")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
     @property
     def is_cpu(self) -> bool:
         return self.recipe.cluster.is_cpu
@@ -59,15 +72,14 @@ class RuleContext:
     def version(self) -> tuple[int, int, int] | None:
         return self.recipe.engine.version
 
-    def has_fix(self, fix: str) -> bool | None:
-        """True: the version or declared patches carry it; False: they do not; None: unknown."""
-        min_version, prs = FIXES[fix]
-        patches = set(self.recipe.engine.patches)
-        if prs and set(prs) <= patches:
-            return True
-        if self.version is None:
-            return None
-        return self.version >= min_version
+    def has_fix(self, *fact_ids: str) -> bool | None:
+        """True: the version or declared patches carry every one of the facts
+        (recipectl/data/engine-facts.yaml); False: they do not; None: unknown."""
+        return has_fix(self.version, frozenset(self.recipe.engine.patches), *fact_ids)
+
+    def holds(self, fact_id: str) -> bool | None:
+        """Whether an engine fact holds at the declared release; None when the version is unknown."""
+        return holds(fact_id, self.version)
 
     def version_at_least(self, v: tuple[int, int, int]) -> bool | None:
         return None if self.version is None else self.version >= v

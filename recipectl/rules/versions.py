@@ -5,13 +5,16 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
-from ..engine_versions import FIXES, fmt_version, gdn_backends_for
+from ..effective import Source
+from ..engine_facts import fact
+from ..engine_versions import ASYNC_RACE_FIXES, first_release, fmt_version, gdn_backends_for
 from .context import RuleContext
 from .registry import Violation, rule
 
 
-def _needs(fix: str) -> str:
-    min_version, prs = FIXES[fix]
+def _needs(*fact_ids: str) -> str:
+    min_version = first_release(*fact_ids)
+    prs = [pr for f in fact_ids for pr in fact(f).prs]
     prs_text = f"\n# or declare the fix in a patched build:\n#   patches: [{', '.join(map(str, prs))}]" if prs else ""
     return f"engine:\n  vllm_version: {fmt_version(min_version)}{prs_text}"
 
@@ -49,7 +52,7 @@ def async_race(ctx: RuleContext) -> Iterator[Violation]:
     """
     if not ctx.hybrid:
         return
-    fixed = ctx.has_fix("async_pd_race")
+    fixed = ctx.has_fix(*ASYNC_RACE_FIXES)
     if fixed:
         return
     for role in ("decode",):  # the races are the consumer's
@@ -60,7 +63,7 @@ def async_race(ctx: RuleContext) -> Iterator[Violation]:
         why = ("the vLLM version is unknown (set engine.vllm_version, or declare patches)" if fixed is None
                else f"vLLM {fmt_version(ctx.version)} lacks the P/D async-scheduling race fixes")
         yield Violation(setting.path, f"async scheduling is {how} on {role} and {why}",
-                        _needs("async_pd_race") + f"\n# or, on an older engine:\n{role}:\n  async_scheduling: false",
+                        _needs(*ASYNC_RACE_FIXES) + f"\n# or, on an older engine:\n{role}:\n  async_scheduling: false",
                         Severity.WARNING if fixed is None else None)
 
 
@@ -86,19 +89,20 @@ def gdn_pd(ctx: RuleContext) -> Iterator[Violation]:
     """
     if not (ctx.hybrid and ctx.uses_nixl):
         return
-    fixed = ctx.has_fix("gdn_pd")
+    fixed = ctx.has_fix("gdn-pd-nixl")
     if fixed is False:
         yield Violation("engine.vllm_version", f"vLLM {fmt_version(ctx.version)} cannot transfer GDN state over NIXL",
-                        _needs("gdn_pd"))
+                        _needs("gdn-pd-nixl"))
     elif fixed is None:
         yield Violation("engine.vllm_version", "the vLLM version is unknown, so GDN P/D support cannot be proven",
-                        _needs("gdn_pd"), Severity.WARNING)
+                        _needs("gdn-pd-nixl"), Severity.WARNING)
 
 
 @rule(code="VER003", name="versions.ds-env-var", title="VLLM_SSM_CONV_STATE_LAYOUT needs vLLM 0.20",
       severity=Severity.ERROR, category=Category.CRASH,
       applies="VLLM_SSM_CONV_STATE_LAYOUT set on a role",
-      source="vllm-facts (the variable appears in 0.20.0)")
+      source="vLLM envs.py (VLLM_SSM_CONV_STATE_LAYOUT first appears in 0.20.0: engine fact "
+             "ssm-conv-state-layout-env)")
 def ds_env_version(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That `VLLM_SSM_CONV_STATE_LAYOUT` is only relied on with vLLM 0.20.0 or later.
@@ -114,24 +118,26 @@ def ds_env_version(ctx: RuleContext) -> Iterator[Violation]:
         engine:
           vllm_version: 0.26.0
     """
-    if ctx.version_at_least((0, 20, 0)) is not False:
+    if ctx.holds("ssm-conv-state-layout-env") is not False:
         return
     for role, _ in ctx.roles():
         if "VLLM_SSM_CONV_STATE_LAYOUT" in ctx.env(role):
             yield Violation(ctx.env_path(role, "VLLM_SSM_CONV_STATE_LAYOUT"),
                             f"vLLM {fmt_version(ctx.version)} ignores VLLM_SSM_CONV_STATE_LAYOUT",
-                            _needs("ds_layout_env"))
+                            _needs("ssm-conv-state-layout-env"))
 
 
 @rule(code="VER004", name="versions.flag-availability", title="Flag or choice the vLLM version does not have",
       severity=Severity.ERROR, category=Category.CRASH,
       applies="any role with a version-specific flag",
-      source="vLLM arg_utils.py per release (vllm-facts: flags)")
+      source="vLLM engine/arg_utils.py per release: the --gdn-prefill-backend choices (engine facts "
+             "gdn-prefill-backend-flag, -cutedsl, -aiter-flydsl, -sycl, -no-auto)")
 def flag_availability(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That every version-specific flag and choice the recipe asks for exists in its vLLM release:
-    `--gdn-prefill-backend` (absent before 0.18; flashinfer|triton until 0.21; cutedsl and
-    aiter_flydsl verified in 0.32; sycl in 0.33).
+    `--gdn-prefill-backend` (absent before 0.18; flashinfer|triton from 0.18; cutedsl from 0.22;
+    aiter_flydsl from 0.32; sycl from 0.33). `auto` is no release's choice: the typed field's
+    `auto` renders no flag, and `--gdn-prefill-backend auto` written in `extra_args` is refused.
 
     Why:
     vLLM's parser rejects an unknown flag or choice and the process exits at once — on every
@@ -148,6 +154,13 @@ def flag_availability(ctx: RuleContext) -> Iterator[Violation]:
     for role, _ in ctx.roles():
         setting = ctx.setting(role, "gdn_prefill_backend")
         b = setting.value
+        if b == "auto" and setting.source is Source.EXTRA_ARGS:
+            # a typed `auto` renders no flag; written out, no release's parser accepts it
+            yield Violation(setting.path,
+                            f"--gdn-prefill-backend auto in {role}.extra_args: auto is not one of the flag's "
+                            "choices in any vLLM release (leaving the flag out is auto); the server exits at start",
+                            f"{role}:\n  gdn_prefill_backend: auto  # renders no flag; drop it from extra_args")
+            continue
         if b is None or b == "auto":
             continue
         accepted = gdn_backends_for(ctx.version)
