@@ -77,6 +77,52 @@ def check_env_names(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
+# What a field that names a file, a directory or a program may hold. Such a value is the first word
+# of a command or an operand of one (`env -- VENV/bin/vllm`, `vllm serve MODEL`, `srun ... env -- PROG`):
+# a leading '-' would be read as an option of the program before it (GNU env's `-S` runs a string),
+# an '=' before the program makes env read it as an assignment and run the next word instead, and
+# lengths past the kernel's (PATH_MAX 4096, NAME_MAX 255 bytes a component) end in an OSError.
+MAX_PATH_BYTES = 4096
+MAX_NAME_BYTES = 255
+
+
+def check_path(value: str, *, program: bool = False) -> str:
+    """`value` as a path the rendered commands may hold as a word: not empty, no leading '-', no
+    control character, within the kernel's lengths; a program (a command's first word, a venv whose
+    bin/ holds the programs) has no '=' either."""
+    if not value:
+        raise SchemaValueError("an empty path", fix="name a file or directory, or remove the key")
+    found = control_char(value)
+    if found is not None:
+        raise SchemaValueError(f"the path holds the control character {found!r}",
+                               fix="write the path on one line, without control characters")
+    if value.startswith("-"):
+        raise SchemaValueError("a path that starts with '-' would be read as an option of the command it is "
+                               "passed to", fix="write it as an absolute path, or relative with ./ in front")
+    if program and "=" in value:
+        raise SchemaValueError("a program path with '=' would be read by env as a variable assignment, "
+                               "and the next word run instead", fix="move the program to a path without '='")
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_PATH_BYTES:
+        raise SchemaValueError(f"a path of {size:,} bytes (the limit is {MAX_PATH_BYTES})",
+                               fix="use a shorter path (a symlink to the directory, for example)")
+    longest = max(len(part.encode("utf-8", "surrogatepass")) for part in value.split("/"))
+    if longest > MAX_NAME_BYTES:
+        raise SchemaValueError(f"a path component of {longest:,} bytes (the limit is {MAX_NAME_BYTES})",
+                               fix="use shorter file and directory names")
+    return value
+
+
+def check_program(command: list[str] | None) -> list[str] | None:
+    """A command (`serve_command`, `router_command`, `proxy_command`): a program, then its arguments."""
+    if command is None:
+        return None
+    if not command:
+        raise SchemaValueError("an empty command", fix="name the program first, then its arguments")
+    check_path(command[0], program=True)
+    return command
+
+
 def parse_version(text: str | None) -> tuple[int, int, int] | None:
     """(major, minor, patch) of a version's leading numbers; None for no version."""
     if not text:

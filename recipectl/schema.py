@@ -20,6 +20,8 @@ from .fieldtypes import (
     Strict,
     TokenCount,
     check_env_names,
+    check_path,
+    check_program,
     is_image_reference,
     is_version,
     parse_tokens,
@@ -56,6 +58,11 @@ class ModelSection(Strict):
     load_format: str | None = None
     trust_remote_code: bool = False
 
+    @field_validator("path")
+    @classmethod
+    def _path_is_a_path(cls, v: str) -> str:
+        return check_path(v)
+
     @property
     def name(self) -> str:
         return self.served_name or self.path
@@ -91,6 +98,12 @@ class EngineSection(Strict):
         return v
 
     _env_names = field_validator("env")(check_env_names)
+    _commands = field_validator("serve_command", "router_command")(check_program)
+
+    @field_validator("venv")
+    @classmethod
+    def _venv_is_a_path(cls, v: str | None) -> str | None:
+        return None if v is None else check_path(v, program=True)
 
     @property
     def version(self) -> tuple[int, int, int] | None:
@@ -215,6 +228,8 @@ class RouterSection(Strict):
     extra_args: list[str] = Field(default_factory=lambda: [], description=(
         "extra router arguments, verbatim; a whole ${NAME} item is a reference, expanded where the process runs"))
 
+    _proxy_command = field_validator("proxy_command")(check_program)
+
 
 # ------------------------------------------------------------------------------------- workload
 class WorkloadSection(Strict):
@@ -274,6 +289,8 @@ class LaunchSection(Strict):
     ready_timeout_s: float = Field(1200, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     stop_grace_s: float = Field(20, gt=0, le=3600, allow_inf_nan=False)
     run_dir: str = Field(".recipectl/runs", description="where run state and logs are kept")
+
+    _run_dir = field_validator("run_dir")(check_path)
 
 
 # --------------------------------------------------------------------------------------- recipe

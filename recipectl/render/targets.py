@@ -217,37 +217,73 @@ def _k8s_service_name(base: str, role: str, endpoint: int) -> str:
     return f"{base}-{role}-{endpoint}"
 
 
-def _k8s_words(dep: Deployment, base: str, proc: ProcessSpec,
-               worker_rank_expr: str | None = None) -> list[tuple[str, bool]]:
-    """(word, is_expression): expressions are expanded by the kubelet or the shell; every
-    literal is escaped so that neither can touch it."""
-    words: list[tuple[str, bool]] = []
+# A word of a container's command line: a literal (recipe text or one recipectl made), a variable of
+# the container (a Secret, the leader's address LWS sets), or the DP start rank of an LWS worker
+# (its index times the DP ranks each worker holds, shell arithmetic). Each is written for the
+# kubelet (command/args) or for `sh -c`.
+_Word = tuple[str, str]  # (kind, text): ("literal", text) | ("variable", NAME) | ("start-rank", N)
+
+
+def _k8s_words(dep: Deployment, base: str, proc: ProcessSpec, ranks_per_worker: int | None = None) -> list[_Word]:
+    """The words of a process's command line in a pod, before either writer escapes them."""
+    words: list[_Word] = []
     argv = list(proc.argv)
     i = 0
     while i < len(argv):
         a = argv[i]
         if isinstance(a, NodeAddress):
-            words.append(("$(LWS_LEADER_ADDRESS)", True))
+            words.append(("variable", "LWS_LEADER_ADDRESS"))
         elif isinstance(a, UrlOf):
             owner = next(p for p in dep.workers if p.node == a.node and p.port == a.port)
-            words.append((f"http://{_k8s_service_name(base, owner.kind, owner.endpoint)}:{a.port}", False))
+            words.append(("literal", f"http://{_k8s_service_name(base, owner.kind, owner.endpoint)}:{a.port}"))
         elif isinstance(a, EnvRef):
-            words.append((f"$({a.name})", True))
+            words.append(("variable", a.name))
         elif isinstance(a, HomePath):
             # containers run as root unless the image says otherwise
-            words.append((_k8s_literal(f"/root/{a.rest}"), False))
-        elif a == "--data-parallel-start-rank" and worker_rank_expr:
-            words += [(a, False), (worker_rank_expr, True)]
+            words.append(("literal", f"/root/{a.rest}"))
+        elif a == "--data-parallel-start-rank" and ranks_per_worker is not None:
+            words += [("literal", a), ("start-rank", str(int(ranks_per_worker)))]
             i += 1
         elif a == "--host" and i + 1 < len(argv):
             # the recipe's hosts name machines, not pods: in a pod the server listens on the
             # pod's interfaces and its Service decides who reaches it
-            words += [(a, False), ("0.0.0.0", False)]
+            words += [("literal", a), ("literal", "0.0.0.0")]
             i += 1
         else:
-            words.append((_k8s_literal(str(a)), False))
+            words.append(("literal", str(a)))
         i += 1
     return words
+
+
+def _kubelet_args(words: list[_Word]) -> list[str]:
+    """Words as command/args items: the kubelet expands `$(NAME)` from the container's variables
+    (a Secret's value becomes one whole argument, never shell text); every literal has its `$`
+    doubled so that the kubelet leaves it as it is."""
+    out = []
+    for kind, text in words:
+        if kind == "literal":
+            out.append(_k8s_literal(text))
+        elif kind == "variable":
+            out.append(f"$({text})")
+        else:
+            raise ValueError(f"a {kind} word needs a shell")
+    return out
+
+
+def _shell_command(words: list[_Word]) -> str:
+    """Words as one `sh -c` string that execs the program: literals quoted with shlex, variables
+    expanded by the shell from the container's environment when it runs (`"$VLLM_API_KEY"`, one
+    word whatever the value holds), the start rank as arithmetic on LWS_WORKER_INDEX. The kubelet
+    expands nothing in it: every `$` is doubled, so what the shell reads is exactly this text."""
+    parts = []
+    for kind, text in words:
+        if kind == "literal":
+            parts.append(shlex.quote(text))
+        elif kind == "variable":
+            parts.append('"' + str(Var("$" + Token(text))) + '"')
+        else:
+            parts.append(f"$((LWS_WORKER_INDEX * {int(text)}))")
+    return _k8s_literal("exec " + " ".join(parts))
 
 
 def _k8s_endpoint(dep: Deployment, base: str, image: str, ep) -> list[dict]:
@@ -257,7 +293,7 @@ def _k8s_endpoint(dep: Deployment, base: str, image: str, ep) -> list[dict]:
     name = _k8s_service_name(base, ep.role, ep.index)
     gpus = len(leader.gpus)
     labels = {"app.kubernetes.io/part-of": base, "recipectl/role": ep.role}
-    args = [w for w, _ in _k8s_words(dep, base, leader)]
+    args = _kubelet_args(_k8s_words(dep, base, leader))
     leader_container = _vllm_container(image, args[:2], _k8s_env(leader), gpus, leader.port, args[2:])
     service = _service(name, base, ep.role, leader.port, lws=ep.multi_node)
     if not ep.multi_node:
@@ -267,9 +303,7 @@ def _k8s_endpoint(dep: Deployment, base: str, image: str, ep) -> list[dict]:
     follower = procs[1]
     dp_local = ep.processes[0].dp_local
     # every follower pod shares one template: its start rank comes from its index
-    worker_command = ["sh", "-c", "exec " + " ".join(
-        w if is_expr else shlex.quote(w)
-        for w, is_expr in _k8s_words(dep, base, follower, f"$((LWS_WORKER_INDEX * {dp_local}))"))]
+    worker_command = ["sh", "-c", _shell_command(_k8s_words(dep, base, follower, ranks_per_worker=dp_local))]
     worker_container = _vllm_container(image, worker_command, _k8s_env(follower), gpus)
     return [service, {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
                       "metadata": {"name": name, "labels": labels},
@@ -283,7 +317,7 @@ def _k8s_router(dep: Deployment, base: str, image: str) -> list[dict]:
     """The router's Service and Deployment."""
     router = dep.router
     rname = f"{base}-router"
-    rargs = [w for w, _ in _k8s_words(dep, base, router)]
+    rargs = _kubelet_args(_k8s_words(dep, base, router))
     return [_service(rname, base, "router", router.port, lws=False),
             {"apiVersion": "apps/v1", "kind": "Deployment",
              "metadata": {"name": rname, "labels": {"app.kubernetes.io/part-of": base, "recipectl/role": "router"}},

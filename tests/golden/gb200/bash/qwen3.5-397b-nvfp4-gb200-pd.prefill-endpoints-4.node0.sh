@@ -20,7 +20,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 # decode-0
-setsid env \
+setsid env -- \
   CUDA_VISIBLE_DEVICES=0,1,2,3 \
   HF_TOKEN="${HF_TOKEN}" \
   UCX_NET_DEVICES=all \
@@ -73,7 +73,7 @@ wait_healthy http://node3:8101/health
 wait_healthy http://node0:8200/health
 
 # router: starts once every worker answers /health
-setsid env \
+setsid env -- \
   vllm-router \
   --vllm-pd-disaggregation \
   --prefill "http://node2:8100" \

@@ -20,7 +20,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 # decode-0-node1
-setsid env \
+setsid env -- \
   CUDA_VISIBLE_DEVICES=0,1,2,3 \
   HF_TOKEN="${HF_TOKEN}" \
   UCX_NET_DEVICES=all \

@@ -20,7 +20,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 # prefill-2
-setsid env \
+setsid env -- \
   CUDA_VISIBLE_DEVICES=0,1 \
   HF_TOKEN="${HF_TOKEN}" \
   UCX_NET_DEVICES=all \
@@ -48,7 +48,7 @@ pids+=("$!")
 echo "started prefill-2 (pid $!), log $LOG_DIR/prefill-2.log"
 
 # prefill-3
-setsid env \
+setsid env -- \
   CUDA_VISIBLE_DEVICES=2,3 \
   HF_TOKEN="${HF_TOKEN}" \
   UCX_NET_DEVICES=all \

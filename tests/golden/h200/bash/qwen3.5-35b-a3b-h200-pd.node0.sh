@@ -20,7 +20,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 # prefill-0
-setsid env \
+setsid env -- \
   CUDA_VISIBLE_DEVICES=4,5 \
   HF_TOKEN="${HF_TOKEN}" \
   UCX_NET_DEVICES=all \
@@ -46,7 +46,7 @@ pids+=("$!")
 echo "started prefill-0 (pid $!), log $LOG_DIR/prefill-0.log"
 
 # prefill-1
-setsid env \
+setsid env -- \
   CUDA_VISIBLE_DEVICES=6,7 \
   HF_TOKEN="${HF_TOKEN}" \
   UCX_NET_DEVICES=all \
@@ -72,7 +72,7 @@ pids+=("$!")
 echo "started prefill-1 (pid $!), log $LOG_DIR/prefill-1.log"
 
 # decode-0
-setsid env \
+setsid env -- \
   CUDA_VISIBLE_DEVICES=0,1,2,3 \
   HF_TOKEN="${HF_TOKEN}" \
   UCX_NET_DEVICES=all \
@@ -118,7 +118,7 @@ wait_healthy http://node0:8101/health
 wait_healthy http://node0:8200/health
 
 # router: starts once every worker answers /health
-setsid env \
+setsid env -- \
   vllm-router \
   --vllm-pd-disaggregation \
   --prefill "http://node0:8100" \
