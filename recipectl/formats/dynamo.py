@@ -61,12 +61,13 @@ def import_dynamo(text: str, file: str) -> Imported:
     workers: dict[str, tuple[str, Component, Any]] = {}
     for comp in components(data, config_maps(all_docs), file):
         base = comp.base
+        what = "service" if base[1] == "services" else "component"  # v1alpha1's word, v1beta1's
         if comp.kind == "frontend" or "Frontend" in comp.name:
-            imp.drop(o(*base), f"component {comp.name}", "Dynamo's frontend: recipectl renders its own router")
+            imp.drop(o(*base), f"{what} {comp.name}", "Dynamo's frontend: recipectl renders its own router")
             continue
         words, words_base = _argv(comp, text, pos, file)
         if words is None:
-            imp.drop(o(*base), f"component {comp.name}", "its container does not run dynamo.vllm or vllm serve")
+            imp.drop(o(*base), f"{what} {comp.name}", "its container does not run dynamo.vllm or vllm serve")
             continue
         flags = read_flags(words, positional_model=words_base == "vllm")
         hint = comp.sub or (comp.kind if comp.kind in ("prefill", "decode") else None)

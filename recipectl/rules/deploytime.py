@@ -26,6 +26,8 @@ def unresolved(ctx: RuleContext) -> Iterator[Violation]:
     and said here, never skipped silently: the rules that need the value did not judge it. An
     unresolved model is a warning — every hybrid rule needs to know the model; anything else is
     information (an image placeholder rendered by envsubst is a placeholder, not an invalid image).
+    An environment value such as `${VLLM_API_KEY}` is not reported: recipectl passes it on by
+    reference, as written, on purpose (a credential never enters a recipe).
 
     Example:
         model: {path: "${MODEL_NAME}"}
@@ -46,12 +48,6 @@ def unresolved(ctx: RuleContext) -> Iterator[Violation]:
     if image and references(image):
         yield Violation("engine.image", f"`engine.image` is set at deploy time (`{references(image)[0]}`): the vLLM "
                                         "version is not read from it", "engine:\n  vllm_version: <the release it runs>")
-    for scope, env in (("engine", ctx.recipe.engine.env), *((r, s.env) for r, s in ctx.roles())):
-        for name, value in env.items():
-            if references(value):
-                yield Violation(f"{scope}.env.{name}", f"`{scope}.env.{name}` is set at deploy time "
-                                                       f"(`{references(value)[0]}`)",
-                                f"{scope}:\n  env:\n    {name}: <its value>")
     for role, spec in ctx.roles():
         args = spec.extra_args
         for k, arg in enumerate(args):
