@@ -232,3 +232,11 @@ def test_heterogeneous_tp_on_an_unknown_version_is_a_warning():
     assert {f[1] for f in found if f[0] == "CON001"} == {"warning"}
     bad = _findings(FIELD / "vllm-serve" / "known-bad-heterogeneous-tp.sh")  # vLLM 0.22.0
     assert {f[1] for f in bad if f[0] == "CON001"} == {"error"}
+
+
+def test_replicas_set_at_deploy_time_are_listed(tmp_path):
+    text = (FIELD / "dynamo" / "qwen35-397b-fp8-h100-1p3d-lc-envsubst.yaml").read_text()
+    text = text.replace("      replicas: 3\n", "      replicas: ${NUM_DECODE_REPLICAS}\n")
+    imp = import_text(text, str(tmp_path / "d.yaml"))
+    assert imp.get(("decode", "endpoints")) == 1
+    assert any(d.what == "replicas: ${NUM_DECODE_REPLICAS}" for d in imp.dropped)

@@ -89,6 +89,9 @@ def import_dynamo(text: str, file: str) -> Imported:
         apply_role(imp, role, flags, file, endpoint_origin=o(*base))
         model_from_flags(imp, flags, file)
         imp.set((role, "endpoints"), comp.replicas, o(*base, "replicas") if (*base, "replicas") in pos else o(*base))
+        if comp.replicas_written:
+            imp.drop(o(*base, "replicas"), f"replicas: {comp.replicas_written}",
+                     "set at deploy time: one endpoint assumed (set the count the deployment uses)")
         image = comp.container.get("image")
         if image and imp.get(("engine", "image")) is None:
             imp.set(("engine", "image"), str(image), o(*comp.container_base, "image"))

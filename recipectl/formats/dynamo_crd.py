@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..placeholders import has_reference
 from .common import NotImportable
 from .shellvars import expand_k8s
 
@@ -38,6 +39,7 @@ class Component:
     container_base: PathKey
     replicas: int
     gpus: int  # per pod
+    replicas_written: str = ""  # `replicas` as written when it is set at deploy time (`${NUM_DECODE_REPLICAS}`)
     env: dict[str, str | None] = field(default_factory=dict)  # name -> value (None: not in this file)
     env_at: dict[str, PathKey] = field(default_factory=dict)  # where each variable is set
     secrets: list[tuple[PathKey, str]] = field(default_factory=list)  # Secrets it reads (named, not read)
@@ -72,12 +74,17 @@ def _int(value: Any, default: int) -> int:
         return default
 
 
+def _written(value: Any) -> str:
+    return value if isinstance(value, str) and has_reference(value) else ""
+
+
 def _v1alpha1(name: str, svc: dict, maps: dict[str, dict[str, str]]) -> Component:
     base: PathKey = ("spec", "services", name)
     main = (svc.get("extraPodSpec") or {}).get("mainContainer") or {}
     gpus = _int(((svc.get("resources") or {}).get("limits") or {}).get("gpu"), 1)
     c = Component(name, base, str(svc.get("componentType") or ""), svc.get("subComponentType"), main,
-                  base + ("extraPodSpec", "mainContainer"), _int(svc.get("replicas"), 1), gpus)
+                  base + ("extraPodSpec", "mainContainer"), _int(svc.get("replicas"), 1), gpus,
+                  _written(svc.get("replicas")))
     _env(c, svc.get("envs") or [], base + ("envs",), maps)
     _env(c, main.get("env") or [], c.container_base + ("env",), maps)
     _env_from(c, main.get("envFrom") or [], c.container_base + ("envFrom",), maps)
@@ -95,7 +102,7 @@ def _v1beta1(comp: dict, k: int, maps: dict[str, dict[str, str]]) -> Component:
     limits = (main.get("resources") or {}).get("limits") or {}
     gpus = _int(limits.get("nvidia.com/gpu", limits.get("gpu")), 1)
     c = Component(str(comp.get("name", f"component-{k}")), base, str(comp.get("type") or ""), None, main, cbase,
-                  _int(comp.get("replicas"), 1), gpus)
+                  _int(comp.get("replicas"), 1), gpus, _written(comp.get("replicas")))
     _env(c, main.get("env") or [], cbase + ("env",), maps)
     _env_from(c, main.get("envFrom") or [], cbase + ("envFrom",), maps)
     return c
