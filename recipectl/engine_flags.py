@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from .placeholders import has_reference
+
 
 class Arity(str, Enum):
     VALUE = "value"  # --x V or --x=V
@@ -192,6 +194,8 @@ def parse_extra_args(args: Sequence[str]) -> tuple[list[ArgSetting], list[ArgPro
             else:
                 problems.append(ArgProblem(start, f"{name} needs a value"))
                 break
+            if has_reference(raw):  # set at deploy time (`$PORT`): not a value to judge here (IMP001)
+                continue
             try:
                 value = flag.convert(raw)
             except (ValueError, TypeError):

@@ -8,6 +8,7 @@ impossible values.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -286,7 +287,11 @@ def load_imported(text: str, file: str, *, base_dir: Path | None = None) -> Load
     try:
         imported = import_text(text, file)
     except NotImportable as e:
-        return LoadResult(file, [], [_schema_diag(file, e.message, None, code="SCH000", fix=e.fix)])
+        # "FILE:LINE[:COL]: what": the finding stands at that line, compiler-style
+        m = re.match(re.escape(file) + r":(\d+)(?::(\d+))?: (.*)\Z", e.message, re.S)
+        pos = (int(m.group(1)), int(m.group(2) or 1)) if m else None
+        return LoadResult(file, [], [_schema_diag(file, m.group(3) if m else e.message, pos, code="SCH000",
+                                                  fix=e.fix)])
     smap = SourceMap(file=file, positions=imported.positions(), files=imported.files_by_path())
     try:
         recipe = Recipe.model_validate(imported.data, context={"base_dir": base_dir})

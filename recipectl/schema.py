@@ -31,6 +31,7 @@ from .fieldtypes import (
 from .hardware import ClusterSection, Parallelism
 from .hardware import GpuType as GpuType
 from .models.family import ModelFamily
+from .placeholders import with_stand_ins
 
 SCHEMA_VERSION = 1
 
@@ -91,7 +92,9 @@ class EngineSection(Strict):
     @field_validator("image")
     @classmethod
     def _image_is_a_reference(cls, v: str | None) -> str | None:
-        if v is not None and not is_image_reference(v):
+        # an envsubst placeholder (`${VLLM_IMAGE}`, `nvcr.io/team/vllm:${TAG}`) is set at deploy time, not
+        # invalid: IMP001 says so
+        if v is not None and not is_image_reference(with_stand_ins(v)):
             raise SchemaValueError("not a container image reference",
                                    fix="write it like vllm/vllm-openai:v0.26.0 or "
                                        "registry.example:5000/team/vllm@sha256:<digest>")

@@ -32,6 +32,7 @@ _DYNAMO_RE = re.compile(r"^kind:[ \t]*['\"]?DynamoGraphDeployment\b", re.M)
 _SRT_BACKEND_RE = re.compile(r"^backend:[ \t]*$", re.M)
 _SRT_RESOURCES_RE = re.compile(r"^resources:[ \t]*$", re.M)
 _SRT_VLLM_RE = re.compile(r"^[ \t]+(vllm_config:|type:[ \t]*['\"]?vllm\b)", re.M)
+_SRT_OTHER_RE = re.compile(r"^[ \t]+(sglang_config:|trtllm_config:|type:[ \t]*['\"]?(sglang|trtllm)\b)", re.M)
 # a command line that starts a server: optional `exec`, `VAR=value` prefixes, then vllm serve or
 # the OpenAI server module
 _SERVE_RE = re.compile(
@@ -47,8 +48,9 @@ def sniff(text: str) -> str:
         return NATIVE
     if _DYNAMO_RE.search(text):
         return DYNAMO
-    if _SRT_BACKEND_RE.search(text) and _SRT_RESOURCES_RE.search(text) and _SRT_VLLM_RE.search(text):
-        return SRT_SLURM
+    if _SRT_BACKEND_RE.search(text) and _SRT_RESOURCES_RE.search(text) and (
+            _SRT_VLLM_RE.search(text) or _SRT_OTHER_RE.search(text)):
+        return SRT_SLURM  # another engine's backend too: its importer refuses it in one line
     if _SERVE_RE.search(text):
         return VLLM_SERVE
     return NATIVE

@@ -1,5 +1,6 @@
 """Plain `vllm serve ...` command lines: a shell script (line continuations, `export VAR=value`,
-`VAR=value vllm serve ...` prefixes) with both roles, or one role per script.
+`VAR=value vllm serve ...` prefixes, its variables expanded as the shell would: shellvars.py) with
+both roles, or one role per script.
 
 A command's role is its `--kv-transfer-config` `kv_role` (kv_producer: prefill, kv_consumer:
 decode); with `kv_both` or none, the file name (`...prefill...` / `...decode...`), else the order
@@ -21,13 +22,13 @@ from .common import (
     gpu_in_text,
     model_from_flags,
     nodes_needed,
-    placeholder_workload,
     safe_name,
     set_gpu,
     set_role_env,
 )
 from .flags import RoleFlags, read_flags
 from .names import VLLM_SERVE
+from .shellvars import Scope, expand_word, read_assignments
 from .shellwords import Word, shell_words
 
 # the engine's version where the script installs or runs a release: `pip install vllm==0.26.0`,
@@ -48,24 +49,21 @@ class _Server:
 
 
 def _servers(text: str, file: str, imp: Imported) -> list[_Server]:
-    env: dict[str, tuple[str, Word]] = {}
+    scope = Scope()  # the script's variables as it runs (shellvars.py)
     out: list[_Server] = []
     for cmd in shell_words(text):
         words = list(cmd)
         if words and words[0].text == "exec":
             words = words[1:]
-        if words and words[0].text == "export":
-            for w in words[1:]:
-                if _ASSIGN.match(w.text):
-                    name, _, value = w.text.partition("=")
-                    env[name] = (value, w)
+        if read_assignments(words, scope):  # `A=1`, `export A=1`, arrays: the scope, not a command
             continue
+        words = [expand_word(w, scope)[0] for w in words]
         prefix: dict[str, tuple[str, Word]] = {}
         while words and _ASSIGN.match(words[0].text):
             name, _, value = words[0].text.partition("=")
             prefix[name] = (value, words[0])
             words = words[1:]
-        if not words:  # plain assignments: shell variables, which a child does not see unless exported
+        if not words:
             continue
         texts = [w.text for w in words]
         server_at = None
@@ -82,7 +80,18 @@ def _servers(text: str, file: str, imp: Imported) -> list[_Server]:
                          "the router or proxy: recipectl renders its own router")
             continue
         flags = read_flags(words[server_at:], positional_model=positional)
-        out.append(_Server(file, flags, {**env, **prefix}, words[0]))
+        out.append(_Server(file, flags, {**_exported(scope), **prefix}, words[0]))
+    return out
+
+
+def _exported(scope: Scope) -> dict[str, tuple[str, Word]]:
+    """The environment a server started here inherits from the script: its exported variables (one
+    whose value is known only when the script runs, as written)."""
+    out: dict[str, tuple[str, Word]] = {}
+    for name in sorted(scope.exported, key=lambda n: (scope.where[n].line, scope.where[n].col)):
+        w = scope.where[name]
+        value = scope.values.get(name)
+        out[name] = (value if value is not None else w.text.partition("=")[2], w)
     return out
 
 
@@ -170,7 +179,6 @@ def import_command_lines(text: str, file: str) -> Imported:
     first = by_role["prefill"][0]
     imp.at(("engine",), Origin(first.file, first.start.line, first.start.col))
     _cluster_and_version(imp, texts, file)
-    placeholder_workload(imp, Origin(file, 1, 1))
     return imp
 
 

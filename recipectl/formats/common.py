@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import RecipectlError
+from ..models.info import architecture_family
+from ..placeholders import has_reference
 from .flags import MODEL_FIELDS, RoleFlags
 from .shellwords import Word
 
@@ -17,6 +20,11 @@ PathKey = tuple[str | int, ...]
 
 class NotImportable(RecipectlError):
     """The file is in no format recipectl reads, or says what a recipectl recipe cannot hold."""
+
+
+def other_backend(backend: str, where: str) -> NotImportable:
+    """One line for a deployment of another engine (SGLang, TensorRT-LLM): `where` is FILE:LINE."""
+    return NotImportable(f"{where}: backend {backend}: recipectl checks vLLM deployments")
 
 
 @dataclass(frozen=True)
@@ -152,7 +160,9 @@ GPU_TYPES = {"gb200": "GB200", "b200": "B200", "h200": "H200", "h100": "H100"}
 GPU_NEAREST = {"gb300": "GB200", "b300": "B200"}
 GPUS_PER_NODE = {"GB200": 4, "B200": 8, "H200": 8, "H100": 8}
 _GPU_IN_TEXT = re.compile(r"\b(GB300|GB200|B300|B200|H200|H100)\b", re.I)
-_HYBRID_NAME = re.compile(r"qwen3[._-]?(5|6|next)", re.I)
+# the last resort: hybrid families by checkpoint name, where no architecture is known
+_HYBRID_NAME = re.compile(r"qwen3[._-]?(5|6|next)|granite-4\.\d+-h\b|jamba|nemotron-h\b|falcon-h1|bamba|zamba2",
+                          re.I)
 
 
 def gpu_type(name: str) -> tuple[str | None, str]:
@@ -183,12 +193,21 @@ _QUANT_SUFFIX = re.compile(r"-(NVFP4|FP8)(?:-|$)", re.I)
 
 
 def model_facts(imp: Imported, path: str, origin: Origin) -> None:
-    """What a published checkpoint's name says: a Qwen3.5 / Qwen3-Next model is hybrid, and a
-    -FP8 / -NVFP4 checkpoint is quantized so (the planner sizes the weights from it)."""
+    """Whether the model is hybrid — from its architecture (a local config.json, a built-in spec, a
+    published checkpoint's architecture), by its name only as the last resort — and what a -FP8 /
+    -NVFP4 checkpoint name says about its quantization (the planner sizes the weights from it).
+    When nothing says, the family is left unset and IMP002 says so."""
     name = path.rstrip("/").rsplit("/", 1)[-1]
-    if is_hybrid_name(name) and imp.get(("model", "family")) is None:
+    family, how = architecture_family(path, Path(origin.file).parent)
+    if imp.get(("model", "family")) is not None or has_reference(path):
+        pass  # stated, or set at deploy time (IMP001 says so)
+    elif family == "hybrid":
         imp.set(("model", "family"), "hybrid", Origin(origin.file, origin.line, origin.col, origin.text,
-                                                     "Qwen3.5 / Qwen3-Next are hybrid GDN models"))
+                                                     f"hybrid by {how}"))
+    elif family is None and is_hybrid_name(name):
+        imp.set(("model", "family"), "hybrid", Origin(origin.file, origin.line, origin.col, origin.text,
+                                                     "hybrid by its name only: no config.json or known architecture "
+                                                     "says so (set model.family if it is not)"))
     m = _QUANT_SUFFIX.search(name)
     if m and imp.get(("model", "quantization")) is None:
         imp.set(("model", "quantization"), m.group(1).lower(),
@@ -269,16 +288,6 @@ def _set_shared(imp: Imported, path: PathKey, value: Any, o: Origin, role: str) 
                  f"recipectl holds one value for both roles; {current!r} from the other role is kept")
         return
     imp.set(path, value, o)
-
-
-def placeholder_workload(imp: Imported, origin: Origin) -> None:
-    """recipectl's schema requires a workload; an original that states none gets a placeholder
-    (1K in, 1K out, one request at a time), and says so."""
-    note = "the original states no workload; a placeholder (set the real one)"
-    imp.set(("workload", "isl"), 1024, Origin(origin.file, origin.line, origin.col, "", note))
-    imp.set(("workload", "osl"), 1024, Origin(origin.file, origin.line, origin.col, "", note))
-    imp.drop(origin, "workload", "not in the original: recipectl requires workload.isl/osl; a 1024/1024 "
-             "placeholder at concurrency 1 was written")
 
 
 def as_env(value: Any) -> str:

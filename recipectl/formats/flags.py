@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine_flags import FLAGS, Arity, EngineFlag, parse_extra_args
+from ..placeholders import has_reference
 from .shellwords import Word
 
 _SPELLINGS: dict[str, EngineFlag] = {s: f for f in FLAGS for s in f.spellings}
@@ -49,6 +50,8 @@ def read_flags(words: list[Word], *, positional_model: bool) -> RoleFlags:
         if not text.startswith("-") or text == "-":
             if positional_model and out.model is None:
                 out.model = (text, w)
+            elif has_reference(text):  # `"${EXTRA_ARGS[@]}"`: known when the script runs (IMP001 says so)
+                out.extra.append(w)
             else:
                 out.dropped.append((w, "a positional argument recipectl does not know"))
             i += 1
@@ -75,6 +78,9 @@ def read_flags(words: list[Word], *, positional_model: bool) -> RoleFlags:
             i += step
             continue
         flag = _SPELLINGS.get(norm)
+        if flag is not None and flag.arity not in (Arity.BOOL, Arity.FLAG) and has_reference(value_text):
+            # `--port $PREFILL_PORT`: set at deploy time, carried as written for IMP001, never judged
+            flag = None
         if flag is None:
             out.extra.append(w)
             if step == 2:

@@ -13,6 +13,8 @@ class Word:
     text: str
     line: int
     col: int
+    # the offsets in `text` of the `$` that the script quoted ('$X', \$X): text, never an expansion
+    literal: tuple[int, ...] = ()
 
 
 _SEPARATORS = (";", "&&", "||", "&", "|")  # the two-character ones before their one-character prefixes
@@ -24,7 +26,8 @@ def shell_words(script: str, line0: int = 1, col0: int = 0, *, block_indent: int
     Enough of POSIX sh for launch scripts: quotes, backslash escapes and line continuations,
     comments, `;`, `&`, `&&`, `||`, `|` and newlines between commands. `line0` is the file line of
     the script's first line; `col0` the column offset of its first line, `block_indent` that of
-    the others (a YAML block scalar). No expansion: `$VAR` stays as written. Not `shlex`: it
+    the others (a YAML block scalar). No expansion: `$VAR` stays as written, and each word says
+    which of its `$` the script quoted (shellvars.py expands the others). Not `shlex`: it
     reports no column for a token (and only the line where a token ends), and a finding must
     point at the word's own line and column in the original file.
 
@@ -34,6 +37,7 @@ def shell_words(script: str, line0: int = 1, col0: int = 0, *, block_indent: int
     commands: list[list[Word]] = []
     current: list[Word] = []
     buf: list[str] = []
+    literal: list[int] = []
     start: tuple[int, int] | None = None
     line, col = line0, col0
     i, n = 0, len(script)
@@ -42,10 +46,10 @@ def shell_words(script: str, line0: int = 1, col0: int = 0, *, block_indent: int
         return line, col + 1
 
     def end_word() -> None:
-        nonlocal buf, start
+        nonlocal buf, start, literal
         if start is not None:
-            current.append(Word("".join(buf), *start))
-        buf, start = [], None
+            current.append(Word("".join(buf), *start, literal=tuple(literal)))
+        buf, start, literal = [], None, []
 
     def end_command() -> None:
         nonlocal current
@@ -91,6 +95,8 @@ def shell_words(script: str, line0: int = 1, col0: int = 0, *, block_indent: int
         if c == "'":
             advance()
             while i < n and script[i] != "'":
+                if script[i] == "$":
+                    literal.append(len(buf))
                 buf.append(script[i])
                 advance()
             if i < n:
@@ -100,6 +106,8 @@ def shell_words(script: str, line0: int = 1, col0: int = 0, *, block_indent: int
             advance()
             while i < n and script[i] != '"':
                 if script[i] == "\\" and i + 1 < n and script[i + 1] in '"\\$`\n':
+                    if script[i + 1] == "$":
+                        literal.append(len(buf))
                     if script[i + 1] != "\n":
                         buf.append(script[i + 1])
                     advance(2)
@@ -110,6 +118,8 @@ def shell_words(script: str, line0: int = 1, col0: int = 0, *, block_indent: int
                 advance()
             continue
         if c == "\\" and i + 1 < n:
+            if script[i + 1] == "$":
+                literal.append(len(buf))
             buf.append(script[i + 1])
             advance(2)
             continue

@@ -27,7 +27,7 @@ from .common import (
     gpu_type,
     model_facts,
     origin_in,
-    placeholder_workload,
+    other_backend,
     safe_name,
     set_role_env,
     yaml_documents,
@@ -54,9 +54,11 @@ def import_srt_slurm(text: str, file: str) -> Imported:
 
     o = origin_in(file, pos)
     backend = data.get("backend") or {}
-    if backend.get("type") != "vllm":
-        raise NotImportable(f"{file}:{o('backend').line}: srt-slurm backend {backend.get('type')!r}: recipectl "
-                            "deploys vLLM only (backend.type: vllm)")
+    kind = backend.get("type") or next((k.split("_")[0] for k in ("vllm_config", "sglang_config", "trtllm_config")
+                                        if k in backend), None)
+    if kind != "vllm":
+        where = o("backend", "type") if "type" in backend else o("backend")
+        raise other_backend(str(kind or "unstated").lower(), f"{file}:{where.line}")
     resources = data.get("resources") or {}
     if resources.get("prefill_workers") is None or resources.get("decode_workers") is None:
         raise NotImportable(f"{file}:{o('resources').line}: an aggregated srt-slurm recipe (no prefill_workers/"
@@ -184,11 +186,45 @@ def _connector_config(connector: Any, origin: Origin) -> dict:
     return value
 
 
+# sa-bench's own defaults (src/srtctl/benchmarks/sa_bench.py)
+SA_BENCH_RANGE_RATIO = 0.8
+# benchmark keys recipectl's workload or checks carry; every other key is listed as not carried
+_BENCH_CARRIED = {"type", "isl", "osl", "concurrencies", "random_range_ratio", "num_prompts_mult", "num_shots"}
+
+
+_NOT_CARRIED_WHY = {
+    "repeat": "recipectl's GSM8K check runs once per `recipectl doctor`",
+    "req_rate": "recipectl's bench sends at each concurrency level without a rate limit",
+    "num_warmup_mult": "recipectl's bench warms up with its own requests",
+    "use_chat_template": "sa-bench subtracts the chat template's tokens from ISL; recipectl's workload counts the "
+                         "prompt as sent",
+}
+
+
 def _benchmark(imp: Imported, bench: dict, o) -> None:
+    """srt-slurm's benchmark, in recipectl's terms where they mean the same, listed where not.
+
+    sa-bench draws each request's input and output lengths uniformly from [int(ratio x L), L]
+    (benchmark_serving.py's sample_random_requests; ratio 0.8 unless the recipe says), where
+    recipectl's workload, like vLLM's random dataset, draws from [L' x (1 - r), L' x (1 + r)]. The
+    same range is L' = L x (1 + ratio) / 2 and r = (1 - ratio) / (1 + ratio): ratio 1.0 is fixed
+    lengths (r = 0), 0.8 is a mean of 0.9 L with the longest request at L. An accuracy run states no
+    throughput workload, and the recipe gets none: no placeholder for rules to judge."""
+    kind = str(bench.get("type", ""))
     isl, osl = bench.get("isl"), bench.get("osl")
-    if isl and osl:
-        imp.set(("workload", "isl"), int(isl), o("benchmark", "isl"))
-        imp.set(("workload", "osl"), int(osl), o("benchmark", "osl"))
+    if isl and osl and kind in ("", "sa-bench"):
+        ratio = float(bench.get("random_range_ratio", SA_BENCH_RANGE_RATIO))
+        if not 0 < ratio <= 1:
+            raise NotImportable(f"{o('benchmark', 'random_range_ratio').file}:"
+                                f"{o('benchmark', 'random_range_ratio').line}: random_range_ratio {ratio}: sa-bench "
+                                "draws lengths from [ratio x ISL, ISL], so it lies in (0, 1]")
+        note = (f"sa-bench's lengths lie in [{ratio:g} x L, L]: a mean of {(1 + ratio) / 2:g} x L, "
+                f"+/-{(1 - ratio) / (1 + ratio):.4f} in recipectl's terms")
+        where_ratio = o("benchmark", "random_range_ratio", note=note) if "random_range_ratio" in bench else \
+            o("benchmark", note=note + f" (sa-bench's default ratio {SA_BENCH_RANGE_RATIO})")
+        imp.set(("workload", "isl"), round(int(isl) * (1 + ratio) / 2), o("benchmark", "isl", note=note))
+        imp.set(("workload", "osl"), round(int(osl) * (1 + ratio) / 2), o("benchmark", "osl", note=note))
+        imp.set(("workload", "random_range_ratio"), round((1 - ratio) / (1 + ratio), 6), where_ratio)
         conc = bench.get("concurrencies")
         if isinstance(conc, str):
             levels = [int(c) for c in conc.replace(",", "x").split("x") if c.strip().isdigit()]
@@ -200,15 +236,20 @@ def _benchmark(imp: Imported, bench: dict, o) -> None:
             levels = []
         if levels:
             imp.set(("workload", "concurrency"), levels, o("benchmark", "concurrencies"))
-        ratio = bench.get("random_range_ratio")
-        if ratio is not None:
-            imp.set(("workload", "random_range_ratio"), float(ratio), o("benchmark", "random_range_ratio"))
-    else:
-        placeholder_workload(imp, o("benchmark") if bench else o())
-    kind = str(bench.get("type", ""))
+        if bench.get("num_prompts_mult") is not None:
+            imp.set(("workload", "prompts_per_concurrency"), int(bench["num_prompts_mult"]),
+                    o("benchmark", "num_prompts_mult"))
+    elif bench:
+        imp.drop(o("benchmark"), "workload", f"benchmark type {kind or 'unstated'} states no throughput workload: "
+                 "the recipe has none (add workload: {isl, osl, concurrency} to plan or bench one)")
     if kind == "gsm8k":
         imp.set(("checks", "gsm8k", "enabled"), True, o("benchmark", "type"))
         if bench.get("num_shots") is not None:
             imp.set(("checks", "gsm8k", "num_shots"), int(bench["num_shots"]), o("benchmark", "num_shots"))
     elif kind and kind != "sa-bench":
         imp.drop(o("benchmark", "type"), f"benchmark.type: {kind}", "recipectl's bench runs vllm bench serve")
+    for key, value in bench.items():
+        if key in _BENCH_CARRIED:
+            continue
+        why = _NOT_CARRIED_WHY.get(key, "srt-slurm's benchmark option: recipectl's bench has no such setting")
+        imp.drop(o("benchmark", key), f"benchmark.{key}: {value}", why)

@@ -29,8 +29,39 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+# Architectures whose layers keep a recurrent state beside attention (GDN or Mamba): P/D moves that
+# state over NIXL too, with the conv-state layout the hybrid rules check (vLLM's hybrid P/D CI runs
+# GDN, Mamba2 and Mamba1 hybrids: tests/v1/kv_connector/nixl_integration/config_sweep_accuracy_test.sh)
 HYBRID_ARCHITECTURES = ("Qwen3NextForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
-                        "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration")
+                        "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+                        "GraniteMoeHybridForCausalLM", "JambaForCausalLM", "NemotronHForCausalLM",
+                        "BambaForCausalLM", "FalconH1ForCausalLM", "Zamba2ForCausalLM", "Plamo2ForCausalLM")
+# layer_types entries of a recurrent layer (Qwen3.5's linear_attention, Granite 4.0-H's mamba)
+_RECURRENT_LAYERS = ("linear_attention", "mamba")
+# Published hybrid checkpoints and their config.json `architectures`, for hub ids with no local
+# config and no built-in spec (the ones vLLM's hybrid P/D CI serves)
+PUBLISHED_ARCHITECTURES = {
+    "ibm-granite/granite-4.0-h-tiny": "GraniteMoeHybridForCausalLM",
+    "ibm-granite/granite-4.0-h-small": "GraniteMoeHybridForCausalLM",
+    "ibm-granite/granite-4.0-h-micro": "GraniteMoeHybridForCausalLM",
+    "ai21labs/ai21-jamba2-3b": "JambaForCausalLM",
+}
+
+
+def architecture_family(path: str, base_dir: Path | None = None) -> tuple[str | None, str]:
+    """Whether a model is hybrid from its architecture — a local config.json, a built-in spec, a
+    published checkpoint's known architecture — and how that is known; (None, "") when none says."""
+    cfg = local_config(path, base_dir)
+    if cfg is not None:
+        family, _ = family_from_config(cfg)
+        return family, "its config.json's architectures and layer types"
+    known = known_model(path)
+    if known:
+        return known["family"], f"the built-in spec {known['spec']}"
+    arch = PUBLISHED_ARCHITECTURES.get(path.strip("/").lower())
+    if arch:
+        return ("hybrid" if arch in HYBRID_ARCHITECTURES else None), f"its published architecture {arch}"
+    return None, ""
 
 
 def known_model(path: str) -> dict[str, Any] | None:
@@ -106,7 +137,8 @@ def family_from_config(cfg: dict[str, Any]) -> tuple[str | None, int | None]:
     layer_types = layer_types if isinstance(layer_types, list) else []
     experts = (_count(text.get("num_experts")) or _count(text.get("n_routed_experts"))
                or _count(text.get("num_local_experts")))
-    if any(a in HYBRID_ARCHITECTURES for a in archs if isinstance(a, str)) or "linear_attention" in layer_types:
+    if any(a in HYBRID_ARCHITECTURES for a in archs if isinstance(a, str)) or any(
+            t in _RECURRENT_LAYERS for t in layer_types):
         return "hybrid", experts
     if experts:
         return "moe", experts
@@ -125,6 +157,9 @@ def infer_model_section(model: "ModelSection", base_dir: Path | None) -> "ModelS
             update["num_experts"] = experts
         if model.multimodal is None:
             update["multimodal"] = "vision_config" in cfg or "audio_config" in cfg
+    arch = PUBLISHED_ARCHITECTURES.get(model.path.strip("/").lower())
+    if cfg is None and model.family is None and arch in HYBRID_ARCHITECTURES:
+        update["family"] = "hybrid"
     known = known_model(model.path)
     if known:
         if model.family is None and "family" not in update:

@@ -111,9 +111,10 @@ def kv_transfer_json(recipe: Recipe, role: str) -> str:
         "kv_connector": kv.connector,
         "kv_role": spec.effective_kv_role,  # type: ignore[attr-defined]
         "kv_buffer_device": device,
-        "kv_load_failure_policy": kv.load_failure_policy,
         "kv_connector_extra_config": {"backends": list(kv.backends), **kv.extra_config},
     }
+    if "load_failure_policy" in kv.model_fields_set:  # the recipe's own choice; else vLLM's default stands
+        config["kv_load_failure_policy"] = kv.load_failure_policy
     return json.dumps(config, separators=(",", ":"), sort_keys=False)
 
 

@@ -7,6 +7,7 @@ from . import (  # noqa: F401 - imported for their @rule registrations
     capacity,
     consistency,
     cpu,
+    deploytime,
     engine_args,
     hybrid,
     operability,

@@ -12,7 +12,7 @@ from .registry import Edit, Violation, rule, safe
 
 @rule(code="CON001", name="consistency.hybrid-tp-match", title="Hybrid P/D needs the same TP on both roles",
       severity=Severity.ERROR, category=Category.CRASH,
-      applies="hybrid model, P/D; vLLM < 0.27 without PR 49612 (error), later (warning)",
+      applies="hybrid model, P/D; vLLM < 0.27 without PR 49612 (error), later or unknown (warning)",
       source="vLLM PR #36687 (homogeneous TP only for hybrid SSM-FA); PR #49612 (heterogeneous P/D block "
              "sizes for hybrid models: nixl/base_worker.py of 0.27.0, engine fact hybrid-heterogeneous-tp); "
              "issue #45575 (root cause, open)")
@@ -26,7 +26,9 @@ def hybrid_tp(ctx: RuleContext) -> Iterator[Violation]:
     homogeneous TP only and the handshake asserts on the block-size mismatch (an error). From
     vLLM 0.27 (or a build declaring `patches: [49612]`) heterogeneous block sizes are handled,
     while the root-cause issue #45575 is still open: a warning — prove the pair with
-    `recipectl doctor`'s parity check.
+    `recipectl doctor`'s parity check. Where the version is unknown it is a warning too: vLLM's
+    own hybrid P/D CI runs a TP1 prefill with a TP2 decode on Qwen3.5 at its head
+    (tests/v1/kv_connector/nixl_integration/config_sweep_accuracy_test.sh).
 
     Example:
         prefill: {parallel: TP2}
@@ -45,7 +47,7 @@ def hybrid_tp(ctx: RuleContext) -> Iterator[Violation]:
                            else f"; vLLM {fmt_version(ctx.version)} supports homogeneous TP only for hybrid P/D"),
                         f"prefill:\n  parallel: {{tp: {d}, dp: {ctx.recipe.prefill.parallel.dp}, "
                         f"expert_parallel: {str(ctx.recipe.prefill.parallel.expert_parallel).lower()}}}",
-                        Severity.WARNING if handled else None)
+                        Severity.WARNING if handled or ctx.version is None else None)
 
 
 @rule(code="CON002", name="consistency.prefill-tp-above-decode",

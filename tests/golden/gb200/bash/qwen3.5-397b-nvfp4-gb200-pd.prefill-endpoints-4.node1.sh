@@ -45,7 +45,7 @@ setsid env -- \
   --api-server-count 1 \
   --no-enable-prefix-caching \
   --max-cudagraph-capture-size 768 \
-  --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer","kv_buffer_device":"cuda","kv_load_failure_policy":"fail","kv_connector_extra_config":{"backends":["UCX"]}}' \
+  --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer","kv_buffer_device":"cuda","kv_connector_extra_config":{"backends":["UCX"]}}' \
   >"$LOG_DIR/decode-0-node1.log" 2>&1 &
 pids+=("$!")
 echo "started decode-0-node1 (pid $!), log $LOG_DIR/decode-0-node1.log"

@@ -42,7 +42,7 @@ setsid env -- \
   --stream-interval 100 \
   --api-server-count 1 \
   --no-enable-prefix-caching \
-  --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer","kv_buffer_device":"cuda","kv_load_failure_policy":"fail","kv_connector_extra_config":{"backends":["UCX"]}}' \
+  --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer","kv_buffer_device":"cuda","kv_connector_extra_config":{"backends":["UCX"]}}' \
   >"$LOG_DIR/prefill-2.log" 2>&1 &
 pids+=("$!")
 echo "started prefill-2 (pid $!), log $LOG_DIR/prefill-2.log"
@@ -70,7 +70,7 @@ setsid env -- \
   --stream-interval 100 \
   --api-server-count 1 \
   --no-enable-prefix-caching \
-  --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer","kv_buffer_device":"cuda","kv_load_failure_policy":"fail","kv_connector_extra_config":{"backends":["UCX"]}}' \
+  --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer","kv_buffer_device":"cuda","kv_connector_extra_config":{"backends":["UCX"]}}' \
   >"$LOG_DIR/prefill-3.log" 2>&1 &
 pids+=("$!")
 echo "started prefill-3 (pid $!), log $LOG_DIR/prefill-3.log"

@@ -40,7 +40,7 @@ setsid env -- \
   --mamba-ssm-cache-dtype bfloat16 \
   --api-server-count 1 \
   --no-enable-prefix-caching \
-  --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer","kv_buffer_device":"cuda","kv_load_failure_policy":"fail","kv_connector_extra_config":{"backends":["UCX"]}}' \
+  --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer","kv_buffer_device":"cuda","kv_connector_extra_config":{"backends":["UCX"]}}' \
   >"$LOG_DIR/prefill-0.log" 2>&1 &
 pids+=("$!")
 echo "started prefill-0 (pid $!), log $LOG_DIR/prefill-0.log"
@@ -66,7 +66,7 @@ setsid env -- \
   --mamba-ssm-cache-dtype bfloat16 \
   --api-server-count 1 \
   --no-enable-prefix-caching \
-  --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer","kv_buffer_device":"cuda","kv_load_failure_policy":"fail","kv_connector_extra_config":{"backends":["UCX"]}}' \
+  --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer","kv_buffer_device":"cuda","kv_connector_extra_config":{"backends":["UCX"]}}' \
   >"$LOG_DIR/prefill-1.log" 2>&1 &
 pids+=("$!")
 echo "started prefill-1 (pid $!), log $LOG_DIR/prefill-1.log"
@@ -92,7 +92,7 @@ setsid env -- \
   --stream-interval 100 \
   --api-server-count 1 \
   --no-enable-prefix-caching \
-  --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer","kv_buffer_device":"cuda","kv_load_failure_policy":"fail","kv_connector_extra_config":{"backends":["UCX"]}}' \
+  --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer","kv_buffer_device":"cuda","kv_connector_extra_config":{"backends":["UCX"]}}' \
   >"$LOG_DIR/decode-0.log" 2>&1 &
 pids+=("$!")
 echo "started decode-0 (pid $!), log $LOG_DIR/decode-0.log"

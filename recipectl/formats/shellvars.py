@@ -1,0 +1,211 @@
+"""Variables as a launch script or a container spec gives them to a server's command line.
+
+Shell (POSIX parameter expansion, what launch scripts use): `NAME=value` and `export NAME=value`
+(the value expanded when assigned), `$NAME`, `${NAME}`, `${NAME:-word}` / `${NAME-word}` (the word
+when unset, or also when empty), `${NAME:=word}`; a `$` the script quoted stays text. An array
+(`NAME=(...)`, `read -a NAME`, `declare -a NAME`, `${NAME[@]}`) is not resolved: its items are
+known only when the script runs, and the reader says so.
+
+Kubernetes (a container's `command` and `args`): `$(VAR)` is the container's env variable VAR,
+`$$(VAR)` the text `$(VAR)`, an unknown `$(VAR)` stays as written (the kubelet's own rule). A
+variable whose value the file does not hold (a Secret, a field reference) stays unresolved.
+
+An unresolved reference is left as written in the word, so that it reaches the recipe and rule
+IMP001 reports it (recipectl.placeholders) — never a silent skip.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .shellwords import Word
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_SHELL_REF = re.compile(r"\$(?:\{(?P<braced>[^}]*)\}|(?P<name>" + _NAME + r"))")
+_BRACED = re.compile(r"(?P<name>" + _NAME + r")(?:(?P<op>:?[-=])(?P<word>.*))?\Z", re.S)
+_ARRAY_USE = re.compile(r"(?P<name>" + _NAME + r")\[[^\]]*\]\Z")
+_K8S_REF = re.compile(r"\$\$\(|\$\((?P<name>" + _NAME + r")\)")
+
+
+@dataclass
+class Expanded:
+    """A word after expansion: its text (an unresolved reference left as written), and what could
+    not be resolved."""
+
+    text: str
+    unresolved: list[str] = field(default_factory=list)  # the references, as written
+    arrays: list[str] = field(default_factory=list)  # the array names among them
+
+
+@dataclass
+class Scope:
+    """A script's variables as it runs top to bottom: values, which are exported, which are arrays."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    exported: set[str] = field(default_factory=set)
+    arrays: set[str] = field(default_factory=set)
+    where: dict[str, Word] = field(default_factory=dict)  # the word that set each one
+
+    def assign(self, name: str, value: str, w: Word, *, export: bool = False) -> None:
+        self.values[name] = value
+        self.arrays.discard(name)
+        self.where[name] = w
+        if export:
+            self.exported.add(name)
+
+    def array(self, name: str, w: Word) -> None:
+        self.values.pop(name, None)
+        self.arrays.add(name)
+        self.where[name] = w
+
+
+def expand(text: str, scope: Scope, literal: tuple[int, ...] = ()) -> Expanded:
+    """Shell parameter expansion of one word's text; `literal`: offsets of the `$` it quoted."""
+    out = Expanded("")
+    parts: list[str] = []
+    pos = 0
+    for m in _SHELL_REF.finditer(text):
+        if m.start() in literal:
+            continue
+        parts.append(text[pos:m.start()])
+        pos = m.end()
+        parts.append(_one(m, scope, out))
+    parts.append(text[pos:])
+    out.text = "".join(parts)
+    return out
+
+
+def _one(m: re.Match, scope: Scope, out: Expanded) -> str:
+    written = m.group(0)
+    name = m.group("name")
+    if name is not None:
+        return _value(name, written, scope, out)
+    braced = m.group("braced")
+    arr = _ARRAY_USE.match(braced)
+    if arr:
+        out.unresolved.append(written)
+        out.arrays.append(arr.group("name"))
+        return written
+    b = _BRACED.match(braced)
+    if b is None:  # ${#X}, ${X%suffix}, ${X:+word}: not read
+        out.unresolved.append(written)
+        return written
+    name, op, word = b.group("name"), b.group("op"), b.group("word")
+    value = scope.values.get(name)
+    if op is None:
+        return _value(name, written, scope, out)
+    unset = value is None and name not in scope.arrays
+    empty = value == ""
+    if unset or (empty and op.startswith(":")):
+        default = expand(word or "", scope)
+        out.unresolved += default.unresolved
+        out.arrays += default.arrays
+        if op.endswith("=") and not default.unresolved:
+            scope.values[name] = default.text
+        return default.text
+    return _value(name, written, scope, out)
+
+
+def _value(name: str, written: str, scope: Scope, out: Expanded) -> str:
+    if name in scope.arrays:
+        out.unresolved.append(written)
+        out.arrays.append(name)
+        return written
+    value = scope.values.get(name)
+    if value is None:
+        out.unresolved.append(written)
+        return written
+    return value
+
+
+def expand_word(w: Word, scope: Scope) -> tuple[Word, Expanded]:
+    """A word with its variables expanded; a word with anything unresolved keeps its text as
+    written, so that the finding quotes what the original says."""
+    e = expand(w.text, scope, w.literal)
+    if e.unresolved:
+        return w, e
+    return Word(e.text, w.line, w.col), e
+
+
+def expand_k8s(text: str, env: dict[str, str | None]) -> Expanded:
+    """Kubernetes' `$(VAR)` expansion of a command or args item against the container's env (a
+    value None: set from what the file does not hold)."""
+    out = Expanded("")
+
+    def sub(m: re.Match) -> str:
+        if m.group(0) == "$$(":
+            return "$("
+        name = m.group("name")
+        value = env.get(name)
+        if value is None:
+            out.unresolved.append(m.group(0))
+            return m.group(0)
+        return value
+
+    out.text = _K8S_REF.sub(sub, text)
+    return out
+
+
+_ASSIGN = re.compile(r"(?P<name>" + _NAME + r")=(?P<value>.*)\Z", re.S)
+_DECLARERS = ("declare", "typeset", "local", "readonly")
+
+
+def assignment(w: Word) -> tuple[str, str] | None:
+    m = _ASSIGN.match(w.text)
+    return (m.group("name"), m.group("value")) if m else None
+
+
+def read_assignments(words: list[Word], scope: Scope) -> bool:
+    """Apply a command that only sets variables (`A=1 B=2`, `export A=1`, `declare -a A`,
+    `read -a A`, `A=(x y)`) to `scope`; True when the command was one. A value that cannot be
+    resolved makes the variable unknown (its uses stay as written)."""
+    if words and all(assignment(w) for w in words):
+        for w in words:
+            _assign(w, scope, export=assignment(w)[0] in scope.exported)  # type: ignore[index]
+        return True
+    rest = list(words)
+    while rest and assignment(rest[0]):  # `IFS=, read ...`: for that command only
+        rest = rest[1:]
+    if not rest:
+        return False
+    head, args = rest[0].text, rest[1:]
+    flags = "".join(w.text.lstrip("-") for w in args if w.text.startswith("-"))
+    if head == "export" or head in _DECLARERS:
+        for w in args:
+            if w.text.startswith("-"):
+                continue
+            a = assignment(w)
+            if "a" in flags or (a and a[1].startswith("(")):
+                scope.array(a[0] if a else w.text, w)
+            elif a:
+                _assign(w, scope, export=head == "export")
+            elif head == "export" and re.fullmatch(_NAME, w.text):
+                scope.exported.add(w.text)
+        return True
+    if head == "read":
+        names = [w for w in args if re.fullmatch(_NAME, w.text)]
+        for w in names:
+            if "a" in flags:
+                scope.array(w.text, w)
+            else:  # read from input: known only when the script runs
+                scope.values.pop(w.text, None)
+                scope.where[w.text] = w
+        return True
+    return False
+
+
+def _assign(w: Word, scope: Scope, *, export: bool) -> None:
+    name, value = assignment(w)  # type: ignore[misc]
+    if value.startswith("("):
+        scope.array(name, w)
+        return
+    e = expand(value, scope, tuple(k - len(name) - 1 for k in w.literal if k > len(name)))
+    if e.unresolved:
+        scope.values.pop(name, None)
+        scope.arrays.discard(name)
+        scope.where[name] = w
+        if export:
+            scope.exported.add(name)
+        return
+    scope.assign(name, e.text, w, export=export)

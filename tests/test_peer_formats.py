@@ -1,0 +1,242 @@
+"""Recipes as the peers publish them today: Dynamo's v1beta1 CRD with ConfigMaps, Secrets and
+Kubernetes' $(VAR); bash -lc scripts and envsubst placeholders; shell variables in vllm serve
+scripts; srt-slurm's sa-bench lengths; other engines refused in one line; hybrid-ness from the
+model's architecture; severities that follow the publishers' own evidence."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recipectl.formats import import_text
+from recipectl.formats.shellvars import Scope, expand, read_assignments
+from recipectl.formats.shellwords import shell_words
+from recipectl.validate import validate_file
+
+ROOT = Path(__file__).resolve().parent.parent
+FIELD = ROOT / "tests" / "field"
+OTHER = ROOT / "tests" / "fixtures" / "other-backends"
+
+
+def _findings(path: Path) -> list[tuple[str, str, str, str]]:
+    report, _ = validate_file(path)
+    assert report.valid, [d.message for d in report.diagnostics]
+    return [(d.code, d.severity.value, d.path, d.message) for d in report.diagnostics]
+
+
+def _recipectl(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "recipectl", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
+
+
+# ------------------------------------------------------------------------------------- Dynamo
+def test_v1beta1_components_read_kv_roles_from_the_configmap():
+    """spec.components, the KV transfer config in a ConfigMap of the same file read through
+    `$(KV_TRANSFER_CONFIG)`: the roles are the ConfigMap's, nothing is left as a flag to judge."""
+    path = FIELD / "dynamo" / "qwen35-122b-nvfp4-b200-disagg-1p2d-v1beta1.yaml"
+    imp = import_text(path.read_text(), str(path))
+    assert imp.get(("prefill", "kv_role")) == "kv_producer"
+    assert imp.get(("decode", "kv_role")) == "kv_consumer"
+    assert imp.get(("kv_transfer", "extra_config")) == {"num_threads": 8}
+    assert imp.get(("decode", "endpoints")) == 2
+    assert imp.get(("decode", "async_scheduling")) is False
+    assert not any("KV_TRANSFER_CONFIG" in a for a in imp.get(("prefill", "extra_args"), []))
+    # the Secret is named as not read, never read
+    assert any("hf-token-secret" in d.what for d in imp.dropped)
+
+
+def test_lc_script_takes_the_model_from_the_container_env_and_the_image_placeholder_is_unresolved():
+    path = FIELD / "dynamo" / "qwen35-397b-fp8-h100-1p3d-lc-envsubst.yaml"
+    imp = import_text(path.read_text(), str(path))
+    assert imp.get(("model", "path")) == "Qwen/Qwen3.5-397B-A17B-FP8"
+    assert imp.get(("decode", "endpoints")) == 3
+    assert imp.get(("kv_transfer", "backends")) == ["LIBFABRIC"]
+    found = _findings(path)
+    assert ("IMP001", "info", "engine.image") in [f[:3] for f in found]
+    assert not [f for f in found if f[1] == "error"]
+
+
+# ------------------------------------------------------------------------------ shell variables
+def test_shell_expansion_defaults_exports_and_quoting():
+    scope = Scope()
+    for cmd in shell_words("A=1\nexport B=${A:-9}x\nC=${UNSET:-dflt}\nD='$A'\n"):
+        assert read_assignments(cmd, scope)
+    assert scope.values == {"A": "1", "B": "1x", "C": "dflt", "D": "$A"}
+    assert scope.exported == {"B"}
+    e = expand("--port $NOPE", scope)
+    assert e.text == "--port $NOPE" and e.unresolved == ["$NOPE"]
+
+
+SCRIPT = """#!/bin/bash
+KV='{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
+export VLLM_SSM_CONV_STATE_LAYOUT=DS
+MODEL=${MODEL:-Qwen/Qwen3.5-35B-A3B-FP8}
+EXTRA=(--max-model-len 8192)
+vllm serve $MODEL --port $PREFILL_PORT --tensor-parallel-size 2 --kv-transfer-config "$KV" "${EXTRA[@]}" &
+vllm serve "$MODEL" --port 8200 --tensor-parallel-size 2 \\
+  --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}' &
+"""
+
+
+def test_script_variables_resolve_and_what_does_not_is_a_finding(tmp_path):
+    """An assignment, an export, a default, and two things known only when the script runs: a port
+    (said, never called a value the engine would refuse) and an array (said, its flags unread)."""
+    path = tmp_path / "pd.sh"
+    path.write_text(SCRIPT)
+    imp = import_text(SCRIPT, str(path))
+    assert imp.get(("model", "path")) == "Qwen/Qwen3.5-35B-A3B-FP8"
+    assert imp.get(("model", "family")) == "hybrid"
+    assert imp.get(("prefill", "kv_role")) == "kv_producer"
+    assert imp.get(("prefill", "env", "VLLM_SSM_CONV_STATE_LAYOUT")) == "DS"
+    found = _findings(path)
+    codes = {(c, s, p) for c, s, p, _ in found}
+    assert ("IMP001", "info", "prefill.extra_args.1") in codes  # `--port $PREFILL_PORT`
+    assert ("IMP001", "info", "prefill.extra_args.2") in codes  # "${EXTRA[@]}"
+    assert not [f for f in found if f[0] in ("ARG002", "ARG003")]
+    assert ("VER001", "warning", "decode.async_scheduling") in codes  # the hybrid rules ran
+
+
+def test_an_unresolved_model_is_a_warning_that_says_the_model_rules_did_not_run(tmp_path):
+    path = tmp_path / "pd.sh"
+    path.write_text(SCRIPT.replace("MODEL=${MODEL:-Qwen/Qwen3.5-35B-A3B-FP8}\n", ""))
+    found = _findings(path)
+    imp001 = [f for f in found if f[0] == "IMP001" and f[2] == "model.path"]
+    assert imp001 and imp001[0][1] == "warning"
+    assert imp001[0][3] == "`model.path` is set at deploy time (`$MODEL`): rules that need the model did not run"
+
+
+# ----------------------------------------------------------------------------- srt-slurm sa-bench
+def _srt(tmp_path, bench: str) -> Path:
+    base = (FIELD / "srt-slurm" / "qwen35-397b-gb200-4xdep2-1xdep8.yaml").read_text()
+    text = base[:base.index("benchmark:")] + bench
+    path = tmp_path / "srt.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_sa_bench_fixed_lengths_are_ratio_one(tmp_path):
+    path = _srt(tmp_path, "benchmark:\n  type: sa-bench\n  isl: 8192\n  osl: 1024\n  concurrencies: '64'\n"
+                          "  random_range_ratio: 1.0\n")
+    imp = import_text(path.read_text(), str(path))
+    assert imp.get(("workload",)) == {"isl": 8192, "osl": 1024, "random_range_ratio": 0.0, "concurrency": [64]}
+
+
+def test_sa_bench_lengths_lie_in_ratio_times_isl_to_isl(tmp_path):
+    """0.8: sa-bench's longest request is ISL itself (8192), not vLLM's ISL x 1.8."""
+    from recipectl.schema import WorkloadSection
+
+    path = _srt(tmp_path, "benchmark:\n  type: sa-bench\n  isl: 8192\n  osl: 1024\n  concurrencies: '64'\n"
+                          "  random_range_ratio: 0.8\n  repeat: 2\n  num_warmup_mult: 1\n")
+    imp = import_text(path.read_text(), str(path))
+    w = WorkloadSection.model_validate(imp.get(("workload",)))
+    assert (w.max_isl, w.max_osl) == (8192, 1024)
+    assert round(w.isl * (1 - w.random_range_ratio)) == round(0.8 * 8192)
+    dropped = {d.what.split(":")[0] for d in imp.dropped}
+    assert {"benchmark.repeat", "benchmark.num_warmup_mult"} <= dropped
+
+
+def test_an_accuracy_run_gets_no_invented_workload(tmp_path):
+    path = _srt(tmp_path, "benchmark:\n  type: gsm8k\n  repeat: 5\n")
+    imp = import_text(path.read_text(), str(path))
+    assert imp.get(("workload",)) is None
+    assert imp.get(("checks", "gsm8k", "enabled")) is True
+    assert any(d.what.startswith("benchmark.repeat") for d in imp.dropped)
+    assert not [f for f in _findings(path) if f[2].startswith("workload")]
+
+
+# ----------------------------------------------------------------------------- other backends
+@pytest.mark.parametrize("name,backend", [("srt-slurm-sglang-qwen35-1p1d.yaml", "sglang"),
+                                          ("srt-slurm-trtllm-typed.yaml", "trtllm"),
+                                          ("dynamo-sglang-v1beta1.yaml", "sglang"),
+                                          ("dynamo-trtllm-worker.yaml", "trtllm")])
+@pytest.mark.parametrize("command", [["validate"], ["plan"], ["render", "-t", "bash", "-o", "{tmp}"], ["import"]])
+def test_other_backends_are_refused_in_one_line(name, backend, command, tmp_path):
+    args = [a.replace("{tmp}", str(tmp_path / "out")) for a in command]
+    r = _recipectl(*args, str((OTHER / name).relative_to(ROOT)))
+    assert r.returncode == 2, r.stdout + r.stderr
+    said = [line for line in (r.stdout + r.stderr).splitlines() if f"backend {backend}" in line]
+    assert len(said) == 1 and said[0].endswith(f"backend {backend}: recipectl checks vLLM deployments")
+    assert "SCH001" not in r.stdout + r.stderr and "Traceback" not in r.stderr
+
+
+# --------------------------------------------------------------------------- hybrid-ness
+def _serve_pair(model: str) -> str:
+    kv = '{"kv_connector":"NixlConnector","kv_role":"kv_%s"}'
+    return "".join(f"VLLM_SSM_CONV_STATE_LAYOUT=DS vllm serve {model} --port {port} --kv-transfer-config "
+                   f"'{kv % role}' &\n" for port, role in ((8100, "producer"), (8200, "consumer")))
+
+
+def test_hybrid_from_the_architecture_under_any_name(tmp_path):
+    """A Mamba2 hybrid under a name recipectl has never seen: its config.json says."""
+    model = tmp_path / "house-model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"architectures": ["GraniteMoeHybridForCausalLM"]}))
+    path = tmp_path / "pd.sh"
+    path.write_text(_serve_pair(str(model)))
+    imp = import_text(path.read_text(), str(path))
+    assert imp.get(("model", "family")) == "hybrid"
+    assert "config.json" in imp.origins[("model", "family")].note
+    assert "VER001" in {f[0] for f in _findings(path)}
+
+
+def test_granite_4_h_is_hybrid_by_its_published_architecture(tmp_path):
+    path = tmp_path / "pd.sh"
+    path.write_text(_serve_pair("ibm-granite/granite-4.0-h-tiny"))
+    imp = import_text(path.read_text(), str(path))
+    assert imp.get(("model", "family")) == "hybrid"
+    assert "GraniteMoeHybridForCausalLM" in imp.origins[("model", "family")].note
+
+
+def test_an_unknown_model_is_said_so(tmp_path):
+    path = tmp_path / "pd.sh"
+    path.write_text(_serve_pair("my-org/house-model"))
+    found = _findings(path)
+    assert ("IMP002", "info", "model.path") in [f[:3] for f in found]
+
+
+# --------------------------------------------------------------------- severity and evidence
+def test_fp8_kv_on_nvfp4_is_an_error_only_on_the_397b_the_evidence_is_about():
+    on_122b = _findings(FIELD / "dynamo" / "qwen35-122b-nvfp4-b200-disagg-1p2d-v1beta1.yaml")
+    on_397b = _findings(FIELD / "srt-slurm" / "known-bad-fp8-kv-cache-nvfp4.yaml")
+    assert {f[1] for f in on_122b if f[0] == "HYB006"} == {"warning"}
+    assert {f[1] for f in on_397b if f[0] == "HYB006"} == {"error"}
+
+
+def test_a_float16_ssm_cache_is_reported_once():
+    found = _findings(FIELD / "dynamo" / "qwen35-122b-fp8-h200-disagg-1p2d-v1beta1.yaml")
+    on_line = [f[0] for f in found if f[2] == "decode.mamba_ssm_cache_dtype"]
+    assert on_line == ["HYB007"]
+
+
+def test_render_leaves_the_load_failure_policy_to_vllm_unless_the_recipe_sets_it(tmp_path):
+    from recipectl.loader import load_text
+    from recipectl.render.processes import kv_transfer_json
+
+    text = (ROOT / "recipes" / "local" / "tiny-hybrid-cpu.yaml").read_text()
+    unset = load_text(text, "r.yaml", base_dir=ROOT / "recipes" / "local").recipes[0].recipe
+    assert "kv_load_failure_policy" not in json.loads(kv_transfer_json(unset, "decode"))
+    assert "load_failure_policy" not in text
+    stated = text.replace("kv_transfer:\n", "kv_transfer:\n  load_failure_policy: fail\n", 1)
+    assert stated != text
+    set_ = load_text(stated, "r.yaml", base_dir=ROOT / "recipes" / "local").recipes[0].recipe
+    assert json.loads(kv_transfer_json(set_, "decode"))["kv_load_failure_policy"] == "fail"
+
+
+def test_heterogeneous_tp_on_an_unknown_version_is_a_warning():
+    """vLLM's own CI runs a TP1 prefill with a TP2 decode on Qwen3.5 at its head."""
+    found = _findings(FIELD / "vllm-serve" / "vllm-ci-hybrid-ssm-qwen35-0.8b-p-tp1-d-tp2.sh")
+    assert {f[1] for f in found if f[0] == "CON001"} == {"warning"}
+    bad = _findings(FIELD / "vllm-serve" / "known-bad-heterogeneous-tp.sh")  # vLLM 0.22.0
+    assert {f[1] for f in bad if f[0] == "CON001"} == {"error"}
+
+
+def test_replicas_set_at_deploy_time_are_listed(tmp_path):
+    text = (FIELD / "dynamo" / "qwen35-397b-fp8-h100-1p3d-lc-envsubst.yaml").read_text()
+    text = text.replace("      replicas: 3\n", "      replicas: ${NUM_DECODE_REPLICAS}\n")
+    imp = import_text(text, str(tmp_path / "d.yaml"))
+    assert imp.get(("decode", "endpoints")) == 1
+    assert any(d.what == "replicas: ${NUM_DECODE_REPLICAS}" for d in imp.dropped)
