@@ -40,8 +40,9 @@ def parse_with_engine(serve: list[list[str]], router: list[list[str]], *, venv: 
     py = engine_python(venv)
     pkg_root = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": pkg_root, "VLLM_LOGGING_LEVEL": "ERROR", "VLLM_NO_USAGE_STATS": "1"}
-    proc = subprocess.run([str(py), "-m", "recipectl.engine_probe", "parse"], input=json.dumps(
-        {"serve": serve, "router": router, "flags": flags, "cli_args_modules": serve_cli_args_modules()}), capture_output=True, text=True, timeout=timeout, env=env)
+    request = {"serve": serve, "router": router, "flags": flags, "cli_args_modules": serve_cli_args_modules()}
+    proc = subprocess.run([str(py), "-m", "recipectl.engine_probe", "parse"], input=json.dumps(request),
+                          capture_output=True, text=True, timeout=timeout, env=env)
     if proc.returncode != 0 or not proc.stdout.strip():
         raise RecipectlError(f"the engine's parser could not run: {proc.stderr.strip()[-800:]}",
                              exit_code=ExitCode.INVALID)

@@ -5,8 +5,9 @@ engine's own argument parsers, without starting anything.
 
 stdin: {"serve": [[arg, ...], ...], "router": [[arg, ...], ...], "cli_args_modules": [module, ...]}
 — argv after the program name (for serve: starting with the model), and where each vLLM release
-keeps `validate_parsed_serve_args` (recipectl.engine_versions.serve_cli_args_modules). stdout: one JSON object with a verdict per command.
-Only the standard library is imported at module level: the package is put on PYTHONPATH.
+keeps `validate_parsed_serve_args` (recipectl.engine_env.serve_cli_args_modules). stdout: one
+JSON object with a verdict per command. Only the standard library is imported at module level:
+the package is put on PYTHONPATH.
 """
 
 from __future__ import annotations

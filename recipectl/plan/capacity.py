@@ -147,8 +147,9 @@ def plan_role(spec: ModelSpec, *, max_model_len: int, tp: int = 1, dp: int = 1, 
     ``cache_bytes_override`` replaces the GPU memory arithmetic (the CPU backend:
     ``VLLM_CPU_KVCACHE_SPACE`` GiB). ``gpu_memory_utilization`` defaults to vLLM's 0.92 (0.9
     before 0.20). ``enable_prefix_caching`` puts hybrid models in mamba ``align`` mode (2 state
-    blocks per GDN group per request); a P/D decode runs it off. ``checkpoint_alignment`` (align mode
-    only): the GDN prefill checkpoint grid the hybrid block is a multiple of (pages.align_hybrid_block_size). ``num_speculative_tokens`` adds
+    blocks per GDN group per request); a P/D decode runs it off. ``checkpoint_alignment`` (align
+    mode only): the GDN prefill checkpoint grid the hybrid block is a multiple of
+    (pages.align_hybrid_block_size). ``num_speculative_tokens`` adds
     the MTP layers' attention caches and speculative GDN state slots.
     """
     model_dtype = model_dtype or spec.dtype

@@ -229,13 +229,20 @@ def api_server_count(ctx: RuleContext) -> Iterator[Violation]:
                             f"{role}:\n  api_server_count: 1")
 
 
+def _gdn_backend_fix(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:
+    """flashinfer where it can run; triton (what runs anyway) where the head dim rules it out."""
+    reachable = ctx.gdn_head_k_dim in (None, fact("flashinfer-gdn-prefill-blackwell").value["head_k_dim"])
+    return set_field("flashinfer" if reachable else "triton")(ctx, v)
+
+
 @rule(code="PRF007", name="performance.gdn-prefill-backend", title="FlashInfer GDN prefill kernel on Blackwell",
       severity=Severity.WARNING, category=Category.PERFORMANCE,
       applies="hybrid model, prefill, Blackwell GPUs, vLLM 0.22 or later (or unknown)",
       source="seed; flashinfer PR #3001 (5.92x kernel, 1.13x end-to-end prefill on 8xB200); vLLM "
              "gdn/qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend (Blackwell: head_k_dim 128 and CUDA "
              "runtime >= 13, else Triton; engine fact flashinfer-gdn-prefill-blackwell)",
-      fix=unsafe(set_field("flashinfer"), "sets prefill gdn_prefill_backend: flashinfer (unsafe: another kernel)"))
+      fix=unsafe(_gdn_backend_fix, "sets prefill gdn_prefill_backend: flashinfer, or triton where the model's "
+                 "head dim keeps FlashInfer out of reach (unsafe: another kernel)"))
 def gdn_backend(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That a hybrid prefill on Blackwell can reach the FlashInfer GDN prefill kernel: `flashinfer`,
@@ -264,10 +271,12 @@ def gdn_backend(ctx: RuleContext) -> Iterator[Violation]:
     b = setting.value
     head_k_dim = ctx.gdn_head_k_dim
     needs = fact("flashinfer-gdn-prefill-blackwell").value
+    reachable = head_k_dim is None or head_k_dim == needs["head_k_dim"]
     if b not in (None, "auto", "flashinfer"):
-        yield Violation(setting.path, f"prefill uses the {b} GDN prefill kernel on Blackwell",
-                        "prefill:\n  gdn_prefill_backend: flashinfer")
-    elif head_k_dim is not None and head_k_dim != needs["head_k_dim"]:
+        if reachable:  # with another head dim every choice runs Triton: nothing to gain
+            yield Violation(setting.path, f"prefill uses the {b} GDN prefill kernel on Blackwell",
+                            "prefill:\n  gdn_prefill_backend: flashinfer")
+    elif not reachable:
         yield Violation(setting.path, f"prefill asks for {b or 'auto'}, but on Blackwell vLLM runs FlashInfer's GDN "
                                       f"prefill only with head_k_dim {needs['head_k_dim']} (this model: "
                                       f"{head_k_dim}) and falls back to Triton without a word",
