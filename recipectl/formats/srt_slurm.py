@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
+from ..engine_flags import flag_json
 from .common import (
     GPUS_PER_NODE,
     Imported,
@@ -176,11 +177,12 @@ def _connector_config(connector: Any, origin: Origin) -> dict:
     if isinstance(connector, dict):
         return connector
     try:
-        value = json.loads(str(connector))
+        value = flag_json(str(connector))
     except ValueError:
         value = None
     if not isinstance(value, dict):
-        raise NotImportable(f"{origin.file}:{origin.line}: connector {connector!r}: recipectl deploys NIXL only")
+        shown = repr(connector) if len(repr(connector)) <= 60 else repr(connector)[:60] + "..."
+        raise NotImportable(f"{origin.file}:{origin.line}: connector {shown}: recipectl deploys NIXL only")
     return value
 
 
