@@ -33,6 +33,7 @@ from .common import (
 )
 from .flags import read_flags
 from .names import DYNAMO
+from .shapes import DynamoGraph, check
 from .shellwords import Word, shell_words
 
 
@@ -42,6 +43,7 @@ def import_dynamo(text: str, file: str) -> Imported:
     if len(docs) != 1:
         raise NotImportable(f"{file}: {len(docs)} DynamoGraphDeployment documents; recipectl reads one")
     data, pos = docs[0]
+    check(DynamoGraph, data, file, pos)
     imp = Imported(DYNAMO, file, files=[file])
 
     o = origin_in(file, pos)

@@ -35,6 +35,7 @@ from .common import (
 )
 from .flags import read_flags
 from .names import SRT_SLURM
+from .shapes import SrtRecipe, check
 from .shellwords import Word
 
 SRTCTL_DP_RPC_PORT = 8400  # srtctl's VLLM_DATA_PARALLEL_RPC_PORT (src/srtctl/ports.py)
@@ -51,6 +52,7 @@ def import_srt_slurm(text: str, file: str) -> Imported:
     if len(docs) != 1 or not isinstance(docs[0][0], dict):
         raise NotImportable(f"{file}: an srt-slurm recipe is one YAML mapping")
     data, pos = docs[0]
+    check(SrtRecipe, data, file, pos)
     imp = Imported(SRT_SLURM, file, files=[file])
 
     o = origin_in(file, pos)
