@@ -69,6 +69,10 @@ def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool, loaded=None) 
         if loaded is not None:
             where = loaded.diagnostic(path=e.field, code="SCH004", severity=Severity.ERROR, message="").location
         raise RecipectlError(f"{where}: {e} [{e.field}]", fix=e.fix) from None
+    except ValueError as e:  # what the engine would refuse too: a dtype it has no size for, a TP that splits no head
+        raise RecipectlError(f"{recipe_path}: cannot plan this recipe: {e}",
+                             fix="check each role's cache dtypes and tensor parallel size against the model "
+                                 "(recipectl show --resolved prints what each role runs)") from None
     # vLLM refuses to start an endpoint whose cache cannot hold one request of max_model_len tokens
     cannot = [role for role, v in report["roles"].items() if not v["holds_one_request"]]
     if as_json:
