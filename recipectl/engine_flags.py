@@ -9,13 +9,13 @@ engine's parser. Pure data and string handling: no engine import.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from .fileio import JsonRefused, parse_json
 from .placeholders import has_reference
 
 
@@ -54,6 +54,14 @@ def _tokens_or_auto(text: str) -> int | None:
     return _tokens(t)
 
 
+FLAG_JSON_MAX_BYTES = 64 * 1024  # a JSON flag value (--speculative-config): a few hundred bytes
+
+
+def flag_json(text: str) -> Any:
+    """A JSON flag value (--kv-transfer-config, --speculative-config), bounded in size and nesting."""
+    return parse_json(text, max_bytes=FLAG_JSON_MAX_BYTES)
+
+
 @dataclass(frozen=True)
 class EngineFlag:
     """One `vllm serve` flag and the recipe field it stands for."""
@@ -86,7 +94,7 @@ FLAGS: tuple[EngineFlag, ...] = (
     EngineFlag("host", "--host", owned=True),
     EngineFlag("port", "--port", convert=int, owned=True),
     EngineFlag("served_model_name", "--served-model-name", (), Arity.MANY, owned=True),
-    EngineFlag("kv_transfer_config", "--kv-transfer-config", convert=json.loads, owned=True),
+    EngineFlag("kv_transfer_config", "--kv-transfer-config", convert=flag_json, owned=True),
     # model
     EngineFlag("dtype", "--dtype"),
     EngineFlag("load_format", "--load-format"),
@@ -109,7 +117,7 @@ FLAGS: tuple[EngineFlag, ...] = (
     EngineFlag("api_server_count", "--api-server-count", ("-asc",), convert=int),
     EngineFlag("enable_prefix_caching", "--enable-prefix-caching", (), Arity.BOOL),
     EngineFlag("disable_hybrid_kv_cache_manager", "--disable-hybrid-kv-cache-manager", (), Arity.BOOL),
-    EngineFlag("speculative_config", "--speculative-config", ("-sc",), convert=json.loads),
+    EngineFlag("speculative_config", "--speculative-config", ("-sc",), convert=flag_json),
     EngineFlag("max_cudagraph_capture_size", "--max-cudagraph-capture-size", convert=int),
     EngineFlag("enforce_eager", "--enforce-eager", (), Arity.BOOL),
     EngineFlag("all2all_backend", "--all2all-backend"),
@@ -198,8 +206,16 @@ def parse_extra_args(args: Sequence[str]) -> tuple[list[ArgSetting], list[ArgPro
                 continue
             try:
                 value = flag.convert(raw)
+            except JsonRefused as e:
+                problems.append(ArgProblem(start, f"{name} {_shown(raw)} is not a valid value: {e}"))
+                continue
             except (ValueError, TypeError):
-                problems.append(ArgProblem(start, f"{name} {raw!r} is not a valid value"))
+                problems.append(ArgProblem(start, f"{name} {_shown(raw)} is not a valid value"))
                 continue
         found.append(ArgSetting(flag, value, start, name))
     return found, problems
+
+
+def _shown(raw: str, limit: int = 60) -> str:
+    """A value as a message quotes it: repr, cut to `limit` characters."""
+    return repr(raw) if len(raw) <= limit else repr(raw[:limit]) + "..."

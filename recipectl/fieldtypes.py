@@ -9,7 +9,7 @@ schema's models attach them to fields."""
 import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 # Upper bounds of numbers no real deployment comes near: a typo such as 10**400 (or .inf) is a
 # schema error, never arithmetic that overflows, a loop over it, or a wait that never ends.
@@ -198,6 +198,84 @@ def parse_tokens(value: Any) -> Any:
 
 
 TokenCount = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
+
+
+# Linux's limits on a path (PATH_MAX, NAME_MAX): a longer one cannot be opened, and once made
+# `stat` fail with "File name too long" deep in the planner.
+PATH_MAX = 4096
+NAME_MAX = 255
+
+
+def check_path_length(value: str) -> str:
+    """A path the system can open: at most PATH_MAX bytes, each name at most NAME_MAX."""
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > PATH_MAX - 1:
+        raise SchemaValueError(f"a path of {size:,} bytes: the system takes at most {PATH_MAX - 1:,}",
+                               fix="point at the directory by a shorter path (a symlink, or a relative path)")
+    longest = max(value.split("/"), key=len)
+    if len(longest.encode("utf-8", "surrogatepass")) > NAME_MAX:
+        raise SchemaValueError(f"a name of {len(longest.encode('utf-8', 'surrogatepass')):,} bytes in the path: "
+                               f"the system takes at most {NAME_MAX} per name", fix="rename it, or check the path")
+    return value
+
+
+PathText = Annotated[str, AfterValidator(check_path_length)]
+
+
+# CPU ids a core list may name: Linux numbers its CPUs below NR_CPUS (at most 8,192 on x86-64),
+# and a role's lists together name at most MAX_ROLE_CORES of them. `['0-100000000']` (14 bytes)
+# once took 1.2 GB to expand.
+MAX_CPU_ID = 65535
+MAX_ROLE_CORES = 1 << 20
+MAX_CORE_LIST_CHARS = 1024
+_CORE_NUMBER = re.compile(r"\d+")
+
+
+def core_ranges(spec: str) -> list[tuple[int, int]]:
+    """'0-3,6' -> [(0, 3), (6, 6)]: the inclusive ranges of a core list, overlaps merged; raises
+    ValueError for anything else (a reversed range, a word, an id past MAX_CPU_ID)."""
+    ranges: list[tuple[int, int]] = []
+    for part in spec.split(","):
+        a, dash, b = part.strip().partition("-")
+        if not (a.strip().isdigit() and (not dash or b.strip().isdigit())):
+            raise ValueError(spec)
+        lo, hi = int(a), int(b) if dash else int(a)
+        if hi < lo or hi > MAX_CPU_ID:
+            raise ValueError(spec)
+        ranges.append((lo, hi))
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def check_core_lists(lists: list[str] | None) -> list[str] | None:
+    """cpu_cores within bounds: each list short, every number a CPU id (< 65,536), and the lists
+    of a role naming at most MAX_ROLE_CORES CPUs in all. What is not a core list at all ("auto")
+    is left to rule CPU001."""
+    if lists is None:
+        return lists
+    total = 0
+    for entry in lists:
+        if len(entry) > MAX_CORE_LIST_CHARS:
+            raise SchemaValueError(f"a core list of {len(entry):,} characters (at most {MAX_CORE_LIST_CHARS:,})",
+                                   fix="write ranges, e.g. '0-63'")
+        big = next((n for n in _CORE_NUMBER.findall(entry) if len(n) > 5 or int(n) > MAX_CPU_ID), None)
+        if big is not None:
+            shown = big if len(big) <= 12 else big[:12] + "..."
+            raise SchemaValueError(f"CPU {shown} in {entry[:40]!r}: CPU ids are below {MAX_CPU_ID + 1:,}",
+                                   fix="name the host's CPUs (`lscpu` lists them), e.g. '0-3'")
+        try:
+            total += sum(hi - lo + 1 for lo, hi in core_ranges(entry))
+        except ValueError:
+            continue
+        if total > MAX_ROLE_CORES:
+            raise SchemaValueError(f"the core lists name more than {MAX_ROLE_CORES:,} CPUs",
+                                   fix="give each endpoint the cores of its host, e.g. '0-63'")
+    return lists
 
 
 class Strict(BaseModel):

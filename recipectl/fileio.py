@@ -2,14 +2,18 @@
 
 Reading: a regular file only (a FIFO, device or directory is refused without a blocking open:
 `validate` on a FIFO once waited forever, `/dev/zero` as a config once took 1.9 GB), bounded in
-size, decoded as UTF-8 strictly. Writing: a temporary file in the target's directory, fsync,
+size, decoded as UTF-8 strictly. JSON a user hands recipectl (a file, a flag value such as
+`--kv-transfer-config`) is parsed by `parse_json`, bounded in size and nesting: 1,000 `[` once
+ended in a RecursionError. Writing: a temporary file in the target's directory, fsync,
 rename, so that a kill or a full disk leaves the old file or the new one, never a cut-off one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import stat
 import tempfile
 from pathlib import Path
@@ -81,6 +85,47 @@ def read_text_bounded(path: str | os.PathLike[str], limit: int = DEFAULT_READ_LI
         raise UnreadableFile(path, f"not UTF-8 text (byte {e.start})") from None
 
 
+JSON_MAX_DEPTH = 32  # a flag value or a model's config.json nests a few levels
+JSON_MAX_BYTES = DEFAULT_READ_LIMIT
+
+# what decides JSON's nesting: strings (skipped whole, escapes included) and brackets
+_JSON_NESTING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]')
+
+
+class JsonRefused(ValueError):
+    """JSON text recipectl does not parse: too large, nested too deeply, or not JSON at all."""
+
+
+def parse_json(text: str, *, max_depth: int = JSON_MAX_DEPTH, max_bytes: int = JSON_MAX_BYTES) -> object:
+    """The value of JSON `text`, of at most `max_bytes` bytes (UTF-8) and `max_depth` nested
+    arrays/objects; JsonRefused (a ValueError) otherwise, its message short enough to print.
+
+    The nesting is measured before parsing (json recurses once per level)."""
+    if len(text) > max_bytes or len(text.encode("utf-8", "surrogatepass")) > max_bytes:
+        raise JsonRefused(f"larger than {_size(max_bytes)}")
+    depth = 0
+    for m in _JSON_NESTING.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > max_depth:
+                raise JsonRefused(f"nested too deeply (more than {max_depth} levels)")
+        elif c in "]}":
+            depth -= 1
+    try:
+        return json.loads(text)
+    except RecursionError:  # not reached within the depth limit; kept so that nothing escapes
+        raise JsonRefused(f"nested too deeply (more than {max_depth} levels)") from None
+    except ValueError as e:
+        raise JsonRefused(f"not valid JSON: {_short(str(e))}") from None
+
+
+def read_json_bounded(path: str | os.PathLike[str], limit: int = DEFAULT_READ_LIMIT, *,
+                      max_depth: int = JSON_MAX_DEPTH) -> object:
+    """`read_text_bounded`, parsed by `parse_json`. Raises UnreadableFile, or JsonRefused."""
+    return parse_json(read_text_bounded(path, limit), max_depth=max_depth, max_bytes=limit)
+
+
 def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, mode: int | None = None,
                  replace: bool = True) -> None:
     """Replace `path` with `data` in one rename: readers and a kill at any point see the old file or
@@ -133,6 +178,10 @@ def _fsync_directory(directory: Path) -> None:
 
 def _os_reason(e: OSError) -> str:
     return (e.strerror or type(e).__name__).lower()
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _size(limit: int) -> str:

@@ -21,10 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RecipectlError
+from .fileio import UnreadableFile, read_text_bounded
 from .rules.selection import Selection, UnknownSelector, matching, parse_severity, split
 
 CONFIG_NAMES = ("recipectl.toml", "pyproject.toml")
 KEYS = ("select", "extend-select", "ignore", "severity")
+MAX_CONFIG_BYTES = 1 << 20  # a settings file is a few lines; /dev/zero as one once took 1.9 GB
 
 
 @dataclass(frozen=True)
@@ -80,13 +82,14 @@ def find_config(start: Path) -> Path | None:
 
 
 def _is_config(path: Path) -> bool:
-    if not path.is_file():
-        return False
+    """A recipectl.toml that is there (one that cannot be read is then refused by load_settings,
+    never passed over: it would change which rules run), or a readable pyproject.toml with a
+    [tool.recipectl] table."""
     if path.name != "pyproject.toml":
-        return True
+        return path.exists() and not path.is_dir()
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, ValueError):
+        text = read_text_bounded(path, MAX_CONFIG_BYTES)
+    except UnreadableFile:  # missing, a FIFO, too large, not UTF-8: not this project's settings
         return False
     return "[tool.recipectl" in text and "recipectl" in _parse(path, text).get("tool", {})
 
@@ -98,6 +101,8 @@ def _parse(path: Path, text: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise RecipectlError(f"{_shown(path)}: not valid TOML: {e}") from None
+    except RecursionError:  # tomllib recurses once per nested array or table
+        raise RecipectlError(f"{_shown(path)}: not valid TOML: nested too deeply") from None
 
 
 def load_settings(path: Path) -> Settings:
@@ -105,9 +110,11 @@ def load_settings(path: Path) -> Settings:
     if path in _loaded:
         return _loaded[path]
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, ValueError) as e:
-        raise RecipectlError(f"--config {_shown(path)}: cannot read it: {getattr(e, 'strerror', None) or e}") from None
+        text = read_text_bounded(path, MAX_CONFIG_BYTES)
+    except UnreadableFile as e:
+        raise RecipectlError(f"{_shown(path)}: cannot read the settings: {e.reason}",
+                             fix="a recipectl.toml, or a pyproject.toml with [tool.recipectl], is a small text file")\
+            from None
     data = _parse(path, text)
     table = data.get("tool", {}).get("recipectl", {}) if path.name == "pyproject.toml" else data
     where = f"{_shown(path)}" + (" [tool.recipectl]" if path.name == "pyproject.toml" else "")

@@ -283,9 +283,13 @@ def load_imported(text: str, file: str, *, base_dir: Path | None = None) -> Load
     point at the original file's lines."""
     from .formats import import_text
     from .formats.common import NotImportable
+    from .formats.shapes import PeerFileInvalid
 
     try:
         imported = import_text(text, file)
+    except PeerFileInvalid as e:  # a value of the wrong type: one finding per value, at its line
+        return LoadResult(file, [], validation_diagnostics(e.error, SourceMap(file=file, positions=e.positions),
+                                                           e.data))
     except NotImportable as e:
         # "FILE:LINE[:COL]: what": the finding stands at that line, compiler-style
         m = re.match(re.escape(file) + r":(\d+)(?::(\d+))?: (.*)\Z", e.message, re.S)

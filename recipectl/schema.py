@@ -16,9 +16,11 @@ from pydantic import Field, field_validator, model_validator
 from .fieldtypes import (
     MAX_SECONDS,
     MAX_TOKENS,
+    PathText,
     SchemaValueError,
     Strict,
     TokenCount,
+    check_core_lists,
     check_env_names,
     check_path,
     check_program,
@@ -34,6 +36,8 @@ from .models.family import ModelFamily
 from .placeholders import with_stand_ins
 
 SCHEMA_VERSION = 1
+MAX_IGNORE_ENTRIES = 256  # ignore: names rules, code prefixes or families: a few hundred exist
+MAX_SELECTOR_CHARS = 128  # the longest rule name is under 64
 
 
 
@@ -45,7 +49,7 @@ class Quantization(str, Enum):
 
 
 class ModelSection(Strict):
-    path: str = Field(description="Hugging Face id or local directory of the model")
+    path: PathText = Field(description="Hugging Face id or local directory of the model")
     served_name: str | None = Field(None, description="--served-model-name; default: the path")
     family: ModelFamily | None = Field(
         None, description="hybrid | dense | moe; inferred from a local config.json or a built-in spec")
@@ -76,7 +80,7 @@ class EngineSection(Strict):
     image: str | None = Field(None, description="container image; only vllm/vllm-openai:vX.Y.Z gives the vLLM version")
     patches: list[Annotated[int, Field(ge=1, le=10**8)]] = Field(default_factory=lambda: [],
                                description="upstream vLLM PR numbers a nightly/patched build carries")
-    venv: str | None = Field(None, description="virtual environment whose bin/ holds vllm and vllm-router")
+    venv: PathText | None = Field(None, description="virtual environment whose bin/ holds vllm and vllm-router")
     serve_command: list[str] = Field(default_factory=lambda: ["vllm", "serve"],
                                      description="how to call the server; the model path follows")
     router_command: list[str] = Field(default_factory=lambda: ["vllm-router"])
@@ -162,6 +166,7 @@ class RoleSection(Strict):
     _tokens = field_validator("max_num_batched_tokens", mode="before")(parse_tokens)
 
     _env_names = field_validator("env")(check_env_names)
+    _core_lists = field_validator("cpu_cores")(check_core_lists)
 
     @model_validator(mode="after")
     def _cores_per_endpoint(self) -> "RoleSection":
@@ -291,7 +296,7 @@ class ChecksSection(Strict):
 class LaunchSection(Strict):
     ready_timeout_s: float = Field(1200, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     stop_grace_s: float = Field(20, gt=0, le=3600, allow_inf_nan=False)
-    run_dir: str = Field(".recipectl/runs", description="where run state and logs are kept")
+    run_dir: PathText = Field(".recipectl/runs", description="where run state and logs are kept")
 
     _run_dir = field_validator("run_dir")(check_path)
 
@@ -315,6 +320,20 @@ class Recipe(Strict):
     matrix: dict[str, list[Any]] | None = Field(
         None, description="field path -> values; expands into one recipe per combination")
     ignore: dict[str, str] = Field(default_factory=dict, description="rule code -> reason it does not apply")
+
+    @field_validator("ignore")
+    @classmethod
+    def _ignore_is_a_few_selectors(cls, v: dict[str, str]) -> dict[str, str]:
+        """Each entry names a rule, a code prefix or a family: there are a few hundred of those."""
+        if len(v) > MAX_IGNORE_ENTRIES:
+            raise SchemaValueError(f"{len(v):,} ignore: entries; at most {MAX_IGNORE_ENTRIES} (recipectl has fewer "
+                                   "rules, codes and families than that)",
+                                   fix="ignore a family (hybrid) or a code prefix (VER0) rather than each rule")
+        long = next((k for k in v if len(k) > MAX_SELECTOR_CHARS), None)
+        if long is not None:
+            raise SchemaValueError(f"an ignore: key of {len(long):,} characters names no rule",
+                                   fix="name a rule listed by `recipectl rules`, or drop the entry")
+        return v
 
     @field_validator("prefill", "decode")
     @classmethod

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .fieldtypes import core_ranges
 from .schema import Recipe, RoleSection
 
 
@@ -171,16 +172,5 @@ def _place_endpoint(recipe, role, spec: RoleSection, i, free, ports, out: Placem
 
 
 def parse_cores(spec: str) -> set[int]:
-    """'0-3,6' -> {0, 1, 2, 3, 6}; raises ValueError on anything else."""
-    cores: set[int] = set()
-    for part in spec.split(","):
-        part = part.strip()
-        if "-" in part:
-            a, b = part.split("-", 1)
-            lo, hi = int(a), int(b)
-            if hi < lo:
-                raise ValueError(spec)
-            cores.update(range(lo, hi + 1))
-        else:
-            cores.add(int(part))
-    return cores
+    """'0-3,6' -> {0, 1, 2, 3, 6}; raises ValueError on anything else (fieldtypes.core_ranges)."""
+    return {c for lo, hi in core_ranges(spec) for c in range(lo, hi + 1)}

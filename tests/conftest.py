@@ -54,3 +54,32 @@ def recipectl_cli():
                               input=input, env=full_env, timeout=timeout, cwd=ROOT)
 
     return run
+
+
+@pytest.fixture
+def recipectl_in_process(monkeypatch, tmp_path):
+    """Run the console entry point (recipectl.entry.main) in this process: (exit code, stdout,
+    stderr). For thousands of command lines, where a subprocess each would not fit in CI. The
+    entry point's garbage-collector freeze is left out (repeated, it would keep every object of
+    every run), and a crash log goes to the test's directory."""
+    import contextlib
+    import io
+    import tempfile
+
+    from recipectl import entry
+
+    monkeypatch.setattr(entry, "_import_without_gc", lambda command: None)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def run(*args: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        monkeypatch.setattr(sys, "argv", ["recipectl", *args])
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                entry.main()
+                code = 0
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        return code, out.getvalue(), err.getvalue()
+
+    return run

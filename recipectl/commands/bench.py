@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from ..errors import RecipectlError
+from ..fileio import JsonRefused, UnreadableFile, read_json_bounded
 from .tables import Col, fitted, num
 
 # bench's table: what a level achieved, then how long users waited
@@ -57,15 +58,36 @@ def print_levels(levels: list, title: str) -> None:
     print_fitted(title, levels, LEVEL_COLUMNS, LEVEL_TITLES, lambda lv: f"concurrency {lv.concurrency}")
 
 
+MAX_SUMMARY_BYTES = 16 << 20  # a summary is a few KB per concurrency level
+
+
 def _load_summary(ref: str) -> dict:
+    """A bench output's summary.json (bounded, regular file, JSON nested a few levels), with the
+    fields compare reads of the types it reads them as."""
     p = Path(ref)
     if p.is_dir():
         p = p / "summary.json"
+    fix = "give a bench output directory (it holds summary.json)"
     try:
-        return json.loads(p.read_text())
-    except (OSError, ValueError) as e:
-        raise RecipectlError(f"cannot read a bench summary from {ref}: {e}",
-                             fix="give a bench output directory (it holds summary.json)") from e
+        data = read_json_bounded(p, MAX_SUMMARY_BYTES)
+    except UnreadableFile as e:
+        raise RecipectlError(f"cannot read a bench summary from {ref}: {e.reason}", fix=fix) from None
+    except JsonRefused as e:
+        raise RecipectlError(f"{p}: not a bench summary: {e}", fix=fix) from None
+    levels = data.get("levels") if isinstance(data, dict) else None
+    if not isinstance(levels, list) or not all(_summary_level(lv) for lv in levels):
+        raise RecipectlError(f"{p}: not a bench summary: it needs levels, each with a concurrency (a whole number) "
+                             "and numbers for tps_per_gpu, tps_per_user, tpot_median_ms, ttft_median_ms", fix=fix)
+    return data
+
+
+def _summary_level(lv: object) -> bool:
+    def number(v: object, *, none: bool = True) -> bool:
+        return (v is None and none) or (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+    return (isinstance(lv, dict) and isinstance(lv.get("concurrency"), int) and number(lv.get("tps_per_gpu"),
+                                                                                     none=False)
+            and all(number(lv.get(k)) for k in ("tps_per_user", "tpot_median_ms", "ttft_median_ms")))
 
 
 def bench_compare(a: str, b: str, *, as_json: bool) -> int:

@@ -36,10 +36,12 @@ def plan_report(recipe: Recipe, recipe_path: str) -> dict:
         entry["endpoints"] = rp.endpoints
         entry["saturation_concurrency_all_endpoints"] = rp.saturation
         entry["max_model_len_from"] = rp.max_model_len_from
+        entry["holds_one_request"] = p.max_concurrency >= 1
         if rp.gain is not None:
+            ratio = rp.gain.concurrency_ratio
             entry["ssm_bf16_vs_fp32"] = {
                 "state_bytes_ratio": round(rp.gain.state_bytes_ratio, 3),
-                "concurrency_ratio": round(rp.gain.concurrency_ratio, 3),
+                "concurrency_ratio": round(ratio, 3) if ratio is not None else None,
                 "fp32_saturation_concurrency": rp.gain.fp32.saturation_concurrency,
                 "bf16_saturation_concurrency": rp.gain.bf16.saturation_concurrency,
             }
@@ -67,9 +69,15 @@ def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool, loaded=None) 
         if loaded is not None:
             where = loaded.diagnostic(path=e.field, code="SCH004", severity=Severity.ERROR, message="").location
         raise RecipectlError(f"{where}: {e} [{e.field}]", fix=e.fix) from None
+    except ValueError as e:  # what the engine would refuse too: a dtype it has no size for, a TP that splits no head
+        raise RecipectlError(f"{recipe_path}: cannot plan this recipe: {e}",
+                             fix="check each role's cache dtypes and tensor parallel size against the model "
+                                 "(recipectl show --resolved prints what each role runs)") from None
+    # vLLM refuses to start an endpoint whose cache cannot hold one request of max_model_len tokens
+    cannot = [role for role, v in report["roles"].items() if not v["holds_one_request"]]
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
-        return 0
+        return 1 if cannot else 0
     from rich.console import Console
     from rich.table import Table
 
@@ -99,7 +107,7 @@ def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool, loaded=None) 
         row("saturation (all endpoints)", lambda v: f"{v['saturation_concurrency_all_endpoints']:,}"
             if v["saturation_concurrency_all_endpoints"] is not None else "-")
     row("bf16 vs fp32 SSM cache", lambda v: (f"{v['ssm_bf16_vs_fp32']['concurrency_ratio']:.2f}x requests"
-                                              if "ssm_bf16_vs_fp32" in v else "-"))
+                                              if v.get("ssm_bf16_vs_fp32", {}).get("concurrency_ratio") else "-"))
     c = Console()
     c.print(t)
     if report["host_cpu"]:
@@ -115,13 +123,31 @@ def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool, loaded=None) 
         elif v["max_model_len_from"] == "workload":
             c.print(f"{role}: no max_model_len and the model's context is not known: planned at isl + osl = "
                     f"{v['max_model_len']:,} tokens; the server will take the model's own (set max_model_len)")
+    for role in cannot:
+        v = roles[role]
+        c.print(f"[red]{role} cannot hold one request[/]: {v['weight_bytes_per_gpu'] / 1e9:,.1f} GB of weights per "
+                f"GPU leave {max(0, v['cache_bytes']) / 1e9:,.2f} GB of cache, {v['max_concurrency']:.2f} requests of "
+                f"{v['max_model_len']:,} tokens; vLLM refuses to start it\n"
+                f"  fix: more tensor parallel per endpoint ({role}: {{parallel: TP{_tp_that_fits(v)}}} or more), a GPU "
+                "with more memory, a quantized checkpoint, or a shorter max_model_len")
     target = report["target_concurrency"]
     sat = roles["decode"]["saturation_concurrency_all_endpoints"]
     if target is None:
         c.print("no workload: capacity at max_model_len only (add workload: {isl, osl, concurrency} for the "
                 "saturation figures)")
-    elif sat is not None:
+    elif sat is not None and "decode" not in cannot:
         verdict = "[green]fits[/]" if target <= sat else "[yellow]exceeds decode capacity[/]"
         c.print(f"workload concurrency up to {target:,}: {verdict} (decode holds about {sat:,}); "
                 f"decode GPUs for {target:,}: {report['decode_gpus_for_target']}")
-    return 0
+    return 1 if cannot else 0
+
+
+def _tp_that_fits(v: dict) -> int:
+    """The smallest power-of-two TP whose share of the weights leaves the GPU some cache (the
+    memory per GPU the plan had for weights and cache, `cache_bytes` + `weight_bytes_per_gpu`)."""
+    usable = v["cache_bytes"] + v["weight_bytes_per_gpu"]
+    total = v["weight_bytes_per_gpu"] * v["tp"]
+    tp = 2 * v["tp"]
+    while usable > 0 and total / tp >= usable and tp < 1024:
+        tp *= 2
+    return tp

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..fileio import UnreadableFile, read_text_bounded
+from ..yamlsource import MAX_FILE_BYTES
 from .common import (
     GPUS_PER_NODE,
     Imported,
@@ -135,7 +137,12 @@ def import_command_lines(text: str, file: str) -> Imported:
     if len(servers) == 1:
         partner = _partner(file)
         if partner is not None:
-            other = partner.read_text(encoding="utf-8")
+            try:  # bounded as the script itself was: a regular UTF-8 file of at most 1 MiB
+                other = read_text_bounded(partner, MAX_FILE_BYTES)
+            except UnreadableFile as e:
+                raise NotImportable(f"{partner}: cannot read the other role's script: {e.reason}",
+                                    fix=f"import {file} with both commands in it, or make {partner.name} a text "
+                                        "file of its server command") from None
             imp.files.append(str(partner))
             texts.append(other)
             servers += _servers(other, str(partner), imp)

@@ -38,6 +38,7 @@ from .common import (
 from .dynamo_crd import Component, components, config_maps
 from .flags import read_flags
 from .names import DYNAMO
+from .shapes import DynamoGraph, check
 from .shellvars import Scope, expand_k8s, expand_word, read_assignments
 from .shellwords import Word, shell_words
 
@@ -48,6 +49,7 @@ def import_dynamo(text: str, file: str) -> Imported:
     if len(docs) != 1:
         raise NotImportable(f"{file}: {len(docs)} DynamoGraphDeployment documents; recipectl reads one")
     data, pos = docs[0]
+    check(DynamoGraph, data, file, pos)
     imp = Imported(DYNAMO, file, files=[file])
 
     o = origin_in(file, pos)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
+from ..engine_flags import flag_json
 from .common import (
     GPUS_PER_NODE,
     Imported,
@@ -34,6 +35,7 @@ from .common import (
 )
 from .flags import read_flags
 from .names import SRT_SLURM
+from .shapes import SrtRecipe, check
 from .shellwords import Word
 
 SRTCTL_DP_RPC_PORT = 8400  # srtctl's VLLM_DATA_PARALLEL_RPC_PORT (src/srtctl/ports.py)
@@ -50,6 +52,7 @@ def import_srt_slurm(text: str, file: str) -> Imported:
     if len(docs) != 1 or not isinstance(docs[0][0], dict):
         raise NotImportable(f"{file}: an srt-slurm recipe is one YAML mapping")
     data, pos = docs[0]
+    check(SrtRecipe, data, file, pos)
     imp = Imported(SRT_SLURM, file, files=[file])
 
     o = origin_in(file, pos)
@@ -178,11 +181,12 @@ def _connector_config(connector: Any, origin: Origin) -> dict:
     if isinstance(connector, dict):
         return connector
     try:
-        value = json.loads(str(connector))
+        value = flag_json(str(connector))
     except ValueError:
         value = None
     if not isinstance(value, dict):
-        raise NotImportable(f"{origin.file}:{origin.line}: connector {connector!r}: recipectl deploys NIXL only")
+        shown = repr(connector) if len(repr(connector)) <= 60 else repr(connector)[:60] + "..."
+        raise NotImportable(f"{origin.file}:{origin.line}: connector {shown}: recipectl deploys NIXL only")
     return value
 
 

@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..fileio import JsonRefused, UnreadableFile, read_json_bounded
+
 if TYPE_CHECKING:
     from ..schema import ModelSection
 
@@ -97,20 +99,14 @@ def local_config(path: str, base_dir: Path | None, *, strict: bool = False) -> d
     """The model directory's config.json as a mapping; None when there is none. A file that is
     there but is no JSON object is None too, or with `strict` a ModelConfigError."""
     cfg = config_path(path, base_dir)
-    if not cfg.exists():
-        return None
-    import json  # here: only a recipe whose model is a local directory needs it
-
-    from ..yamlsource import read_recipe_text  # regular files only, bounded: never blocks on a FIFO
-
     try:
-        data = json.loads(read_recipe_text(cfg, MAX_CONFIG_BYTES))
-    except OSError as e:
-        problem = f"cannot be read ({e.strerror or e})"
-    except RecursionError:
-        problem = "is nested too deeply"
-    except ValueError as e:  # not JSON, not UTF-8, not a regular file, too large
-        problem = f"is not valid JSON ({_short(str(e))})"
+        data = read_json_bounded(cfg, MAX_CONFIG_BYTES)  # regular files only: never blocks on a FIFO
+    except UnreadableFile as e:
+        if e.missing or not _exists(cfg):
+            return None
+        problem = f"cannot be read ({e.reason})"
+    except JsonRefused as e:  # not JSON, nested too deeply, too large
+        problem = f"is {e}"
     else:
         if isinstance(data, dict):
             return data
@@ -120,8 +116,11 @@ def local_config(path: str, base_dir: Path | None, *, strict: bool = False) -> d
     return None
 
 
-def _short(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # a name too long, a loop of links: nothing recipectl can read
+        return False
 
 
 def _count(value: Any) -> int | None:

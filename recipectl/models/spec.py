@@ -14,7 +14,6 @@ one is known.
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from os import PathLike
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..fileio import read_json_bounded
 from .family import ModelFamily
 
 
@@ -217,7 +217,9 @@ class ModelSpec(BaseModel):
         p = Path(path)
         if p.is_dir():
             p = p / "config.json"
-        data = json.loads(p.read_text())
+        data = read_json_bounded(p, 16 << 20)  # as a recipe's model config.json is read (models/info.py)
+        if not isinstance(data, dict):
+            raise ValueError(f"{p} is not a JSON object")
         return cls.from_config_dict(data, name=name or p.parent.name or "model")
 
     @classmethod

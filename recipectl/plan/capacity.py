@@ -245,12 +245,13 @@ class SsmDtypeGain(BaseModel):
         return self.fp32.gdn_state_bytes_per_request / self.bf16.gdn_state_bytes_per_request
 
     @property
-    def concurrency_ratio(self) -> float:
-        """bf16 saturation (or max) concurrency / fp32's: the capacity gain."""
+    def concurrency_ratio(self) -> float | None:
+        """bf16 saturation (or max) concurrency / fp32's: the capacity gain; None where fp32's
+        cache holds no request (the weights leave it no memory), so that there is no ratio."""
         a, b = self.bf16.saturation_concurrency, self.fp32.saturation_concurrency
         if a is None or b is None:
-            return self.bf16.max_concurrency / self.fp32.max_concurrency
-        return a / b
+            a, b = self.bf16.max_concurrency, self.fp32.max_concurrency
+        return a / b if b else None
 
 
 def ssm_dtype_gain(spec: ModelSpec, **plan_kwargs) -> SsmDtypeGain:

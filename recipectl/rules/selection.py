@@ -63,6 +63,11 @@ def matching(selector: str) -> list[Rule]:
     return found
 
 
+def names_rule(selector: str) -> bool:
+    """Whether `selector` names a rule (matching's test, without its did-you-mean)."""
+    return not _SCHEMA_RE.match(selector) and any(specificity(selector, r) >= 0 for r in REGISTRY.values())
+
+
 def suggest(selector: str) -> str | None:
     import difflib  # only for a selector that names no rule
 

@@ -1,0 +1,234 @@
+"""What each peer format's importer reads, as pydantic models: the subset of srt-slurm's and
+Dynamo's schemas recipectl takes values from, typed and bounded.
+
+An importer checks its document against its shape before it reads a value, so a value of the
+wrong type (a word where a number goes, a string where a mapping goes, a list where a string
+goes) is a finding naming the field and its line in the original file (exit 2), never an
+`int()` or `.get()` that raises. Keys recipectl does not read are allowed and left alone: the
+importers carry or drop them as before. The checked data itself is not replaced: the importers
+read the document as written, which the shape has shown to have the types they expect.
+"""
+
+# No `from __future__ import annotations`: pydantic reads the annotations at class creation.
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, ValidationError
+from pydantic_core import PydanticCustomError
+
+from ..fieldtypes import MAX_TOKENS
+from .common import NotImportable, PathKey
+
+
+class PeerFileInvalid(NotImportable):
+    """A peer file whose values do not have the types its format gives them. The loader turns
+    `error` into one finding per value, at its line (`positions`); the message says the same for
+    a command that prints one."""
+
+    def __init__(self, file: str, error: ValidationError, data: Any, positions: dict[PathKey, tuple[int, int]]):
+        self.error, self.data, self.positions = error, data, positions
+        problems = error.errors(include_url=False)
+        lines = [_problem(file, e, positions) for e in problems[:5]]
+        if len(problems) > 5:
+            lines.append(f"... and {len(problems) - 5} more")
+        super().__init__("\n".join(lines), fix="give each field a value of the type its format expects")
+
+
+def _problem(file: str, e: Any, positions: dict[PathKey, tuple[int, int]]) -> str:
+    loc = tuple(e["loc"])
+    path = loc
+    while path and path not in positions:
+        path = path[:-1]
+    line, col = positions.get(path, positions.get((), (1, 1)))
+    return f"{file}:{line}:{col}: {'.'.join(map(str, loc))}: {e['msg']}"
+
+
+def check(shape: type[BaseModel], data: Any, file: str, positions: dict[PathKey, tuple[int, int]]) -> None:
+    """Raise PeerFileInvalid unless `data` has the types `shape` gives its fields."""
+    try:
+        shape.model_validate(data)
+    except ValidationError as e:
+        raise PeerFileInvalid(file, e, data, positions) from None
+
+
+class Shape(BaseModel):
+    model_config = ConfigDict(extra="allow", defer_build=True)
+
+
+# ---------------------------------------------------------------------------------- value types
+def _label(v: Any) -> Any:
+    """A name or a version: text, or a number YAML read from unquoted text (`vllm: 0.26`)."""
+    if isinstance(v, (str, int, float)) and not isinstance(v, bool):
+        return v
+    raise PydanticCustomError("string_type", "Input should be a valid string")
+
+
+def _env_value(v: Any) -> Any:
+    if isinstance(v, (str, int, float, bool)):
+        return v
+    raise PydanticCustomError("string_type", "Input should be a valid string (an environment value)")
+
+
+def _word(v: Any) -> bool:
+    return isinstance(v, (str, int, float, bool))
+
+
+def _flag_value(v: Any) -> Any:
+    """srtctl's vllm_config value: true (the bare flag), false or null (nothing), a value, a
+    mapping (JSON), or a list of values (one word each)."""
+    if v is None or _word(v) or isinstance(v, dict) or (
+            isinstance(v, list) and all(_word(x) or isinstance(x, dict) for x in v)):
+        return v
+    raise PydanticCustomError("flag_value", "a flag's value is true, false, a value, a mapping or a list of values")
+
+
+def _connector(v: Any) -> Any:
+    if v is None or isinstance(v, (str, dict)):
+        return v
+    raise PydanticCustomError("connector_type", "a connector is a name (nixl), null or a mapping "
+                              "(the --kv-transfer-config JSON)")
+
+
+def _concurrencies(v: Any) -> Any:
+    """"64x128", 64, or [64, 128]."""
+    if isinstance(v, str):
+        return v
+    levels = v if isinstance(v, list) else [v]
+    if all(isinstance(c, int) and not isinstance(c, bool) and 0 < c <= 1 << 24 for c in levels):
+        return v
+    raise PydanticCustomError("concurrency_type", "concurrencies are whole numbers from 1 to 16,777,216: "
+                              "\"64x128\", 64 or [64, 128]")
+
+
+def Whole(lo: int, hi: int) -> Any:  # noqa: N802 - a type
+    """A whole number from lo to hi (YAML's `true` is not one; "8", a Kubernetes quantity, is)."""
+    def no_bool(v: Any) -> Any:
+        if isinstance(v, bool):
+            raise PydanticCustomError("int_type", "Input should be a valid integer")
+        return v
+    return Annotated[int, BeforeValidator(no_bool), Field(ge=lo, le=hi)]
+
+
+def Fraction(lo: float, hi: float) -> Any:  # noqa: N802 - a type
+    def no_bool(v: Any) -> Any:
+        if isinstance(v, bool):
+            raise PydanticCustomError("float_type", "Input should be a valid number")
+        return v
+    return Annotated[float, BeforeValidator(no_bool), Field(ge=lo, le=hi, allow_inf_nan=False)]
+
+
+Label = Annotated[Any, PlainValidator(_label)]
+EnvValue = Annotated[Any, PlainValidator(_env_value)]
+FlagValue = Annotated[Any, PlainValidator(_flag_value)]
+Connector = Annotated[Any, PlainValidator(_connector)]
+Concurrencies = Annotated[Any, PlainValidator(_concurrencies)]
+Env = dict[str, EnvValue]
+# bounds past any real deployment (the recipe's schema has its own, tighter ones)
+Nodes = Whole(0, 4096)
+Gpus = Whole(0, 1 << 20)
+Workers = Whole(0, 1 << 16)
+
+
+# ------------------------------------------------------------------------------------ srt-slurm
+class SrtModel(Shape):
+    path: Label = ""
+    container: Label | None = None
+    precision: Label | None = None
+
+
+class SrtResources(Shape):
+    gpu_type: Label = ""
+    gpus_per_node: Whole(1, 1024) = 4
+    prefill_nodes: Nodes | None = None
+    decode_nodes: Nodes | None = None
+    prefill_workers: Workers | None = None
+    decode_workers: Workers | None = None
+    gpus_per_prefill: Gpus | None = None
+    gpus_per_decode: Gpus | None = None
+
+
+class SrtVllmConfig(Shape):
+    prefill: dict[str, FlagValue] | None = None
+    decode: dict[str, FlagValue] | None = None
+
+
+class SrtBackend(Shape):
+    type: Label | None = None
+    connector: Connector = "nixl"
+    prefill_environment: Env | None = None
+    decode_environment: Env | None = None
+    vllm_config: SrtVllmConfig | None = None
+
+
+class SrtBenchmark(Shape):
+    type: Label | None = None
+    isl: Whole(0, MAX_TOKENS) | None = None
+    osl: Whole(0, MAX_TOKENS) | None = None
+    concurrencies: Concurrencies | None = None
+    random_range_ratio: Fraction(0, 1) | None = None
+    num_shots: Whole(0, 1000) | None = None
+
+
+class SrtFrameworks(Shape):
+    vllm: Label | None = None
+
+
+class SrtIdentity(Shape):
+    frameworks: SrtFrameworks | None = None
+
+
+class SrtRecipe(Shape):
+    name: Label = "imported"
+    model: SrtModel | None = None
+    identity: SrtIdentity | None = None
+    environment: Env | None = None
+    resources: SrtResources | None = None
+    backend: SrtBackend | None = None
+    benchmark: SrtBenchmark | None = None
+
+
+# --------------------------------------------------------------------------------------- Dynamo
+class DynamoEnvVar(Shape):
+    name: Label
+    value: EnvValue = ""
+
+
+class DynamoContainer(Shape):
+    image: Label | None = None
+    env: list[DynamoEnvVar] | None = None
+    command: list[Label] | None = None
+    args: list[Label] | None = None
+
+
+class DynamoPodSpec(Shape):
+    mainContainer: DynamoContainer | None = None  # noqa: N815 - Dynamo's spelling
+
+
+class DynamoLimits(Shape):
+    gpu: Whole(0, 1024) = 1
+
+
+class DynamoResources(Shape):
+    limits: DynamoLimits | None = None
+
+
+class DynamoService(Shape):
+    componentType: Label | None = None  # noqa: N815
+    subComponentType: Label | None = None  # noqa: N815
+    replicas: Whole(0, 1 << 16) = 1
+    resources: DynamoResources | None = None
+    extraPodSpec: DynamoPodSpec | None = None  # noqa: N815
+    envFromSecret: Label | None = None  # noqa: N815
+
+
+class DynamoSpec(Shape):
+    services: dict[str, DynamoService] | None = None
+
+
+class DynamoMetadata(Shape):
+    name: Label | None = None
+
+
+class DynamoGraph(Shape):
+    metadata: DynamoMetadata | None = None
+    spec: DynamoSpec | None = None
