@@ -107,3 +107,10 @@ def test_doctor_counts_the_gpus_a_shared_recipe_uses(monkeypatch):
     two = Recipe.model_validate(yaml.safe_load(TWO_GPU.read_text()))
     result = asyncio.run(environment._gpus(two))
     assert result.status == environment.WARN and "the recipe uses 2 per node" in result.detail
+
+
+def test_bench_counts_a_shared_gpu_once_for_tps_per_gpu():
+    from recipectl.bench.sweep import devices
+
+    assert devices(one_gpu()) == 1
+    assert devices(Recipe.model_validate(yaml.safe_load(TWO_GPU.read_text()))) == 2
