@@ -19,8 +19,9 @@ from ..topology import Placement, Process
 #: `Worker.init_device`: "Free memory on device ... is less than desired GPU memory utilization"):
 #: shares above 1 can never start together.
 SHARE_MAX = 1.0
-#: What launch's preflight allows: each server's CUDA context (about 0.5 GiB on an H200) lies
-#: outside its share, and the later server checks its share against what the earlier ones left.
+#: What launch's preflight allows: each server holds memory beyond its share (its CUDA context
+#: and the like: 1.56 GiB for a Qwen3.5-9B server on an H200, docs/gpu-evidence.md), and the later
+#: server checks its share against what the earlier ones left.
 SHARE_PREFLIGHT_MAX = 0.95
 
 
