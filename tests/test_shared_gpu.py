@@ -114,3 +114,16 @@ def test_bench_counts_a_shared_gpu_once_for_tps_per_gpu():
 
     assert devices(one_gpu()) == 1
     assert devices(Recipe.model_validate(yaml.safe_load(TWO_GPU.read_text()))) == 2
+
+
+def test_the_bash_script_starts_decode_once_prefill_on_its_gpu_answers(recipectl_cli, tmp_path):
+    import subprocess
+
+    r = recipectl_cli("render", str(ONE_GPU), "--target", "bash", "-o", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    script = next(tmp_path.glob("*.sh")).read_text()
+    prefill, decode = script.index("# prefill-0\n"), script.index("# decode-0\n")
+    wait = script.index("until curl -sf -o /dev/null http://127.0.0.1:8100/health; do")
+    assert prefill < decode < wait < script.index('>"$LOG_DIR/decode-0.log"')
+    assert "until curl" not in script[:decode]  # prefill starts at once
+    assert subprocess.run(["bash", "-n", "-c", script]).returncode == 0
