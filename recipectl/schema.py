@@ -140,6 +140,9 @@ class RoleSection(Strict):
         None, description="CPU platform: cores per endpoint, e.g. ['0'] or ['0-3', '4-7']")
     data_parallel_rpc_port: int | None = Field(None, ge=1, le=65535,
                                                description="--data-parallel-rpc-port (multi-node DP)")
+    devices: list[list[Annotated[int, Field(ge=0, le=4095)]]] | None = Field(None, description=(
+        "GPUs: local GPU ids per endpoint, e.g. [[0]]; endpoints that name the same GPU share it, "
+        "each taking its role's gpu_memory_utilization of the GPU's memory"))
 
     # engine flags; None = not rendered (the engine's own default applies)
     max_num_batched_tokens: TokenCount | None = None
@@ -174,6 +177,21 @@ class RoleSection(Strict):
             raise SchemaValueError(
                 f"{len(self.cpu_cores)} cpu_cores entries for {self.endpoints} endpoint(s)",
                 fix="give one core list per endpoint, e.g. cpu_cores: ['0'] for one endpoint")
+        if self.devices is not None:
+            if len(self.devices) != self.endpoints:
+                raise SchemaValueError(
+                    f"{len(self.devices)} devices entries for {self.endpoints} endpoint(s)",
+                    fix="give one GPU list per endpoint, e.g. devices: [[0]] for one endpoint")
+            for ids in self.devices:
+                if len(ids) != self.parallel.gpus:
+                    raise SchemaValueError(
+                        f"devices {ids}: {len(ids)} GPU(s) for an endpoint of {self.parallel.label} "
+                        f"({self.parallel.gpus} GPUs)",
+                        fix=f"name {self.parallel.gpus} GPU id(s) per endpoint, e.g. "
+                            f"devices: [{list(range(self.parallel.gpus))}]")
+                if len(set(ids)) != len(ids):
+                    raise SchemaValueError(f"devices {ids} names a GPU twice",
+                                           fix="name each GPU of an endpoint once")
         return self
 
 

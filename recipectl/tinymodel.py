@@ -130,6 +130,33 @@ QWEN35_35B_A3B_PARAMS: dict = {
     "mamba_ssm_dtype": "float32",
     "vision": QWEN35_PARAMS["vision"],
 }
+# A real-size Qwen3.5-9B (dense: Qwen3_5ForConditionalGeneration), configuration only (served with
+# --load-format dummy), from recipectl's built-in spec of the published model: 18 GB of bf16
+# weights, so that prefill and decode fit on one H200 with room for their caches.
+QWEN35_9B_PARAMS: dict = {
+    "architecture": "Qwen3_5ForConditionalGeneration",
+    "config_only": True,
+    "vocab_size": 248320,
+    "hidden_size": 4096,
+    "intermediate_size": 12288,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "linear_conv_kernel_dim": 4,
+    "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128,
+    "linear_num_key_heads": 16,
+    "linear_num_value_heads": 32,
+    "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 8,
+    "partial_rotary_factor": 0.25,
+    "max_position_embeddings": 262144,
+    "rope_theta": 10000000.0,
+    "initializer_range": 0.02,
+    "dtype": "bfloat16",
+    "mamba_ssm_dtype": "float32",
+    "vision": QWEN35_PARAMS["vision"],
+}
 # The qwen35 kind's tiny dimensions with Qwen3.5's real vocabulary (248,320), configuration only
 # (--load-format dummy): everything but the sampler's max_num_seqs x vocab copies is negligible, so
 # its start-up isolates the planner's sampler term (scripts/gpu-memory-configs.txt). The tokenizer
@@ -137,8 +164,9 @@ QWEN35_35B_A3B_PARAMS: dict = {
 QWEN35_VOCAB_PARAMS: dict = {**QWEN35_PARAMS, "config_only": True,
                              "vocab_size": QWEN35_35B_A3B_PARAMS["vocab_size"]}
 KINDS = {"hybrid": HYBRID_PARAMS, "dense": DENSE_PARAMS, "qwen35": QWEN35_PARAMS,
-         "qwen35-35b-a3b": QWEN35_35B_A3B_PARAMS, "qwen35-vocab": QWEN35_VOCAB_PARAMS}
-QWEN35_KINDS = ("qwen35", "qwen35-35b-a3b", "qwen35-vocab")  # the multimodal wrapper and its vision tokens
+         "qwen35-35b-a3b": QWEN35_35B_A3B_PARAMS, "qwen35-vocab": QWEN35_VOCAB_PARAMS,
+         "qwen35-9b": QWEN35_9B_PARAMS}
+QWEN35_KINDS = ("qwen35", "qwen35-35b-a3b", "qwen35-vocab", "qwen35-9b")  # the multimodal wrapper and its vision tokens
 # Multimodal placeholder tokens the qwen35 kind's tokenizer adds (their ids must exist in the vocab).
 VISION_TOKENS = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
 
@@ -241,12 +269,14 @@ def _build_config(kind: str, eos_id: int, vision_ids: dict[str, int] | None = No
                          "partial_rotary_factor": p.get("partial_rotary_factor", 1.0)},
     )
     if kind in QWEN35_KINDS:
-        from transformers import Qwen3_5MoeConfig
+        from transformers import Qwen3_5Config, Qwen3_5MoeConfig
 
-        text = {k: v for k, v in common.items() if k != "intermediate_size"}
+        moe = p["architecture"].startswith("Qwen3_5Moe")
+        text = {k: v for k, v in common.items() if moe is False or k != "intermediate_size"}
+        layers = {k: v for k, v in hybrid.items() if v is not None}  # a dense model has no experts
         v = p["vision"]
-        cfg = Qwen3_5MoeConfig(
-            text_config={**text, **hybrid},
+        cfg = (Qwen3_5MoeConfig if moe else Qwen3_5Config)(
+            text_config={**text, **layers},
             vision_config={**{k: val for k, val in v.items()}, "out_hidden_size": p["hidden_size"],
                            "initializer_range": p["initializer_range"]},
             image_token_id=vision_ids["<|image_pad|>"], video_token_id=vision_ids["<|video_pad|>"],

@@ -87,6 +87,19 @@ class Placement:
     def router_url(self) -> str:
         return f"http://{self.router_host}:{self.router_port}"
 
+    @property
+    def shared_gpus(self) -> dict[tuple[int, int], list[Process]]:
+        """(node, GPU id) -> the processes that share that GPU, for every GPU with more than one."""
+        users: dict[tuple[int, int], list[Process]] = {}
+        for p in self.processes:
+            for g in p.gpus:
+                users.setdefault((p.node, g), []).append(p)
+        return {k: v for k, v in users.items() if len(v) > 1}
+
+    def sharing(self, proc: Process) -> list[Process]:
+        """The other processes on any of this process's GPUs."""
+        return [q for p in self.shared_gpus.values() if proc in p for q in p if q is not proc]
+
 
 def place(recipe: Recipe) -> Placement:
     """Place endpoints: multi-node endpoints first on whole nodes, then the rest first-fit.
@@ -107,10 +120,20 @@ def place(recipe: Recipe) -> Placement:
         per_host_count[(role, node)] = k + 1
         return spec.port + k, spec.side_channel_port + k * spec.parallel.dp
 
-    order = sorted(recipe.roles.items(), key=lambda kv: -kv[1].parallel.gpus)
     placed: dict[tuple[str, int], Endpoint] = {}
+    if not cluster.is_cpu:
+        # endpoints that name their GPUs first: the rest take whole GPUs none of them named
+        claimed: set[tuple[str, int, int]] = set()  # (role, node, GPU)
+        for role, spec in recipe.roles.items():
+            for i, ids in enumerate(spec.devices or ()):
+                ep = _place_on_devices(recipe, role, spec, i, tuple(ids), claimed, free, ports, out)
+                if ep is not None:
+                    placed[(role, i)] = ep
+    order = sorted(recipe.roles.items(), key=lambda kv: -kv[1].parallel.gpus)
     for role, spec in order:
         for i in range(spec.endpoints):
+            if (role, i) in placed or spec.devices is not None and not cluster.is_cpu:
+                continue
             ep = _place_endpoint(recipe, role, spec, i, free, ports, out)
             if ep is not None:
                 placed[(role, i)] = ep
@@ -119,6 +142,33 @@ def place(recipe: Recipe) -> Placement:
             if (role, i) in placed:
                 out.endpoints.append(placed[(role, i)])
     return out
+
+
+def _place_on_devices(recipe, role, spec: RoleSection, i, ids: tuple[int, ...], claimed, free, ports,
+                      out: Placement) -> Endpoint | None:
+    """An endpoint that names its GPUs (`devices`): on the first node where its role has not yet
+    taken them. Endpoints of other roles may name the same GPUs: they share them, each with its
+    own gpu_memory_utilization (TOP001 counts that memory, launch starts them one after another)."""
+    gpn = recipe.cluster.gpus_per_node
+    bad = [g for g in ids if g >= gpn]
+    if bad:
+        out.problems.append(f"{role} endpoint {i}: devices {list(ids)} name GPU {bad[0]}, and a node has "
+                            f"GPUs 0-{gpn - 1}")
+        return None
+    hosts = recipe.cluster.host_names
+    node = next((n for n in range(len(hosts)) if not any((role, n, g) in claimed for g in ids)), None)
+    if node is None:
+        out.problems.append(f"{role} endpoint {i}: devices {list(ids)} are taken by other {role} endpoints "
+                            "on every node")
+        return None
+    for g in ids:
+        claimed.add((role, node, g))
+        if g in free[node]:
+            free[node].remove(g)
+    http, side = ports(role, spec, node)
+    cores = spec.cpu_cores[i] if spec.cpu_cores else None
+    return Endpoint(role, i, (Process(role, i, node, hosts[node], ids, spec.parallel.dp, 0, False, http, side,
+                                      cores),))
 
 
 def _place_endpoint(recipe, role, spec: RoleSection, i, free, ports, out: Placement) -> Endpoint | None:

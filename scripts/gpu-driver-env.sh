@@ -20,12 +20,12 @@ if [[ -x "$ROOT/.venv/bin/python" ]]; then PY="$ROOT/.venv/bin/python"; else PY=
 rc() { PYTHONPATH="$ROOT" "$PY" -m recipectl "$@"; }
 
 # make_model RECIPE: the model RECIPE names under ~/.cache/recipectl/models, made in MODELS (a tiny
-# random Qwen3.5, or the 35B's configuration for dummy weights) unless it is there: the kind is
+# random Qwen3.5, or the 35B's or 9B's configuration for dummy weights) unless it is there: the kind is
 # guessed from the name, and a model of another kind (the CPU recipe's) is never made over.
 make_model() {
   local dir kind
   dir="$(sed -n 's#^  path: ~/.cache/recipectl/models/\([^ ]*\).*#\1#p' "$1" | head -1)"
   [[ -n "$dir" && ! -e "$MODELS/$dir/config.json" ]] || return 0
-  kind=qwen35; [[ "$dir" == qwen35-35b-a3b* ]] && kind=qwen35-35b-a3b
+  kind=qwen35; [[ "$dir" == qwen35-35b-a3b* ]] && kind=qwen35-35b-a3b; [[ "$dir" == qwen35-9b* ]] && kind=qwen35-9b
   KIND=$kind bash "$ROOT/scripts/make-tiny-model.sh" "$MODELS/$dir" >> "$OUT/driver.log" 2>&1
 }

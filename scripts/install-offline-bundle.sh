@@ -13,15 +13,17 @@ PYTHON="${PYTHON:-python3}"
 step() { printf '[%s] %s\n' "$(date +%T)" "$*"; }
 
 shopt -s nullglob
-parts=("$BUNDLE"/engine.tar.xz.part-*)
+parts=("$BUNDLE"/engine.tar.zst.part-*)
+format=zst
+if (( ${#parts[@]} == 0 )); then parts=("$BUNDLE"/engine.tar.xz.part-*); format=xz; fi  # older bundles
 if (( ${#parts[@]} == 0 )); then
-  echo "error: no engine.tar.xz.part-* in $BUNDLE" >&2
+  echo "error: no engine.tar.zst.part-* in $BUNDLE" >&2
   exit 2
 fi
 if [[ -f "$BUNDLE/SHA256SUMS" ]]; then
   (cd "$BUNDLE" && sha256sum --quiet -c SHA256SUMS) || {
     echo "error: $BUNDLE is incomplete or corrupt (SHA256SUMS)" >&2
-    echo "  fix: copy every engine.tar.xz.part-* again" >&2
+    echo "  fix: copy every engine.tar.$format.part-* again" >&2
     exit 2
   }
 fi
@@ -40,12 +42,26 @@ site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["pu
 # "system" packages are the base interpreter's, without torch: point it at PYTHON's own too.
 "$PYTHON" -c 'import site, sys; print("\n".join(p for p in site.getsitepackages() if p))' > "$site/_recipectl_host_site.pth"
 step "unpacking ${#parts[@]} part(s) into $site"
-# Python's tarfile when the host has no xz binary (minimal GPU images often lack it).
-if command -v xz >/dev/null; then
+t0=$(date +%s)
+# Python's tarfile when the host lacks the program (minimal GPU images often do): for zstd through
+# the zstandard wheel the bundle carries, unpacked into a temporary folder.
+if [[ $format == zst ]] && command -v zstd >/dev/null; then
+  cat "${parts[@]}" | zstd -d -q | tar -x -C "$site"
+elif [[ $format == zst ]]; then
+  wheel=("$BUNDLE"/zstandard-*.whl)
+  (( ${#wheel[@]} )) || { echo "error: no zstd program here and no zstandard wheel in $BUNDLE" >&2; exit 2; }
+  zs="$(mktemp -d)"
+  "$PYTHON" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "${wheel[0]}" "$zs"
+  cat "${parts[@]}" | PYTHONPATH="$zs" "$PYTHON" -c 'import sys, tarfile, zstandard
+with zstandard.ZstdDecompressor().stream_reader(sys.stdin.buffer) as raw:
+    tarfile.open(fileobj=raw, mode="r|").extractall(sys.argv[1])' "$site"
+  rm -rf "$zs"
+elif command -v xz >/dev/null; then
   cat "${parts[@]}" | xz -d -T0 | tar -x -C "$site"
 else
   cat "${parts[@]}" | "$PYTHON" -c 'import sys, tarfile; tarfile.open(fileobj=sys.stdin.buffer, mode="r|xz").extractall(sys.argv[1])' "$site"
 fi
+step "unpacked in $(( $(date +%s) - t0 ))s"
 # Console scripts travel in the bundle's bin/: move them into the venv, bound to its python.
 if [[ -d "$site/bin" ]]; then
   for f in "$site"/bin/*; do

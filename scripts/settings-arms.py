@@ -1,7 +1,7 @@
 """Write the two arms of one setting's A/B: the seed's value ("seed") and vLLM's default ("default"),
 each a copy of RECIPE with only that setting changed (and the workload, when asked to scale it).
 
-    python3 scripts/settings-arms.py RECIPE SETTING OUT_DIR [--isl N --osl N --concurrency 1,8,32]
+    python3 scripts/settings-arms.py RECIPE SETTING OUT_DIR [--isl N --osl N --concurrency 1,8,32 --prompts N]
 
 Settings (issue: the seed's settings, one at a time):
     prefill-mnbt      prefill max_num_batched_tokens 2 x ISL      | not set (vLLM's default)
@@ -63,6 +63,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--isl", type=int)
     p.add_argument("--osl", type=int)
     p.add_argument("--concurrency", help="comma-separated levels")
+    p.add_argument("--prompts", type=int, help="prompts_per_concurrency")
     a = p.parse_args(argv)
     recipe = yaml.safe_load(a.recipe.read_text())
     w = recipe["workload"]
@@ -72,6 +73,8 @@ def main(argv: list[str]) -> int:
         w["osl"] = a.osl
     if a.concurrency:
         w["concurrency"] = [int(c) for c in a.concurrency.split(",")]
+    if a.prompts:
+        w["prompts_per_concurrency"] = a.prompts
     a.out_dir.mkdir(parents=True, exist_ok=True)
     for arm, r in arms(recipe, a.setting).items():
         path = a.out_dir / f"{a.setting}-{arm}.yaml"

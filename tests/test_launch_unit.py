@@ -274,6 +274,9 @@ def test_local_readiness_starts_the_router_once_the_workers_answer(tmp_path):
         def record_members(self, now=False):
             pass
 
+        def start_ready_workers(self):
+            pass
+
         def start(self, name):
             started.append(name)
             next(p for p in state.processes if p.name == name).pid = 2

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..schema import Recipe
+from ..topology import place
 
 
 @dataclass
@@ -44,7 +45,11 @@ class Level:
 
 
 def devices(recipe: Recipe) -> int:
-    return sum(s.endpoints * s.parallel.gpus for s in recipe.roles.values())
+    """The devices the deployment runs on, for TPS/GPU: each GPU once, also when prefill and decode
+    share it (`devices`); on the CPU platform, one per endpoint rank."""
+    if recipe.cluster.is_cpu:
+        return sum(s.endpoints * s.parallel.gpus for s in recipe.roles.values())
+    return len({(p.node, g) for p in place(recipe).processes for g in p.gpus})
 
 
 def bench_argv(recipe: Recipe, router_url: str, concurrency: int, num_prompts: int, out_dir: Path,

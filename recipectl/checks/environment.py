@@ -15,6 +15,7 @@ import psutil
 
 from ..engine_versions import engine_pins
 from ..schema import Recipe
+from ..topology import place
 from .doctor import FAIL, PASS, SKIP, WARN, CheckResult, Targets
 
 G = "environment"
@@ -155,9 +156,12 @@ async def _gpus(recipe: Recipe | None) -> CheckResult:
         if want.family != found[0].family or want.value.lower() not in found[0].name.lower():
             return CheckResult(G, "", FAIL, f"{desc}; the recipe is for {want.value}",
                                "set cluster.gpu to the GPUs you have, or run where the recipe's GPUs are", data=data)
-        per_node = recipe.cluster.gpus_per_node
+        # the GPUs the recipe's servers use on one node (servers that share a GPU count it once)
+        placement = place(recipe)
+        per_node = max((len({g for p in placement.processes if p.node == n for g in p.gpus})
+                        for n in {p.node for p in placement.processes}), default=recipe.cluster.gpus_per_node)
         if len(found) < per_node:
-            return CheckResult(G, "", WARN, f"{desc}; the recipe expects {per_node} per node", data=data)
+            return CheckResult(G, "", WARN, f"{desc}; the recipe uses {per_node} per node", data=data)
     return CheckResult(G, "", PASS, desc, data=data)
 
 

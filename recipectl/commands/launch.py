@@ -36,14 +36,24 @@ def _recipe_runs(ref: str | None, variant: str | None):
 
 def print_dry_run(recipe: Recipe, *, as_json: bool) -> None:
     from ..launch.local import recipe_env, shown_argv
+    from ..plan.shares import shared_gpus
     from ..render.processes import build_deployment
     from ..render.values import EnvRef, literal, shell_join
     from ..secretscan import redact_argv
 
     dep = build_deployment(recipe)
     hosts = recipe.cluster.host_names
+    # a GPU that several servers share: each one's share of its memory, and who else is on it
+    shares: dict[str, list[str]] = {}
+    for shared in shared_gpus(recipe, dep.placement):
+        for k, (proc, share) in enumerate(shared.users):
+            others = ", ".join(q.name for q, _ in shared.users if q is not proc)
+            after = f"; starts once {shared.users[k - 1][0].name} is ready" if k else ""
+            shares.setdefault(proc.name, []).append(
+                f"GPU {shared.gpu}: {share:g} of its memory, shared with {others}{after}")
     if as_json:
         out = [{"name": p.name, "kind": p.kind, "host": p.host, "port": p.port, "gpus": list(p.gpus),
+                **({"shared_gpus": shares[p.name]} if p.name in shares else {}),
                 "env": recipe_env(recipe, p), "argv": shown_argv(recipe, p)}
                for p in dep.processes]
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
@@ -54,6 +64,8 @@ def print_dry_run(recipe: Recipe, *, as_json: bool) -> None:
         for p in dep.on_node(node):
             gpus = f" gpus={','.join(map(str, p.gpus))}" if p.gpus else ""
             sys.stdout.write(f"## {p.name}{gpus}\n")
+            for line in shares.get(p.name, ()):
+                sys.stdout.write(f"  # {line}\n")
             env = recipe_env(recipe, p)
             for k, v in p.env:
                 shown = env[k] if env[k] == "<redacted>" else shell_join([v], lambda n: hosts[n])

@@ -46,6 +46,7 @@ def plan_report(recipe: Recipe, recipe_path: str) -> dict:
                 "bf16_saturation_concurrency": rp.gain.bf16.saturation_concurrency,
             }
         out["roles"][role] = entry
+    _add_gpu_shares(recipe, out["roles"])
     blocks = {role: rp.plan.block_size for role, rp in plans.items()}
     out["block_sizes_match"] = len(set(blocks.values())) == 1
     # Without a workload (an accuracy-only recipe) there is no target: capacity at max_model_len only.
@@ -55,6 +56,19 @@ def plan_report(recipe: Recipe, recipe_path: str) -> dict:
     out["decode_gpus_for_target"] = (d.plan.decode_gpus_for(target)
                                      if target and d.plan.saturation_concurrency_per_rank else None)
     return out
+
+
+def _add_gpu_shares(recipe: Recipe, roles: dict) -> None:
+    """A role whose servers share a GPU: its share of the GPU's memory (the utilization its cache
+    is sized from) and who else is on that GPU."""
+    from ..plan.shares import shared_gpus
+    from ..topology import place
+
+    for shared in shared_gpus(recipe, place(recipe)):
+        for proc, share in shared.users:
+            roles[proc.role].setdefault("gpu_shares", []).append(
+                {"node": shared.node, "gpu": shared.gpu, "share": share, "total_share": round(shared.total, 4),
+                 "with": [q.name for q, _ in shared.users if q is not proc]})
 
 
 def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool, loaded=None) -> int:
@@ -92,6 +106,9 @@ def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool, loaded=None) 
         t.add_row(label, *[fn(v) for v in roles.values()])
 
     row("layout", lambda v: f"{v['endpoints']} x TP{v['tp']} DP{v['dp']}{' EP' if v['ep'] else ''}")
+    if any("gpu_shares" in v for v in roles.values()):
+        row("GPU memory share", lambda v: ", ".join(
+            f"{s['share']:g} of GPU {s['gpu']} (with {', '.join(s['with'])})" for s in v.get("gpu_shares", ())) or "-")
     row("weights per GPU", lambda v: f"{v['weight_bytes_per_gpu'] / 1e9:,.1f} GB")
     row("cache per GPU", lambda v: f"{v['cache_bytes'] / 1e9:,.2f} GB")
     row("KV bytes / token", lambda v: f"{v['kv_bytes_per_token']:,}")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..errors import ExitCode, RecipectlError
 from ..fileio import read_bytes_bounded, write_atomic
+from ..plan.shares import SHARE_PREFLIGHT_MAX, even_shares, shared_gpus
 from ..render.processes import Deployment, ProcessSpec, build_deployment
 from ..render.values import EnvRef, literal
 from ..retry import poll_until
@@ -21,6 +22,7 @@ from ..runs.diagnose import diagnose, never_ready
 from ..runs.state import Member, ProcessState, RunState, new_run_dir, runs_root
 from ..schema import Recipe
 from ..secretscan import redact_argv
+from ..topology import place
 from .readiness import health_client, record_healthy
 from .result import LaunchResult
 
@@ -130,7 +132,7 @@ def preflight(recipe: Recipe, specs: list[ProcessSpec]) -> list[tuple[str, str]]
             problems.append((f"about {need:.0f} GiB of memory needed, {have:.1f} GiB available",
                              "stop other servers, or lower VLLM_CPU_KVCACHE_SPACE"))
     else:
-        problems.extend(_gpu_preflight(recipe))
+        problems.extend(_gpu_preflight(recipe, specs))
     return problems
 
 
@@ -161,16 +163,25 @@ def _cpu_memory_need_gib(recipe: Recipe) -> float:
     return n * 3.0 + sum(s.endpoints * (cpu_kvcache_gib(recipe.role_env(r)) or 4) for r, s in recipe.roles.items())
 
 
-def _gpu_preflight(recipe: Recipe) -> list[tuple[str, str]]:
+def _gpu_preflight(recipe: Recipe, specs: list[ProcessSpec]) -> list[tuple[str, str]]:
     from ..checks.gpus import query_gpus
 
     gpus = query_gpus()
     if gpus is None:
         return [("no NVIDIA GPU visible (nvidia-smi / NVML)", "run on a GPU host, or use a CPU recipe")]
-    need = sum(s.endpoints * s.parallel.gpus for s in recipe.roles.values())
+    used = sorted({g for s in specs for g in s.gpus})
     problems = []
-    if len(gpus) < need:
-        problems.append((f"{need} GPUs needed, {len(gpus)} visible", "use a recipe that fits this host"))
+    if used and len(gpus) <= used[-1]:
+        problems.append((f"{len(used)} GPU(s) needed (GPU ids up to {used[-1]}), {len(gpus)} visible",
+                         "use a recipe that fits this host, or let prefill and decode share a GPU: "
+                         "devices: [[0]] and a gpu_memory_utilization for each role "
+                         "(recipes/h200/tiny-qwen35-pd-1gpu.yaml)"))
+    for shared in shared_gpus(recipe, place(recipe)):
+        if shared.total > SHARE_PREFLIGHT_MAX + 1e-9:
+            problems.append((f"GPU {shared.gpu} is shared by {shared.names} = {shared.total:.2f} of its memory; "
+                             f"at most {SHARE_PREFLIGHT_MAX} leaves room for each server's CUDA context",
+                             f"set gpu_memory_utilization to {even_shares(len(shared.users))} for each role "
+                             "(recipectl plan shows what each share holds)"))
     want = recipe.cluster.gpu.value
     if gpus and not all(want.lower() in g.name.lower() for g in gpus):
         problems.append((f"the recipe is for {want}, this host has {gpus[0].name}",
@@ -248,6 +259,22 @@ class Supervisor:
         if changed:
             self.state.save()
 
+    def start_ready_workers(self) -> None:
+        """Start every worker not started yet whose GPUs no earlier worker shares, or whose earlier
+        sharers are healthy: vLLM sizes its KV cache from the GPU memory it sees free during its own
+        start-up, so servers on one GPU start one after another (prefill's first)."""
+        taken: dict[tuple[int, int], ProcessState] = {}
+        for ps in self.state.processes:
+            spec = self.specs[ps.name]
+            if ps.kind == "router":
+                continue
+            gpus = [(spec.node, g) for g in spec.gpus]
+            ahead = [taken[g] for g in gpus if g in taken]
+            if ps.pid is None and all(a.healthy_at for a in ahead):
+                self.start(ps.name)
+            for g in gpus:
+                taken[g] = ps
+
     def dead(self) -> ProcessState | None:
         for ps in self.state.processes:
             p = self.popen.get(ps.name)
@@ -304,9 +331,7 @@ def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float |
     timeout_s = timeout_s or recipe.launch.ready_timeout_s
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        for ps in state.processes:
-            if ps.kind != "router":
-                sup.start(ps.name)
+        sup.start_ready_workers()
         deadline = time.monotonic() + timeout_s
         result = _wait_ready(sup, state, timeout_s, display)
         if result.ok:
@@ -368,6 +393,7 @@ def _wait_ready(sup: Supervisor, state: RunState, timeout_s: float, display) -> 
             return _failure(state, stuck, f"{stuck.name} cannot finish start-up")
         record_healthy(client, state)
         sup.record_members()
+        sup.start_ready_workers()
         workers_up = all(p.healthy_at for p in state.processes if p.kind != "router")
         if router and workers_up and router.pid is None:
             sup.start(router.name)

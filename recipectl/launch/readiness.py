@@ -13,8 +13,8 @@ def record_healthy(client, state: RunState) -> None:
     import httpx
 
     for ps in state.processes:
-        if not ps.url or ps.healthy_at is not None:
-            continue
+        if not ps.url or ps.healthy_at is not None or ps.pid is None and ps.kind != "router":
+            continue  # a worker not started yet (it waits for the GPU it shares) cannot answer
         try:
             if client.get(ps.url + "/health").status_code == 200:
                 ps.healthy_at = time.time()

@@ -66,6 +66,13 @@ def _header(dep: Deployment) -> dict:
     return {"name": Token(r.name), "model": r.model.path, "version": r.engine.vllm_version or "unknown"}
 
 
+def _sharing_before(workers, proc) -> list:
+    """The servers before `proc` on its node that share one of its GPUs (`devices`): it starts once
+    they answer, as `recipectl launch` starts it (each sizes its cache from the memory left free)."""
+    earlier = workers[:workers.index(proc)]
+    return [q for q in earlier if q.port and q.node == proc.node and set(q.gpus) & set(proc.gpus)]
+
+
 def render_bash(dep: Deployment) -> list[RenderedFile]:
     hosts = dep.recipe.cluster.host_names
 
@@ -79,7 +86,8 @@ def render_bash(dep: Deployment) -> list[RenderedFile]:
         router = next((p for p in procs if p.kind == "router"), None)
         ctx = {
             **_header(dep), "host": hosts[node], "node": node, "required_env": [Token(n) for n in required_env(dep)],
-            "workers": [{"name": Token(p.name), "env": _env_pairs(p, node_expr), "cmd": shell_lines(p.argv, node_expr)}
+            "workers": [{"name": Token(p.name), "env": _env_pairs(p, node_expr), "cmd": shell_lines(p.argv, node_expr),
+                         "after": [f"http://{hosts[q.node]}:{q.port}/health" for q in _sharing_before(workers, p)]}
                         for p in workers],
             "router": None if router is None else {
                 "name": Token(router.name), "env": _env_pairs(router, node_expr),

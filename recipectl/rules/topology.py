@@ -6,6 +6,7 @@ from collections import defaultdict
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
+from ..plan.shares import SHARE_MAX, even_shares, shared_gpus
 from ..schema import Quantization
 from .context import RuleContext
 from .registry import Violation, rule
@@ -18,38 +19,68 @@ from .registry import Violation, rule
 def fit(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That every endpoint (TP x DP GPUs) can be placed: TP within one node, multi-node DP endpoints
-    on whole nodes, all endpoints together within `nodes x gpus_per_node`.
+    on whole nodes, all endpoints together within `nodes x gpus_per_node`. Endpoints that name
+    the same GPU in `devices` share it, and are counted by memory: their roles'
+    `gpu_memory_utilization` on that GPU must add up to at most 1.
 
     Why:
     An endpoint that does not fit waits forever for GPUs (Slurm/Kubernetes) or fails with an
-    out-of-range device (bash): a lost allocation either way.
+    out-of-range device (bash): a lost allocation either way. On a shared GPU, vLLM refuses a
+    server whose share is more than the memory the others left ("Free memory on device ... is
+    less than desired GPU memory utilization"); with the default utilization (0.92) two servers
+    never fit.
 
     Example:
-        cluster: {gpu: GB200, gpus_per_node: 4, nodes: 2}
-        prefill: {endpoints: 4, parallel: DEP2}
-        decode: {parallel: DEP8}
+        cluster: {gpu: H200, gpus_per_node: 1, nodes: 1}
+        prefill: {devices: [[0]]}
+        decode: {devices: [[0]]}
 
     Fix:
-        cluster:
-          nodes: 4
+        prefill:
+          devices: [[0]]
+          gpu_memory_utilization: 0.45
+        decode:
+          devices: [[0]]
+          gpu_memory_utilization: 0.45
     """
-    if ctx.is_cpu or not ctx.placement.problems:
+    if ctx.is_cpu:
+        return
+    for shared in shared_gpus(ctx.recipe, ctx.placement):
+        if shared.total > SHARE_MAX + 1e-9:
+            share = even_shares(len(shared.users))
+            roles = list(dict.fromkeys(p.role for p, _ in shared.users))
+            yield Violation(f"{roles[-1]}.gpu_memory_utilization",
+                            f"GPU {shared.gpu} of {shared.users[0][0].host} is shared by {shared.names}: "
+                            f"{shared.total:.2f} of its memory asked, more than it has",
+                            "".join(f"{r}:\n  gpu_memory_utilization: {share}\n" for r in roles).rstrip())
+    if not ctx.placement.problems:
         return
     c = ctx.recipe.cluster
     total = c.nodes * c.gpus_per_node
-    need = sum(s.endpoints * s.parallel.gpus for _, s in ctx.roles())
+    need = sum(s.endpoints * s.parallel.gpus for _, s in ctx.roles() if s.devices is None)
+    need += len({g for _, s in ctx.roles() for ids in (s.devices or ()) for g in ids})  # shared: once
     tp_too_wide = [p for p in ctx.placement.problems if "GPUs per node" in p]
+    named = [p for p in ctx.placement.problems if ": devices " in p]
+    for role, spec in ctx.roles():
+        if any(p.startswith(f"{role} ") for p in named):
+            top = max(g for ids in spec.devices or () for g in ids)
+            yield Violation(f"{role}.devices", next(p for p in named if p.startswith(f"{role} ")),
+                            f"cluster:\n  gpus_per_node: {max(top + 1, c.gpus_per_node)}"
+                            if top >= c.gpus_per_node else f"{role}:\n  endpoints: 1")
     for role, spec in ctx.roles():
         if spec.parallel.tp > c.gpus_per_node:
             yield Violation(f"{role}.parallel", f"{role} TP {spec.parallel.tp} exceeds the {c.gpus_per_node} GPUs "
                             "of a node; tensor parallelism stays within a node",
                             f"{role}:\n  parallel: {{tp: {c.gpus_per_node}, dp: "
                             f"{spec.parallel.dp * spec.parallel.tp // c.gpus_per_node}}}")
-    rest = [p for p in ctx.placement.problems if p not in tp_too_wide]
+    rest = [p for p in ctx.placement.problems if p not in tp_too_wide and p not in named]
     if rest:
         nodes_needed = -(-need // max(1, c.gpus_per_node))
+        share = ("; servers can share a GPU instead: the same devices for both roles and a "
+                 "gpu_memory_utilization each (TOP001's docs)") if c.nodes == 1 and all(
+                     s.parallel.gpus <= c.gpus_per_node for _, s in ctx.roles()) else ""
         yield Violation("cluster.nodes", f"{len(rest)} endpoint(s) do not fit: {rest[0]} "
-                        f"({need} GPUs wanted, {total} in the cluster)",
+                        f"({need} GPUs wanted, {total} in the cluster){share}",
                         f"cluster:\n  nodes: {max(nodes_needed, c.nodes + 1)}")
 
 
