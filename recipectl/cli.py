@@ -149,7 +149,9 @@ def show(
         from .effective import resolve
 
         data["effective"] = {role: eff.to_json() for role, eff in resolve(loaded.recipe).items()}
-    _dump(data, format)
+    from .secretscan import redact_data
+
+    _dump(redact_data(data), format)  # pasted into tickets and chats: no literal credential
 
 
 @app.command()

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Iterable
 
+from .secretscan import redact_text
+
 
 class Severity(str, Enum):
     ERROR = "error"
@@ -46,6 +48,14 @@ class Diagnostic:
     category: Category | None = None
     source: str | None = None
     ignored: str | None = None  # why this finding was ignored (the recipe's ignore:, --ignore, a config file)
+
+    def __post_init__(self) -> None:
+        # every presentation (text, JSON, SARIF, annotations) prints these: a rule that quotes a
+        # value, or an ignore's reason, never carries a credential out
+        for name in ("message", "fix", "ignored"):
+            text = getattr(self, name)
+            if text:
+                object.__setattr__(self, name, redact_text(text))
 
     @property
     def location(self) -> str:
@@ -93,7 +103,8 @@ def reports_to_json(reports: Iterable[FileReport]) -> str:
                 "recipe": r.recipe_name,
                 "valid": r.valid,
                 "findings": [d.to_json() for d in sorted_diagnostics(r.diagnostics)],
-                "ignored_rules": [{"code": c, "reason": why} for c, why in sorted(r.ignored_rules.items())],
+                "ignored_rules": [{"code": c, "reason": redact_text(why)}
+                                  for c, why in sorted(r.ignored_rules.items())],
                 "ignored": [d.to_json() for d in sorted_diagnostics(r.ignored)] if r.ran_ignored else None,
             }
             for r in reports
@@ -176,6 +187,7 @@ def _ignored_summary(reports: list[FileReport], *, listed: bool) -> str:
     found: dict[tuple[str, str], int] = {}
     for r in reports:
         for code, why in r.ignored_rules.items():
+            why = redact_text(why)  # as each ignored finding's reason is
             files[(code, why)] = files.get((code, why), 0) + 1
         for d in r.ignored:
             found[(d.code, d.ignored or "")] = found.get((d.code, d.ignored or ""), 0) + 1

@@ -5,9 +5,19 @@ log file. Shared by the Typer app (cli.py) and the fast path (entry.py)."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
+
+from .secretscan import redact_text
+
+# An internal error's message names the exception, not the data it was raised on (Python quotes the
+# value in most: `invalid literal for int() with base 10: 'hunter2'`, `KeyError: 'HF_TOKEN'`): on the
+# error line a quoted value is <value>, credential-shaped runs are <redacted> and the line is cut;
+# the traceback, in the log file, is redacted.
+_MESSAGE_LIMIT = 300
+_QUOTED = re.compile(r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"")
 
 
 def as_typer_would(fn: Callable[[], int]) -> int:
@@ -46,9 +56,10 @@ def run_guarded(fn: Callable[[], Any]) -> None:
         rc = fn()  # the exit code
         sys.exit(int(rc or 0))
     except RecipectlError as e:
-        sys.stderr.write(f"recipectl: error: {e.message}\n")
+        # an error may quote what it was given (a model path with a password in its URL)
+        sys.stderr.write(f"recipectl: error: {redact_text(e.message)}\n")
         if e.fix:
-            sys.stderr.write(f"  fix: {e.fix}\n")
+            sys.stderr.write(f"  fix: {redact_text(e.fix)}\n")
         sys.exit(int(e.exit_code))
     except KeyboardInterrupt:
         sys.stderr.write("recipectl: interrupted\n")
@@ -67,7 +78,18 @@ def run_guarded(fn: Callable[[], Any]) -> None:
         import traceback
 
         with tempfile.NamedTemporaryFile("w", prefix="recipectl-crash-", suffix=".log", delete=False) as f:
-            traceback.print_exc(file=f)
-        sys.stderr.write(f"recipectl: internal error: {type(e).__name__}: {e}\n  traceback: {f.name}\n"
-                         "  this is a bug in recipectl; please report it with that file\n")
+            f.write(redact_text(traceback.format_exc()))  # a file users attach to bug reports
+        sys.stderr.write(f"recipectl: internal error: {type(e).__name__}: {_internal_message(e)}\n"
+                         f"  traceback: {f.name}\n  this is a bug in recipectl; please report it with that file\n")
         sys.exit(int(ExitCode.INTERNAL))
+
+
+def _internal_message(e: BaseException) -> str:
+    """An unexpected exception's message as the error line shows it: one line, credential-shaped
+    runs redacted, quoted values left out, cut past _MESSAGE_LIMIT characters."""
+    try:
+        text = str(e)
+    except Exception:  # noqa: BLE001 - a broken __str__ must not hide the error itself
+        text = ""
+    text = redact_text(_QUOTED.sub("<value>", " ".join(text.split())))
+    return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + "... (cut; the log file has it)"

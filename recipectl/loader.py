@@ -31,6 +31,7 @@ from .yamlsource import (
     SourceMap,
     Walker,
     dotted_to_key,
+    hidden_character,
     key_to_dotted,
     may_quote,
     read_recipe_text,
@@ -87,6 +88,10 @@ def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic]]:
     try:
         return _parse_yaml(text, file, yaml.SafeLoader)
     except yaml.MarkedYAMLError as e:
+        # a line break only YAML sees is the likelier cause of a syntax error than what it reports
+        hidden = hidden_character(text, file=file)
+        if hidden is not None:
+            return None, SourceMap(file=file), [_refused_diag(file, hidden)]
         return None, SourceMap(file=file), [_syntax_diag(file, e)]
     except yaml.YAMLError as e:
         return None, SourceMap(file=file), [_schema_diag(file, f"YAML error: {e}", None, code="SCH000")]
@@ -118,16 +123,18 @@ def _parse_yaml(text: str, file: str, loader_class: type) -> tuple[Any, SourceMa
             return None, smap, [_schema_diag(file, "the file is empty", (1, 1), code="SCH000",
                                              fix="start from a recipe in recipes/ (recipectl show --resolved)")]
         smap.positions[()] = (node.start_mark.line + 1, node.start_mark.column + 1)
-        Walker(loader, smap.positions).walk(node, ())
+        walker = Walker(loader, smap.positions)
+        walker.walk(node, ())
+        hidden = hidden_character(text, walker.spans, file)
+        if hidden is not None:
+            raise hidden
         data = loader.construct_document(node)
     except DuplicateKey as e:
         return None, smap, [_schema_diag(
             file, f"duplicate key '{e.key}' (first defined at line {e.first.line + 1})",
             (e.mark.line + 1, e.mark.column + 1), code="SCH000", fix="keep one of the two keys")]
     except Refused as e:
-        pos = (e.mark.line + 1, e.mark.column + 1) if e.mark else None
-        return None, smap, [_schema_diag(file, e.message, pos, path=key_to_dotted(e.path), fix=e.fix,
-                                         code="SCH000")]
+        return None, smap, [_refused_diag(file, e)]
     finally:
         loader.dispose()
     if not isinstance(data, dict):
@@ -136,6 +143,11 @@ def _parse_yaml(text: str, file: str, loader_class: type) -> tuple[Any, SourceMa
     if not all(isinstance(k, str) for k in data):
         return None, smap, [_schema_diag(file, "every top-level key must be a name", (1, 1), code="SCH000")]
     return data, smap, []
+
+
+def _refused_diag(file: str, e: Refused) -> Diagnostic:
+    pos = (e.mark.line + 1, e.mark.column + 1) if e.mark else None
+    return _schema_diag(file, e.message, pos, path=key_to_dotted(e.path), fix=e.fix, code="SCH000")
 
 
 def _fields_at(model: type[BaseModel], loc: tuple) -> list[str]:

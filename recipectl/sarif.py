@@ -23,7 +23,8 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVELS = {"error": "error", "warning": "warning", "info": "note"}
 # the schema's codes: findings from loading a file, not from a rule
 SCHEMA_CODES = {
-    "SCH000": ("schema.unreadable", "The file can be read and parsed (YAML syntax, encoding, size)"),
+    "SCH000": ("schema.unreadable", "The file can be read and parsed (YAML syntax, encoding, size), and reads "
+                                    "as it parses (no hidden line break or direction control)"),
     "SCH001": ("schema.bad-value", "Every field has a value of its type, within its range"),
     "SCH002": ("schema.unknown-key", "Every key is one the schema knows"),
     "SCH003": ("schema.matrix", "The matrix expands into recipes"),

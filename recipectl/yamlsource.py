@@ -3,12 +3,15 @@
 The layer under the loader (recipes) and the importers (other tools' formats): a document is
 composed once, walked to record each key's line and column and to refuse what no recipe can be
 (an alias bomb, a recursive alias, nesting past MAX_DEPTH, unknown tags, unconstructible or
-out-of-range scalars, invalid Unicode), then constructed. Problems are raised as `Refused` or
+out-of-range scalars, invalid Unicode, characters that make the text read other than it parses),
+then constructed. Problems are raised as `Refused` or
 `DuplicateKey` (with their YAML marks); the loader words them as findings.
 """
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,6 +104,7 @@ class Walker:
         self.positions = positions
         self.count = 0
         self.open: set[int] = set()  # ids of the collection nodes being walked (an alias to one is a cycle)
+        self.spans: list[tuple[int, int, PathKey]] = []  # (start, end) character index of each scalar, its path
 
     def walk(self, node: yaml.Node, path: PathKey, depth: int = 0) -> None:
         self.count += 1
@@ -111,6 +115,7 @@ class Walker:
             raise Refused(f"tag {_tag_name(node.tag)} has no place in a recipe", node.start_mark, path,
                            "remove the tag; write a plain value")
         if isinstance(node, yaml.ScalarNode):
+            self.spans.append((node.start_mark.index, node.end_mark.index, path))
             self._scalar(node, path)
             return
         if depth >= MAX_DEPTH:
@@ -140,12 +145,12 @@ class Walker:
                 continue
             if not isinstance(key_node, yaml.ScalarNode):
                 raise Refused("a key must be a plain name, not a list or mapping", key_node.start_mark, path)
-            self.walk(key_node, path, depth + 1)
             key = str(key_node.value)
+            child = path + (key,)
+            self.walk(key_node, child, depth + 1)
             if key in seen:
                 raise DuplicateKey(key, key_node.start_mark, seen[key])
             seen[key] = key_node.start_mark
-            child = path + (key,)
             self.positions[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
             self.walk(value_node, child, depth + 1)
 
@@ -179,6 +184,36 @@ class Walker:
         if abs(constructed) > MAX_INT:
             raise Refused(f"{quoted(value, path, bare=True)} is out of range (a recipe's numbers are below 2**53)",
                            node.start_mark, path, "write a realistic number")
+
+
+# Characters that make a file read other than it parses. YAML 1.1 (PyYAML, libyaml) breaks lines at
+# NEL (U+0085) and the line and paragraph separators (U+2028, U+2029), which editors, grep and diff
+# show inside one line: after `# note` + U+2028, `ignore: {OPS001: x}` is a key the parser reads and a
+# reviewer sees as part of a comment. The bidirectional embeddings, overrides and isolates
+# (U+202A-U+202E, U+2066-U+2069; "Trojan Source", CVE-2021-42574) reorder how a line is shown. None
+# has a use in a recipe, in a comment or anywhere else; values refuse them too (fieldtypes).
+HIDDEN_CHARACTERS = re.compile("[\x85\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def hidden_character(text: str, spans: list[tuple[int, int, PathKey]] | None = None,
+                     file: str = "<recipe>") -> Refused | None:
+    """The refusal of the first hidden line break or direction control in `text`, at its line and
+    column as an editor counts them (lines end at \\n only), and the path of the key or value that
+    holds it among `spans` (the Walker's; none for a comment); None when the text has none."""
+    m = HIDDEN_CHARACTERS.search(text)
+    if m is None:
+        return None
+    i = m.start()
+    line = text.count("\n", 0, i)
+    col = i - (text.rfind("\n", 0, i) + 1)
+    ch = m.group()
+    name = unicodedata.name(ch, "NEXT LINE" if ch == "\x85" else "a control character")
+    path = next((p for start, end, p in spans or () if start <= i < end), ())
+    what = ("YAML breaks the line here, while editors, grep and diff show one line"
+            if ch in "\x85\u2028\u2029" else "it reorders how the text around it is shown")
+    where = " in a key or value" if path else "" if spans is None else " outside every key and value (a comment)"
+    return Refused(f"U+{ord(ch):04X} ({name}){where}: {what}", yaml.Mark(file, i, line, col, None, None), path,
+                   f"delete the character (grep -nP '\\x{{{ord(ch):04X}}}' finds each one)")
 
 
 def short(text: str, limit: int = 40) -> str:
@@ -227,7 +262,11 @@ def compose_documents(text: str, loader_class: type | None = None):
         while loader.check_node():
             node = loader.get_node()
             positions: dict[PathKey, Position] = {(): (node.start_mark.line + 1, node.start_mark.column + 1)}
-            Walker(loader, positions).walk(node, ())
+            walker = Walker(loader, positions)
+            walker.walk(node, ())
+            hidden = hidden_character(text, walker.spans)
+            if hidden is not None:
+                raise hidden
             yield loader.construct_document(node), positions
     finally:
         loader.dispose()

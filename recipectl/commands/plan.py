@@ -9,6 +9,7 @@ from pathlib import Path
 from ..diagnostics import Severity
 from ..errors import RecipectlError
 from ..schema import Recipe
+from ..secretscan import redact_data
 
 
 def _mib(b: int) -> str:
@@ -77,7 +78,7 @@ def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool, loaded=None) 
     from ..models.info import ModelConfigError
 
     try:
-        report = plan_report(recipe, recipe_path)
+        report = redact_data(plan_report(recipe, recipe_path))  # the model's names may hold a credential
     except ModelConfigError as e:  # the model's config.json, or a value the planner cannot read
         where = recipe_path
         if loaded is not None:

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from ..errors import RecipectlError
+from ..errors import ExitCode, RecipectlError
 from ..fileio import write_atomic
+from ..secretscan import pure_reference, secret_flag, secret_name, secret_value
 from .processes import Deployment, ProcessSpec
 from .values import EnvRef, HomePath, NodeAddress, Shell, Token, UrlOf, Var, concat, quote, shell_lines, shell_word
 
@@ -53,6 +54,45 @@ class RenderedFile:
     name: str
     text: str
     executable: bool = False
+
+
+_SECRET_FIX = ("set it where the process runs and reference it: HF_TOKEN: ${HF_TOKEN}, --api-key ${VLLM_API_KEY} "
+               "(an ignore: of OPS001, OPS004 or OPS005 silences validate; it never lets a credential "
+               "into a rendered file)")
+
+
+def _literal_secret(dep: Deployment) -> str | None:
+    """Where a process of `dep` would get a literal credential: a credential-named variable with a
+    literal value, a credential flag with a literal argument, a credential-shaped literal anywhere.
+    Said without the value."""
+    for p in dep.processes:
+        for k, v in p.env:
+            if isinstance(v, str) and v and (secret_name(k) and not pure_reference(v) or secret_value(v)):
+                return f"{p.name}'s environment variable {k} holds a literal credential"
+        argv = list(p.argv)
+        for i, a in enumerate(argv):
+            if not isinstance(a, str):
+                continue
+            flag = secret_flag(a)
+            if flag and "=" in a and not pure_reference(a.split("=", 1)[1]):
+                return f"{p.name}'s argument {flag} holds a literal credential"
+            if flag and "=" not in a and i + 1 < len(argv) and isinstance(argv[i + 1], str) \
+                    and not pure_reference(argv[i + 1]):
+                return f"{p.name}'s argument {flag} is given a literal credential"
+            if secret_value(a):
+                return f"{p.name}'s argument {i} holds a literal credential"
+    return None
+
+
+def _refuse_secrets(dep: Deployment, files_out: list[RenderedFile]) -> list[RenderedFile]:
+    """Every renderer's last step: no file it made holds a credential, whatever the recipe's
+    `ignore:` says (the rules' ignores decide what validate reports, not what is written)."""
+    where = _literal_secret(dep) or next(
+        (f"{f.name} would hold a credential-shaped value" for f in files_out if secret_value(f.text)), None)
+    if where:
+        raise RecipectlError(f"refusing to render: {where}; nothing was written", fix=_SECRET_FIX,
+                             exit_code=ExitCode.FINDINGS)
+    return files_out
 
 
 def _env_pairs(proc: ProcessSpec, node_expr) -> list[tuple[str, Shell]]:
@@ -96,7 +136,7 @@ def render_bash(dep: Deployment) -> list[RenderedFile]:
         }
         text = environment().get_template("bash.sh.j2").render(**ctx)
         files_out.append(RenderedFile(f"{dep.recipe.name}.{hosts[node]}.sh", text, executable=True))
-    return files_out
+    return _refuse_secrets(dep, files_out)
 
 
 def render_slurm(dep: Deployment) -> list[RenderedFile]:
@@ -130,7 +170,7 @@ def render_slurm(dep: Deployment) -> list[RenderedFile]:
         "container": r.engine.image,
     }
     text = environment().get_template("slurm.sbatch.j2").render(**ctx)
-    return [RenderedFile(f"{r.name}.sbatch", text, executable=True)]
+    return _refuse_secrets(dep, [RenderedFile(f"{r.name}.sbatch", text, executable=True)])
 
 
 def _k8s_name(text: str, limit: int = 40) -> str:
@@ -352,7 +392,7 @@ def render_k8s(dep: Deployment) -> list[RenderedFile]:
     header = _K8S_HEADER.format(name=r.name, model=_comment_value(r.model.path),
                                 version=_comment_value(r.engine.vllm_version or "unknown"))
     body = yaml.safe_dump_all(docs, explicit_start=True, sort_keys=False, width=1 << 16)
-    return [RenderedFile(f"{r.name}.k8s.yaml", header + body)]
+    return _refuse_secrets(dep, [RenderedFile(f"{r.name}.k8s.yaml", header + body)])
 
 
 RENDERERS = {"bash": render_bash, "slurm": render_slurm, "k8s": render_k8s}

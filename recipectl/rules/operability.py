@@ -150,14 +150,18 @@ def _covered_elsewhere(ctx: RuleContext, path: str) -> bool:
 def secret_value_anywhere(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That no value in the recipe looks like a credential, whatever its key is called: a token
-    format with a known prefix (`hf_...`, `sk-...`, `ghp_...`, `github_pat_...`, `glpat-...`,
-    `AKIA...`, `xoxb-...`, a JWT, a PEM private key) or a password in a URL (`user:pass@host`),
-    including inside the default of a reference (`${VAR:-hf_...}`).
+    format with a known prefix (`hf_...` with 8 or more letters and digits not all lower case,
+    `sk-...`, `ghp_...`, `github_pat_...`, `glpat-...`, `AKIA...`, `xoxb-...`, a JWT, a PEM private
+    key), a password in a URL (`user:pass@host`) or a credential parameter of a URL (`?token=`,
+    `&api_key=`, `access_token=`, `sig=`), including inside the default of a reference
+    (`${VAR:-hf_...}`).
 
     Why:
     A name such as `HF_TOKEN` is only one place a token ends up: it is pasted into an argument,
     a URL or an innocently named variable just as often. Every string of a recipe is rendered
-    into scripts and manifests and recorded in the run state.
+    into scripts and manifests and recorded in the run state. An `ignore:` of this rule (or of
+    OPS001/OPS004) silences validate only: `render` refuses to write a credential into any target
+    whatever the ignores say, and `show` and `plan` print it as `<redacted>`.
 
     Example:
         engine:
