@@ -65,13 +65,31 @@ def serve_flags() -> list[dict]:
     return out
 
 
+def _serve_args_validator():
+    """vLLM's validate_parsed_serve_args, from the module the installed release keeps it in (the
+    engine facts serve-cli-args-*: entrypoints.openai before 0.29, launchers to 0.32, common from 0.33)."""
+    import importlib
+    from importlib.metadata import version
+
+    from recipectl import engine_facts
+
+    installed = engine_facts.parse_version(version("vllm").split("+")[0])
+    rows = [f for f in engine_facts.facts() if f.id.startswith("serve-cli-args-")]
+    rows.sort(key=lambda f: not f.holds(installed))  # the installed release's module first
+    for f in rows:
+        try:
+            return importlib.import_module(f.value).validate_parsed_serve_args
+        except (ImportError, AttributeError):
+            continue
+    raise ImportError(f"validate_parsed_serve_args is in none of {[f.value for f in rows]}")
+
+
 def parse_commands(request: dict) -> dict:
     out: dict = {"serve": [], "router": []}
     if request.get("flags"):
         out["flags"] = serve_flags()
     if request.get("serve"):
-        from vllm.entrypoints.launchers.cli_args import validate_parsed_serve_args
-
+        validate_parsed_serve_args = _serve_args_validator()
         parser = _serve_parser()
 
         def parse_serve(argv):
