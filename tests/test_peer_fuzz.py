@@ -38,7 +38,8 @@ MUTATIONS = ["word", 7, [1, 2], {"a": 1}, None, True, 10**30, "nan"]
 
 
 def _positions(text: str):
-    """(path, start, end) of every value in the document: its text span."""
+    """(path, start, end) of every value in the file's documents (a Dynamo file holds its ConfigMaps
+    too): its text span; the path starts with the document's index."""
     out = []
 
     def walk(node, path):
@@ -50,8 +51,9 @@ def _positions(text: str):
             for i, value in enumerate(node.value):
                 walk(value, (*path, i))
 
-    walk(yaml.compose(text), ())
-    return [p for p in out if p[0]]
+    for i, document in enumerate(yaml.compose_all(text)):
+        walk(document, (i,))
+    return [p for p in out if len(p[0]) > 1]
 
 
 def mutated(text: str):
