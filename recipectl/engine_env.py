@@ -7,6 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from .engine_facts import facts
 from .errors import ExitCode, RecipectlError
 
 DEFAULT_VENV = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "recipectl" / "engine"
@@ -26,14 +27,22 @@ def engine_python(recipe_venv: str | None = None) -> Path:
     return py
 
 
+def serve_cli_args_modules() -> list[str]:
+    """Where vLLM releases keep `validate_parsed_serve_args`, newest first (engine facts
+    serve-cli-args-*): the probe imports the first the installed engine has."""
+    rows = [f for f in facts() if f.id.startswith("serve-cli-args-")]
+    return [f.value for f in sorted(rows, key=lambda f: f.since or (0, 0, 0), reverse=True)]
+
+
 def parse_with_engine(serve: list[list[str]], router: list[list[str]], *, venv: str | None = None,
                       timeout: float = 180, flags: bool = False) -> dict:
     """Check command lines with the engine's own parsers (one subprocess: the vllm import is slow)."""
     py = engine_python(venv)
     pkg_root = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": pkg_root, "VLLM_LOGGING_LEVEL": "ERROR", "VLLM_NO_USAGE_STATS": "1"}
-    proc = subprocess.run([str(py), "-m", "recipectl.engine_probe", "parse"], input=json.dumps(
-        {"serve": serve, "router": router, "flags": flags}), capture_output=True, text=True, timeout=timeout, env=env)
+    request = {"serve": serve, "router": router, "flags": flags, "cli_args_modules": serve_cli_args_modules()}
+    proc = subprocess.run([str(py), "-m", "recipectl.engine_probe", "parse"], input=json.dumps(request),
+                          capture_output=True, text=True, timeout=timeout, env=env)
     if proc.returncode != 0 or not proc.stdout.strip():
         raise RecipectlError(f"the engine's parser could not run: {proc.stderr.strip()[-800:]}",
                              exit_code=ExitCode.INVALID)

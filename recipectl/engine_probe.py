@@ -3,9 +3,11 @@ engine's own argument parsers, without starting anything.
 
     <engine-python> -m recipectl.engine_probe parse < commands.json
 
-stdin: {"serve": [[arg, ...], ...], "router": [[arg, ...], ...]} — argv after the program name
-(for serve: starting with the model). stdout: one JSON object with a verdict per command.
-Only the standard library is imported at module level: the package is put on PYTHONPATH.
+stdin: {"serve": [[arg, ...], ...], "router": [[arg, ...], ...], "cli_args_modules": [module, ...]}
+— argv after the program name (for serve: starting with the model), and where each vLLM release
+keeps `validate_parsed_serve_args` (recipectl.engine_env.serve_cli_args_modules). stdout: one
+JSON object with a verdict per command. Only the standard library is imported at module level:
+the package is put on PYTHONPATH.
 """
 
 from __future__ import annotations
@@ -65,23 +67,18 @@ def serve_flags() -> list[dict]:
     return out
 
 
-def _serve_args_validator():
-    """vLLM's validate_parsed_serve_args, from the module the installed release keeps it in (the
-    engine facts serve-cli-args-*: entrypoints.openai before 0.29, launchers to 0.32, common from 0.33)."""
+def _serve_validator(modules: list[str]):
+    """`validate_parsed_serve_args` from the first of `modules` this engine has: it moved from
+    vllm.entrypoints.openai.cli_args (to 0.28) to .launchers.cli_args (0.29-0.32) and
+    .common.cli_args (0.33); the caller sends the table's list (engine facts serve-cli-args-*)."""
     import importlib
-    from importlib.metadata import version
 
-    from recipectl import engine_facts
-
-    installed = engine_facts.parse_version(version("vllm").split("+")[0])
-    rows = [f for f in engine_facts.facts() if f.id.startswith("serve-cli-args-")]
-    rows.sort(key=lambda f: not f.holds(installed))  # the installed release's module first
-    for f in rows:
+    for name in modules:
         try:
-            return importlib.import_module(f.value).validate_parsed_serve_args
+            return importlib.import_module(name).validate_parsed_serve_args
         except (ImportError, AttributeError):
             continue
-    raise ImportError(f"validate_parsed_serve_args is in none of {[f.value for f in rows]}")
+    raise ImportError(f"validate_parsed_serve_args is in none of {', '.join(modules) or 'no modules'}")
 
 
 def parse_commands(request: dict) -> dict:
@@ -89,7 +86,7 @@ def parse_commands(request: dict) -> dict:
     if request.get("flags"):
         out["flags"] = serve_flags()
     if request.get("serve"):
-        validate_parsed_serve_args = _serve_args_validator()
+        validate_parsed_serve_args = _serve_validator(request.get("cli_args_modules") or [])
         parser = _serve_parser()
 
         def parse_serve(argv):

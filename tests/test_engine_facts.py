@@ -57,3 +57,58 @@ def test_releases_text_for_messages():
     assert fact("nixl-ssm-one-local-block-assert").releases == "0.23.0 – 0.26.x"
     assert fact("hybrid-prefix-caching-default-on").releases == "from 0.28.0"
     assert isinstance(fact("gdn-pd-nixl"), Fact)
+
+
+@pytest.mark.parametrize(("text", "tokens"), [
+    ("16k", 16_000), ("16K", 16_384), ("25.6k", 25_600), ("1m", 1_000_000), ("1M", 1_048_576), ("2048", 2048)])
+def test_token_counts_read_as_vllms_human_readable_int(text, tokens):
+    from recipectl.engine_flags import parse_extra_args
+
+    (found,), problems = parse_extra_args(["--max-num-batched-tokens", text])
+    assert (found.value, problems) == (tokens, [])
+
+
+def test_a_decimal_with_a_binary_suffix_is_refused_as_vllm_refuses_it():
+    from recipectl.engine_flags import parse_extra_args
+
+    found, (problem,) = parse_extra_args(["--max-num-batched-tokens", "1.5K"])
+    assert not found and "not a valid value" in problem.message
+
+
+@pytest.mark.parametrize("text", ["auto", "AUTO", "-1"])
+def test_max_model_len_auto_is_the_models_own_length(text):
+    from recipectl.engine_flags import parse_extra_args
+
+    (found,), problems = parse_extra_args(["--max-model-len", text])
+    assert found.value is None and problems == []
+
+
+def test_the_probe_gets_where_each_release_keeps_the_serve_validator_newest_first():
+    from recipectl.engine_env import serve_cli_args_modules
+
+    assert serve_cli_args_modules() == ["vllm.entrypoints.common.cli_args", "vllm.entrypoints.launchers.cli_args",
+                                        "vllm.entrypoints.openai.cli_args"]
+
+
+def test_the_probe_takes_the_first_module_the_engine_has(monkeypatch):
+    import sys
+    import types
+
+    from recipectl import engine_probe
+
+    old = types.ModuleType("fake_openai_cli_args")
+    old.validate_parsed_serve_args = lambda args: "0.26"
+    monkeypatch.setitem(sys.modules, "fake_openai_cli_args", old)
+    assert engine_probe._serve_validator(["no_such_module_033", "fake_openai_cli_args"])(None) == "0.26"
+    with pytest.raises(ImportError, match="none of"):
+        engine_probe._serve_validator(["no_such_module_033"])
+
+
+def test_gdn_backend_choices_by_release():
+    from recipectl.engine_versions import gdn_backends_for
+
+    assert gdn_backends_for((0, 17, 1)) is None
+    assert gdn_backends_for((0, 21, 0)) == {"flashinfer", "triton"}
+    assert gdn_backends_for((0, 22, 0)) == {"flashinfer", "triton", "cutedsl"}
+    assert gdn_backends_for((0, 33, 0)) == {"flashinfer", "triton", "cutedsl", "aiter_flydsl", "sycl"}
+    assert gdn_backends_for(None) == gdn_backends_for((0, 33, 0))

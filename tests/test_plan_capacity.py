@@ -8,6 +8,7 @@ the H200 reference run ("Setting attention block size to 144 tokens").
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -267,3 +268,25 @@ def test_every_builtin_name_plans_from_a_recipe(name, suffix):
     plans = plan_recipe(recipe)
     assert plans is not None and plans["decode"].plan.model == name
     assert quantization(recipe) == (suffix[1:].lower() or "bf16")
+
+
+@pytest.mark.parametrize(("version", "prefix_caching", "backend", "block"), [
+    ("0.32.0", True, None, 1072),  # no checkpoint grid before 0.33
+    ("0.33.0", True, None, 1088),  # auto reaches FlashInfer on GB200 (head_k_dim 128): a 64-token grid
+    ("0.33.0", True, "triton", 1072),  # Triton's GDN prefill declares no checkpoint alignment
+    ("0.33.0", False, None, 1072),  # no prefix caching: not align mode
+])
+def test_0_33_aligns_the_hybrid_block_to_64_tokens_with_prefix_caching_and_flashinfer_gdn(
+        version, prefix_caching, backend, block):
+    import yaml
+
+    from recipectl.effective import resolve_role
+    from recipectl.loader import load_text
+    from recipectl.plan.recipe_plan import model_spec, role_pages
+
+    base = yaml.safe_load((Path(__file__).parent / "rule_cases" / "_bases.yaml").read_text())["gpu"]
+    base["engine"]["vllm_version"] = version
+    base["decode"].update(enable_prefix_caching=prefix_caching, gdn_prefill_backend=backend)
+    (loaded,) = load_text(yaml.safe_dump(base), "397b.yaml").recipes
+    recipe = loaded.recipe
+    assert role_pages(recipe, resolve_role(recipe, "decode"), model_spec(recipe, None)).block_size == block

@@ -666,12 +666,13 @@ def test_model_path_with_kubelet_syntax_survives_k8s(tmp_path):
 
 @pytest.mark.parametrize("target", ["bash", "slurm", "k8s"])
 def test_unaccepted_gdn_backend_is_an_error_not_a_flag(recipectl_cli, tmp_path, target):
-    recipe = gb200_recipe(tmp_path, lambda d: d["prefill"].update(gdn_prefill_backend="cutedsl"))
+    # sycl is a choice from 0.33 (engine fact gdn-prefill-backend-sycl); cutedsl is one from 0.22
+    recipe = gb200_recipe(tmp_path, lambda d: d["prefill"].update(gdn_prefill_backend="sycl"))
     out = tmp_path / "out"
     r = recipectl_cli("render", str(recipe), "--target", target, "-o", str(out))
     assert r.returncode != 0
     # the rules (VER004) refuse it before the renderer's own check would
-    assert "VER004" in r.stderr and "cutedsl" in r.stderr and "0.26" in r.stderr, r.stderr
+    assert "VER004" in r.stderr and "sycl" in r.stderr and "0.26" in r.stderr, r.stderr
     assert "fix:" in r.stderr and "Traceback" not in r.stderr
     assert not out.exists() or not any(out.iterdir()), "a file was written"
     r = recipectl_cli("render", str(recipe), "--target", target)  # stdout: nothing rendered either
@@ -679,8 +680,8 @@ def test_unaccepted_gdn_backend_is_an_error_not_a_flag(recipectl_cli, tmp_path, 
 
 
 def test_unaccepted_gdn_backend_raises_in_process(tmp_path):
-    recipe = gb200_recipe(tmp_path, lambda d: d["prefill"].update(gdn_prefill_backend="cutedsl"))
-    with pytest.raises(RecipectlError, match="does not accept --gdn-prefill-backend cutedsl"):
+    recipe = gb200_recipe(tmp_path, lambda d: d["prefill"].update(gdn_prefill_backend="sycl"))
+    with pytest.raises(RecipectlError, match="does not accept --gdn-prefill-backend sycl"):
         deployment(recipe)
 
 

@@ -137,7 +137,7 @@ def plan_role(spec: ModelSpec, *, max_model_len: int, tp: int = 1, dp: int = 1, 
               mamba_cache_dtype: str = "auto", mamba_ssm_cache_dtype: str = "auto",
               model_dtype: str | None = None, platform: str = "cuda",
               block_size: int | None = None, kernel_block_size: int | None = None,
-              enable_prefix_caching: bool = False, quantization: str = "bf16",
+              enable_prefix_caching: bool = False, checkpoint_alignment: int = 1, quantization: str = "bf16",
               workload: Workload | None = None, overheads: Overheads | None = None,
               num_speculative_tokens: int = 0, max_num_seqs: int | None = None) -> CapacityPlan:
     """Plan one endpoint's cache the way vLLM 0.32 sizes it at start-up. (One function on purpose,
@@ -147,7 +147,9 @@ def plan_role(spec: ModelSpec, *, max_model_len: int, tp: int = 1, dp: int = 1, 
     ``cache_bytes_override`` replaces the GPU memory arithmetic (the CPU backend:
     ``VLLM_CPU_KVCACHE_SPACE`` GiB). ``gpu_memory_utilization`` defaults to vLLM's 0.92 (0.9
     before 0.20). ``enable_prefix_caching`` puts hybrid models in mamba ``align`` mode (2 state
-    blocks per GDN group per request); a P/D decode runs it off. ``num_speculative_tokens`` adds
+    blocks per GDN group per request); a P/D decode runs it off. ``checkpoint_alignment`` (align
+    mode only): the GDN prefill checkpoint grid the hybrid block is a multiple of
+    (pages.align_hybrid_block_size). ``num_speculative_tokens`` adds
     the MTP layers' attention caches and speculative GDN state slots.
     """
     model_dtype = model_dtype or spec.dtype
@@ -163,7 +165,8 @@ def plan_role(spec: ModelSpec, *, max_model_len: int, tp: int = 1, dp: int = 1, 
     n_gdn = spec.num_linear_attention_layers
 
     pages = state_pages(spec, tp=tp, kv_dtype=kv_dtype, conv_dtype=conv_dtype, ssm_dtype=ssm_dtype,
-                        block_size=block_size, kernel_block_size=kernel_block_size, num_spec=num_spec)
+                        block_size=block_size, kernel_block_size=kernel_block_size, num_spec=num_spec,
+                        checkpoint_alignment=checkpoint_alignment if enable_prefix_caching else 1)
     attn_1tok, conv_b, ssm_b = pages.attention_bytes_per_token, pages.conv_bytes, pages.ssm_bytes
     block_size, page = pages.block_size, pages.attention_page_bytes
     mamba_page = conv_b + ssm_b

@@ -102,7 +102,8 @@ def resolve_ssm_dtype(spec: ModelSpec, mamba_ssm_cache_dtype: str, conv_dtype: s
 
 # ----- block size / page alignment -------------------------------------------------------------
 def align_hybrid_block_size(attn_page_bytes_per_token: int, mamba_page_bytes: int,
-                            block_size: int, kernel_block_size: int) -> tuple[int, int]:
+                            block_size: int, kernel_block_size: int,
+                            checkpoint_alignment: int = 1) -> tuple[int, int]:
     """(attention block size in tokens, padded mamba page bytes). Mirrors
     ``Platform._align_hybrid_block_size``: the attention block grows (by multiples of
     ``max(smallest kernel block, block_size)``) until one attention page covers a mamba page,
@@ -111,8 +112,13 @@ def align_hybrid_block_size(attn_page_bytes_per_token: int, mamba_page_bytes: in
     ``kernel_block_size`` is the backend's smallest supported kernel block: 16 for FlashAttention
     and FlashInfer on CUDA (the SM100 default is FlashInfer), 32 for the CPU backend. The block
     size going in is vLLM's default: 16 on CUDA, 128 on CPU (``CpuPlatform``).
+
+    ``checkpoint_alignment``: from vLLM 0.33, in align mode (prefix caching) the alignment is also
+    a multiple of the GDN layers' prefill checkpoint alignment, 64 tokens when their prefill runs
+    FlashInfer (engine fact hybrid-block-align-flashinfer-gdn-64): Qwen3.5-397B's block is then
+    1,088 tokens instead of 1,072.
     """
-    alignment = max(kernel_block_size, block_size)
+    alignment = math.lcm(max(kernel_block_size, block_size), checkpoint_alignment)
     attn_block = alignment * math.ceil(mamba_page_bytes / (alignment * attn_page_bytes_per_token))
     attn_block = kernel_block_size * math.ceil(attn_block / kernel_block_size)
     block_size = max(block_size, attn_block)
@@ -134,7 +140,8 @@ class StatePages(BaseModel):
 
 
 def state_pages(spec: ModelSpec, *, tp: int, kv_dtype: str, conv_dtype: str, ssm_dtype: str,
-                block_size: int, kernel_block_size: int, num_spec: int = 0) -> StatePages:
+                block_size: int, kernel_block_size: int, num_spec: int = 0,
+                checkpoint_alignment: int = 1) -> StatePages:
     """A role's pages from concrete dtypes (no ``auto``): the attention page per token, the GDN
     state per layer and, for a hybrid model, the attention block grown until one page covers the
     GDN state (``Platform._align_hybrid_block_size``)."""
@@ -143,7 +150,8 @@ def state_pages(spec: ModelSpec, *, tp: int, kv_dtype: str, conv_dtype: str, ssm
                      if spec.num_linear_attention_layers else (0, 0))
     page = block_size * attn_1tok
     if spec.num_linear_attention_layers:
-        block_size, page = align_hybrid_block_size(attn_1tok, conv_b + ssm_b, block_size, kernel_block_size)
+        block_size, page = align_hybrid_block_size(attn_1tok, conv_b + ssm_b, block_size, kernel_block_size,
+                                                   checkpoint_alignment)
     return StatePages(block_size=block_size, attention_page_bytes=page, attention_bytes_per_token=attn_1tok,
                       conv_bytes=conv_b, ssm_bytes=ssm_b)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..effective import PLATFORM_BLOCK_DEFAULTS, EffectiveRole, HostCpu, batch_limits, resolve_role
+from ..engine_facts import fact, holds
 from ..hardware import GPU_FACTS
 from ..models.spec import ModelSpec
 from ..schema import Recipe
@@ -116,6 +117,24 @@ def state_dtypes(eff: EffectiveRole, spec: ModelSpec | None, host: str | None = 
     return StateDtypes(model, kv, conv, ssm)
 
 
+def checkpoint_alignment(recipe: Recipe, eff: EffectiveRole, spec: ModelSpec | None) -> int:
+    """The token grid vLLM 0.33+ keeps a hybrid block on in align mode (prefix caching on) when the
+    GDN prefill runs FlashInfer (engine facts hybrid-block-align-flashinfer-gdn-64 and
+    flashinfer-gdn-prefill-blackwell): `auto` or `flashinfer` on Hopper, or on Blackwell with
+    head_k_dim 128 (a CUDA runtime of 13 or newer is assumed there: recipectl cannot see the
+    image's); 1 otherwise."""
+    align = fact("hybrid-block-align-flashinfer-gdn-64")
+    if (spec is None or recipe.cluster.is_cpu or not eff.value("enable_prefix_caching")
+            or holds(align.id, recipe.engine.version) is False
+            or eff.value("gdn_prefill_backend") not in (None, "auto", "flashinfer")):
+        return 1
+    family = recipe.cluster.gpu.family
+    needs = fact("flashinfer-gdn-prefill-blackwell").value
+    if family == "hopper" or (family == "blackwell" and spec.linear_key_head_dim == needs["head_k_dim"]):
+        return int(align.value)
+    return 1
+
+
 def role_pages(recipe: Recipe, eff: EffectiveRole, spec: ModelSpec | None,
                host: str | None = None) -> StatePages | None:
     """A role's page geometry (block size after hybrid alignment), or None where a dtype cannot
@@ -127,7 +146,8 @@ def role_pages(recipe: Recipe, eff: EffectiveRole, spec: ModelSpec | None,
     try:
         return state_pages(spec, tp=eff.value("tp"), kv_dtype=d.kv, conv_dtype=d.conv, ssm_dtype=d.ssm,
                            block_size=eff["block_size"].on(host),
-                           kernel_block_size=PLATFORM_BLOCK_DEFAULTS[platform][1])
+                           kernel_block_size=PLATFORM_BLOCK_DEFAULTS[platform][1],
+                           checkpoint_alignment=checkpoint_alignment(recipe, eff, spec))
     except ValueError:
         return None
 
@@ -193,6 +213,7 @@ def plan_kwargs(recipe: Recipe, role: str, host: HostCpu | None = None,
         model_dtype=None if eff.value("dtype") in (None, "auto") else eff.value("dtype"),
         block_size=eff.value("block_size"),
         enable_prefix_caching=eff.value("enable_prefix_caching"),
+        checkpoint_alignment=checkpoint_alignment(recipe, eff, spec),
         quantization=quantization(recipe),
         workload=Workload(isl=w.isl, osl=w.osl, range_ratio=w.random_range_ratio) if w else None,
         max_num_seqs=eff.value("max_num_seqs"),

