@@ -224,8 +224,10 @@ def _field_default(tree: ast.Module, dotted: str):
                         if item.value is None:
                             return True, _Expr("<no default>")
                         v = item.value
-                        if isinstance(v, ast.Call) and getattr(v.func, "id", getattr(v.func, "attr", "")) == "field":
-                            d = _kw(v, "default")
+                        # dataclasses.field(default=V) or pydantic's Field(V) / Field(default=V)
+                        if isinstance(v, ast.Call) and getattr(v.func, "id", getattr(v.func, "attr", "")) in (
+                                "field", "Field"):
+                            d = _kw(v, "default") or (v.args[0] if v.args else None)
                             if d is not None:
                                 return True, _literal(d)
                             f = _kw(v, "default_factory")
