@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import asdict
@@ -135,7 +136,7 @@ def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None, v
             if alive and p.url:
                 try:
                     healthy = client.get(p.url + "/health").status_code == 200
-                except httpx.HTTPError:
+                except (httpx.HTTPError, httpx.InvalidURL):  # a url the state file made up: not healthy
                     healthy = False
             row = {"name": p.name, "kind": p.kind, "pid": p.pid, "alive": alive, "healthy": healthy,
                    "url": p.url, "log": p.log}
@@ -227,7 +228,8 @@ def stop_run(ref: str | None, run_dir: str | None = None, variant: str | None = 
         return _stop_from_journal(d, distrust, c)
     if state.target == "slurm":
         return _cancel(state, c)
-    groups = [procs.Group(p.name, p.pid, p.start_time, [(m.pid, m.start_time) for m in p.members])
+    owner = _owner(d / STATE_FILE)
+    groups = [procs.Group(p.name, p.pid, p.start_time, [(m.pid, m.start_time) for m in p.members], owner)
               for p in state.processes if p.pid]
     table = procs.process_table()
     found = [procs.find_ours(g, table) for g in groups]
@@ -241,6 +243,15 @@ def stop_run(ref: str | None, run_dir: str | None = None, variant: str | None = 
     state.stopped_at = time.time()
     state.save()
     return _report(groups, outcome, c, int(ExitCode.OK))
+
+
+def _owner(record: Path) -> int:
+    """Whose processes a run's record may name: the user who owns the file (see recipectl.runs.processes);
+    a record that cannot be looked at names nobody's (-1 is no uid)."""
+    try:
+        return os.stat(record).st_uid
+    except OSError:
+        return -1
 
 
 def _grace(state: RunState) -> float:
@@ -296,12 +307,14 @@ def _stop_from_journal(run_dir: Path, why: str, c) -> int:
     c.print(Text.assemble(("error", "red"), f": {run_dir / STATE_FILE} is damaged ({why}): stopping what the "
                           f"journal recorded ({where})"))
     groups: dict[int, procs.Group] = {}
+    owner = _owner(where)
     for e in journal(run_dir):
         if e.group is None:
-            g = groups.setdefault(e.pid, procs.Group(e.name, e.pid, e.start_time, []))
+            g = groups.setdefault(e.pid, procs.Group(e.name, e.pid, e.start_time, [], owner))
             g.name, g.start_time = e.name, e.start_time
         elif e.start_time is not None:
-            groups.setdefault(e.group, procs.Group(e.name, e.group, None, [])).members.append((e.pid, e.start_time))
+            g = groups.setdefault(e.group, procs.Group(e.name, e.group, None, [], owner))
+            g.members.append((e.pid, e.start_time))
     table = procs.process_table()
     found = {pid: procs.find_ours(g, table) for pid, g in groups.items()}
     if not any(f.processes for f in found.values()):

@@ -144,14 +144,39 @@ class RunState:
         except UnreadableFile as e:
             raise CorruptState(path, e.reason) from None
         try:
-            return _STATE.validate_json(data, strict=True)
+            state = _STATE.validate_json(data, strict=True)
         except ValidationError as e:
             raise CorruptState(path, _first_error(e)) from None
         except (RecursionError, ValueError) as e:
             raise CorruptState(path, f"{type(e).__name__}: {str(e)[:120]}") from None
+        _confine(state, path.parent)
+        return state
 
     def endpoint_urls(self, kind: str) -> list[str]:
         return [p.url for p in self.processes if p.kind == kind and p.url]
+
+
+def _confine(state: RunState, d: Path) -> None:
+    """The run directory is where its state.json is, whatever the file says: what stop writes goes
+    there, never to a run_dir the file names. Each log is a file in it (one recorded under the run's
+    old place, for a run directory that was moved, is taken at the same place in the new one): a log
+    path that leads out of it, by `..`, an absolute path or a symlink, is CorruptState, so that
+    logs, status and doctor never print a file of the user's because a state file named it."""
+    recorded, state.run_dir = Path(state.run_dir), str(d)
+    real = os.path.realpath(d)
+    for i, p in enumerate(state.processes):
+        if not p.log:
+            continue
+        log = Path(p.log)
+        if log.is_relative_to(recorded) and not log.is_relative_to(d):
+            log = d / log.relative_to(recorded)
+        try:
+            inside = Path(os.path.realpath(log)).is_relative_to(real) and os.path.realpath(log) != real
+        except (OSError, ValueError):  # a NUL byte, a loop of symlinks
+            inside = False
+        if not inside:
+            raise CorruptState(d / STATE_FILE, f"processes.{i}.log: {str(p.log)[:200]!r} is outside the run directory")
+        p.log = str(log)
 
 
 def runs_root(base: str | None = None) -> Path:
@@ -223,6 +248,9 @@ def find_run_dir(ref: str | None, root: Path | None = None,
             found = matches[-1] if matches else None
     elif (base / "latest").exists():
         found = (base / "latest").resolve()
+        if found.parent != base.resolve():  # new_run_dir points it at a run beside it, nowhere else
+            raise RecipectlError(f"{base / 'latest'} points outside {base}, at {found}",
+                                 fix="name the run (recipectl status RUN), or remove the link")
     if found is None:
         raise RecipectlError(f"no run found{f' for {ref!r}' if ref else ''} under {base}",
                              fix="start one with: recipectl launch RECIPE --detach")
