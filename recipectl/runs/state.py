@@ -32,6 +32,9 @@ MAX_MEMBERS = 4096  # processes one started process leads (engine cores, workers
 Pid = Annotated[int, Field(gt=0, lt=1 << 22)]  # PID_MAX_LIMIT
 StartTime = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 JobId = Annotated[str, StringConstraints(pattern=JOB_ID_PATTERN)]
+# A node of the job, as `scontrol show hostnames` lists them: status hands it to scontrol, so never an
+# option ("-M"), a second node (",") or a host list to expand ("n[1-1000000]").
+NodeName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")]
 _RUN_SUFFIX = r"-\d{8}-\d{6}(?:-\d+)?"  # what new_run_dir appends to the recipe name
 
 
@@ -69,7 +72,7 @@ class ProcessState:
     started_at: float | None = None
     healthy_at: float | None = None
     exited: int | None = None
-    node: str | None = None  # Slurm: the node of the job that runs it (from the job's node list)
+    node: NodeName | None = None  # Slurm: the node of the job that runs it (from the job's node list)
     members: Annotated[list[Member], Field(max_length=MAX_MEMBERS)] = field(default_factory=list)
 
 
