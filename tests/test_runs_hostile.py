@@ -192,3 +192,15 @@ def test_a_node_that_is_not_a_node_name_never_reaches_scontrol(recipectl_cli, tm
                                              "RECIPECTL_RUN_DIR": str(root)}, timeout=60)
     assert r.returncode == 2 and "processes.0.node" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not calls.exists() or node not in calls.read_text().split("\0")
+
+
+def test_logs_lines_zero_prints_none_and_a_negative_count_is_an_error(cli, tmp_path):
+    d, p = _run(tmp_path / "runs", "lines")
+    _reap(p)
+    (d / "prefill-0.log").write_text("".join(f"line {i}\n" for i in range(10)))
+    r = cli("logs", "--run", str(d), "-n", "0")
+    assert r.returncode == 0 and r.stdout == "", r.stdout
+    r = cli("logs", "--run", str(d), "-n", "2")
+    assert r.stdout.splitlines() == ["line 8", "line 9"]
+    r = cli("logs", "--run", str(d), "-n", "-3")
+    assert r.returncode == 2 and "--lines" in r.stderr and "line 3" not in r.stdout, r.stdout + r.stderr

@@ -344,6 +344,8 @@ def _report(groups: list[procs.Group], outcome: dict[int, tuple[str, str]], c, d
 
 def show_logs(ref: str | None, which: str | None, *, follow: bool, lines: int, run_dir: str | None = None,
               variant: str | None = None) -> int:
+    if lines < 0:
+        raise RecipectlError(f"--lines {lines}: a count of lines is 0 or more", fix="recipectl logs -n 40")
     state = find_run(ref, _root(run_dir), _recipe_runs(ref, variant))
     chosen = [p for p in state.processes if which in (None, p.kind, p.name)]
     if not chosen:

@@ -278,8 +278,10 @@ def port_in_use(host: str, port: int) -> bool:
 
 
 def tail(path: str | Path, n: int = 30) -> str:
-    """The last `n` lines of a log (of its last 64 KiB); "" for one that is missing or is not a
-    regular file (a FIFO is never waited on, /dev/zero never read)."""
+    """The last `n` lines of a log (of its last 64 KiB; none for n <= 0); "" for one that is missing
+    or is not a regular file (a FIFO is never waited on, /dev/zero never read)."""
+    if n <= 0:  # [-0:] is every line
+        return ""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except (OSError, ValueError):
