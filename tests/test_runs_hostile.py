@@ -204,3 +204,13 @@ def test_logs_lines_zero_prints_none_and_a_negative_count_is_an_error(cli, tmp_p
     assert r.stdout.splitlines() == ["line 8", "line 9"]
     r = cli("logs", "--run", str(d), "-n", "-3")
     assert r.returncode == 2 and "--lines" in r.stderr and "line 3" not in r.stdout, r.stdout + r.stderr
+
+
+def test_logs_reads_a_moved_run_that_was_recorded_under_a_relative_run_dir(cli, tmp_path):
+    d, p = _run(tmp_path / "runs", "moved-relative")
+    _reap(p)
+    _edit(d, lambda s: s.update(run_dir=os.path.join(".recipectl", "runs", d.name)))
+    moved = tmp_path / "runs" / (d.name + "-moved")
+    d.rename(moved)
+    r = cli("logs", "--run", str(moved))
+    assert r.returncode == 0 and "engine started" in r.stdout, r.stderr

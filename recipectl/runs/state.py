@@ -161,8 +161,8 @@ class RunState:
 
 def _confine(state: RunState, d: Path) -> None:
     """The run directory is where its state.json is, whatever the file says: what stop writes goes
-    there, never to a run_dir the file names. Each log is a file in it (one recorded under the run's
-    old place, for a run directory that was moved, is taken at the same place in the new one): a log
+    there, never to a run_dir the file names. Each log is a file in it; one recorded at the top of
+    the run's old place (a run directory that was moved) is taken by its name in the new one. A log
     path that leads out of it, by `..`, an absolute path or a symlink, is CorruptState, so that
     logs, status and doctor never print a file of the user's because a state file named it."""
     recorded, state.run_dir = Path(state.run_dir), str(d)
@@ -171,8 +171,8 @@ def _confine(state: RunState, d: Path) -> None:
         if not p.log:
             continue
         log = Path(p.log)
-        if log.is_relative_to(recorded) and not log.is_relative_to(d):
-            log = d / log.relative_to(recorded)
+        if log.parent.name == recorded.name and not log.is_relative_to(d):  # launch writes them at its top
+            log = d / log.name
         try:
             inside = Path(os.path.realpath(log)).is_relative_to(real) and os.path.realpath(log) != real
         except (OSError, ValueError):  # a NUL byte, a loop of symlinks
