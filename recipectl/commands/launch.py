@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import asdict
@@ -147,7 +148,7 @@ def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None, v
             if alive and p.url:
                 try:
                     healthy = client.get(p.url + "/health").status_code == 200
-                except httpx.HTTPError:
+                except (httpx.HTTPError, httpx.InvalidURL):  # a url the state file made up: not healthy
                     healthy = False
             row = {"name": p.name, "kind": p.kind, "pid": p.pid, "alive": alive, "healthy": healthy,
                    "url": p.url, "log": p.log}
@@ -239,7 +240,8 @@ def stop_run(ref: str | None, run_dir: str | None = None, variant: str | None = 
         return _stop_from_journal(d, distrust, c)
     if state.target == "slurm":
         return _cancel(state, c)
-    groups = [procs.Group(p.name, p.pid, p.start_time, [(m.pid, m.start_time) for m in p.members])
+    owner = _owner(d / STATE_FILE)
+    groups = [procs.Group(p.name, p.pid, p.start_time, [(m.pid, m.start_time) for m in p.members], owner)
               for p in state.processes if p.pid]
     table = procs.process_table()
     found = [procs.find_ours(g, table) for g in groups]
@@ -253,6 +255,15 @@ def stop_run(ref: str | None, run_dir: str | None = None, variant: str | None = 
     state.stopped_at = time.time()
     state.save()
     return _report(groups, outcome, c, int(ExitCode.OK))
+
+
+def _owner(record: Path) -> int:
+    """Whose processes a run's record may name: the user who owns the file (see recipectl.runs.processes);
+    a record that cannot be looked at names nobody's (-1 is no uid)."""
+    try:
+        return os.stat(record).st_uid
+    except OSError:
+        return -1
 
 
 def _grace(state: RunState) -> float:
@@ -308,12 +319,14 @@ def _stop_from_journal(run_dir: Path, why: str, c) -> int:
     c.print(Text.assemble(("error", "red"), f": {run_dir / STATE_FILE} is damaged ({why}): stopping what the "
                           f"journal recorded ({where})"))
     groups: dict[int, procs.Group] = {}
+    owner = _owner(where)
     for e in journal(run_dir):
         if e.group is None:
-            g = groups.setdefault(e.pid, procs.Group(e.name, e.pid, e.start_time, []))
+            g = groups.setdefault(e.pid, procs.Group(e.name, e.pid, e.start_time, [], owner))
             g.name, g.start_time = e.name, e.start_time
         elif e.start_time is not None:
-            groups.setdefault(e.group, procs.Group(e.name, e.group, None, [])).members.append((e.pid, e.start_time))
+            g = groups.setdefault(e.group, procs.Group(e.name, e.group, None, [], owner))
+            g.members.append((e.pid, e.start_time))
     table = procs.process_table()
     found = {pid: procs.find_ours(g, table) for pid, g in groups.items()}
     if not any(f.processes for f in found.values()):
@@ -343,6 +356,8 @@ def _report(groups: list[procs.Group], outcome: dict[int, tuple[str, str]], c, d
 
 def show_logs(ref: str | None, which: str | None, *, follow: bool, lines: int, run_dir: str | None = None,
               variant: str | None = None) -> int:
+    if lines < 0:
+        raise RecipectlError(f"--lines {lines}: a count of lines is 0 or more", fix="recipectl logs -n 40")
     state = find_run(ref, _root(run_dir), _recipe_runs(ref, variant))
     chosen = [p for p in state.processes if which in (None, p.kind, p.name)]
     if not chosen:

@@ -8,7 +8,13 @@ pid). The processes of such a group that are ours are: the leader, while its pid
 still match the record; the members the launcher recorded (pid and start time each); and the
 live descendants of either that are still in the group. Never "whatever is in the group now", nor
 "whatever started later": once a recorded leader has exited, its pid -- and so the group id -- can
-belong to anybody's process group."""
+belong to anybody's process group.
+
+A record is data that whoever can write the run directory can edit, with the pid and start time
+of any process. So a recorded group is only ever looked for among the processes of one user: the
+one who owns the record (stop passes the owner of state.json or of the journal). Its author can
+then make stop signal nothing they could not signal themselves, and nothing of anybody else's
+when stop runs as root."""
 
 from __future__ import annotations
 
@@ -83,6 +89,7 @@ class Group:
     pid: int
     start_time: float | None
     members: list[tuple[int, float]] = field(default_factory=list)
+    uid: int | None = None  # whose processes it may be (the record's owner); None: this process's user
 
 
 @dataclass
@@ -99,16 +106,17 @@ class _Row:
     ppid: int
     pgid: int
     start: float
+    uid: int
 
 
 def process_table() -> dict[int, _Row]:
     """Every live process: its parent, group and start time (one pass over /proc)."""
     rows: dict[int, _Row] = {}
-    for p in psutil.process_iter(["ppid", "create_time", "status"]):
+    for p in psutil.process_iter(["ppid", "create_time", "status", "uids"]):
         try:
-            if p.info["status"] == psutil.STATUS_ZOMBIE or p.info["create_time"] is None:
+            if p.info["status"] == psutil.STATUS_ZOMBIE or p.info["create_time"] is None or p.info["uids"] is None:
                 continue
-            rows[p.pid] = _Row(p, p.info["ppid"], os.getpgid(p.pid), p.info["create_time"])
+            rows[p.pid] = _Row(p, p.info["ppid"], os.getpgid(p.pid), p.info["create_time"], p.info["uids"].real)
         except (OSError, psutil.Error):
             continue
     return rows
@@ -121,16 +129,22 @@ def _clock(t: float) -> str:
 def find_ours(group: Group, table: dict[int, _Row] | None = None) -> Found:
     """The live processes of `group` that are ours (see the module's docstring); `table`: a
     process_table() to look in (one pass for many groups)."""
-    rows = process_table() if table is None else table
+    every = process_table() if table is None else table
+    uid = os.geteuid() if group.uid is None else group.uid
+    rows = {pid: row for pid, row in every.items() if row.uid == uid}
     anchors: list[int] = []
     note = ""
     leader = rows.get(group.pid)
+    others = [pid for pid in (group.pid, *(m for m, _ in group.members)) if pid in every and pid not in rows]
+    if others:
+        note = (f"pid {', '.join(map(str, others[:5]))}{' ...' if len(others) > 5 else ''} belongs to another user "
+                f"than the run's record (uid {uid}), so it is not one recipectl started for it: not signalled")
     if group.start_time is None:
         note = f"pid {group.pid}: no start time recorded, so it may be another process: not signalled"
     elif leader is not None and same_start(leader.start, group.start_time):
         anchors.append(group.pid)
     elif leader is not None:
-        note = (f"pid {group.pid} is no longer the process recipectl started (started {_clock(leader.start)}, "
+        note = note or (f"pid {group.pid} is no longer the process recipectl started (started {_clock(leader.start)}, "
                 f"recorded {_clock(group.start_time)}): not signalled")
     for pid, start in group.members:
         row = rows.get(pid)
@@ -264,8 +278,10 @@ def port_in_use(host: str, port: int) -> bool:
 
 
 def tail(path: str | Path, n: int = 30) -> str:
-    """The last `n` lines of a log (of its last 64 KiB); "" for one that is missing or is not a
-    regular file (a FIFO is never waited on, /dev/zero never read)."""
+    """The last `n` lines of a log (of its last 64 KiB; none for n <= 0); "" for one that is missing
+    or is not a regular file (a FIFO is never waited on, /dev/zero never read)."""
+    if n <= 0:  # [-0:] is every line
+        return ""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except (OSError, ValueError):

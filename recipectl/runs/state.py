@@ -32,6 +32,9 @@ MAX_MEMBERS = 4096  # processes one started process leads (engine cores, workers
 Pid = Annotated[int, Field(gt=0, lt=1 << 22)]  # PID_MAX_LIMIT
 StartTime = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 JobId = Annotated[str, StringConstraints(pattern=JOB_ID_PATTERN)]
+# A node of the job, as `scontrol show hostnames` lists them: status hands it to scontrol, so never an
+# option ("-M"), a second node (",") or a host list to expand ("n[1-1000000]").
+NodeName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")]
 _RUN_SUFFIX = r"-\d{8}-\d{6}(?:-\d+)?"  # what new_run_dir appends to the recipe name
 
 
@@ -69,7 +72,7 @@ class ProcessState:
     started_at: float | None = None
     healthy_at: float | None = None
     exited: int | None = None
-    node: str | None = None  # Slurm: the node of the job that runs it (from the job's node list)
+    node: NodeName | None = None  # Slurm: the node of the job that runs it (from the job's node list)
     members: Annotated[list[Member], Field(max_length=MAX_MEMBERS)] = field(default_factory=list)
 
 
@@ -144,14 +147,39 @@ class RunState:
         except UnreadableFile as e:
             raise CorruptState(path, e.reason) from None
         try:
-            return _STATE.validate_json(data, strict=True)
+            state = _STATE.validate_json(data, strict=True)
         except ValidationError as e:
             raise CorruptState(path, _first_error(e)) from None
         except (RecursionError, ValueError) as e:
             raise CorruptState(path, f"{type(e).__name__}: {str(e)[:120]}") from None
+        _confine(state, path.parent)
+        return state
 
     def endpoint_urls(self, kind: str) -> list[str]:
         return [p.url for p in self.processes if p.kind == kind and p.url]
+
+
+def _confine(state: RunState, d: Path) -> None:
+    """The run directory is where its state.json is, whatever the file says: what stop writes goes
+    there, never to a run_dir the file names. Each log is a file in it; one recorded at the top of
+    the run's old place (a run directory that was moved) is taken by its name in the new one. A log
+    path that leads out of it, by `..`, an absolute path or a symlink, is CorruptState, so that
+    logs, status and doctor never print a file of the user's because a state file named it."""
+    recorded, state.run_dir = Path(state.run_dir), str(d)
+    real = os.path.realpath(d)
+    for i, p in enumerate(state.processes):
+        if not p.log:
+            continue
+        log = Path(p.log)
+        if log.parent.name == recorded.name and not log.is_relative_to(d):  # launch writes them at its top
+            log = d / log.name
+        try:
+            inside = Path(os.path.realpath(log)).is_relative_to(real) and os.path.realpath(log) != real
+        except (OSError, ValueError):  # a NUL byte, a loop of symlinks
+            inside = False
+        if not inside:
+            raise CorruptState(d / STATE_FILE, f"processes.{i}.log: {str(p.log)[:200]!r} is outside the run directory")
+        p.log = str(log)
 
 
 def runs_root(base: str | None = None) -> Path:
@@ -223,6 +251,9 @@ def find_run_dir(ref: str | None, root: Path | None = None,
             found = matches[-1] if matches else None
     elif (base / "latest").exists():
         found = (base / "latest").resolve()
+        if found.parent != base.resolve():  # new_run_dir points it at a run beside it, nowhere else
+            raise RecipectlError(f"{base / 'latest'} points outside {base}, at {found}",
+                                 fix="name the run (recipectl status RUN), or remove the link")
     if found is None:
         raise RecipectlError(f"no run found{f' for {ref!r}' if ref else ''} under {base}",
                              fix="start one with: recipectl launch RECIPE --detach")

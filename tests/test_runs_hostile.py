@@ -1,0 +1,216 @@
+"""A run's state.json and journal are data that anybody who can write the run directory can edit:
+what they say may choose no file outside the run directory to print or write, and no process that
+their author could not signal alone. Real short-lived processes (sleep), never the engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from recipectl.runs import processes as procs
+from recipectl.runs.state import JOURNAL_FILE, STATE_FILE, ProcessState, RunState, new_run_dir
+
+NOBODY = 65534
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs a process of another user (root only)")
+
+
+def _run(root: Path, name: str) -> tuple[Path, subprocess.Popen]:
+    """A run of one real process (its own session, as launch starts it), state and journal written."""
+    run_id, d = new_run_dir(root, name)
+    log = d / "prefill-0.log"
+    log.write_text("engine started\n")
+    p = procs.start(["sleep", "60"], {"PATH": os.environ["PATH"]}, log)
+    ps = ProcessState(name="prefill-0", kind="prefill", host="127.0.0.1", port=None, url=None, log=str(log),
+                      argv=["sleep", "60"], env={}, pid=p.pid, start_time=procs.proc_start_time(p.pid),
+                      started_at=time.time())
+    state = RunState(run_id=run_id, recipe_name=name, recipe_path=str(d / "none.yaml"), recipe_hash="0",
+                     run_dir=str(d), processes=[ps])
+    state.record_start(ps)
+    state.save()
+    return d, p
+
+
+def _edit(d: Path, edit) -> None:
+    data = json.loads((d / STATE_FILE).read_text())
+    edit(data)
+    (d / STATE_FILE).write_text(json.dumps(data))
+
+
+def _stranger(user: int | None = None) -> subprocess.Popen:
+    """A process this test started that no run recorded, in a session of its own."""
+    return subprocess.Popen(["sleep", "60"], start_new_session=True, user=user)
+
+
+def _reap(*ps: subprocess.Popen) -> None:
+    for p in ps:
+        try:
+            os.killpg(p.pid, 9)
+        except ProcessLookupError:
+            pass
+        p.wait(timeout=5)
+
+
+@pytest.fixture
+def cli(recipectl_cli, tmp_path):
+    def run(*args):
+        r = recipectl_cli(*args, env={"RECIPECTL_RUN_DIR": str(tmp_path / "runs")}, timeout=60)
+        assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
+        return r
+
+    return run
+
+
+@pytest.mark.parametrize("where", ["absolute", "dotdot", "symlink"])
+def test_logs_prints_no_file_outside_the_run_directory(cli, tmp_path, where):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("password=hunter2\n")
+    d, p = _run(tmp_path / "runs", "hostile-logs")
+    try:
+        if where == "absolute":
+            _edit(d, lambda s: s["processes"][0].update(log=str(secret)))
+        elif where == "dotdot":
+            _edit(d, lambda s: s["processes"][0].update(log=str(d / ".." / ".." / "secret.txt")))
+        else:
+            (d / "prefill-0.log").unlink()
+            (d / "prefill-0.log").symlink_to(secret)
+        for args in (["logs", "--run", str(d)], ["status", str(d)], ["status", str(d), "--format", "json"]):
+            r = cli(*args)
+            assert "hunter2" not in r.stdout + r.stderr, args
+        r = cli("logs", "--run", str(d))
+        assert r.returncode == 2, r.stderr
+        assert "processes.0.log" in r.stderr and "outside the run directory" in r.stderr, r.stderr
+    finally:
+        _reap(p)
+
+
+def test_logs_still_reads_a_run_directory_that_was_moved(cli, tmp_path):
+    d, p = _run(tmp_path / "runs", "moved")
+    _reap(p)
+    moved = tmp_path / "runs" / (d.name + "-moved")
+    d.rename(moved)
+    r = cli("logs", "--run", str(moved))
+    assert r.returncode == 0 and "engine started" in r.stdout, r.stderr
+
+
+def test_stop_writes_nothing_where_the_states_run_dir_points(cli, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    d, p = _run(tmp_path / "runs", "hostile-run-dir")
+    try:
+        _edit(d, lambda s: s.update(run_dir=str(elsewhere)))
+        r = cli("stop", str(d))
+        assert r.returncode == 0, r.stderr
+        assert list(elsewhere.iterdir()) == []
+        assert json.loads((d / STATE_FILE).read_text())["stopped_at"]
+    finally:
+        _reap(p)
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://127.0.0.1:1\x00", "http://127.0.0.1:99999"])
+def test_status_of_a_url_that_is_not_one_is_not_an_internal_error(cli, tmp_path, url):
+    d, p = _run(tmp_path / "runs", "hostile-url")
+    try:
+        _edit(d, lambda s: s["processes"][0].update(url=url))
+        for fmt in ("text", "json"):
+            r = cli("status", str(d), "--format", fmt)
+            assert r.returncode == 1, r.stderr  # up, not healthy
+    finally:
+        _reap(p)
+
+
+def _forge_member(d: Path, pid: int) -> None:
+    """state.json and the journal both say the run's process leads `pid` (its real start time)."""
+    start = procs.proc_start_time(pid)
+    _edit(d, lambda s: s["processes"][0]["members"].append({"pid": pid, "start_time": start}))
+    leader = json.loads((d / STATE_FILE).read_text())["processes"][0]["pid"]
+    with open(d / JOURNAL_FILE, "a") as f:
+        f.write(json.dumps({"name": "prefill-0", "pid": pid, "start_time": start, "group": leader}) + "\n")
+
+
+@as_root
+def test_stop_never_signals_another_users_process_that_the_state_names(cli, tmp_path):
+    d, p = _run(tmp_path / "runs", "hostile-member")
+    other = _stranger(user=NOBODY)
+    try:
+        _forge_member(d, other.pid)
+        r = cli("stop", str(d))
+        assert r.returncode == 0, r.stderr
+        assert other.poll() is None, "a process of another user was signalled"
+        assert p.wait(timeout=10) is not None  # the run's own process was stopped
+    finally:
+        _reap(p, other)
+
+
+@as_root
+def test_a_state_written_by_another_user_signals_none_of_our_processes(cli, tmp_path):
+    d, p = _run(tmp_path / "runs", "hostile-owner")
+    ours = _stranger()
+    try:
+        _forge_member(d, ours.pid)
+        for f in (STATE_FILE, JOURNAL_FILE):
+            os.chown(d / f, NOBODY, NOBODY)
+        r = cli("stop", str(d))
+        assert ours.poll() is None, "a state file of another user chose one of our processes"
+        assert p.poll() is None, "a state file of another user chose one of our processes"
+        assert "not signalled" in r.stderr, r.stderr
+    finally:
+        _reap(p, ours)
+
+
+def test_latest_pointing_outside_the_runs_root_is_no_run(cli, tmp_path):
+    outside = tmp_path / "outside"
+    d, p = _run(outside, "decoy")
+    _reap(p)
+    root = tmp_path / "runs"
+    root.mkdir()
+    (root / "latest").symlink_to(d)
+    r = cli("logs")
+    assert r.returncode == 2 and "engine started" not in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("node", ["--help", "-M", "n1,--all", "n1 n2", "n[1-1000000]", ""])
+def test_a_node_that_is_not_a_node_name_never_reaches_scontrol(recipectl_cli, tmp_path, node):
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    for name in ("squeue", "scontrol"):
+        (bin_dir / name).write_text(f'#!/bin/sh\nprintf "%s\\0" {name} "$@" >> {calls}; echo >> {calls}\n'
+                                    + ("echo RUNNING\n" if name == "squeue" else ""))
+        (bin_dir / name).chmod(0o755)
+    root = tmp_path / "runs"
+    run_id, d = new_run_dir(root, "job")
+    ps = ProcessState(name="prefill-0", kind="prefill", host="n1", port=None, url=None, log=str(d / "p.log"),
+                      argv=[], env={}, node="n1")
+    RunState(run_id=run_id, recipe_name="job", recipe_path="job.yaml", recipe_hash="0", run_dir=str(d),
+             target="slurm", job_id="1", processes=[ps]).save()
+    _edit(d, lambda s: s["processes"][0].update(node=node))
+    r = recipectl_cli("status", run_id, env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+                                             "RECIPECTL_RUN_DIR": str(root)}, timeout=60)
+    assert r.returncode == 2 and "processes.0.node" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not calls.exists() or node not in calls.read_text().split("\0")
+
+
+def test_logs_lines_zero_prints_none_and_a_negative_count_is_an_error(cli, tmp_path):
+    d, p = _run(tmp_path / "runs", "lines")
+    _reap(p)
+    (d / "prefill-0.log").write_text("".join(f"line {i}\n" for i in range(10)))
+    r = cli("logs", "--run", str(d), "-n", "0")
+    assert r.returncode == 0 and r.stdout == "", r.stdout
+    r = cli("logs", "--run", str(d), "-n", "2")
+    assert r.stdout.splitlines() == ["line 8", "line 9"]
+    r = cli("logs", "--run", str(d), "-n", "-3")
+    assert r.returncode == 2 and "--lines" in r.stderr and "line 3" not in r.stdout, r.stdout + r.stderr
+
+
+def test_logs_reads_a_moved_run_that_was_recorded_under_a_relative_run_dir(cli, tmp_path):
+    d, p = _run(tmp_path / "runs", "moved-relative")
+    _reap(p)
+    _edit(d, lambda s: s.update(run_dir=os.path.join(".recipectl", "runs", d.name)))
+    moved = tmp_path / "runs" / (d.name + "-moved")
+    d.rename(moved)
+    r = cli("logs", "--run", str(moved))
+    assert r.returncode == 0 and "engine started" in r.stdout, r.stderr
