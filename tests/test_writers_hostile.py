@@ -7,13 +7,16 @@ and a flag whose value goes goes with it.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 
 import pytest
 import yaml
 
 from recipectl.commands.import_ import import_recipe, to_yaml
+from recipectl.errors import RecipectlError
 from recipectl.formats.common import Imported
 from recipectl.yamlsource import FAST_LOADER
 
@@ -113,3 +116,34 @@ def test_text_starting_with_an_indicator_survives_in_flow_and_block(text):
             "prefill": {text: text, "extra_args": [text, "--x", text]}}
     written = to_yaml(Imported(format="vllm-serve", file="f.sh", data=data))
     assert yaml.load(written, Loader=LOADER) == data, written
+
+
+def _pair(tmp_path: Path) -> Path:
+    prefill = tmp_path / "x-prefill.sh"
+    prefill.write_text((FIELD / "vllm-serve" / "qwen35-27b-gb200-tp1-prefill.sh").read_text())
+    (tmp_path / "x-decode.sh").write_text((FIELD / "vllm-serve" / "qwen35-27b-gb200-tp1-decode.sh").read_text())
+    return prefill
+
+
+def _special_files(tmp_path: Path) -> list[Path]:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    made = [fifo]
+    try:  # a device node, as /dev/null is: root only
+        os.mknod(tmp_path / "null", stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        made.append(tmp_path / "null")
+    except PermissionError:
+        pass
+    return made
+
+
+def test_import_o_never_replaces_a_fifo_or_device_even_with_force(tmp_path, capsys):
+    """`-o /dev/null --force` once replaced the device with a regular file holding the recipe."""
+    src = _pair(tmp_path)
+    for special in _special_files(tmp_path):
+        kind = stat.S_IFMT(os.lstat(special).st_mode)
+        with pytest.raises(RecipectlError, match="not a regular file"):
+            import_recipe(str(src), out=str(special), force=True)
+        assert stat.S_IFMT(os.lstat(special).st_mode) == kind
+    with pytest.raises(RecipectlError, match="-o is empty"):
+        import_recipe(str(src), out="", force=True)

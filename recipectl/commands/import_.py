@@ -73,7 +73,11 @@ def import_recipe(file: str, *, out: str | None = None, force: bool = False) -> 
 def _check_out(out: str, inputs: list[str], *, force: bool) -> None:
     """Refuse an OUT that is not a new file the user named: an existing file without --force, a
     symlink (writing would replace the link, never its target: either is a surprise), a directory,
-    or a file import reads (one inode under any name: the original would be lost)."""
+    or a file import reads (one inode under any name: the original would be lost), or anything
+    else that is not a regular file (a FIFO, a socket, a device: `--force` would replace
+    `/dev/null` itself with the recipe)."""
+    if not out:
+        raise RecipectlError("-o is empty; nothing was written", fix="-o names the recipe file to write")
     try:
         st = os.lstat(out)
     except FileNotFoundError:
@@ -87,6 +91,9 @@ def _check_out(out: str, inputs: list[str], *, force: bool) -> None:
                                  "or over a link")
     if stat.S_ISDIR(st.st_mode):
         raise RecipectlError(f"{out} is a directory; nothing was written", fix="-o names the recipe file to write")
+    if not stat.S_ISREG(st.st_mode):
+        raise RecipectlError(f"{out} is not a regular file (a FIFO, socket or device); nothing was written",
+                             fix="-o names the recipe file to write; without -o the recipe goes to standard output")
     for f in inputs:
         try:
             same = os.path.samestat(st, os.stat(f))
