@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from recipectl.commands.fix import fix
 from recipectl.commands.import_ import import_recipe, to_yaml
 from recipectl.errors import RecipectlError
 from recipectl.formats.common import Imported
@@ -147,3 +148,22 @@ def test_import_o_never_replaces_a_fifo_or_device_even_with_force(tmp_path, caps
         assert stat.S_IFMT(os.lstat(special).st_mode) == kind
     with pytest.raises(RecipectlError, match="-o is empty"):
         import_recipe(str(src), out="", force=True)
+
+
+def _fixable(tmp_path: Path, capsys) -> Path:
+    """An imported recipe with a safe fix to make (the SD conv-state layout to DS)."""
+    out = tmp_path / "recipe.yaml"
+    assert import_recipe(str(FIELD / "vllm-serve" / "known-bad-sd-conv-layout.sh"), out=str(out)) == 0
+    capsys.readouterr()
+    return out
+
+
+def test_fix_on_yaml_only_the_loader_reads_is_a_clean_refusal(tmp_path, capsys):
+    """A tab in the trailing blanks of a line: the recipe loader reads it, ruamel.yaml's scanner
+    does not, and guessing the file's indentation was outside the guard (an internal error)."""
+    recipe = _fixable(tmp_path, capsys)
+    text = recipe.read_text().replace("version: 1\n", "version: 1 \t \n", 1)
+    recipe.write_text(text)
+    assert fix([str(recipe)]) in (0, 1)
+    assert "a fix was not applied" in capsys.readouterr().out
+    assert recipe.read_text() == text
