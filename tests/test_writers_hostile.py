@@ -167,3 +167,16 @@ def test_fix_on_yaml_only_the_loader_reads_is_a_clean_refusal(tmp_path, capsys):
     assert fix([str(recipe)]) in (0, 1)
     assert "a fix was not applied" in capsys.readouterr().out
     assert recipe.read_text() == text
+
+
+def test_fix_leaves_a_file_the_user_may_not_write(tmp_path, capsys, monkeypatch):
+    """The atomic rename needs only the directory's permission: a read-only recipe (for a user
+    who is not root: os.access says so) would be replaced, where writing in place was refused."""
+    recipe = _fixable(tmp_path, capsys)
+    before = recipe.read_bytes()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, m, **k: False if Path(p) == recipe and m == os.W_OK
+                        else real_access(p, m, **k))
+    with pytest.raises(RecipectlError, match="read-only; the file is unchanged"):
+        fix([str(recipe)])
+    assert recipe.read_bytes() == before
