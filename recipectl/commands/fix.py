@@ -52,8 +52,13 @@ def fix(recipes: list[str], *, diff: bool = False, unsafe_fixes: bool = False, f
 
 def _write(path, text: str) -> None:
     """The fixed text over the recipe in one rename (a kill or a full disk leaves the old file);
-    a recipe that is a symlink keeps its link: the file it points to is the one replaced."""
+    a recipe that is a symlink keeps its link: the file it points to is the one replaced. A file
+    the user may not write is left alone: the rename would replace it all the same (it needs only
+    the directory), where writing in place was refused."""
     target = os.path.realpath(path)
+    if not os.access(target, os.W_OK):
+        raise RecipectlError(f"{path}: cannot write the fixed recipe: the file is read-only; the file is unchanged",
+                             fix="make the file writable (chmod u+w), or see the fixes with --diff")
     try:
         write_atomic(target, text)
     except OSError as e:

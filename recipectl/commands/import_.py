@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import stat
 import sys
 import unicodedata
+from dataclasses import replace
 from typing import Any
 
 from ..errors import RecipectlError
 from ..fileio import UnreadableFile, read_text_bounded, write_atomic
+from ..secretscan import pure_reference, redact_text, secret_flag, secret_name
 from . import echo
 
 # the order a reader expects, as in recipes/
@@ -48,6 +51,7 @@ def import_recipe(file: str, *, out: str | None = None, force: bool = False) -> 
                              fix="recipectl import reads srt-slurm recipes, Dynamo DynamoGraphDeployment manifests "
                                  "and vllm serve command lines")
     imported = import_text(text, file, fmt)
+    withhold_secrets(imported)
     if out is not None:
         _check_out(out, [file, *imported.files], force=force)
     yaml_text = to_yaml(imported)
@@ -69,7 +73,11 @@ def import_recipe(file: str, *, out: str | None = None, force: bool = False) -> 
 def _check_out(out: str, inputs: list[str], *, force: bool) -> None:
     """Refuse an OUT that is not a new file the user named: an existing file without --force, a
     symlink (writing would replace the link, never its target: either is a surprise), a directory,
-    or a file import reads (one inode under any name: the original would be lost)."""
+    or a file import reads (one inode under any name: the original would be lost), or anything
+    else that is not a regular file (a FIFO, a socket, a device: `--force` would replace
+    `/dev/null` itself with the recipe)."""
+    if not out:
+        raise RecipectlError("-o is empty; nothing was written", fix="-o names the recipe file to write")
     try:
         st = os.lstat(out)
     except FileNotFoundError:
@@ -83,6 +91,9 @@ def _check_out(out: str, inputs: list[str], *, force: bool) -> None:
                                  "or over a link")
     if stat.S_ISDIR(st.st_mode):
         raise RecipectlError(f"{out} is a directory; nothing was written", fix="-o names the recipe file to write")
+    if not stat.S_ISREG(st.st_mode):
+        raise RecipectlError(f"{out} is not a regular file (a FIFO, socket or device); nothing was written",
+                             fix="-o names the recipe file to write; without -o the recipe goes to standard output")
     for f in inputs:
         try:
             same = os.path.samestat(st, os.stat(f))
@@ -94,6 +105,114 @@ def _check_out(out: str, inputs: list[str], *, force: bool) -> None:
     if not force:
         raise RecipectlError(f"{out} already exists; nothing was written",
                              fix="name a new file, or pass --force to replace it")
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ASSIGNMENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=(\S+)")
+_FLAG_VALUE = re.compile(r"(--?[A-Za-z0-9][A-Za-z0-9-]*)([= ]+)(\S+)")
+_JSON_PAIR = re.compile(r'"([^"\\]{1,200})"(\s*:\s*)"((?:[^"\\]|\\.)*)"')
+_WITHHELD = "a credential: recipectl writes none into a recipe"
+
+
+def withhold_secrets(imported) -> None:
+    """In place: no credential of the original reaches the recipe, its comments or the list of
+    what was not carried. A credential-named or credential-shaped environment value becomes a
+    reference to the variable of that name (`HF_TOKEN: ${HF_TOKEN}`), a credential flag's value
+    in extra_args a reference (`--api-key ${VLLM_API_KEY}`); any other credential-shaped value is
+    not carried. The texts quoted from the original have such values as `<redacted>`."""
+    withheld: set[tuple] = set()
+    _withhold(imported, (), imported.data, withheld)
+    imported.origins = {path: replace(o, text="" if path in withheld else redact(o.text), note=redact(o.note))
+                        for path, o in imported.origins.items()}
+    imported.dropped = [replace(d, what=redact(d.what), why=redact(d.why)) for d in imported.dropped]
+
+
+def _withhold(imported, path: tuple, node: Any, withheld: set[tuple]) -> None:
+    from ..formats.common import Dropped
+
+    if isinstance(node, dict):
+        for key in list(node):
+            value, here = node[key], path + (key,)
+            if not isinstance(value, str):
+                _withhold(imported, here, value, withheld)
+            elif not pure_reference(value) and (secret_name(str(key)) or redact(value) != value):
+                if path[-1:] == ("env",) and _NAME.fullmatch(str(key)):
+                    node[key] = f"${{{key}}}"
+                    withheld.add(here)
+                    if here in imported.origins:
+                        imported.origins[here] = replace(imported.origins[here],
+                                                         note=f"{_WITHHELD}: set {key} where it runs")
+                else:
+                    del node[key]
+                    _dropped_secret(imported, here, Dropped)
+        return
+    if isinstance(node, list):
+        hide_next: str | None = None
+        for i, item in enumerate(node):
+            here = path + (i,)
+            if not isinstance(item, str):
+                _withhold(imported, here, item, withheld)
+                hide_next = None
+                continue
+            flag = secret_flag(item)
+            if hide_next and not pure_reference(item):
+                node[i] = f"${{{hide_next}}}"
+                withheld.add(here)
+            elif flag and "=" in item and not pure_reference(item.split("=", 1)[1]):
+                node[i] = f"{flag}=${{{_flag_variable(flag)}}}"
+                withheld.add(here)
+            elif redact(item) != item and not pure_reference(item):
+                node[i] = "<redacted>"
+                withheld.add(here)
+            hide_next = _flag_variable(flag) if flag and "=" not in item else None
+        gone = {i for i, item in enumerate(node) if item == "<redacted>" and path + (i,) in withheld}
+        # a flag whose value is not carried goes with it: alone it would take the next word as its value
+        flags = {i - 1 for i in gone if i and isinstance(node[i - 1], str) and node[i - 1].startswith("-")
+                 and "=" not in node[i - 1]}
+        gone |= flags
+        for i in sorted(gone):
+            withheld.discard(path + (i,))
+            if i - 1 in flags:  # the flag's own entry says it
+                imported.origins.pop(path + (i,), None)
+            else:
+                word = f"{node[i]} and its value" if i in flags else node[i]
+                _dropped_secret(imported, path + (i,), Dropped, word)
+        if gone:  # the items after a removed one move up, and their origins with them
+            kept = [i for i in range(len(node)) if i not in gone]
+            moved = {old: new for new, old in enumerate(kept)}
+            n = len(path)
+            imported.origins = {(p[:n] + (moved[p[n]],) + p[n + 1:] if p[:n] == path and len(p) > n
+                                 and p[n] in moved else p): o for p, o in imported.origins.items()}
+            withheld_here = {p for p in withheld if p[:n] == path and len(p) > n and p[n] in moved}
+            withheld -= withheld_here
+            withheld |= {p[:n] + (moved[p[n]],) + p[n + 1:] for p in withheld_here}
+            node[:] = [node[i] for i in kept]
+
+
+def _dropped_secret(imported, path: tuple, dropped_type: Any, word: Any = None) -> None:
+    origin = imported.origins.pop(path, None)
+    what = word if isinstance(word, str) and word.startswith("-") else ".".join(str(p) for p in path)
+    imported.dropped.append(dropped_type(origin.file if origin else imported.file, origin.line if origin else None,
+                                         redact(what), f"{_WITHHELD}; pass it by reference"))
+
+
+def _flag_variable(flag: str) -> str:
+    """The environment variable a credential flag's reference names: vLLM's own where it has one."""
+    name = flag.lstrip("-").upper().replace("-", "_")
+    return {"API_KEY": "VLLM_API_KEY"}.get(name, name)
+
+
+def redact(text: str) -> str:
+    """`text` with each credential in it as `<redacted>`: credential-shaped runs, the value of a
+    credential-named assignment or JSON member, the word after a credential flag."""
+    if not text:
+        return text
+    text = redact_text(text)
+    text = _ASSIGNMENT.sub(lambda m: f"{m[1]}=<redacted>" if secret_name(m[1]) and not pure_reference(m[2])
+                           else m[0], text)
+    text = _JSON_PAIR.sub(lambda m: f'"{m[1]}"{m[2]}"<redacted>"' if secret_name(m[1]) else m[0], text)
+    return _FLAG_VALUE.sub(lambda m: f"{m[1]}{m[2]}<redacted>" if secret_flag(m[1]) and not pure_reference(m[3])
+                           else m[0], text)
 
 
 def comment_text(text: str) -> str:
@@ -211,10 +330,16 @@ def _dumper() -> Any:
     return y
 
 
+# ruamel.yaml writes text starting with `?` or `:` plain inside a flow collection, where a reader
+# takes `? a` for the key `a` and refuses `: *a` (the other indicators it quotes itself)
+_INDICATORS = frozenset("?:")
+
+
 def _represent_str(representer: Any, value: str) -> Any:
     """Text with a line break, control or format character in double quotes, each escaped: in
-    the other styles ruamel.yaml writes U+0085 as it is, and a reader folds it into a space."""
-    style = '"' if comment_text(value) != value else None
+    the other styles ruamel.yaml writes U+0085 as it is, and a reader folds it into a space.
+    Text that starts with `?` or `:` is double-quoted too (`_INDICATORS`)."""
+    style = '"' if comment_text(value) != value or value[:1] in _INDICATORS else None
     return representer.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 

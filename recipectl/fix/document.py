@@ -107,8 +107,8 @@ class Document:
         self.text = text
         self.layout = Layout(text)
         text = self.layout.lf
-        self._yaml = _yaml(text)
         try:
+            self._yaml = _yaml(text)  # guessing the indentation parses the file too
             self.data = self._yaml.load(text)
             self._base = self._dump()
         except (YAMLError, ValueError, TypeError) as e:
