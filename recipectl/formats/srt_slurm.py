@@ -217,14 +217,15 @@ def _benchmark(imp: Imported, bench: dict, o) -> None:
     kind = str(bench.get("type", ""))
     isl, osl = bench.get("isl"), bench.get("osl")
     if isl and osl and kind in ("", "sa-bench"):
-        ratio = float(bench.get("random_range_ratio", SA_BENCH_RANGE_RATIO))
+        given = bench.get("random_range_ratio")
+        ratio = float(SA_BENCH_RANGE_RATIO if given is None else given)  # null: sa-bench's default
         if not 0 < ratio <= 1:
             raise NotImportable(f"{o('benchmark', 'random_range_ratio').file}:"
                                 f"{o('benchmark', 'random_range_ratio').line}: random_range_ratio {ratio}: sa-bench "
                                 "draws lengths from [ratio x ISL, ISL], so it lies in (0, 1]")
         note = (f"sa-bench's lengths lie in [{ratio:g} x L, L]: a mean of {(1 + ratio) / 2:g} x L, "
                 f"+/-{(1 - ratio) / (1 + ratio):.4f} in recipectl's terms")
-        where_ratio = o("benchmark", "random_range_ratio", note=note) if "random_range_ratio" in bench else \
+        where_ratio = o("benchmark", "random_range_ratio", note=note) if given is not None else \
             o("benchmark", note=note + f" (sa-bench's default ratio {SA_BENCH_RANGE_RATIO})")
         imp.set(("workload", "isl"), round(int(isl) * (1 + ratio) / 2), o("benchmark", "isl", note=note))
         imp.set(("workload", "osl"), round(int(osl) * (1 + ratio) / 2), o("benchmark", "osl", note=note))

@@ -108,7 +108,7 @@ def exposed_without_api_key(ctx: RuleContext) -> Iterator[Violation]:
     hosts = ctx.recipe.cluster.hosts
     for role, _spec in ctx.roles():
         # a role whose endpoints were not placed (TOP001) is judged by the hosts the recipe names
-        used = sorted(ctx.placement.hosts_of.get(role, set()) or set(hosts))
+        used = sorted(ctx.placement.hosts_of.get(role, set()) or set(hosts or ()))
         if hosts and used and all(is_loopback(h) for h in used):
             continue
         if has_api_key(ctx, role):
