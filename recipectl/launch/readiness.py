@@ -13,8 +13,11 @@ def record_healthy(client, state: RunState) -> None:
     import httpx
 
     for ps in state.processes:
-        if not ps.url or ps.healthy_at is not None or ps.pid is None and ps.kind != "router":
-            continue  # a worker not started yet (it waits for the GPU it shares) cannot answer
+        if not ps.url or ps.healthy_at is not None:
+            continue
+        if state.target == "local" and ps.pid is None and ps.kind != "router":
+            continue  # a local worker not started yet (it waits for the GPU it shares) cannot answer; a Slurm
+            # step has no pid of ours at all, and answers once it runs
         try:
             if client.get(ps.url + "/health").status_code == 200:
                 ps.healthy_at = time.time()
