@@ -27,7 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from .checks.environment import engine_versions
 from .effective import HostCpu, resolve
 from .engine_env import engine_venv
-from .errors import ExitCode, RecipectlError
+from .errors import RecipectlError
 from .fileio import UnreadableFile, read_text_bounded, write_atomic
 from .loader import LoadedRecipe
 from .models.info import config_path
@@ -275,14 +275,6 @@ def why_it_matters(field: str, locked: Mapping[str, Any], current: Mapping[str, 
     if parts[0] == "image":
         return "another image runs another engine build"
     return "the deployment resolves differently"
-
-
-def check(lock_file: Path, current: Mapping[str, Any]) -> list[Drift]:
-    return compare(read_lock(lock_file), current)
-
-
-def drift_exit(drift: list[Drift]) -> ExitCode:
-    return ExitCode.FINDINGS if drift else ExitCode.OK
 
 
 

@@ -73,9 +73,10 @@ async def run_doctor(recipe: Recipe | None, targets: Targets, *, env: bool, proo
         down = [r for r in endpoint_results if r.name.startswith("health") and r.status == FAIL]
         if lock_file is not None and not down:
             with console.status("the lock against what the servers report ..."):
+                lock = read_lock(lock_file)  # once: every endpoint is held against the same lock
                 results += await asyncio.gather(*(
                     timed("endpoints", f"lock ({role} {url})",
-                          lambda r=role, u=url: lock_check(lock_file, r, u, client), timeout)
+                          lambda r=role, u=url: lock_check(lock, lock_file.name, r, u, client), timeout)
                     for role, url in _roles_urls(targets)))
         if not proofs:
             return results
@@ -117,12 +118,11 @@ def _roles_urls(targets: Targets) -> list[tuple[str, str]]:
     return [("prefill", u) for u in targets.prefill] + [("decode", u) for u in targets.decode]
 
 
-async def lock_check(lock_file: Path, role: str, url: str, client) -> CheckResult:
+async def lock_check(lock: dict, lock_name: str, role: str, url: str, client) -> CheckResult:
     """The recipe's lock against the server's own word: its `vllm:cache_config_info` labels (block
     size, cache dtypes, prefix caching) and `/version`."""
     from ..checks.client import endpoint
 
-    lock = read_lock(lock_file)
     metrics = await client.get(endpoint(url, "/metrics"))
     labels = cache_config_labels(metrics.text) if metrics.status_code == 200 else None
     if labels is None:
@@ -132,11 +132,11 @@ async def lock_check(lock_file: Path, role: str, url: str, client) -> CheckResul
     drift = server_drift(lock, role, labels, version)
     if not drift:
         return CheckResult("endpoints", "", PASS,
-                           f"as locked in {lock_file.name}: block size {labels.get('block_size')}, "
+                           f"as locked in {lock_name}: block size {labels.get('block_size')}, "
                            f"SSM {labels.get('mamba_ssm_cache_dtype')}, vLLM {version}")
     return CheckResult("endpoints", "", FAIL,
                        "; ".join(f"{d.field}: locked {d.locked}, the server runs {d.current} ({d.why})" for d in drift),
-                       f"the servers do not run what {lock_file.name} pinned: recipectl lock --check and relaunch")
+                       f"the servers do not run what {lock_name} pinned: recipectl lock --check and relaunch")
 
 
 def explain_from_logs(results: list[CheckResult], targets: Targets) -> None:

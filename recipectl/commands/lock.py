@@ -9,7 +9,7 @@ from typing import Any
 
 from ..effective import HostCpu, detect_host_cpu
 from ..errors import ExitCode, RecipectlError
-from ..lock import Drift, build_lock, compare, dumps, lock_path, read_lock, write_lock
+from ..lock import Drift, build_lock, compare, lock_path, read_lock, write_lock
 from ..validate import load_variant
 from . import echo
 
@@ -93,4 +93,4 @@ def refuse_drift(recipe_file: str, variant: str | None) -> None:
                              exit_code=ExitCode.FINDINGS)
 
 
-__all__ = ["check", "diff", "dumps", "host_for", "refuse_drift", "write"]
+__all__ = ["check", "diff", "host_for", "refuse_drift", "write"]
