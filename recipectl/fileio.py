@@ -43,6 +43,9 @@ def read_bytes_bounded(path: str | os.PathLike[str], limit: int = DEFAULT_READ_L
         raise UnreadableFile(path, "no such file", missing=True) from None
     except OSError as e:
         raise UnreadableFile(path, _os_reason(e)) from None
+    except ValueError:
+        # os.stat refuses a NUL byte rather than failing like a missing file; no such file can exist.
+        raise UnreadableFile(path, "a name with a NUL byte cannot name a file", missing=True) from None
     if stat.S_ISDIR(st.st_mode):
         raise UnreadableFile(path, "a directory, not a file")
     if not stat.S_ISREG(st.st_mode):

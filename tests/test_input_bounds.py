@@ -278,3 +278,15 @@ def test_bench_compare_reads_summaries_within_bounds(tmp_path):
     for bad, phrase in ((fifo, "not a regular file"), (deep, "nested too deeply"), (typed, "not a bench summary")):
         with pytest.raises(RecipectlError, match=phrase):
             bench_compare(str(good), str(bad), as_json=True)
+
+
+def test_a_nul_byte_in_an_imported_model_path_is_a_value_not_a_crash(recipectl_in_process, tmp_path):
+    """A NUL byte in `vllm serve`'s model argument made the model lookup's os.stat raise ValueError
+    (an internal error); no file can have such a name, so it is looked up as missing."""
+    kv = '{"kv_connector":"NixlConnector","kv_role":"%s"}'
+    script = tmp_path / "pair.sh"
+    script.write_text("".join(f"vllm serve 'x\x00y/Qwen/Qwen3.5-35B-A3B' --port {port} --kv-transfer-config "
+                              f"'{kv % role}'\n" for port, role in ((8000, "kv_producer"), (8001, "kv_consumer"))))
+    code, out, err = recipectl_in_process("import", str(script))
+    assert code in (0, 1, 2) and "internal error" not in err, err
+    assert "connector: NixlConnector" in out, out
