@@ -8,6 +8,7 @@ the H200 reference run ("Setting attention block size to 144 tokens").
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from recipectl.plan import (
     ModelFamily,
     ModelSpec,
     Overheads,
+    PlanInput,
     Workload,
     align_hybrid_block_size,
     attention_kv_bytes_per_token,
@@ -62,9 +64,9 @@ TINY_HYBRID = ModelSpec(
 # The H200 reference model (make_models.py): 2 KV heads x 128, same GDN dims.
 H200_TINY_NEXT = TINY_HYBRID.model_copy(update={"num_key_value_heads": 2, "head_dim": 128})
 
-GB200_DECODE = dict(tp=1, dp=8, ep=True, max_model_len=16_590, gpu_memory_bytes=GB200_HBM_BYTES,
-                    gpu_memory_utilization=0.9, quantization="nvfp4",
-                    workload=Workload(isl=8192, osl=1024, range_ratio=0.8))
+GB200_DECODE = PlanInput(tp=1, dp=8, ep=True, max_model_len=16_590, gpu_memory_bytes=GB200_HBM_BYTES,
+                         gpu_memory_utilization=0.9, quantization="nvfp4",
+                         workload=Workload(isl=8192, osl=1024, range_ratio=0.8))
 
 
 def test_qwen35_397b_kv_bytes_per_token():
@@ -89,7 +91,7 @@ def test_qwen35_397b_gdn_state_per_request():
 
 
 def test_cpu_dense_row_reproduced_exactly():
-    p = plan_role(TINY_LLAMA, platform="cpu", cache_bytes_override=1 * GiB, max_model_len=512)
+    p = plan_role(TINY_LLAMA, PlanInput(platform="cpu", cache_bytes_override=1 * GiB, max_model_len=512))
     assert p.block_size == 128
     assert p.page_bytes == 131_072
     assert p.num_blocks == 8_192
@@ -99,8 +101,8 @@ def test_cpu_dense_row_reproduced_exactly():
 
 
 def test_cpu_hybrid_row_reproduced_exactly():
-    p = plan_role(TINY_HYBRID, platform="cpu", cache_bytes_override=1 * GiB, max_model_len=512,
-                  enable_prefix_caching=True)  # vLLM's default: mamba "align" mode
+    p = plan_role(TINY_HYBRID, PlanInput(platform="cpu", cache_bytes_override=1 * GiB, max_model_len=512,
+                                         enable_prefix_caching=True))  # vLLM's default: mamba "align" mode
     assert p.gdn_conv_bytes_per_layer == 6_144 and p.gdn_ssm_bytes_per_layer == 131_072
     assert p.mamba_page_bytes == 137_216
     assert p.block_size == 640
@@ -115,7 +117,7 @@ def test_cpu_hybrid_row_reproduced_exactly():
 
 def test_h200_reference_block_size():
     # 1 token of attention = 1,024 B; mamba page 137,216 B; FlashAttention kernel block 16.
-    p = plan_role(H200_TINY_NEXT, cache_bytes_override=1 * GiB, max_model_len=4096)
+    p = plan_role(H200_TINY_NEXT, PlanInput(cache_bytes_override=1 * GiB, max_model_len=4096))
     assert p.block_size == 144
 
 
@@ -135,8 +137,8 @@ def test_group_sizes_follow_vllm():
 
 
 def test_speculative_tokens_grow_conv_state_and_groups():
-    p = plan_role(QWEN3_5_397B_A17B, num_speculative_tokens=1, cache_bytes_override=100 * GiB,
-                  max_model_len=8192, mamba_ssm_cache_dtype="bfloat16")
+    p = plan_role(QWEN3_5_397B_A17B, PlanInput(num_speculative_tokens=1, cache_bytes_override=100 * GiB,
+                                               max_model_len=8192, mamba_ssm_cache_dtype="bfloat16"))
     assert p.gdn_conv_bytes_per_layer == 12_288 * 4 * 2
     assert p.page_bytes == 16 * p.attention_page_bytes
     assert p.mamba_blocks_per_request == 2
@@ -175,11 +177,11 @@ def test_cache_bytes_mirror_determine_available_memory():
     o = Overheads(activation_peak_bytes=3, cudagraph_bytes=2, non_torch_bytes=1)
     assert cache_bytes_per_gpu(1001, 0.5, 100, o) == math.ceil(500.5) - 100 - 6
     with pytest.raises(ValueError):
-        plan_role(TINY_LLAMA, max_model_len=512)  # neither GPU memory nor a cache size
+        plan_role(TINY_LLAMA, PlanInput(max_model_len=512))  # neither GPU memory nor a cache size
 
 
 def test_gb200_decode_saturation():
-    p = plan_role(QWEN3_5_397B_A17B, mamba_ssm_cache_dtype="bfloat16", **GB200_DECODE)
+    p = plan_role(QWEN3_5_397B_A17B, replace(GB200_DECODE, mamba_ssm_cache_dtype="bfloat16"))
     assert p.block_size == 1072 and p.page_bytes == 15 * 1072 * 2048
     assert p.num_blocks == 3_500
     assert p.blocks_per_request_worst_case == 16 + 3  # 16,590 tokens / 1072 + 3 GDN groups
@@ -187,14 +189,13 @@ def test_gb200_decode_saturation():
     assert p.saturation_concurrency == 2_384
     assert p.decode_gpus_for(5_120) == 18
     # Even with the whole 186 GB of every GPU as cache, 8 GPUs cannot keep 5,120 resident.
-    ceiling = plan_role(QWEN3_5_397B_A17B, mamba_ssm_cache_dtype="bfloat16",
-                        **{**GB200_DECODE, "gpu_memory_bytes": None},
-                        cache_bytes_override=GB200_HBM_BYTES)
+    ceiling = plan_role(QWEN3_5_397B_A17B, replace(GB200_DECODE, mamba_ssm_cache_dtype="bfloat16",
+                                                   gpu_memory_bytes=None, cache_bytes_override=GB200_HBM_BYTES))
     assert ceiling.saturation_concurrency < 5_120
 
 
 def test_bf16_ssm_gain_on_gb200():
-    gain = ssm_dtype_gain(QWEN3_5_397B_A17B, **GB200_DECODE)
+    gain = ssm_dtype_gain(QWEN3_5_397B_A17B, GB200_DECODE)
     assert gain.fp32.block_size == 2096 and gain.fp32.saturation_concurrency == 1_856
     assert gain.state_bytes_ratio == pytest.approx(192_061_440 / 97_689_600)
     assert gain.concurrency_ratio == pytest.approx(2_384 / 1_856)
@@ -215,7 +216,7 @@ def test_qwen35_122b_kv_bytes_and_gdn_state():
     assert fp32 == 36 * (73_728 + 4 * MiB) == 153_649_152
     assert bf16 == 36 * (73_728 + 2 * MiB) == 78_151_680
     # the planner resolves auto to the config's float32
-    p = plan_role(m, tp=1, max_model_len=16_384, cache_bytes_override=16 * GiB)
+    p = plan_role(m, PlanInput(tp=1, max_model_len=16_384, cache_bytes_override=16 * GiB))
     assert (p.ssm_dtype, p.kv_bytes_per_token, p.gdn_state_bytes_per_request) == ("float32", 24_576, fp32)
 
 
@@ -245,7 +246,7 @@ def test_qwen35_0_8b_kv_bytes_and_gdn_state():
 @pytest.mark.parametrize("name", sorted(BUILTIN_MODELS))
 def test_every_builtin_spec_plans(name):
     spec = BUILTIN_MODELS[name]
-    p = plan_role(spec, tp=1, max_model_len=16_384, cache_bytes_override=8 * GiB)
+    p = plan_role(spec, PlanInput(tp=1, max_model_len=16_384, cache_bytes_override=8 * GiB))
     assert p.kv_bytes_per_token == attention_kv_bytes_per_token(spec, 1, p.kv_cache_dtype)
     assert p.gdn_state_bytes_per_request > 0
     assert p.attention_page_bytes >= p.mamba_page_bytes  # the aligned page holds one GDN state

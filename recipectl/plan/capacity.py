@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -131,53 +133,76 @@ class CapacityPlan(BaseModel):
         return math.ceil(target_concurrency / self.saturation_concurrency_per_rank) * self.tp
 
 
-def plan_role(spec: ModelSpec, *, max_model_len: int, tp: int = 1, dp: int = 1, ep: bool = False,
-              gpu_memory_bytes: int | None = None, gpu_memory_utilization: float = 0.92,
-              cache_bytes_override: int | None = None, kv_cache_dtype: str = "auto",
-              mamba_cache_dtype: str = "auto", mamba_ssm_cache_dtype: str = "auto",
-              model_dtype: str | None = None, platform: str = "cuda",
-              block_size: int | None = None, kernel_block_size: int | None = None,
-              enable_prefix_caching: bool = False, checkpoint_alignment: int = 1, quantization: str = "bf16",
-              workload: Workload | None = None, overheads: Overheads | None = None,
-              num_speculative_tokens: int = 0, max_num_seqs: int | None = None) -> CapacityPlan:
-    """Plan one endpoint's cache the way vLLM 0.32 sizes it at start-up. (One function on purpose,
-    past 60 lines: it follows vLLM's sizing step by step and in vLLM's order, so the two can be
-    read side by side.)
+@dataclass(frozen=True, kw_only=True)
+class PlanInput:
+    """What :func:`plan_role` sizes one endpoint from: the role's layout and engine settings.
+    ``recipe_plan.plan_input`` builds it from a role's effective configuration; a layout planned by
+    hand (the tests, the docs) writes it out.
 
     ``cache_bytes_override`` replaces the GPU memory arithmetic (the CPU backend:
     ``VLLM_CPU_KVCACHE_SPACE`` GiB). ``gpu_memory_utilization`` defaults to vLLM's 0.92 (0.9
     before 0.20). ``enable_prefix_caching`` puts hybrid models in mamba ``align`` mode (2 state
     blocks per GDN group per request); a P/D decode runs it off. ``checkpoint_alignment`` (align
     mode only): the GDN prefill checkpoint grid the hybrid block is a multiple of
-    (pages.align_hybrid_block_size). ``num_speculative_tokens`` adds
-    the MTP layers' attention caches and speculative GDN state slots.
-    """
-    model_dtype = model_dtype or spec.dtype
-    default_block, default_kernel = PLATFORM_BLOCK_DEFAULTS[platform]
-    block_size = block_size or default_block
-    kernel_block_size = kernel_block_size or default_kernel
-    overheads = overheads or Overheads()
-    kv_dtype = resolve_cache_dtype(kv_cache_dtype, model_dtype)
-    conv_dtype = resolve_cache_dtype(mamba_cache_dtype, model_dtype)
-    ssm_dtype = resolve_ssm_dtype(spec, mamba_ssm_cache_dtype, conv_dtype)
-    num_spec = num_speculative_tokens
+    (pages.align_hybrid_block_size). ``num_speculative_tokens`` adds the MTP layers' attention
+    caches and speculative GDN state slots. ``model_dtype`` None: the model's own dtype;
+    ``block_size``/``kernel_block_size`` None: the platform's defaults."""
+
+    max_model_len: int
+    tp: int = 1
+    dp: int = 1
+    ep: bool = False
+    gpu_memory_bytes: int | None = None
+    gpu_memory_utilization: float = 0.92
+    cache_bytes_override: int | None = None
+    kv_cache_dtype: str = "auto"
+    mamba_cache_dtype: str = "auto"
+    mamba_ssm_cache_dtype: str = "auto"
+    model_dtype: str | None = None
+    platform: Literal["cuda", "cpu"] = "cuda"
+    block_size: int | None = None
+    kernel_block_size: int | None = None
+    enable_prefix_caching: bool = False
+    checkpoint_alignment: int = 1
+    quantization: str = "bf16"
+    workload: Workload | None = None
+    overheads: Overheads | None = None
+    num_speculative_tokens: int = 0
+    max_num_seqs: int | None = None
+
+
+def plan_role(spec: ModelSpec, given: PlanInput) -> CapacityPlan:
+    """Plan one endpoint's cache the way vLLM 0.32 sizes it at start-up. (One function on purpose,
+    past 60 lines: it follows vLLM's sizing step by step and in vLLM's order, so the two can be
+    read side by side.)"""
+    max_model_len, tp, dp, ep = given.max_model_len, given.tp, given.dp, given.ep
+    enable_prefix_caching, workload = given.enable_prefix_caching, given.workload
+    model_dtype = given.model_dtype or spec.dtype
+    default_block, default_kernel = PLATFORM_BLOCK_DEFAULTS[given.platform]
+    block_size = given.block_size or default_block
+    kernel_block_size = given.kernel_block_size or default_kernel
+    overheads = given.overheads or Overheads()
+    kv_dtype = resolve_cache_dtype(given.kv_cache_dtype, model_dtype)
+    conv_dtype = resolve_cache_dtype(given.mamba_cache_dtype, model_dtype)
+    ssm_dtype = resolve_ssm_dtype(spec, given.mamba_ssm_cache_dtype, conv_dtype)
+    num_spec = given.num_speculative_tokens
     n_attn = spec.num_full_attention_layers + (spec.mtp_num_hidden_layers if num_spec else 0)
     n_gdn = spec.num_linear_attention_layers
 
     pages = state_pages(spec, tp=tp, kv_dtype=kv_dtype, conv_dtype=conv_dtype, ssm_dtype=ssm_dtype,
                         block_size=block_size, kernel_block_size=kernel_block_size, num_spec=num_spec,
-                        checkpoint_alignment=checkpoint_alignment if enable_prefix_caching else 1)
+                        checkpoint_alignment=given.checkpoint_alignment if enable_prefix_caching else 1)
     attn_1tok, conv_b, ssm_b = pages.attention_bytes_per_token, pages.conv_bytes, pages.ssm_bytes
     block_size, page = pages.block_size, pages.attention_page_bytes
     mamba_page = conv_b + ssm_b
     groups = kv_cache_groups(n_attn, n_gdn)
     per_block = bytes_per_block(groups, page)
 
-    weights = weight_bytes_per_gpu(spec, quantization, tp, dp, ep, include_mtp=num_spec > 0)
-    if cache_bytes_override is not None:
-        cache = cache_bytes_override
-    elif gpu_memory_bytes is not None:
-        cache = cache_bytes_per_gpu(gpu_memory_bytes, gpu_memory_utilization, weights, overheads)
+    weights = weight_bytes_per_gpu(spec, given.quantization, tp, dp, ep, include_mtp=num_spec > 0)
+    if given.cache_bytes_override is not None:
+        cache = given.cache_bytes_override
+    elif given.gpu_memory_bytes is not None:
+        cache = cache_bytes_per_gpu(given.gpu_memory_bytes, given.gpu_memory_utilization, weights, overheads)
     else:
         raise ValueError("give gpu_memory_bytes or cache_bytes_override")
     num_blocks = max(0, cache) // per_block
@@ -188,7 +213,7 @@ def plan_role(spec: ModelSpec, *, max_model_len: int, tp: int = 1, dp: int = 1, 
     fields: dict = {}
     if workload is not None:
         fields = _workload_fields(workload, groups, block_size, mamba_blocks, num_blocks, dp,
-                                  max_num_seqs)
+                                  given.max_num_seqs)
     return CapacityPlan(
         model=spec.name, tp=tp, dp=dp, ep=ep, max_model_len=max_model_len,
         kv_cache_dtype=kv_dtype, conv_dtype=conv_dtype, ssm_dtype=ssm_dtype,
@@ -254,8 +279,7 @@ class SsmDtypeGain(BaseModel):
         return a / b if b else None
 
 
-def ssm_dtype_gain(spec: ModelSpec, **plan_kwargs) -> SsmDtypeGain:
-    """Plan the same role twice, SSM cache in bfloat16 and in float32."""
-    plan_kwargs.pop("mamba_ssm_cache_dtype", None)
-    return SsmDtypeGain(bf16=plan_role(spec, mamba_ssm_cache_dtype="bfloat16", **plan_kwargs),
-                        fp32=plan_role(spec, mamba_ssm_cache_dtype="float32", **plan_kwargs))
+def ssm_dtype_gain(spec: ModelSpec, given: PlanInput) -> SsmDtypeGain:
+    """Plan the same role twice, SSM cache in bfloat16 and in float32 (whatever `given` asks for)."""
+    return SsmDtypeGain(bf16=plan_role(spec, replace(given, mamba_ssm_cache_dtype="bfloat16")),
+                        fp32=plan_role(spec, replace(given, mamba_ssm_cache_dtype="float32")))

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..effective import PLATFORM_BLOCK_DEFAULTS, EffectiveRole, HostCpu, batch_limits, resolve_role
 from ..engine_facts import fact, holds
+from ..errors import RecipectlError
 from ..hardware import GPU_FACTS
+from ..models.builtin import BUILTIN_MODELS, resolve_name, suggest_builtin
+from ..models.info import ModelConfigError
 from ..models.spec import ModelSpec
 from ..schema import Recipe
-from .capacity import StatePages, Workload, resolve_ssm_dtype, state_pages
+from .capacity import PlanInput, StatePages, Workload, plan_role, resolve_ssm_dtype, ssm_dtype_gain, state_pages
 from .memory import engine_overheads
 
 # Memory per GPU as the driver reports it (bytes). The plan sizes from what the engine sees
@@ -154,8 +157,6 @@ def role_pages(recipe: Recipe, eff: EffectiveRole, spec: ModelSpec | None,
 
 def unknown_model_error(recipe: Recipe) -> str:
     """Why the planner has no description of the recipe's model, with the closest built-in names."""
-    from ..models.builtin import BUILTIN_MODELS, suggest_builtin
-
     m = recipe.model
     named = m.spec or m.path
     hint = suggest_builtin(named)
@@ -168,8 +169,6 @@ def unknown_model_error(recipe: Recipe) -> str:
 def quantization(recipe: Recipe) -> str:
     """The planner's weight quantization: model.quantization, else what the checkpoint's name says
     (-FP8, -NVFP4), else bf16."""
-    from ..models.builtin import resolve_name
-
     if recipe.model.quantization:
         return recipe.model.quantization.value
     return resolve_name(recipe.model.path)[1] or "bf16"
@@ -187,29 +186,26 @@ def planned_max_model_len(eff: EffectiveRole, spec: ModelSpec | None, recipe: Re
     return (w.max_isl + w.max_osl if w else None), "workload"
 
 
-def plan_kwargs(recipe: Recipe, role: str, host: HostCpu | None = None,
-                spec: ModelSpec | None = None, eff: EffectiveRole | None = None) -> dict:
-    """plan_role's arguments for one role, from its effective configuration on `host`. Without a
+def plan_input(recipe: Recipe, role: str, host: HostCpu | None = None,
+               spec: ModelSpec | None = None, eff: EffectiveRole | None = None) -> PlanInput:
+    """What plan_role sizes one role from: its effective configuration on `host`. Without a
     workload the plan is at max_model_len only (no saturation figures). On a GPU, with the
     model's ``spec``, the overheads are the engine's (memory.engine_overheads) from the role's
     batch limits, eager/graph settings and the GPU's facts; without it, the fixed defaults."""
     eff = eff or resolve_role(recipe, role, host)
     w = recipe.workload
-    ssm = eff["mamba_ssm_cache_dtype"]
     max_model_len, _ = planned_max_model_len(eff, spec, recipe)
     if max_model_len is None:
-        from ..errors import RecipectlError
-
         raise RecipectlError(
             f"{role}: no max_model_len and no workload to size the plan by",
             fix="model:\n  max_model_len: 32768   # or a workload: {isl: 8192, osl: 1024}")
-    kw = dict(
+    given = PlanInput(
         max_model_len=max_model_len,
         tp=eff.value("tp"), dp=eff.value("dp"), ep=eff.value("expert_parallel"),
         kv_cache_dtype=eff.value("kv_cache_dtype"),
         mamba_cache_dtype=eff.value("mamba_cache_dtype"),
         # with the host unknown, a host-dependent value is planned as the recipe asks for it
-        mamba_ssm_cache_dtype=ssm.value,
+        mamba_ssm_cache_dtype=eff["mamba_ssm_cache_dtype"].value,
         model_dtype=None if eff.value("dtype") in (None, "auto") else eff.value("dtype"),
         block_size=eff.value("block_size"),
         enable_prefix_caching=eff.value("enable_prefix_caching"),
@@ -219,45 +215,44 @@ def plan_kwargs(recipe: Recipe, role: str, host: HostCpu | None = None,
         max_num_seqs=eff.value("max_num_seqs"),
     )
     if recipe.cluster.is_cpu:
-        env = recipe.role_env(role)
-        kw["platform"] = "cpu"
-        gib = cpu_kvcache_gib(env)
-        if gib is None:
-            from ..models.info import ModelConfigError
+        return replace(given, platform="cpu", cache_bytes_override=_cpu_cache_bytes(recipe, role))
+    facts = GPU_FACTS[recipe.cluster.gpu]
+    overheads = None
+    if spec is not None:
+        limits = batch_limits(recipe, eff, max_model_len)
+        overheads = engine_overheads(
+            spec, max_num_batched_tokens=limits.max_num_batched_tokens,
+            max_num_seqs=limits.max_num_seqs, tp=eff.value("tp"), dp=eff.value("dp"),
+            sm_count=facts.sm_count, enforce_eager=bool(eff.value("enforce_eager")),
+            max_capture_size=eff.value("max_cudagraph_capture_size"))
+    return replace(given, gpu_memory_bytes=facts.memory_bytes,
+                   gpu_memory_utilization=eff.value("gpu_memory_utilization"), overheads=overheads)
 
-            err = ModelConfigError(f"VLLM_CPU_KVCACHE_SPACE {env['VLLM_CPU_KVCACHE_SPACE'][:20]!r} is not a whole "
-                                   "number of GiB (vLLM's CPU platform reads it with int())",
-                                   fix="write it like VLLM_CPU_KVCACHE_SPACE: \"4\"")
-            err.field = (f"{role}.env.VLLM_CPU_KVCACHE_SPACE" if "VLLM_CPU_KVCACHE_SPACE" in recipe.roles[role].env
-                         else "engine.env.VLLM_CPU_KVCACHE_SPACE")
-            raise err
-        kw["cache_bytes_override"] = gib * GiB
-    else:
-        facts = GPU_FACTS[recipe.cluster.gpu]
-        kw["gpu_memory_bytes"] = facts.memory_bytes
-        kw["gpu_memory_utilization"] = eff.value("gpu_memory_utilization")
-        if spec is not None:
-            limits = batch_limits(recipe, eff, max_model_len)
-            kw["overheads"] = engine_overheads(
-                spec, max_num_batched_tokens=limits.max_num_batched_tokens,
-                max_num_seqs=limits.max_num_seqs, tp=eff.value("tp"), dp=eff.value("dp"),
-                sm_count=facts.sm_count, enforce_eager=bool(eff.value("enforce_eager")),
-                max_capture_size=eff.value("max_cudagraph_capture_size"))
-    return kw
+
+def _cpu_cache_bytes(recipe: Recipe, role: str) -> int:
+    """The CPU backend's cache: VLLM_CPU_KVCACHE_SPACE GiB, or the error that names the setting."""
+    env = recipe.role_env(role)
+    gib = cpu_kvcache_gib(env)
+    if gib is None:
+        err = ModelConfigError(f"VLLM_CPU_KVCACHE_SPACE {env['VLLM_CPU_KVCACHE_SPACE'][:20]!r} is not a whole "
+                               "number of GiB (vLLM's CPU platform reads it with int())",
+                               fix="write it like VLLM_CPU_KVCACHE_SPACE: \"4\"")
+        err.field = (f"{role}.env.VLLM_CPU_KVCACHE_SPACE" if "VLLM_CPU_KVCACHE_SPACE" in recipe.roles[role].env
+                     else "engine.env.VLLM_CPU_KVCACHE_SPACE")
+        raise err
+    return gib * GiB
 
 
 def plan_recipe(recipe: Recipe, base_dir=None, host: HostCpu | None = None) -> dict[str, RolePlan] | None:
-    from .capacity import plan_role, ssm_dtype_gain
-
     spec = model_spec(recipe, base_dir)
     if spec is None:
         return None
     out = {}
     for role in ("prefill", "decode"):
         eff = resolve_role(recipe, role, host)
-        kw = plan_kwargs(recipe, role, host, spec, eff)
-        plan = plan_role(spec, **kw)
-        gain = ssm_dtype_gain(spec, **kw) if spec.num_linear_attention_layers else None
+        given = plan_input(recipe, role, host, spec, eff)
+        plan = plan_role(spec, given)
+        gain = ssm_dtype_gain(spec, given) if spec.num_linear_attention_layers else None
         _, source = planned_max_model_len(eff, spec, recipe)
         out[role] = RolePlan(role, recipe.roles[role].endpoints, plan, gain, source)
     return out
