@@ -3,6 +3,7 @@ operation again after a transient failure."""
 
 from __future__ import annotations
 
+import time
 from typing import Awaitable, Callable, TypeVar
 
 from tenacity import (
@@ -32,6 +33,17 @@ def retry_transient(fn: Callable[[], T], transient: type[BaseException] | tuple[
     """`fn()`, tried up to `attempts` times while it raises `transient`; the last failure is raised."""
     return Retrying(stop=stop_after_attempt(attempts), wait=wait_fixed(wait_s),
                     retry=retry_if_exception_type(transient), reraise=True)(fn)
+
+
+def retry_while(step: Callable[[], T], retry: Callable[[T], bool], *, attempts: int, deadline: float,
+                wait_s: Callable[[int], float]) -> T:
+    """`step()`, tried again while `retry(result)` holds, up to `attempts` times; before try n + 1 it
+    waits `wait_s(n)`. No try starts at or after the monotonic `deadline`: where the next wait would
+    reach it, the last result is returned at once. `step` runs at least once."""
+    return Retrying(stop=lambda rs: (rs.attempt_number >= attempts
+                                     or time.monotonic() + wait_s(rs.attempt_number) >= deadline),
+                    wait=lambda rs: wait_s(rs.attempt_number), retry=retry_if_result(retry),
+                    retry_error_callback=lambda rs: rs.outcome.result())(step)
 
 
 async def retry_transient_async(fn: Callable[[], Awaitable[T]],

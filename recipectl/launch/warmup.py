@@ -14,7 +14,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..runs.diagnose import Diagnosis
+import httpx
+
+from ..retry import retry_while
+from ..runs.diagnose import Diagnosis, diagnose_endpoints
 
 PROMPT = "recipectl launch: one request through prefill and decode before saying ready."
 
@@ -31,30 +34,31 @@ class FirstRequest:
 def first_request(client, router_url: str, model: str, *, deadline: float,
                   diagnose_logs: Callable[[], Diagnosis | None], max_attempts: int = 6) -> FirstRequest:
     """POST one 2-token completion to the router until it answers 200, the cause is final, the
-    attempts run out or the monotonic `deadline` passes."""
-    import httpx
-
+    attempts run out or the monotonic `deadline` passes; 2 s, 4 s, 6 s ... between attempts."""
     body = {"model": model, "prompt": PROMPT, "max_tokens": 2, "temperature": 0}
     t0 = time.monotonic()
-    error = ""
-    diagnosis = None
-    for attempt in range(1, max_attempts + 1):
+    if deadline <= t0:
+        return FirstRequest(False, 0, 0.0)
+    attempts = 0
+
+    def attempt() -> FirstRequest:
+        nonlocal attempts
+        attempts += 1
         remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
         try:
             r = client.post(router_url.rstrip("/") + "/v1/completions", json=body,
-                            timeout=httpx.Timeout(min(remaining, 120.0), connect=5.0))
+                            timeout=httpx.Timeout(max(0.001, min(remaining, 120.0)), connect=5.0))
             if r.status_code == 200:
-                return FirstRequest(True, attempt, time.monotonic() - t0)
+                return FirstRequest(True, attempts, time.monotonic() - t0)
             error = f"HTTP {r.status_code}: {r.text.strip()[:300]}"
         except httpx.HTTPError as e:
             error = f"{type(e).__name__}: {e}".strip()
-        diagnosis = diagnose_logs()
-        if diagnosis and diagnosis.final:
-            return FirstRequest(False, attempt, time.monotonic() - t0, error, diagnosis)
-        time.sleep(min(2.0 * attempt, max(0.0, deadline - time.monotonic())))
-    return FirstRequest(False, max_attempts, time.monotonic() - t0, error, diagnosis)
+        return FirstRequest(False, attempts, time.monotonic() - t0, error, diagnose_logs())
+
+    def again(result: FirstRequest) -> bool:
+        return not result.ok and not (result.diagnosis and result.diagnosis.final)
+
+    return retry_while(attempt, again, attempts=max_attempts, deadline=deadline, wait_s=lambda n: 2.0 * n)
 
 
 @dataclass
@@ -67,10 +71,6 @@ class ServingProof:
 
 def prove_serving(state, deadline: float, console) -> ServingProof:
     """Launch's last step on every target: the first request, recorded in the run state."""
-    import httpx
-
-    from ..runs.diagnose import diagnose_endpoints
-
     if not state.router_url:
         return ServingProof(True, "ready")
     found: list = []

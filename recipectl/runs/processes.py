@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import stat
 import subprocess
 import time
@@ -201,7 +202,13 @@ def _signal_group(pgid: int, sig: int) -> bool:
 
 def _wait_gone(ps: list[psutil.Process], timeout: float) -> list[psutil.Process]:
     """psutil.wait_procs until every process has exited or `timeout`; a zombie (exited, its parent
-    has not reaped it yet) counts as gone. Returns what is still alive."""
+    has not reaped it yet) counts as gone. Returns what is still alive.
+
+    One wait_procs call for the whole `timeout` is not enough: a zombie that is not our child
+    (a supervising `launch` holds its exited leaders unreaped until it has stopped their groups)
+    stays "alive" to psutil until its pid disappears, so stop would wait out the grace period for
+    a process that has already exited and then report it killed. Hence slices of 0.25 s, with the
+    zombies dropped between them."""
     deadline = time.monotonic() + timeout
     alive = [p for p in ps if _live(p)]
     while alive:
@@ -266,8 +273,6 @@ def stop_recorded(groups: list[Group], grace_s: float) -> dict[int, tuple[str, s
 
 
 def port_in_use(host: str, port: int) -> bool:
-    import socket
-
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
