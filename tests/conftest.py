@@ -5,6 +5,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from .fakeserver import FakeServer
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -51,6 +53,21 @@ def pytest_configure(config):
 
     ci_is_set()  # an unreadable CI value is a usage error before any test runs
     configure(config.getoption("require_all"))
+
+
+@pytest.fixture
+def fake_server():
+    """Start tests/fakeserver.FakeServer(handler) on a free local port; closed after the test.
+    `fake_server(handler)` returns the running server (its `url`, the `requests` it saw)."""
+    servers: list[FakeServer] = []
+
+    def start(handler) -> FakeServer:
+        servers.append(FakeServer(handler).start())
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
 
 
 @pytest.fixture

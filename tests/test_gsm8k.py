@@ -6,14 +6,10 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import json
 import re
-import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.resources import files
 from typing import Any
 
@@ -34,81 +30,7 @@ from recipectl.checks.gsm8k import (
     run_gsm8k,
 )
 
-# --------------------------------------------------------------------------- a real server
-
-Handler = Callable[["Request"], tuple[int, Any]]
-
-
-class Request:
-    """What the fake server saw; handlers may block on ``release`` (set at teardown)."""
-
-    def __init__(self, path: str, body: dict[str, Any], release: threading.Event, raw: Any):
-        self.path, self.body, self.release, self.raw = path, body, release, raw
-
-
-class FakeServer:
-    """A threaded HTTP/1.1 server on 127.0.0.1 at a free port, answering with ``handler``.
-
-    ``handler`` returns (status, JSON-able body); returning status 0 means it already wrote the
-    response itself (used to trickle bytes)."""
-
-    def __init__(self, handler: Handler):
-        self.requests: list[dict[str, Any]] = []
-        self.release = threading.Event()
-        self.inflight = self.max_inflight = 0
-        lock = threading.Lock()
-        outer = self
-
-        class _H(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:  # keep test output quiet
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with lock:
-                    outer.requests.append(body)
-                    outer.inflight += 1
-                    outer.max_inflight = max(outer.max_inflight, outer.inflight)
-                try:
-                    status, payload = handler(Request(self.path, body, outer.release, self))
-                finally:
-                    with lock:
-                        outer.inflight -= 1
-                if status:
-                    data = json.dumps(payload).encode()
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-
-        class _S(ThreadingHTTPServer):
-            daemon_threads = True
-            request_queue_size = 128
-
-            def handle_error(self, request, client_address) -> None:
-                # a client that timed out has closed its connection: the late answer's broken
-                # pipe is what the timeout tests cause, not a failure to print into the log
-                if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
-                    super().handle_error(request, client_address)
-
-        self.httpd = _S(("127.0.0.1", 0), _H)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-
-    def __enter__(self) -> FakeServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
+from .fakeserver import FakeServer, Request
 
 LABELS = {q.question: q.label for q in load_test()}
 
@@ -264,11 +186,11 @@ def test_scripted_server_is_scored_exactly() -> None:
     assert result.latency_p50_s is not None and result.latency_p99_s is not None
     assert result.latency_p50_s <= result.latency_p99_s
     assert [p[0] for p in progress] == list(range(1, 41)) and progress[-1][2] == result.correct
-    body = server.requests[0]
+    body = server.requests[0].body
     assert body["temperature"] == 0 and body["max_tokens"] == 256 and body["seed"] == 42
     assert body["stop"] == list(STOP) == ["Question", "Assistant:", "<|separator|>"]
     assert body["model"] == "tiny-model"
-    assert sorted(r["prompt"] for r in server.requests) == sorted(build_prompts(40)[0])
+    assert sorted(r.body["prompt"] for r in server.requests) == sorted(build_prompts(40)[0])
 
 
 def test_concurrency_is_honoured() -> None:

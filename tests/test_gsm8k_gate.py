@@ -10,8 +10,6 @@ here, with the recipe's threshold raised in a copy."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from recipectl.checks.endpoints import GSM8K_GATE, GSM8K_PIPELINE, gsm8k_check_n
 from recipectl.checks.gsm8k import load_test
 from recipectl.validate import load_one
 
+from .fakeserver import FakeServer, Request
 from .recipe_text import write_edited
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,64 +26,31 @@ LOCAL_RECIPE = ROOT / "recipes" / "local" / "tiny-hybrid-cpu.yaml"
 LABELS = {q.question: q.label for q in load_test()}
 
 
-class ScriptedRouter:
+class ScriptedRouter(FakeServer):
     """A router stand-in on a free port: /health, /v1/models (serving "tiny"), and completions
     whose final number is the label (right) or the label + 1 (wrong)."""
 
     def __init__(self, right: bool):
-        self.completions = 0
-        lock = threading.Lock()
-        outer = self
+        def route(req: Request) -> tuple[int, dict]:
+            if req.method == "GET":
+                if req.path == "/health":
+                    return 200, {}
+                if req.path == "/v1/models":
+                    return 200, {"object": "list", "data": [{"id": "tiny", "object": "model"}]}
+                return 404, {"error": req.path}
+            if req.path != "/v1/completions":
+                return 404, {"error": req.path}
+            question = req.body["prompt"].rsplit("Question: ", 1)[1].removesuffix("\nAnswer:")
+            label = LABELS[question]
+            answer = label if right else label + 1
+            return 200, {"choices": [{"index": 0, "text": f" The total is {answer}.\n#### {answer}"}],
+                         "usage": {"completion_tokens": 9}}
 
-        class H(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+        super().__init__(route)
 
-            def log_message(self, *args):
-                pass
-
-            def _send(self, status: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self):
-                if self.path == "/health":
-                    self._send(200, {})
-                elif self.path == "/v1/models":
-                    self._send(200, {"object": "list", "data": [{"id": "tiny", "object": "model"}]})
-                else:
-                    self._send(404, {"error": self.path})
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                if self.path != "/v1/completions":
-                    return self._send(404, {"error": self.path})
-                question = body["prompt"].rsplit("Question: ", 1)[1].removesuffix("\nAnswer:")
-                label = LABELS[question]
-                answer = label if right else label + 1
-                with lock:
-                    outer.completions += 1
-                self._send(200, {"choices": [{"index": 0, "text": f" The total is {answer}.\n#### {answer}"}],
-                                 "usage": {"completion_tokens": 9}})
-
-        class S(ThreadingHTTPServer):
-            daemon_threads = True
-
-        self.httpd = S(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    @property
+    def completions(self) -> int:
+        return sum(r.method == "POST" and r.path == "/v1/completions" for r in self.requests)
 
 
 def gated_recipe(tmp_path: Path, threshold: str = "0.5") -> Path:

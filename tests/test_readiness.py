@@ -4,32 +4,15 @@ a URL (a real HTTP server answers here)."""
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from recipectl.launch.readiness import health_client, record_healthy
 from recipectl.runs.state import ProcessState, RunState
 
 
-class _Healthy(BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 - http.server's name
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
-def healthy_url():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Healthy)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
+def healthy_url(fake_server):
+    return fake_server(lambda req: (200, None)).url
 
 
 def _state(tmp_path, target: str, url: str, pid: int | None) -> RunState:
