@@ -12,15 +12,16 @@ the package is put on PYTHONPATH.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import importlib
 import io
 import json
 import sys
+from importlib.metadata import version
 
 
 def _serve_parser():
-    import argparse
-
     from vllm.entrypoints.cli.serve import ServeSubcommand
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
@@ -47,8 +48,6 @@ def _parse(parse, argv: list[str]) -> dict:
 def serve_flags() -> list[dict]:
     """`vllm serve`'s options as its parser declares them: spellings and arity (what
     recipectl.engine_flags must agree with to read extra_args as the engine does)."""
-    import argparse
-
     root = _serve_parser()
     serve = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction)).choices["serve"]
     out = []
@@ -71,8 +70,6 @@ def _serve_validator(modules: list[str]):
     """`validate_parsed_serve_args` from the first of `modules` this engine has: it moved from
     vllm.entrypoints.openai.cli_args (to 0.28) to .launchers.cli_args (0.29-0.32) and
     .common.cli_args (0.33); the caller sends the table's list (engine facts serve-cli-args-*)."""
-    import importlib
-
     for name in modules:
         try:
             return importlib.import_module(name).validate_parsed_serve_args
@@ -98,8 +95,6 @@ def parse_commands(request: dict) -> dict:
         from vllm_router.launch_router import parse_router_args
 
         out["router"] = [_parse(parse_router_args, argv) for argv in request["router"]]
-    from importlib.metadata import version
-
     out["versions"] = {name: _version(version, name) for name in ("vllm", "vllm-router")}
     return out
 

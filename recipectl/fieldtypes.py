@@ -6,6 +6,7 @@ schema's models attach them to fields."""
 
 # No `from __future__ import annotations`: TokenCount is read by pydantic at class creation.
 
+import ipaddress
 import re
 from typing import Annotated, Any
 
@@ -161,8 +162,6 @@ _HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 def is_host(text: str) -> bool:
     """An RFC 1123 host name or an IPv4/IPv6 address (no port, no scheme, no brackets)."""
     if ":" in text or (text and text.replace(".", "").isdigit()):
-        import ipaddress  # only for addresses
-
         try:
             ipaddress.ip_address(text)
         except ValueError:
@@ -176,8 +175,6 @@ def is_loopback(host: str) -> bool:
     if host.lower() == "localhost":
         return True
     if ":" in host or host.replace(".", "").isdigit():
-        import ipaddress
-
         try:
             return ipaddress.ip_address(host).is_loopback
         except ValueError:

@@ -16,6 +16,7 @@ On the command line, `--select` replaces `select`; `--extend-select`, `--ignore`
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,8 +121,6 @@ def load_settings(path: Path) -> Settings:
     where = f"{_shown(path)}" + (" [tool.recipectl]" if path.name == "pyproject.toml" else "")
     for key in table:
         if key not in KEYS:
-            import difflib
-
             close = difflib.get_close_matches(key, KEYS, n=1)
             raise RecipectlError(f"{where}: unknown key {key!r}",
                                  fix=f"did you mean {close[0]}?" if close else "keys: " + ", ".join(KEYS))

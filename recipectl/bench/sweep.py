@@ -15,6 +15,7 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..engine_env import engine_venv
 from ..schema import Recipe
 from ..topology import place
 
@@ -54,8 +55,6 @@ def devices(recipe: Recipe) -> int:
 
 def bench_argv(recipe: Recipe, router_url: str, concurrency: int, num_prompts: int, out_dir: Path,
                result_file: str) -> list[str]:
-    from ..engine_env import engine_venv
-
     w = recipe.workload
     model = os.path.expanduser(recipe.model.path)
     exe = engine_venv(recipe.engine.venv) / "bin" / "vllm"

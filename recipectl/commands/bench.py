@@ -7,8 +7,15 @@ import sys
 import time
 from pathlib import Path
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from ..bench.sweep import compare, run_sweep, write_outputs
 from ..errors import RecipectlError
 from ..fileio import JsonRefused, UnreadableFile, read_json_bounded
+from ..runs.state import find_run, runs_root
+from ..validate import load_variant
 from .tables import Col, fitted, num
 
 # bench's table: what a level achieved, then how long users waited
@@ -45,9 +52,6 @@ COMPARE_COLUMNS = [
 
 def print_fitted(title: str, rows: list, groups: list, titles: list[str], label) -> None:
     """`title`, then `rows` laid out to the terminal's width (commands/tables.py), on stdout."""
-    from rich.console import Console
-    from rich.text import Text
-
     out = Console(highlight=False)
     out.print(Text(title))
     for part in fitted(out, rows, groups, titles=titles, label=label):
@@ -91,8 +95,6 @@ def _summary_level(lv: object) -> bool:
 
 
 def bench_compare(a: str, b: str, *, as_json: bool) -> int:
-    from ..bench.sweep import compare
-
     rows = compare(_load_summary(a), _load_summary(b))
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
@@ -113,13 +115,6 @@ def require_workload(recipe, recipe_path: str) -> None:
 
 def bench(recipe_path: str, *, out: str | None, run: str | None, router: str | None, max_failed_ratio: float,
           as_json: bool, variant: str | None = None) -> int:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from ..bench.sweep import run_sweep, write_outputs
-    from ..runs.state import find_run, runs_root
-    from ..validate import load_variant
-
     recipe = load_variant(recipe_path, variant).recipe
     require_workload(recipe, recipe_path)
     console = Console(stderr=True)

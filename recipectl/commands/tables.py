@@ -3,14 +3,16 @@
 A table is declared as groups of columns, the first column of the first group being each row's
 key (the concurrency, say). `fitted` lays it out as the width allows: one table of every column
 (headers on one line, else on two); else one table per group, each starting with the key column;
-else, on a very narrow terminal, each row as its own list of name and value. Rich is imported by the caller
-(these are only built, never printed, here).
+else, on a very narrow terminal, each row as its own list of name and value (built here, printed by
+the caller).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable
+
+from rich.table import Table
 
 
 @dataclass(frozen=True)
@@ -25,8 +27,6 @@ def num(v: float | None, digits: int = 1) -> str:
 
 
 def _table(rows: list, cols: list[Col], *, narrow: bool, title: str | None = None):
-    from rich.table import Table
-
     t = Table(title=title, title_justify="left")
     for c in cols:
         t.add_column(c.short if narrow else c.name, justify="right", no_wrap=True)
@@ -48,8 +48,6 @@ def fitted(console, rows: list, groups: list[list[Col]], *, titles: list[str], l
     split = [_table(rows, g if i == 0 else [key, *g], narrow=True, title=titles[i]) for i, g in enumerate(groups)]
     if all(fits(t) for t in split):
         return split
-    from rich.table import Table
-
     lists = []
     for r in rows:
         t = Table(title=label(r), title_justify="left", show_header=False, box=None, padding=(0, 1, 0, 2))

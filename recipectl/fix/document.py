@@ -12,7 +12,8 @@ The edits are made on the text with a UTF-8 BOM taken off and every line ending 
 as LF (`Layout`); the written text gets the BOM back and each line its own ending, so a CRLF
 file stays CRLF and a file with mixed endings keeps each line's.
 
-ruamel.yaml is imported here only: `recipectl fix` needs it, `validate` never does.
+ruamel.yaml is imported here (and by `import`) only: `recipectl fix` needs it, `validate` never
+imports this module.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ from collections import Counter
 from difflib import SequenceMatcher
 from typing import Any
 
+from ruamel.yaml import YAML, YAMLError
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import CommentMark
+from ruamel.yaml.tokens import CommentToken
+from ruamel.yaml.util import load_yaml_guess_indent
+
 from ..rules.registry import Edit
 from ..yamlsource import dotted_to_key
 
@@ -32,9 +39,6 @@ class Unfixable(Exception):
 
 
 def _yaml(text: str) -> Any:
-    from ruamel.yaml import YAML
-    from ruamel.yaml.util import load_yaml_guess_indent
-
     y = YAML(typ="rt")
     y.preserve_quotes = True
     y.width = 1 << 16  # never fold a long line
@@ -102,8 +106,6 @@ class Document:
     def __init__(self, text: str):
         """`text` has passed the loader (its limits, the schema); ruamel.yaml reads some YAML the
         loader's parser takes in its own way, and such a file is left alone."""
-        from ruamel.yaml import YAMLError
-
         self.text = text
         self.layout = Layout(text)
         text = self.layout.lf
@@ -129,8 +131,6 @@ class Document:
         """Raise Unfixable where `edit` cannot be made: its path runs through an anchor, an alias
         or a merge key (the edit would change every place that shares the value), or through
         something other than a mapping."""
-        from ruamel.yaml.comments import CommentedMap
-
         node = self.data
         for depth, key in enumerate(dotted_to_key(edit.path)):
             if not isinstance(node, CommentedMap):
@@ -144,8 +144,6 @@ class Document:
 
     def apply(self, edit: Edit) -> None:
         """Make one edit (after `check`): the mappings above the key are made where absent."""
-        from ruamel.yaml.comments import CommentedMap
-
         *parents, last = dotted_to_key(edit.path)
         node, created = self.data, False
         for key in parents:
@@ -168,8 +166,6 @@ class Document:
         """The file's text with the edits made, its other lines as they were."""
         edited = self._dump()
         merged = merge(self.layout.lf, self._base, edited)
-        from ruamel.yaml import YAML
-
         plain = YAML(typ="safe", pure=True)
         if plain.load(merged) != plain.load(edited):
             raise Unfixable("the edit cannot be written without re-formatting the lines around it")
@@ -188,9 +184,6 @@ def _append(node: Any, key: str | int, value: Any) -> None:
 
 def _comment_after(node: Any, key: str | int, text: str) -> None:
     """`text` (starting with the end of the line) after the line of `key` in mapping `node`."""
-    from ruamel.yaml.error import CommentMark
-    from ruamel.yaml.tokens import CommentToken
-
     entry = node.ca.items.setdefault(key, [None, None, None, None])
     if entry[2] is not None:  # the key's own end-of-line comment comes first
         head, newline, _ = entry[2].value.partition("\n")
@@ -201,8 +194,6 @@ def _comment_after(node: Any, key: str | int, text: str) -> None:
 def _trailing_lines(node: Any) -> str | None:
     """Take, from the comment token after the last line of `node` (its last key, or that key's
     last key, ...), what follows the end of that line; None when nothing follows."""
-    from ruamel.yaml.comments import CommentedMap, CommentedSeq
-
     found = None
     while isinstance(node, (CommentedMap, CommentedSeq)) and len(node) and not node.fa.flow_style():
         last = next(reversed(node)) if isinstance(node, CommentedMap) else len(node) - 1

@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..diagnostics import Category, Diagnostic, FileReport, Severity
-from ..loader import LoadResult, load_text
+from ..formats import NATIVE, sniff
+from ..loader import LoadResult, load_file, load_text
 from ..rules.engine import Finding, findings
 from ..rules.registry import Applicability, Edit
 from ..rules.selection import Selection
 from ..validate import report_for
+from ..yamlsource import read_recipe_text
 from .document import Document, Unfixable
 
 MAX_PASSES = 4  # a fix may let another apply (rarely more than two passes are needed)
@@ -52,9 +54,6 @@ class FileFix:
 
 
 def fix_file(path: Path, *, selection: Selection, unsafe: bool = False) -> FileFix:
-    from ..loader import load_file
-    from ..yamlsource import read_recipe_text
-
     try:
         text = read_recipe_text(path)
     except (OSError, ValueError):
@@ -65,8 +64,6 @@ def fix_file(path: Path, *, selection: Selection, unsafe: bool = False) -> FileF
 
 def fix_text(text: str, file: str, *, selection: Selection, unsafe: bool = False,
              base_dir: Path | None = None) -> FileFix:
-    from ..formats import NATIVE, sniff
-
     fmt = sniff(text)
     if fmt != NATIVE:
         refusal = Diagnostic(code="FIX001", severity=Severity.ERROR, category=Category.SCHEMA, file=file, line=1,

@@ -13,6 +13,8 @@ approximates them from the dims and the tests check the two agree within a few p
 
 from __future__ import annotations
 
+import difflib
+
 from recipectl.models.spec import LayerType, ModelFamily, ModelSpec
 
 # Every published Qwen3.5 and Qwen3-Next model card: "Context Length: 262,144 natively" (more only
@@ -385,8 +387,6 @@ def find_builtin(name: str) -> tuple[ModelSpec, str | None] | None:
 
 def suggest_builtin(name: str, n: int = 3) -> list[str]:
     """Built-in names closest to `name` (a did-you-mean list, possibly empty)."""
-    import difflib
-
     key, _ = resolve_name(name)
     by_key = {spec_name.lower(): spec_name for spec_name in BUILTIN_MODELS}
     return [by_key[k] for k in difflib.get_close_matches(key, list(by_key), n=n, cutoff=0.6)]

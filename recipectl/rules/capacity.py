@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
+from ..plan.recipe_plan import plan_recipe
 from .context import RuleContext
 from .registry import Violation, rule
 
@@ -36,8 +37,6 @@ def decode_saturation(ctx: RuleContext) -> Iterator[Violation]:
     if want is None:  # no workload: no target to check
         return
     try:
-        from ..plan.recipe_plan import plan_recipe
-
         plans = plan_recipe(ctx.recipe)
     except (ValueError, KeyError):
         return

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from ..diagnostics import Category, Severity
 from ..engine_versions import fmt_version
+from ..plan.recipe_plan import checkpoint_alignment, role_pages, state_dtypes
 from .context import RuleContext
 from .registry import Edit, Violation, rule, safe
 
@@ -140,8 +141,6 @@ _SUGGEST = {"mamba_ssm_cache_dtype": "bfloat16"}
 
 def _concrete(ctx: RuleContext, role: str, field: str, host: str | None) -> object:
     """The value the engine ends up with on a kind of host; None when it cannot be told."""
-    from ..plan.recipe_plan import state_dtypes
-
     eff = ctx.effective[role]
     if field in ("block_size", "attention_backend"):
         return eff[field].on(host)
@@ -161,8 +160,6 @@ def _said(ctx: RuleContext, role: str, field: str) -> str:
 
 def _blocks(ctx: RuleContext, host: str | None) -> str:
     """'; the hybrid-aligned block is then 256 tokens on prefill and 128 on decode' where known."""
-    from ..plan.recipe_plan import role_pages
-
     if not ctx.hybrid:
         return ""
     pages = [role_pages(ctx.recipe, ctx.effective[r], ctx.model_spec, host) for r in ("prefill", "decode")]
@@ -270,8 +267,6 @@ _ALIGN_FIELDS = ("enable_prefix_caching", "gdn_prefill_backend")
 
 def _aligned_blocks(ctx: RuleContext) -> Iterator[Violation]:
     """The hybrid blocks differ while every PAGE_FIELD agrees: the prefill checkpoint grid."""
-    from ..plan.recipe_plan import checkpoint_alignment, role_pages
-
     if not ctx.hybrid or any(_compare(ctx, f)[0] for f in PAGE_FIELDS):
         return
     grids = {checkpoint_alignment(ctx.recipe, ctx.effective[r], ctx.model_spec) for r in ("prefill", "decode")}

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ..effective import EffectiveRole, Setting, resolve
 from ..engine_versions import has_fix, holds
 from ..models.info import local_config
+from ..plan.recipe_plan import model_spec as recipe_model_spec
 from ..schema import Recipe, RoleSection
 from ..topology import Placement, place
 
@@ -33,10 +34,8 @@ class RuleContext:
     @cached_property
     def model_spec(self) -> ModelSpec | None:
         """The model's dimensions (a built-in spec or a local config.json); None when unknown."""
-        from ..plan.recipe_plan import model_spec
-
         try:
-            return model_spec(self.recipe, self.base_dir)
+            return recipe_model_spec(self.recipe, self.base_dir)
         except (OSError, ValueError, KeyError, TypeError):
             return None
 

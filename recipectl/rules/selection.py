@@ -14,6 +14,7 @@ registered every family.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -69,8 +70,6 @@ def names_rule(selector: str) -> bool:
 
 
 def suggest(selector: str) -> str | None:
-    import difflib  # only for a selector that names no rule
-
     rules = list(REGISTRY.values())
     names = [r.name for r in rules] + sorted({r.name.split(".")[0] for r in rules})
     codes = [r.code for r in rules] + sorted({r.code[:3] for r in rules})

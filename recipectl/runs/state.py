@@ -3,9 +3,11 @@ doctor and bench find a deployment that another command started."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -99,9 +101,6 @@ class RunState:
     def save(self) -> None:
         """Write state.json whole or not at all: a temporary file renamed over it, under the run's
         lock so that two writers (launch, stop) never interleave."""
-        import fcntl
-        import tempfile
-
         d = Path(self.run_dir)
         text = json.dumps(asdict(self), indent=2)
         with open(d / LOCK_FILE, "a") as lock:
