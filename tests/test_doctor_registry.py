@@ -15,7 +15,7 @@ from recipectl.checks import doctor as registry
 from recipectl.checks.catalog import all_checks
 from recipectl.checks.doctor import GROUPS, STAGES, DoctorRun, Quiet, Targets, check, found, planned, run_checks
 from recipectl.commands import doctor as command  # registers the lock check
-from recipectl.diagnostics import CheckResult, Diagnostic, Diagnosis, Problem, Severity, Status
+from recipectl.diagnostics import CheckResult, Diagnosis, Diagnostic, Problem, Severity, Status
 from recipectl.runs.diagnose import diagnose
 
 PREFILL, DECODE, ROUTER = "http://prefill:8100", "http://decode:8200", "http://router:8000"

@@ -115,9 +115,9 @@ async def pd_proof(targets: Targets, client: httpx.AsyncClient, timeout: float) 
                   f"{e.failed_transfers or 0:.0f}; local compute +{e.local_compute_tokens or 0:.0f}")
         return found(PASS, detail, data=data)
     return found(FAIL, evidences[0].message if evidences else "no decode metrics",
-                       "decode recomputed the prompt: check kv_transfer roles, NIXL side channel, "
-                       "router --kv-connector",
-                       data=data)
+                 "decode recomputed the prompt: check kv_transfer roles, NIXL side channel, "
+                 "router --kv-connector",
+                 data=data)
 
 
 NIXL_PATH = "NIXL path (prefill host -> decode host)"
@@ -151,7 +151,7 @@ async def nixl_path(targets: Targets, client: httpx.AsyncClient, timeout: float)
     params = first.get("kv_transfer_params") or {}
     if not params.get("remote_host"):
         return found(FAIL, f"prefill {prefill} returned no kv_transfer_params with a remote_host",
-                           "is it a NIXL kv_producer? (kv_transfer.connector, prefill kv_role)")
+                     "is it a NIXL kv_producer? (kv_transfer.connector, prefill kv_role)")
     await post_json(client, decode.rstrip("/") + "/v1/completions",
                     {"model": targets.model, "prompt": prompt, "max_tokens": 2, "temperature": 0,
                      "kv_transfer_params": params}, timeout_s=timeout, retries=0)
@@ -168,11 +168,11 @@ async def nixl_path(targets: Targets, client: httpx.AsyncClient, timeout: float)
              f"({dst_addr or 'unresolved'})")
     if not evidence.transferred:
         return found(FAIL, f"{where}: {evidence.message}",
-                           "decode could not pull from that address: check VLLM_NIXL_SIDE_CHANNEL_HOST (it must be "
-                           "an address decode reaches) and UCX_NET_DEVICES on both hosts", data=data)
+                     "decode could not pull from that address: check VLLM_NIXL_SIDE_CHANNEL_HOST (it must be "
+                     "an address decode reaches) and UCX_NET_DEVICES on both hosts", data=data)
     hosts = "between two hosts" if cross else "on one host" if src_addr == dst_addr else "hosts unresolved"
     return found(PASS, f"{where}, {hosts}: NIXL bytes +{evidence.nixl_bytes or 0:,.0f}, "
-                       f"external-transfer prompt tokens +{evidence.external_transfer_tokens or 0:.0f}", data=data)
+                 f"external-transfer prompt tokens +{evidence.external_transfer_tokens or 0:.0f}", data=data)
 
 
 async def parity(recipe: Recipe | None, targets: Targets, client: httpx.AsyncClient, reference: str | None,
@@ -199,8 +199,8 @@ async def parity(recipe: Recipe | None, targets: Targets, client: httpx.AsyncCli
             f"{'?' if p.margin_nats is None else f'{p.margin_nats:.3f}'} nats)"
             for i, p in enumerate(result.prompts) if p.classification not in ("match", "near_tie"))[:600]
     return found(PASS if result.passed else FAIL, detail,
-                       "" if result.passed else "P/D output differs from the reference where the reference was "
-                       "confident: transferred state is corrupt (async-scheduling race? layout? dtype?)", data=data)
+                 "" if result.passed else "P/D output differs from the reference where the reference was "
+                 "confident: transferred state is corrupt (async-scheduling race? layout? dtype?)", data=data)
 
 
 GSM8K_GATE = "GSM8K accuracy gate"
@@ -237,9 +237,9 @@ async def gsm8k(recipe: Recipe | None, targets: Targets, client: httpx.AsyncClie
     detail = (f"accuracy {result.accuracy:.3f} on {result.n} (invalid {result.invalid_rate:.1%}), "
               f"latency p50 {p50} p99 {p99}, {result.output_tokens_per_s:.1f} tok/s; {verdict.message}")
     return found(PASS if verdict.passed else FAIL, detail,
-                       "" if verdict.passed else "accuracy below the recipe's bar: run parity to tell corruption "
-                       "from a model or prompt problem",
-                       data={"result": result.model_dump(), "gate": verdict.model_dump()})
+                 "" if verdict.passed else "accuracy below the recipe's bar: run parity to tell corruption "
+                 "from a model or prompt problem",
+                 data={"result": result.model_dump(), "gate": verdict.model_dump()})
 
 
 def _proofs(run: DoctorRun) -> bool:

@@ -94,7 +94,7 @@ def gdn_backend_problem(recipe: Recipe, venv: Path, family: str, gpu_name: str) 
 async def _python(run: DoctorRun, on: Subject) -> CheckResult:
     ok = sys.version_info >= (3, 11)
     return found(PASS if ok else FAIL, f"Python {sys.version.split()[0]}",
-                       "" if ok else "use Python 3.11 or newer")
+                 "" if ok else "use Python 3.11 or newer")
 
 
 @check(key="environment.vllm", name="vllm", stage=E, timeout=10, wanted=_asked)
@@ -108,8 +108,8 @@ async def _vllm(run: DoctorRun, on: Subject) -> CheckResult:
     if recipe and recipe.engine.vllm_version:
         if parse_version(have) != recipe.engine.version:
             return found(FAIL, f"{detail}; the recipe says {recipe.engine.vllm_version}",
-                               "install the recipe's version, or update engine.vllm_version "
-                               "(version-gated rules were judged against it)")
+                         "install the recipe's version, or update engine.vllm_version "
+                         "(version-gated rules were judged against it)")
     return found(PASS, detail)
 
 
@@ -140,9 +140,9 @@ async def _nixl(run: DoctorRun, on: Subject) -> CheckResult:
         return found(PASS, f"nixl {ver}: agent with the UCX backend created")
     tls = env.get("UCX_TLS", "UCX's default")
     return found(FAIL, f"nixl {ver} (UCX_TLS={tls}): "
-                       f"{out.strip().splitlines()[-1] if out.strip() else rc}",
-                       "check UCX_TLS / UCX_NET_DEVICES for this host; else pip install "
-                       f"nixl=={engine_pins()['NIXL_VERSION']} in the engine venv")
+                 f"{out.strip().splitlines()[-1] if out.strip() else rc}",
+                 "check UCX_TLS / UCX_NET_DEVICES for this host; else pip install "
+                 f"nixl=={engine_pins()['NIXL_VERSION']} in the engine venv")
 
 
 @check(key="environment.vllm-router", name="vllm-router", stage=E, timeout=10, wanted=_asked)
@@ -152,7 +152,7 @@ async def _router(run: DoctorRun, on: Subject) -> CheckResult:
     if v and (venv / "bin" / "vllm-router").exists():
         return found(PASS, f"vllm-router {v}")
     return found(FAIL, "vllm-router not installed",
-                       f"pip install vllm-router=={engine_pins()['ROUTER_VERSION']} in the engine venv")
+                 f"pip install vllm-router=={engine_pins()['ROUTER_VERSION']} in the engine venv")
 
 
 @check(key="environment.gpus", name="GPUs", stage=E, timeout=30, wanted=_asked)
@@ -169,7 +169,7 @@ async def _gpus(run: DoctorRun, on: Subject) -> CheckResult:
         want = recipe.cluster.gpu
         if want.family != gpus[0].family or want.value.lower() not in gpus[0].name.lower():
             return found(FAIL, f"{desc}; the recipe is for {want.value}",
-                               "set cluster.gpu to the GPUs you have, or run where the recipe's GPUs are", data=data)
+                         "set cluster.gpu to the GPUs you have, or run where the recipe's GPUs are", data=data)
         # the GPUs the recipe's servers use on one node (servers that share a GPU count it once)
         placement = place(recipe)
         per_node = max((len({g for p in placement.processes if p.node == n for g in p.gpus})
@@ -251,10 +251,10 @@ async def _ports(run: DoctorRun, on: Subject) -> CheckResult:
     if not foreign:
         held = ", ".join(f"{n}:{p}" for p, n in sorted(busy.items()))
         return found(PASS, f"held by this recipe's running deployment ({getattr(state, 'run_id', '')}): "
-                                        f"{held}")
+                     f"{held}")
     taken = ", ".join(f"{n}:{p}" for p, n in sorted(foreign.items()))
     return found(WARN, f"in use by another process: {taken}",
-                       "stop what holds them, or give the recipe other ports")
+                 "stop what holds them, or give the recipe other ports")
 
 
 @check(key="environment.cpu-cores", name="CPU cores per endpoint", stage=E, timeout=10, wanted=_asked)
@@ -274,9 +274,9 @@ async def _cpu_cores(run: DoctorRun, on: Subject) -> CheckResult:
     unbound = [n for n in names if not sets[n]]
     if len(names) > 1 and unbound:
         return found(FAIL,
-                           f"{', '.join(unbound)}: compute threads not bound "
-                           "(VLLM_CPU_OMP_THREADS_BIND auto/unset)",
-                           "set cpu_cores per endpoint")
+                     f"{', '.join(unbound)}: compute threads not bound "
+                     "(VLLM_CPU_OMP_THREADS_BIND auto/unset)",
+                     "set cpu_cores per endpoint")
     clashes = [f"{a} and {b} share cores {sorted(sets[a] & sets[b])}"
                for i, a in enumerate(names) for b in names[i + 1:] if sets[a] & sets[b]]
     if clashes:

@@ -119,7 +119,7 @@ async def lock_check(lock: dict, lock_name: str, role: str, url: str, client) ->
     drift = server_drift(lock, role, labels, version)
     if not drift:
         return found(PASS, f"as locked in {lock_name}: block size {labels.get('block_size')}, "
-                           f"SSM {labels.get('mamba_ssm_cache_dtype')}, vLLM {version}")
+                     f"SSM {labels.get('mamba_ssm_cache_dtype')}, vLLM {version}")
     return found(FAIL, "; ".join(f"{d.field}: locked {d.locked}, the server runs {d.current} ({d.why})" for d in drift),
                  f"the servers do not run what {lock_name} pinned: recipectl lock --check and relaunch")
 
