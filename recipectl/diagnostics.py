@@ -1,12 +1,19 @@
-"""Findings (from the schema or from rules) and their text and JSON presentations.
+"""What is wrong, and the fix: one problem type, and its kinds.
 
-Text reads like a compiler's: ``recipe.yaml:14:5 HYB001 error: message`` and then the fix.
-The JSON shape is documented in docs/json-output.md and kept stable (``schema_version``).
+`Problem` (code, message, fix, source, location) is what every part of recipectl says when
+something is wrong: a `Diagnostic` (a finding of the schema or a rule, at a place in a recipe
+file, with a severity), a `CheckResult` (one of doctor's checks, with a `Status`), a `Diagnosis`
+(why a process died, read from its log) and launch's preflight (a `Problem` itself). Credentials
+are redacted from every one of them when it is made.
+
+Findings' text reads like a compiler's: ``recipe.yaml:14:5 HYB001 error: message`` and then the
+fix. The JSON shape is documented in docs/json-output.md and kept stable (``schema_version``).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import json
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Iterable
 
@@ -34,28 +41,52 @@ class Category(str, Enum):
     SCHEMA = "schema"
 
 
-@dataclass(frozen=True)
-class Diagnostic:
-    """One finding, from the schema or a rule, at a place in a recipe file."""
-    code: str
-    severity: Severity
+class Status(str, Enum):
+    """A doctor check's verdict."""
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Problem:
+    """What is wrong, and the fix: the shape every kind of problem shares."""
+    code: str  # stable: a rule's HYB001, a check's endpoints.health, a diagnosis' log.port-in-use
     message: str
     fix: str | None = None
+    source: str | None = None  # where the knowledge comes from: a vLLM PR, a file and symbol, a log
+
+    def __post_init__(self) -> None:
+        # every presentation (text, JSON, SARIF, annotations, launch's and doctor's reports) prints
+        # these: a message that quotes a value never carries a credential out
+        for name in ("message", "fix"):
+            text = getattr(self, name)
+            if text:
+                object.__setattr__(self, name, redact_text(text))
+
+    @property
+    def location(self) -> str:
+        """Where it is: a file and line, a check's group and name ("" where nothing narrower
+        than the deployment)."""
+        return ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Diagnostic(Problem):
+    """One finding, from the schema or a rule, at a place in a recipe file."""
+    severity: Severity
     path: str = ""  # dotted field path in the recipe, e.g. "decode.env.VLLM_SSM_CONV_STATE_LAYOUT"
     file: str = ""
     line: int | None = None
     col: int | None = None
     category: Category | None = None
-    source: str | None = None
     ignored: str | None = None  # why this finding was ignored (the recipe's ignore:, --ignore, a config file)
 
     def __post_init__(self) -> None:
-        # every presentation (text, JSON, SARIF, annotations) prints these: a rule that quotes a
-        # value, or an ignore's reason, never carries a credential out
-        for name in ("message", "fix", "ignored"):
-            text = getattr(self, name)
-            if text:
-                object.__setattr__(self, name, redact_text(text))
+        super().__post_init__()
+        if self.ignored:  # an ignore's reason is printed too
+            object.__setattr__(self, "ignored", redact_text(self.ignored))
 
     @property
     def location(self) -> str:
@@ -65,12 +96,41 @@ class Diagnostic:
         return where
 
     def to_json(self) -> dict:
-        out = asdict(self)
-        out["severity"] = self.severity.value
-        out["category"] = self.category.value if self.category else None
-        if self.ignored is None:
-            del out["ignored"]
+        out = {"code": self.code, "severity": self.severity.value, "message": self.message, "fix": self.fix,
+               "path": self.path, "file": self.file, "line": self.line, "col": self.col,
+               "category": self.category.value if self.category else None, "source": self.source}
+        if self.ignored is not None:
+            out["ignored"] = self.ignored
         return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckResult(Problem):
+    """What one of doctor's checks found: its verdict, what it saw (`message`) and the fix."""
+    status: Status
+    group: str = ""
+    name: str = ""  # the check's name with what it was run on: "health decode http://127.0.0.1:8200"
+    seconds: float = 0.0
+    data: dict = field(default_factory=dict)
+
+    @property
+    def location(self) -> str:
+        return f"{self.group}: {self.name}"
+
+    def to_json(self) -> dict:
+        """docs/json-output.md: `{group, name, status, detail, fix, seconds, data}`."""
+        return {"group": self.group, "name": self.name, "status": self.status.value, "detail": self.message,
+                "fix": self.fix or "", "seconds": self.seconds, "data": self.data}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Diagnosis(Problem):
+    """Why a process died (or never became ready), recognised in its log, and the fix."""
+    final: bool = False  # a retry cannot cure it: launch stops at once
+
+    @property
+    def cause(self) -> str:
+        return self.message
 
 
 @dataclass
@@ -92,8 +152,6 @@ JSON_SCHEMA_VERSION = 1
 
 
 def reports_to_json(reports: Iterable[FileReport]) -> str:
-    import json  # here, not at the top: text output (the default) does without it
-
     reports = list(reports)
     body = {
         "schema_version": JSON_SCHEMA_VERSION,

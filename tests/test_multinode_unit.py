@@ -112,17 +112,17 @@ def _run(handler, monkeypatch, addresses):
 def test_nixl_path_names_both_hosts_when_the_kv_crosses(monkeypatch):
     handler, seen = _servers("node1", moves=True)
     r = _run(handler, monkeypatch, {"node1": "10.77.0.11", "decode": "10.77.0.12"})
-    assert r.status == "pass", r.detail
+    assert r.status == "pass", r.message
     assert seen["decode_params"]["remote_host"] == "node1"  # decode was told where to pull from
     assert r.data["between_hosts"] is True and r.data["from"]["address"] == "10.77.0.11"
-    assert "node1:5600 (10.77.0.11) -> decode decode (10.77.0.12), between two hosts" in r.detail
+    assert "node1:5600 (10.77.0.11) -> decode decode (10.77.0.12), between two hosts" in r.message
     assert NIXL_PATH.startswith("NIXL path")
 
 
 def test_nixl_path_on_one_host_passes_and_says_so(monkeypatch):
     handler, _ = _servers("127.0.0.1", moves=True)
     r = _run(handler, monkeypatch, {"127.0.0.1": "127.0.0.1", "decode": "127.0.0.1"})
-    assert r.status == "pass" and r.data["between_hosts"] is False and "on one host" in r.detail
+    assert r.status == "pass" and r.data["between_hosts"] is False and "on one host" in r.message
 
 
 def test_nixl_path_fails_when_decode_pulls_nothing(monkeypatch):

@@ -63,7 +63,7 @@ def test_preflight_counts_gpus_by_id_and_shares_by_memory(monkeypatch):
     monkeypatch.setattr(local, "_gdn_backend_preflight", lambda recipe, gpus: [])
 
     def gpu_problems(recipe):
-        return [p for p, _ in local._gpu_preflight(recipe, build_deployment(recipe).workers)]
+        return [p.message for p in local._gpu_preflight(recipe, build_deployment(recipe).workers)]
 
     assert gpu_problems(one_gpu()) == []
     problems = gpu_problems(one_gpu(prefill={"gpu_memory_utilization": 0.5}, decode={"gpu_memory_utilization": 0.48}))
@@ -71,7 +71,7 @@ def test_preflight_counts_gpus_by_id_and_shares_by_memory(monkeypatch):
                         "leaves room for each server's CUDA context"]
     two = Recipe.model_validate(yaml.safe_load(TWO_GPU.read_text()))
     fixes = local._gpu_preflight(two, build_deployment(two).workers)
-    assert fixes[0][0] == "2 GPU(s) needed (GPU ids up to 1), 1 visible" and "devices: [[0]]" in fixes[0][1]
+    assert fixes[0].message == "2 GPU(s) needed (GPU ids up to 1), 1 visible" and "devices: [[0]]" in fixes[0].fix
 
 
 def test_a_server_on_a_shared_gpu_starts_once_the_one_before_it_is_ready(tmp_path):
@@ -100,13 +100,17 @@ def test_a_server_on_a_shared_gpu_starts_once_the_one_before_it_is_ready(tmp_pat
 def test_doctor_counts_the_gpus_a_shared_recipe_uses(monkeypatch):
     import asyncio
 
-    from recipectl.checks import environment
+    from recipectl.checks.catalog import get_check
+    from recipectl.checks.doctor import ONE, DoctorRun, Targets, timed
+    from recipectl.diagnostics import Status
 
-    monkeypatch.setattr("recipectl.checks.gpus.query_gpus", lambda: H200)
-    assert asyncio.run(environment._gpus(one_gpu())).status == environment.PASS
-    two = Recipe.model_validate(yaml.safe_load(TWO_GPU.read_text()))
-    result = asyncio.run(environment._gpus(two))
-    assert result.status == environment.WARN and "the recipe uses 2 per node" in result.detail
+    def gpus(recipe):
+        return asyncio.run(timed(get_check("environment.gpus"), DoctorRun(recipe, Targets(), 30), ONE[0]))
+
+    monkeypatch.setattr("recipectl.checks.environment.query_gpus", lambda: H200)
+    assert gpus(one_gpu()).status is Status.PASS
+    result = gpus(Recipe.model_validate(yaml.safe_load(TWO_GPU.read_text())))
+    assert result.status is Status.WARN and "the recipe uses 2 per node" in result.message
 
 
 def test_bench_counts_a_shared_gpu_once_for_tps_per_gpu():

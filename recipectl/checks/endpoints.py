@@ -4,89 +4,94 @@ KV really moved over NIXL, P/D output equals an aggregated reference, GSM8K pass
 from __future__ import annotations
 
 import socket
-from typing import Awaitable, Callable
+import uuid
+from urllib.parse import urlsplit
 
 import httpx
 
+from ..diagnostics import CheckResult, Status
+from ..fieldtypes import parse_version
 from ..schema import Recipe
-from .doctor import FAIL, PASS, SKIP, WARN, CheckResult, Targets
+from .client import post_json
+from .doctor import DoctorRun, Subject, Targets, check, found
+from .gsm8k import gate, run_gsm8k
+from .metrics import scrape_metrics, transfer_evidence
+from .parity import DEFAULT_PROMPTS, run_parity
 
 E, P = "endpoints", "proofs"
+PASS, WARN, FAIL, SKIP = Status.PASS, Status.WARN, Status.FAIL, Status.SKIP
+HEALTH = "endpoints.health"  # what needs a healthy server says so: needs=(HEALTH,)
 
 
-def _all(targets: Targets) -> list[tuple[str, str]]:
-    out = [(f"prefill {u}", u) for u in targets.prefill] + [(f"decode {u}", u) for u in targets.decode]
-    if targets.router:
-        out.append((f"router {targets.router}", targets.router))
-    return out
+def _deployed(run: DoctorRun) -> bool:
+    return run.targets.any
 
 
-def endpoint_checks(recipe: Recipe | None, targets: Targets, client: httpx.AsyncClient,
-                    timeout: float) -> list[tuple[str, Callable[[], Awaitable[CheckResult]], float]]:
-    checks = []
-    for label, url in _all(targets):
-        checks.append((f"health {label}", _health(url, client), timeout))
-    for label, url in _all(targets):
-        if not label.startswith("router"):
-            checks.append((f"models {label}", _models(url, targets.model, client), timeout))
-            checks.append((f"version {label}", _version(url, recipe, client), timeout))
-            checks.append((f"metrics {label}", _metrics(url, client), timeout))
-    if targets.router:
-        checks.append((f"models router {targets.router}", _models(targets.router, targets.model, client), timeout))
-    return checks
+def _endpoints(run: DoctorRun) -> list[Subject]:
+    return run.targets.endpoints()
 
 
-def _health(url: str, client: httpx.AsyncClient):
-    async def check() -> CheckResult:
-        try:
-            r = await client.get(url + "/health")
-        except httpx.HTTPError as e:
-            return CheckResult(E, "", FAIL, f"down: {type(e).__name__} {e}".strip(),
-                               "recipectl status / recipectl logs: the process is not serving")
-        if r.status_code == 200:
-            return CheckResult(E, "", PASS, "200")
-        return CheckResult(E, "", FAIL, f"HTTP {r.status_code}", "recipectl logs to see why it is unhealthy")
-    return check
+def _everything(run: DoctorRun) -> list[Subject]:
+    return run.targets.everything()
 
 
-def _models(url: str, want: str | None, client: httpx.AsyncClient):
-    async def check() -> CheckResult:
-        r = await client.get(url + "/v1/models")
-        if r.status_code != 200:
-            return CheckResult(E, "", FAIL, f"HTTP {r.status_code}")
-        ids = [m.get("id") for m in r.json().get("data", [])]
-        if want and want not in ids:
-            return CheckResult(E, "", FAIL, f"serves {ids}, the recipe expects {want!r}",
-                               "check model.served_name / --served-model-name")
-        return CheckResult(E, "", PASS, ", ".join(map(str, ids)))
-    return check
+def _request_limit(run: DoctorRun) -> float:
+    return run.timeout
 
 
-def _version(url: str, recipe: Recipe | None, client: httpx.AsyncClient):
-    async def check() -> CheckResult:
-        r = await client.get(url + "/version")
-        if r.status_code != 200:
-            return CheckResult(E, "", WARN, f"/version: HTTP {r.status_code}")
-        v = r.json().get("version", "?")
-        if recipe and recipe.engine.vllm_version:
-            from ..fieldtypes import parse_version
-
-            if parse_version(v) != recipe.engine.version:
-                return CheckResult(E, "", FAIL, f"vLLM {v}; the recipe says {recipe.engine.vllm_version}",
-                                   "the rules judged the recipe's version: fix engine.vllm_version or the image")
-        return CheckResult(E, "", PASS, f"vLLM {v}")
-    return check
+@check(key="endpoints.deployment", name="deployment", stage=E, timeout=5, wanted=lambda run: not run.targets.any)
+async def _no_deployment(run: DoctorRun, on: Subject) -> CheckResult:
+    return found(SKIP, "no running deployment found",
+                 "recipectl launch RECIPE --detach, or give --router/--prefill/--decode URLs")
 
 
-def _metrics(url: str, client: httpx.AsyncClient):
-    async def check() -> CheckResult:
-        from .metrics import scrape_metrics
+@check(key=HEALTH, name="health {label}", stage=E, timeout=_request_limit, subjects=_everything, wanted=_deployed)
+async def _health(run: DoctorRun, on: Subject) -> CheckResult:
+    try:
+        r = await run.client.get(on[1] + "/health")
+    except httpx.HTTPError as e:
+        return found(FAIL, f"down: {type(e).__name__} {e}".strip(),
+                     "recipectl status / recipectl logs: the process is not serving")
+    if r.status_code == 200:
+        return found(PASS, "200")
+    return found(FAIL, f"HTTP {r.status_code}", "recipectl logs to see why it is unhealthy")
 
-        m = await scrape_metrics(client, url)
-        usage = f"{m.kv_cache_usage * 100:.1f}%" if m.kv_cache_usage is not None else "?"
-        detail = f"KV cache {usage}, running {m.requests_running or 0:.0f}, waiting {m.requests_waiting or 0:.0f}"
-        return CheckResult(E, "", PASS, detail, data=m.model_dump())
-    return check
+
+@check(key="endpoints.models", name="models {label}", stage=E, timeout=_request_limit, subjects=_everything,
+       wanted=_deployed, interleave="endpoint", explained_by_logs=True)
+async def _models(run: DoctorRun, on: Subject) -> CheckResult:
+    want = run.targets.model
+    r = await run.client.get(on[1] + "/v1/models")
+    if r.status_code != 200:
+        return found(FAIL, f"HTTP {r.status_code}")
+    ids = [m.get("id") for m in r.json().get("data", [])]
+    if want and want not in ids:
+        return found(FAIL, f"serves {ids}, the recipe expects {want!r}",
+                     "check model.served_name / --served-model-name")
+    return found(PASS, ", ".join(map(str, ids)))
+
+
+@check(key="endpoints.version", name="version {label}", stage=E, timeout=_request_limit, subjects=_endpoints,
+       wanted=_deployed, interleave="endpoint", explained_by_logs=True)
+async def _version(run: DoctorRun, on: Subject) -> CheckResult:
+    recipe = run.recipe
+    r = await run.client.get(on[1] + "/version")
+    if r.status_code != 200:
+        return found(WARN, f"/version: HTTP {r.status_code}")
+    v = r.json().get("version", "?")
+    if recipe and recipe.engine.vllm_version and parse_version(v) != recipe.engine.version:
+        return found(FAIL, f"vLLM {v}; the recipe says {recipe.engine.vllm_version}",
+                     "the rules judged the recipe's version: fix engine.vllm_version or the image")
+    return found(PASS, f"vLLM {v}")
+
+
+@check(key="endpoints.metrics", name="metrics {label}", stage=E, timeout=_request_limit, subjects=_endpoints,
+       wanted=_deployed, interleave="endpoint", explained_by_logs=True)
+async def _metrics(run: DoctorRun, on: Subject) -> CheckResult:
+    m = await scrape_metrics(run.client, on[1])
+    usage = f"{m.kv_cache_usage * 100:.1f}%" if m.kv_cache_usage is not None else "?"
+    detail = f"KV cache {usage}, running {m.requests_running or 0:.0f}, waiting {m.requests_waiting or 0:.0f}"
+    return found(PASS, detail, data=m.model_dump())
 
 
 PD_PROMPT = ("Disaggregated serving moves the prompt's state from prefill to decode. " * 12).strip()
@@ -94,11 +99,8 @@ PD_PROMPT = ("Disaggregated serving moves the prompt's state from prefill to dec
 
 async def pd_proof(targets: Targets, client: httpx.AsyncClient, timeout: float) -> CheckResult:
     """One request through the router; decode's counters must show the prompt arrived by transfer."""
-    from .client import post_json
-    from .metrics import scrape_metrics, transfer_evidence
-
     if not targets.router or not targets.decode:
-        return CheckResult(P, "", SKIP, "needs the router and decode URLs")
+        return found(SKIP, "needs the router and decode URLs")
     before = [await scrape_metrics(client, u) for u in targets.decode]
     body = {"model": targets.model, "prompt": PD_PROMPT, "max_tokens": 8, "temperature": 0}
     await post_json(client, targets.router.rstrip("/") + "/v1/completions", body, timeout_s=timeout, retries=1)
@@ -111,11 +113,11 @@ async def pd_proof(targets: Targets, client: httpx.AsyncClient, timeout: float) 
         detail = (f"external-transfer prompt tokens +{e.external_transfer_tokens or 0:.0f}, NIXL bytes "
                   f"+{e.nixl_bytes or 0:,.0f} in {e.nixl_transfers or 0:.0f} transfer(s), failed "
                   f"{e.failed_transfers or 0:.0f}; local compute +{e.local_compute_tokens or 0:.0f}")
-        return CheckResult(P, "", PASS, detail, data=data)
-    return CheckResult(P, "", FAIL, evidences[0].message if evidences else "no decode metrics",
-                       "decode recomputed the prompt: check kv_transfer roles, NIXL side channel, "
-                       "router --kv-connector",
-                       data=data)
+        return found(PASS, detail, data=data)
+    return found(FAIL, evidences[0].message if evidences else "no decode metrics",
+                 "decode recomputed the prompt: check kv_transfer roles, NIXL side channel, "
+                 "router --kv-connector",
+                 data=data)
 
 
 NIXL_PATH = "NIXL path (prefill host -> decode host)"
@@ -135,14 +137,8 @@ async def nixl_path(targets: Targets, client: httpx.AsyncClient, timeout: float)
     VLLM_NIXL_SIDE_CHANNEL_HOST/PORT, in `kv_transfer_params`); decode, given them, pulls the blocks,
     and its counters must show the transfer. Both hosts are resolved here: two different addresses
     mean the KV crossed from one host to another."""
-    import uuid
-    from urllib.parse import urlsplit
-
-    from .client import post_json
-    from .metrics import scrape_metrics, transfer_evidence
-
     if not targets.prefill or not targets.decode:
-        return CheckResult(P, "", SKIP, "needs the prefill and decode URLs")
+        return found(SKIP, "needs the prefill and decode URLs")
     prefill, decode = targets.prefill[0], targets.decode[0]
     # a prompt no server has seen: a prefix-cache hit on decode would need no transfer
     prompt = f"{uuid.uuid4().hex} {PD_PROMPT}"
@@ -154,8 +150,8 @@ async def nixl_path(targets: Targets, client: httpx.AsyncClient, timeout: float)
                              "kv_transfer_params": ask}, timeout_s=timeout, retries=0)
     params = first.get("kv_transfer_params") or {}
     if not params.get("remote_host"):
-        return CheckResult(P, "", FAIL, f"prefill {prefill} returned no kv_transfer_params with a remote_host",
-                           "is it a NIXL kv_producer? (kv_transfer.connector, prefill kv_role)")
+        return found(FAIL, f"prefill {prefill} returned no kv_transfer_params with a remote_host",
+                     "is it a NIXL kv_producer? (kv_transfer.connector, prefill kv_role)")
     await post_json(client, decode.rstrip("/") + "/v1/completions",
                     {"model": targets.model, "prompt": prompt, "max_tokens": 2, "temperature": 0,
                      "kv_transfer_params": params}, timeout_s=timeout, retries=0)
@@ -171,25 +167,21 @@ async def nixl_path(targets: Targets, client: httpx.AsyncClient, timeout: float)
     where = (f"prefill's side channel {src_host}:{src_port} ({src_addr or 'unresolved'}) -> decode {dst_host} "
              f"({dst_addr or 'unresolved'})")
     if not evidence.transferred:
-        return CheckResult(P, "", FAIL, f"{where}: {evidence.message}",
-                           "decode could not pull from that address: check VLLM_NIXL_SIDE_CHANNEL_HOST (it must be "
-                           "an address decode reaches) and UCX_NET_DEVICES on both hosts", data=data)
+        return found(FAIL, f"{where}: {evidence.message}",
+                     "decode could not pull from that address: check VLLM_NIXL_SIDE_CHANNEL_HOST (it must be "
+                     "an address decode reaches) and UCX_NET_DEVICES on both hosts", data=data)
     hosts = "between two hosts" if cross else "on one host" if src_addr == dst_addr else "hosts unresolved"
-    return CheckResult(P, "", PASS, f"{where}, {hosts}: NIXL bytes +{evidence.nixl_bytes or 0:,.0f}, "
-                       f"external-transfer prompt tokens +{evidence.external_transfer_tokens or 0:.0f}", data=data)
+    return found(PASS, f"{where}, {hosts}: NIXL bytes +{evidence.nixl_bytes or 0:,.0f}, "
+                 f"external-transfer prompt tokens +{evidence.external_transfer_tokens or 0:.0f}", data=data)
 
 
 async def parity(recipe: Recipe | None, targets: Targets, client: httpx.AsyncClient, reference: str | None,
                  timeout: float) -> CheckResult:
-    from .parity import run_parity
-
     cfg = recipe.checks.parity if recipe else None
     ref = reference or (cfg.reference if cfg and cfg.reference != "prefill" else None) or \
         (targets.prefill[0] if targets.prefill else None)
     if not targets.router or not ref:
-        return CheckResult(P, "", SKIP, "needs the router and a reference URL")
-    from .parity import DEFAULT_PROMPTS
-
+        return found(SKIP, "needs the router and a reference URL")
     n = cfg.num_prompts if cfg else 20
     result = await run_parity(client, targets.router, ref, targets.model or "",
                               prompts=DEFAULT_PROMPTS[:n], max_tokens=cfg.max_tokens if cfg else 32,
@@ -206,9 +198,9 @@ async def parity(recipe: Recipe | None, targets: Targets, client: httpx.AsyncCli
             f"prompt {i}: {p.classification} at token {p.first_divergence} (margin "
             f"{'?' if p.margin_nats is None else f'{p.margin_nats:.3f}'} nats)"
             for i, p in enumerate(result.prompts) if p.classification not in ("match", "near_tie"))[:600]
-    return CheckResult(P, "", PASS if result.passed else FAIL, detail,
-                       "" if result.passed else "P/D output differs from the reference where the reference was "
-                       "confident: transferred state is corrupt (async-scheduling race? layout? dtype?)", data=data)
+    return found(PASS if result.passed else FAIL, detail,
+                 "" if result.passed else "P/D output differs from the reference where the reference was "
+                 "confident: transferred state is corrupt (async-scheduling race? layout? dtype?)", data=data)
 
 
 GSM8K_GATE = "GSM8K accuracy gate"
@@ -231,10 +223,8 @@ def gsm8k_check_name(recipe: Recipe | None) -> str:
 
 async def gsm8k(recipe: Recipe | None, targets: Targets, client: httpx.AsyncClient, progress,
                 num_questions: int | None) -> CheckResult:
-    from .gsm8k import gate, run_gsm8k
-
     if not targets.router:
-        return CheckResult(P, "", SKIP, "needs the router URL")
+        return found(SKIP, "needs the router URL")
     cfg = recipe.checks.gsm8k if recipe else None
     n = num_questions or (cfg.num_questions if cfg else 200)
     result = await run_gsm8k(client, targets.router, targets.model or "", num_questions=n,
@@ -246,7 +236,42 @@ async def gsm8k(recipe: Recipe | None, targets: Targets, client: httpx.AsyncClie
     p99 = f"{result.latency_p99_s:.2f}s" if result.latency_p99_s is not None else "?"
     detail = (f"accuracy {result.accuracy:.3f} on {result.n} (invalid {result.invalid_rate:.1%}), "
               f"latency p50 {p50} p99 {p99}, {result.output_tokens_per_s:.1f} tok/s; {verdict.message}")
-    return CheckResult(P, "", PASS if verdict.passed else FAIL, detail,
-                       "" if verdict.passed else "accuracy below the recipe's bar: run parity to tell corruption "
-                       "from a model or prompt problem",
-                       data={"result": result.model_dump(), "gate": verdict.model_dump()})
+    return found(PASS if verdict.passed else FAIL, detail,
+                 "" if verdict.passed else "accuracy below the recipe's bar: run parity to tell corruption "
+                 "from a model or prompt problem",
+                 data={"result": result.model_dump(), "gate": verdict.model_dump()})
+
+
+def _proofs(run: DoctorRun) -> bool:
+    return run.targets.any and run.proofs
+
+
+@check(key="proofs.pd-transfer", name="P/D transfer (NIXL)", stage=P, timeout=lambda run: run.timeout * 6,
+       wanted=_proofs, needs=(HEALTH,), status="P/D proof: one request through the router ...", explained_by_logs=True)
+async def _pd_transfer(run: DoctorRun, on: Subject) -> CheckResult:
+    return await pd_proof(run.targets, run.client, run.timeout * 4)
+
+
+@check(key="proofs.nixl-path", name=NIXL_PATH, stage=P, timeout=lambda run: run.timeout * 6, wanted=_proofs,
+       needs=(HEALTH,), status="NIXL path: prefill's side channel to decode ...", explained_by_logs=True)
+async def _nixl_path(run: DoctorRun, on: Subject) -> CheckResult:
+    return await nixl_path(run.targets, run.client, run.timeout * 4)
+
+
+@check(key="proofs.parity", name="parity (P/D vs reference)", stage=P, timeout=lambda run: run.timeout * 40,
+       wanted=lambda run: _proofs(run) and run.parity, needs=(HEALTH,),
+       status="parity: P/D against the aggregated reference ...", explained_by_logs=True)
+async def _parity(run: DoctorRun, on: Subject) -> CheckResult:
+    return await parity(run.recipe, run.targets, run.client, run.reference, run.timeout * 10)
+
+
+def _gsm8k_questions(run: DoctorRun) -> int:
+    return run.gsm8k_questions or (run.recipe.checks.gsm8k.num_questions if run.recipe else 200)
+
+
+@check(key="proofs.gsm8k", name="GSM8K", title=lambda run: gsm8k_check_name(run.recipe), stage=P,
+       timeout=lambda run: (run.recipe.checks.gsm8k.timeout_s if run.recipe else 600) * 3,
+       wanted=lambda run: _proofs(run) and run.gsm8k, needs=(HEALTH,), progress_total=_gsm8k_questions,
+       explained_by_logs=True)
+async def _gsm8k(run: DoctorRun, on: Subject) -> CheckResult:
+    return await gsm8k(run.recipe, run.targets, run.client, run.progress, run.gsm8k_questions)

