@@ -99,3 +99,53 @@ def _documented(ctx):
         x: 2
     """
     return iter(())
+
+
+# ------------------------------------------------------------------ render targets, launchers, importers
+
+def test_render_target_choices_and_help_come_from_the_registry():
+    """`render -t` accepts exactly the registered targets (the first the default) and its help
+    names each with the files it writes: a new target is one registry entry."""
+    from recipectl.commands.options import RENDER
+    from recipectl.render.registry import TARGETS
+
+    opt = next(o for o in RENDER.options if o.dest == "target")
+    assert opt.choices == tuple(TARGETS) == ("bash", "slurm", "k8s")
+    assert opt.default == "bash"
+    for t in TARGETS.values():
+        assert f"{t.name} ({t.files})" in opt.help
+
+
+@pytest.mark.parametrize("name, suffix", [("bash", ".sh"), ("slurm", ".sbatch"), ("k8s", ".k8s.yaml")])
+def test_each_render_target_writes_the_files_it_declares(name, suffix):
+    """Each entry's renderer resolves, is documented (its page), and writes what the entry says."""
+    from recipectl.render.processes import build_deployment
+    from recipectl.render.registry import TARGETS
+    from recipectl.render.targets import render
+    from recipectl.validate import load_one
+
+    t = TARGETS[name]
+    assert t.doc.splitlines()[0]
+    recipe = load_one(str(ROOT / "recipes" / "local" / "tiny-hybrid-cpu.yaml")).recipe
+    files = render(build_deployment(recipe), name)
+    assert files and all(f.name.startswith(recipe.name + ".") and f.name.endswith(suffix) for f in files)
+    assert t.files.endswith(suffix) or suffix in t.files
+
+
+def test_malformed_render_targets_are_refused():
+    from recipectl.render.registry import TARGETS, Target, register
+
+    with pytest.raises(TypeError, match="registered twice"):
+        register(Target("bash", "x.sh", "recipectl.render.targets:render_bash"))
+    with pytest.raises(TypeError, match="lower-case"):
+        register(Target("Bash Script", "x.sh", "recipectl.render.targets:render_bash"))
+    with pytest.raises(TypeError, match="must look like"):
+        register(Target("zz-ref", "x.sh", "render_bash"))
+    with pytest.raises(TypeError, match="which files"):
+        register(Target("zz-files", " ", "recipectl.render.targets:render_bash"))
+    try:  # a renderer without a docstring is refused when it is first resolved
+        with pytest.raises(TypeError, match="no docstring"):
+            _ = register(Target("zz-undocumented", "x", "recipectl.render.targets:_umask")).render
+    finally:
+        TARGETS.pop("zz-undocumented", None)
+    assert tuple(TARGETS) == ("bash", "slurm", "k8s")
