@@ -149,3 +149,63 @@ def test_malformed_render_targets_are_refused():
     finally:
         TARGETS.pop("zz-undocumented", None)
     assert tuple(TARGETS) == ("bash", "slurm", "k8s")
+
+
+def test_importers_are_sniffed_in_registration_order():
+    """A Dynamo manifest whose shell script runs `vllm serve` is Dynamo's: the first importer
+    whose sniff says yes reads the file; each reader resolves and is documented."""
+    from recipectl.formats import FORMATS, IMPORTERS, NATIVE, sniff
+
+    assert FORMATS == tuple(IMPORTERS) == ("dynamo", "srt-slurm", "vllm-serve")
+    both = ("apiVersion: nvidia.com/v1alpha1\nkind: DynamoGraphDeployment\nspec:\n  services:\n"
+            "    decode:\n      extraPodSpec:\n        mainContainer:\n          args:\n            - |\n"
+            "              vllm serve Qwen/Qwen3.5-27B\n")
+    assert sniff(both, "graph.yaml") == "dynamo"
+    assert sniff("vllm serve Qwen/Qwen3.5-27B --port 8100\n", "serve.sh") == "vllm-serve"
+    assert sniff("version: 1\nvllm serve x\n", "r.yaml") == sniff("hello\n", "x.txt") == NATIVE
+    for importer in IMPORTERS.values():
+        assert importer.help and callable(importer.read)
+
+
+def test_an_unrecognised_file_lists_the_registered_formats(tmp_path):
+    import subprocess
+    import sys
+
+    from recipectl.formats import IMPORTERS
+
+    f = tmp_path / "notes.txt"
+    f.write_text("just some notes\n")
+    r = subprocess.run([sys.executable, "-m", "recipectl", "import", str(f)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and "not a format recipectl imports" in r.stderr
+    for importer in IMPORTERS.values():
+        assert f"{importer.name} ({importer.help})" in r.stderr
+
+
+def test_malformed_importers_are_refused():
+    from recipectl.formats import IMPORTERS, Importer, register
+
+    def sniff(text, file):
+        return False
+
+    with pytest.raises(TypeError, match="registered twice"):
+        register(Importer("dynamo", sniff, "recipectl.formats.dynamo:import_dynamo"))
+    with pytest.raises(TypeError, match="not 'recipectl'"):
+        register(Importer("recipectl", sniff, "recipectl.formats.dynamo:import_dynamo"))
+    with pytest.raises(TypeError, match="must look like"):
+        register(Importer("zz-ref", sniff, "dynamo.import_dynamo"))
+    with pytest.raises(TypeError, match="sniff is a function"):
+        register(Importer("zz-sniff", None, "recipectl.formats.dynamo:import_dynamo"))
+    assert tuple(IMPORTERS) == ("dynamo", "srt-slurm", "vllm-serve")
+
+
+def test_validate_imports_no_importer_and_no_renderer():
+    """The registries are read on every validate; the importers and renderers they name are
+    imported only for a file or a target that needs them."""
+    from .test_startup_imports import GB200, _imported_modules
+
+    mods = _imported_modules("validate", GB200)
+    assert "recipectl.formats" in mods and "recipectl.render.registry" in mods
+    loaded = mods & {"recipectl.formats.dynamo", "recipectl.formats.srt_slurm", "recipectl.formats.commandline",
+                     "recipectl.formats.common", "recipectl.render.targets", "recipectl.render.processes"}
+    assert not loaded, sorted(loaded)
