@@ -151,6 +151,74 @@ def test_malformed_render_targets_are_refused():
     assert tuple(TARGETS) == ("bash", "slurm", "k8s")
 
 
+def test_launchers_follow_the_protocol_the_code_calls():
+    """Every registered launcher is a Launcher, and its launch() takes what `recipectl launch`
+    passes (launch_target calls it by keyword)."""
+    import inspect
+
+    from recipectl.launch.launchers import LAUNCHERS
+    from recipectl.launch.result import Launcher
+
+    assert tuple(LAUNCHERS) == ("local", "slurm")
+    expected = inspect.signature(Launcher.launch)
+    for name, launcher in LAUNCHERS.items():
+        assert isinstance(launcher, Launcher) and launcher.name == name and launcher.interrupted
+        assert inspect.signature(type(launcher).launch).parameters.keys() == expected.parameters.keys()
+
+
+def test_launch_chooses_the_launcher_by_its_key(monkeypatch, capsys):
+    """launch_target runs the registered launcher of that name and says what its Ctrl-C did; an
+    unknown name is a usage error listing the registered ones."""
+    from recipectl.commands import launch as launch_cmd
+    from recipectl.errors import ExitCode, RecipectlError
+    from recipectl.launch.launchers import LAUNCHERS, get_launcher
+
+    calls = []
+
+    class Fake:
+        """A launcher that is interrupted at once."""
+        name = "fake"
+        interrupted = "nothing was started"
+
+        def launch(self, recipe_path, recipe, *, detach, timeout_s, display, check_first=True):
+            calls.append((recipe_path, detach, timeout_s, check_first))
+            raise KeyboardInterrupt
+
+    monkeypatch.setitem(LAUNCHERS, "fake", Fake())
+    rc = launch_cmd.launch_target("fake", "r.yaml", None, detach=True, timeout=5.0, as_json=False, preflight=False)
+    assert rc == int(ExitCode.INTERRUPTED) and calls == [("r.yaml", True, 5.0, False)]
+    assert "interrupted: nothing was started" in capsys.readouterr().err
+    monkeypatch.delitem(LAUNCHERS, "fake")
+    with pytest.raises(RecipectlError, match="unknown target 'k8s'") as e:
+        get_launcher("k8s")
+    assert e.value.fix == "--target local or --target slurm"
+
+
+def test_malformed_launchers_are_refused():
+    from recipectl.launch.launchers import LAUNCHERS, LocalLauncher
+    from recipectl.launch.registry import register
+
+    class Undocumented(LocalLauncher):
+        name = "zz-undocumented"
+
+    class NoLaunch:
+        """Not a launcher: no launch()."""
+        name = "zz-nolaunch"
+        interrupted = "x"
+
+    with pytest.raises(TypeError, match="registered twice"):
+        register(LocalLauncher())
+    with pytest.raises(TypeError, match="not a Launcher"):
+        register(NoLaunch())
+    Undocumented.__doc__ = None
+    with pytest.raises(TypeError, match="no docstring"):
+        register(Undocumented())
+    Undocumented.name, Undocumented.__doc__ = "Bad Name", "x"
+    with pytest.raises(TypeError, match="lower-case"):
+        register(Undocumented())
+    assert tuple(LAUNCHERS) == ("local", "slurm")
+
+
 def test_importers_are_sniffed_in_registration_order():
     """A Dynamo manifest whose shell script runs `vllm serve` is Dynamo's: the first importer
     whose sniff says yes reads the file; each reader resolves and is documented."""
