@@ -20,6 +20,7 @@ from ..fileio import read_bytes_bounded, write_atomic
 from ..plan.recipe_plan import cpu_kvcache_gib
 from ..plan.shares import SHARE_PREFLIGHT_MAX, even_shares, shared_gpus
 from ..render.processes import Deployment, ProcessSpec, build_deployment
+from ..render.registry import TARGETS
 from ..render.values import EnvRef, literal
 from ..retry import poll_until
 from ..runs import processes as procs
@@ -95,7 +96,7 @@ def local_processes(dep: Deployment) -> list[ProcessSpec]:
     if len(here) != len(dep.processes):
         others = sorted({p.host for p in dep.processes} - {p.host for p in here})
         raise RecipectlError(f"this recipe places processes on other hosts ({', '.join(others)})",
-                             fix="render per-host scripts: recipectl render RECIPE --target bash|slurm|k8s")
+                             fix=f"render per-host scripts: recipectl render RECIPE --target {'|'.join(TARGETS)}")
     return here
 
 
