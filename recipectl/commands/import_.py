@@ -19,8 +19,16 @@ import unicodedata
 from dataclasses import replace
 from typing import Any
 
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import CommentMark
+from ruamel.yaml.resolver import VersionedResolver
+from ruamel.yaml.tokens import CommentToken
+
 from ..errors import RecipectlError
 from ..fileio import UnreadableFile, read_text_bounded, write_atomic
+from ..formats import import_text, is_native
+from ..formats.common import Dropped
 from ..secretscan import pure_reference, redact_text, secret_flag, secret_name
 from . import echo
 
@@ -34,23 +42,14 @@ _UNSAFE_CATEGORIES = ("Cc", "Cf", "Cs", "Zl", "Zp")  # controls, format (bidi, z
 
 
 def import_recipe(file: str, *, out: str | None = None, force: bool = False) -> int:
-    from ..formats import NATIVE, import_text, sniff
-
     try:
         text = read_text_bounded(file)
     except UnreadableFile as e:
         raise RecipectlError(f"{file}: cannot read the file: {e.reason}",
                              fix="name an srt-slurm recipe, a Dynamo manifest or vllm serve lines") from None
-    fmt = sniff(text)
-    if fmt == NATIVE:
-        from ..formats import _NATIVE_RE
-
-        if _NATIVE_RE.search(text):
-            raise RecipectlError(f"{file} is a recipectl recipe already", fix=f"recipectl validate {file}")
-        raise RecipectlError(f"{file}: not a format recipectl imports",
-                             fix="recipectl import reads srt-slurm recipes, Dynamo DynamoGraphDeployment manifests "
-                                 "and vllm serve command lines")
-    imported = import_text(text, file, fmt)
+    if is_native(text):
+        raise RecipectlError(f"{file} is a recipectl recipe already", fix=f"recipectl validate {file}")
+    imported = import_text(text, file)  # NotImportable, listing the formats it reads, for any other file
     withhold_secrets(imported)
     if out is not None:
         _check_out(out, [file, *imported.files], force=force)
@@ -128,8 +127,6 @@ def withhold_secrets(imported) -> None:
 
 
 def _withhold(imported, path: tuple, node: Any, withheld: set[tuple]) -> None:
-    from ..formats.common import Dropped
-
     if isinstance(node, dict):
         for key in list(node):
             value, here = node[key], path + (key,)
@@ -233,8 +230,6 @@ def _escape(ch: str) -> str:
 
 def to_yaml(imported) -> str:
     """The recipe as YAML, keys in recipectl's order, a `# from FILE:LINE` comment on each value."""
-    from ruamel.yaml.comments import CommentedMap
-
     data = imported.data
     doc = CommentedMap()
     for key in [k for k in _ORDER if k in data] + [k for k in data if k not in _ORDER]:
@@ -257,8 +252,6 @@ def to_yaml(imported) -> str:
 
 def _node(imported, path: tuple, value: Any, *, flow: bool) -> Any:
     """`value` as a document node: a mapping or list with its items' comments, or the scalar."""
-    from ruamel.yaml.comments import CommentedMap, CommentedSeq
-
     if isinstance(value, dict):
         flow = flow or not value or _is_flow(path)
         node = CommentedMap()
@@ -283,10 +276,6 @@ def _node(imported, path: tuple, value: Any, *, flow: bool) -> Any:
 
 def _add_comment(parent: Any, imported, path: tuple) -> None:
     """The `# from FILE:LINE` comment at the end of the line of `path` (two spaces after its value)."""
-    from ruamel.yaml.comments import CommentedMap
-    from ruamel.yaml.error import CommentMark
-    from ruamel.yaml.tokens import CommentToken
-
     o = imported.origins.get(path)
     if o is None:
         return
@@ -299,9 +288,6 @@ def _add_comment(parent: Any, imported, path: tuple) -> None:
 
 def _end_comment(doc: Any, lines: list[str]) -> None:
     """Comment lines after the document's last line, after a blank line."""
-    from ruamel.yaml.error import CommentMark
-    from ruamel.yaml.tokens import CommentToken
-
     tokens = [CommentToken("\n", CommentMark(0))]
     tokens += [CommentToken(f"# {comment_text(line)}\n", CommentMark(0)) for line in lines]
     doc.yaml_end_comment_extend(tokens, clear=True)
@@ -311,9 +297,6 @@ def _dumper() -> Any:
     """ruamel.yaml's round-trip dumper, quoting as YAML 1.1 reads: the loader (PyYAML) takes
     `yes`, `on`, `0o17`-less octals and `1_000` as 1.1 says, so a string spelled like one of
     them must be quoted even where YAML 1.2 would not."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.resolver import VersionedResolver
-
     class Yaml11Resolver(VersionedResolver):
         @property
         def processing_version(self) -> Any:

@@ -9,17 +9,39 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
 from ..errors import ExitCode, RecipectlError
+from ..launch import slurm
+from ..launch.display import Display
+from ..launch.launchers import get_launcher
+from ..launch.local import recipe_env, shown_argv
+from ..plan.shares import shared_gpus
+from ..render.processes import build_deployment
+from ..render.values import EnvRef, literal, shell_join
 from ..runs import processes as procs
-from ..runs.state import JOURNAL_FILE, STATE_FILE, CorruptState, JournalEntry, RunState, find_run, find_run_dir, journal
+from ..runs.state import (
+    JOURNAL_FILE,
+    STATE_FILE,
+    CorruptState,
+    JournalEntry,
+    RunState,
+    find_run,
+    find_run_dir,
+    journal,
+    runs_root,
+)
 from ..schema import Recipe
+from ..secretscan import redact_argv
+from ..validate import load_variant
 
 
 def recipe_runs(path: str, variant: str | None = None) -> tuple[str, str]:
     """A recipe file's name and where its runs are kept (for `status RECIPE` and the like); one
     variant's, for a matrix recipe (--variant)."""
-    from ..validate import load_variant
-
     recipe = load_variant(path, variant).recipe
     return recipe.name, recipe.launch.run_dir
 
@@ -36,12 +58,6 @@ def _recipe_runs(ref: str | None, variant: str | None):
     return lambda path: recipe_runs(path, variant)
 
 def print_dry_run(recipe: Recipe, *, as_json: bool) -> None:
-    from ..launch.local import recipe_env, shown_argv
-    from ..plan.shares import shared_gpus
-    from ..render.processes import build_deployment
-    from ..render.values import EnvRef, literal, shell_join
-    from ..secretscan import redact_argv
-
     dep = build_deployment(recipe)
     hosts = recipe.cluster.host_names
     # a GPU that several servers share: each one's share of its memory, and who else is on it
@@ -80,21 +96,13 @@ def print_dry_run(recipe: Recipe, *, as_json: bool) -> None:
 def launch_target(target: str, recipe_path: str, recipe: Recipe, *, detach: bool, timeout: float | None,
                   as_json: bool, preflight: bool = True) -> int:
     """`recipectl launch`: run the target's Launcher (recipectl.launch), then say what happened."""
-    from ..launch.display import Display
-
-    if target == "local":
-        from ..launch.local import launch
-    elif target == "slurm":
-        from ..launch.slurm import launch
-    else:
-        raise RecipectlError(f"unknown target {target!r}", fix="--target local or --target slurm")
+    launcher = get_launcher(target)
     display = Display()
     try:
-        result = launch(recipe_path, recipe, detach=detach, timeout_s=timeout, display=display,
-                        check_first=preflight)
+        result = launcher.launch(recipe_path, recipe, detach=detach, timeout_s=timeout, display=display,
+                                 check_first=preflight)
     except KeyboardInterrupt:
-        display.console.print("[yellow]interrupted[/]: " + ("every process stopped" if target == "local"
-                                                             else "the job was cancelled"))
+        display.console.print(f"[yellow]interrupted[/]: {launcher.interrupted}")
         return int(ExitCode.INTERRUPTED)
     if as_json:
         sys.stdout.write(json.dumps(asdict(result.state), indent=2) + "\n")
@@ -124,13 +132,11 @@ def _alive(p) -> bool:
 
 def _root(run_dir: str | None) -> Path | None:
     """--run-dir: where runs are kept (a recipe's launch.run_dir); None: the default, or the recipe's own."""
-    from ..runs.state import runs_root
-
     return runs_root(run_dir) if run_dir else None
 
 
 def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None, variant: str | None = None) -> int:
-    import httpx
+    import httpx  # only status asks the servers: launch, stop and logs start without it
 
     state = find_run(ref, _root(run_dir), _recipe_runs(ref, variant))
     rows = []
@@ -165,10 +171,6 @@ def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None, v
         out |= {"running": running, "problems": problems, "processes": rows}
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
     else:
-        from rich.console import Console
-        from rich.markup import escape
-        from rich.table import Table
-
         # every value from the state file as text, never as markup ("[/x]" in a name is a name)
         title = escape(f"{state.run_id}  router {state.router_url}")
         if state.job_id:
@@ -197,12 +199,10 @@ def _slurm_status(state) -> dict:
     """The job as Slurm sees it: squeue's state (None once it has left the queue), scontrol's final
     state and reason while slurmctld remembers the job, and the state of every node the run's
     processes were on; `problems` says in words what went wrong (a node down, the job ended)."""
-    from ..launch.slurm import how_it_ended, job_info, job_state, node_is_down, node_states
-
-    job = job_state(state.job_id)
-    info = job_info(state.job_id) if job != "RUNNING" else {}
+    job = slurm.job_state(state.job_id)
+    info = slurm.job_info(state.job_id) if job != "RUNNING" else {}
     names = sorted({p.node for p in state.processes if p.node})
-    nodes = {n: {**v, "down": node_is_down(v["state"])} for n, v in node_states(names).items()}
+    nodes = {n: {**v, "down": slurm.node_is_down(v["state"])} for n, v in slurm.node_states(names).items()}
     problems = []
     for name, node in nodes.items():
         if node["down"]:
@@ -211,7 +211,7 @@ def _slurm_status(state) -> dict:
             problems.append(f"node {name} is {node['state']}{why}; it ran {on}")
     end = info.get("JobState") if job is None else None
     if job is None and not state.stopped_at:
-        how = how_it_ended(info)
+        how = slurm.how_it_ended(info)
         problems.append(f"Slurm job {state.job_id} ended" + (f" {how}" if how else "")
                         + (f", exit code {info['ExitCode']}" if info.get("ExitCode") else "")
                         + "; nothing of it runs: recipectl logs shows why, recipectl launch starts it again")
@@ -225,8 +225,6 @@ DEFAULT_STOP_GRACE_S = 20.0  # for a run whose recipe cannot be read
 def stop_run(ref: str | None, run_dir: str | None = None, variant: str | None = None) -> int:
     """Stop a run: only processes recorded with their pid and start time (and what they lead);
     from the journal when the state is damaged or contradicts it; scancel for a Slurm job."""
-    from rich.console import Console
-
     # markup off: names and reasons come from files; soft wrap: paths and pids whole, one line each
     c = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
     d = find_run_dir(ref, _root(run_dir), _recipe_runs(ref, variant))
@@ -268,8 +266,6 @@ def _owner(record: Path) -> int:
 
 def _grace(state: RunState) -> float:
     try:
-        from ..validate import load_variant
-
         # by the run's recipe name: a matrix recipe's run names its variant
         return load_variant(state.recipe_path, state.recipe_name).recipe.launch.stop_grace_s
     except RecipectlError:
@@ -280,12 +276,10 @@ def _cancel(state: RunState, c) -> int:
     if not state.job_id:
         c.print(f"{state.run_id}: no Slurm job recorded")
         return 0
-    from ..launch.slurm import cancel_job, job_state
-
-    if not job_state(state.job_id):
+    if not slurm.job_state(state.job_id):
         c.print(f"{state.run_id}: Slurm job {state.job_id} is not running")
         return 0
-    cancel_job(state)
+    slurm.cancel_job(state)
     c.print(f"cancelled Slurm job {state.job_id}")
     return 0
 
@@ -313,8 +307,6 @@ def _contradiction(state: RunState, entries: list[JournalEntry]) -> str | None:
 def _stop_from_journal(run_dir: Path, why: str, c) -> int:
     """The state cannot be trusted: stop what the run's journal recorded (pid and start time of each
     process it started, and of what those led), then exit 2 (the state is invalid input)."""
-    from rich.text import Text
-
     where = run_dir / JOURNAL_FILE
     c.print(Text.assemble(("error", "red"), f": {run_dir / STATE_FILE} is damaged ({why}): stopping what the "
                           f"journal recorded ({where})"))
@@ -341,8 +333,6 @@ def _stop_from_journal(run_dir: Path, why: str, c) -> int:
 
 def _report(groups: list[procs.Group], outcome: dict[int, tuple[str, str]], c, done: int) -> int:
     """One line per recorded process: how it ended, and why anything was left alone."""
-    from rich.text import Text
-
     for g in groups:
         how, note = outcome.get(g.pid, ("?", ""))
         c.print(f"{g.name}: {note}" if how == "not signalled" else f"{g.name} (pid {g.pid}): {how}"

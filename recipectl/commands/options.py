@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..render.registry import TARGETS as RENDER_TARGETS
+from ..render.registry import target_help
+
 
 @dataclass(frozen=True)
 class Opt:
@@ -53,7 +56,7 @@ class Command:
 COMPLETE_VAR = "_RECIPECTL_COMPLETE"
 
 FORMATS = ("text", "json", "sarif", "github")
-TARGETS = ("bash", "slurm", "k8s")
+TARGETS = tuple(RENDER_TARGETS)  # the render targets' registry, in its order (the first is the default)
 
 # Rule selection, the same for every command that runs the rules (validate, fix).
 SELECT = Opt("select", ("--select",), "only these rules: codes, prefixes (HYB, VER0) or names; replaces the "
@@ -119,7 +122,7 @@ RENDER = Command(
     many=False,
     argument_help="the recipe",
     options=(
-        Opt("target", ("--target", "-t"), "bash, slurm or k8s", choices=TARGETS),
+        Opt("target", ("--target", "-t"), target_help(), choices=TARGETS),
         Opt("out", ("--out", "-o"), "directory to write; stdout when omitted"),
         Opt("variant", ("--variant",), "one variant of a matrix recipe"),
         Opt("force", ("--force",), "replace files that already exist in --out", flag=True),

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
+from ..render.processes import build_deployment
+from ..render.targets import render as render_target
+from ..render.targets import write
+from ..validate import load_variant
 from . import echo
 
 
 def render(recipe: str, *, target: str = "bash", out: str | None = None, variant: str | None = None,
            force: bool = False) -> int:
-    from pathlib import Path
-
-    from ..render.processes import build_deployment
-    from ..render.targets import render as render_target
-    from ..render.targets import write
-    from ..validate import load_variant
-
     files_out = render_target(build_deployment(load_variant(recipe, variant, refuse_errors=True).recipe), target)
     if out is None:
         for f in files_out:

@@ -1,10 +1,11 @@
 """Recipes in the formats users already have, read into recipectl's recipe.
 
-Three formats besides recipectl's own, each told apart by its content (never its file name):
+Three formats besides recipectl's own, each told apart by its content (never its file name), each
+an importer in the registry (registry.py: its name, `sniff` and `read`), sniffed in this order:
 
+- ``dynamo``: a Dynamo `DynamoGraphDeployment` manifest whose workers run `python3 -m dynamo.vllm`;
 - ``srt-slurm``: an srt-slurm (`srtctl`) recipe, vLLM flags under `backend.vllm_config.{prefill,decode}`,
   nodes and workers under `resources`;
-- ``dynamo``: a Dynamo `DynamoGraphDeployment` manifest whose workers run `python3 -m dynamo.vllm`;
 - ``vllm-serve``: plain `vllm serve ...` command lines (a shell script with one or both roles; a
   script with one role is paired with the file named like it with `prefill` and `decode` swapped).
 
@@ -12,7 +13,7 @@ Each importer gives (a) the recipe as plain data, (b) where each recipe field ca
 original file (line and column), and (c) what it could not carry, with its original line.
 
 This module is imported on every `recipectl validate`: `sniff` is a few regular expressions, and
-an importer is imported only for a file that needs it.
+an importer's reader is imported only for a file that needs it.
 """
 
 from __future__ import annotations
@@ -20,12 +21,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .names import DYNAMO, NATIVE, SRT_SLURM, VLLM_SERVE  # noqa: F401 - the formats' names, here too
+from .names import DYNAMO, NATIVE, SRT_SLURM, VLLM_SERVE
+from .registry import IMPORTERS, Importer, NotImportable, known_formats, register
 
 if TYPE_CHECKING:
     from .common import Imported
-
-FORMATS = (SRT_SLURM, DYNAMO, VLLM_SERVE)
 
 _NATIVE_RE = re.compile(r"^version:[ \t]*['\"]?1\b", re.M)
 _DYNAMO_RE = re.compile(r"^kind:[ \t]*['\"]?DynamoGraphDeployment\b", re.M)
@@ -41,19 +41,42 @@ _SERVE_RE = re.compile(
     re.M)
 
 
-def sniff(text: str) -> str:
-    """The format of a recipe file's text: NATIVE, or one of FORMATS. Anything unrecognised is
-    NATIVE, so that the schema explains what is wrong with it."""
-    if _NATIVE_RE.search(text):
+def _looks_like_dynamo(text: str, file: str) -> bool:
+    """A top-level `kind: DynamoGraphDeployment` (in any document of the file)."""
+    return bool(_DYNAMO_RE.search(text))
+
+
+def _looks_like_srt_slurm(text: str, file: str) -> bool:
+    """Top-level `backend:` and `resources:` mappings, the backend vLLM's — or another engine's:
+    its importer refuses that in one line."""
+    return bool(_SRT_BACKEND_RE.search(text) and _SRT_RESOURCES_RE.search(text)
+                and (_SRT_VLLM_RE.search(text) or _SRT_OTHER_RE.search(text)))
+
+
+def _looks_like_command_lines(text: str, file: str) -> bool:
+    """A line that starts a server: `vllm serve` or the OpenAI server module."""
+    return bool(_SERVE_RE.search(text))
+
+
+# In the order files are sniffed in: the first importer whose sniff says yes reads the file.
+register(Importer(DYNAMO, _looks_like_dynamo, "recipectl.formats.dynamo:import_dynamo"))
+register(Importer(SRT_SLURM, _looks_like_srt_slurm, "recipectl.formats.srt_slurm:import_srt_slurm"))
+register(Importer(VLLM_SERVE, _looks_like_command_lines, "recipectl.formats.commandline:import_command_lines"))
+
+FORMATS = tuple(IMPORTERS)
+
+
+def is_native(text: str) -> bool:
+    """Whether the text says it is a recipectl recipe (`version: 1` at the top level)."""
+    return bool(_NATIVE_RE.search(text))
+
+
+def sniff(text: str, file: str = "") -> str:
+    """The format of a recipe file's text: NATIVE, or the name of the first importer whose sniff
+    recognises it. Anything unrecognised is NATIVE, so that the schema explains what is wrong with it."""
+    if is_native(text):
         return NATIVE
-    if _DYNAMO_RE.search(text):
-        return DYNAMO
-    if _SRT_BACKEND_RE.search(text) and _SRT_RESOURCES_RE.search(text) and (
-            _SRT_VLLM_RE.search(text) or _SRT_OTHER_RE.search(text)):
-        return SRT_SLURM  # another engine's backend too: its importer refuses it in one line
-    if _SERVE_RE.search(text):
-        return VLLM_SERVE
-    return NATIVE
+    return next((i.name for i in IMPORTERS.values() if i.sniff(text, file)), NATIVE)
 
 
 def import_text(text: str, file: str, fmt: str | None = None) -> Imported:
@@ -61,20 +84,7 @@ def import_text(text: str, file: str, fmt: str | None = None) -> Imported:
 
     Raises NotImportable when the file is in no format recipectl reads, or says something a
     recipectl recipe cannot hold at all (another KV connector, an SGLang backend)."""
-    from .common import NotImportable
-
-    fmt = fmt or sniff(text)
-    if fmt == SRT_SLURM:
-        from .srt_slurm import import_srt_slurm
-
-        return import_srt_slurm(text, file)
-    if fmt == DYNAMO:
-        from .dynamo import import_dynamo
-
-        return import_dynamo(text, file)
-    if fmt == VLLM_SERVE:
-        from .commandline import import_command_lines
-
-        return import_command_lines(text, file)
-    raise NotImportable(f"{file}: not an srt-slurm recipe, a Dynamo DynamoGraphDeployment or `vllm serve` "
-                        "command lines", fix="recipectl import reads: " + ", ".join(FORMATS))
+    importer = IMPORTERS.get(fmt or sniff(text, file))
+    if importer is None:
+        raise NotImportable(f"{file}: not a format recipectl imports", fix="recipectl import reads: " + known_formats())
+    return importer.read(text, file)

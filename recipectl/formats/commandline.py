@@ -108,7 +108,7 @@ def _partner(file: str) -> Path | None:
     return None
 
 
-def _assign_roles(servers: list[_Server], file_hint: str) -> None:
+def _assign_roles(servers: list[_Server]) -> None:
     for s in servers:
         kv = s.flags.kv_config
         if kv is not None and kv[0].get("kv_role") in _KV_ROLE:
@@ -131,6 +131,7 @@ def _assign_roles(servers: list[_Server], file_hint: str) -> None:
 
 
 def import_command_lines(text: str, file: str) -> Imported:
+    """vllm serve command lines: one script with both roles, or one per role."""
     imp = Imported(VLLM_SERVE, file, files=[file])
     servers = _servers(text, file, imp)
     texts = [text]
@@ -148,7 +149,7 @@ def import_command_lines(text: str, file: str) -> Imported:
             servers += _servers(other, str(partner), imp)
     if not servers:
         raise NotImportable(f"{file}: no vllm serve command")
-    _assign_roles(servers, file)
+    _assign_roles(servers)
     by_role: dict[str, list[_Server]] = {}
     for s in servers:
         by_role.setdefault(s.role or "?", []).append(s)

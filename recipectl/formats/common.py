@@ -9,17 +9,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import RecipectlError
+import yaml
+
 from ..models.info import architecture_family
 from ..placeholders import has_reference
+from ..yamlsource import DuplicateKey, Refused, compose_documents
 from .flags import MODEL_FIELDS, RoleFlags
+from .registry import NotImportable
 from .shellwords import Word
 
 PathKey = tuple[str | int, ...]
-
-
-class NotImportable(RecipectlError):
-    """The file is in no format recipectl reads, or says what a recipectl recipe cannot hold."""
 
 
 def other_backend(backend: str, where: str) -> NotImportable:
@@ -301,10 +300,6 @@ def as_env(value: Any) -> str:
 def yaml_documents(text: str, file: str) -> list[tuple[Any, dict[PathKey, tuple[int, int]]]]:
     """Every document of a YAML stream with the (line, col) of each key and item; a syntax error
     is NotImportable with its position."""
-    import yaml
-
-    from ..yamlsource import DuplicateKey, Refused, compose_documents
-
     try:
         out = list(compose_documents(text))
     except yaml.MarkedYAMLError as e:

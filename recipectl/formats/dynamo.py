@@ -44,6 +44,7 @@ from .shellwords import Word, shell_words
 
 
 def import_dynamo(text: str, file: str) -> Imported:
+    """Dynamo DynamoGraphDeployment manifests whose workers run dynamo.vllm."""
     all_docs = yaml_documents(text, file)
     docs = [(d, p) for d, p in all_docs if isinstance(d, dict) and d.get("kind") == "DynamoGraphDeployment"]
     if len(docs) != 1:

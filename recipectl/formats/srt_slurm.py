@@ -48,6 +48,7 @@ _NOT_ENGINE = ("slurm", "frontend", "dynamo", "profiling", "output", "health_che
 
 
 def import_srt_slurm(text: str, file: str) -> Imported:
+    """srt-slurm (srtctl) recipes with a vLLM backend."""
     docs = yaml_documents(text, file)
     if len(docs) != 1 or not isinstance(docs[0][0], dict):
         raise NotImportable(f"{file}: an srt-slurm recipe is one YAML mapping")

@@ -6,34 +6,40 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import time
 from pathlib import Path
 
+from ..checks import gpus as gpu_checks
+from ..checks.environment import gdn_backend_problem
 from ..diagnostics import Problem
+from ..engine_env import engine_venv
 from ..errors import ExitCode, RecipectlError
 from ..fileio import read_bytes_bounded, write_atomic
+from ..plan.recipe_plan import cpu_kvcache_gib
 from ..plan.shares import SHARE_PREFLIGHT_MAX, even_shares, shared_gpus
 from ..render.processes import Deployment, ProcessSpec, build_deployment
+from ..render.registry import TARGETS
 from ..render.values import EnvRef, literal
 from ..retry import poll_until
 from ..runs import processes as procs
 from ..runs.diagnose import diagnose, never_ready
 from ..runs.state import Member, ProcessState, RunState, new_run_dir, runs_root
 from ..schema import Recipe
-from ..secretscan import redact_argv
+from ..secretscan import redact_argv, redact_env
 from ..topology import place
+from .display import Display
 from .readiness import health_client, record_healthy
 from .result import LaunchResult
+from .warmup import prove_serving
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 
 
 def local_argv(recipe: Recipe, spec: ProcessSpec) -> list[str]:
     """The process's argv with concrete values: engine programs from the engine venv, ~ expanded."""
-    from ..engine_env import engine_venv
-
     hosts = recipe.cluster.host_names
     argv = [literal(a, hosts) for a in spec.argv]
     bin_dir = engine_venv(recipe.engine.venv) / "bin"
@@ -52,8 +58,6 @@ def shown_argv(recipe: Recipe, spec: ProcessSpec) -> list[str]:
 def recipe_env(recipe: Recipe, spec: ProcessSpec) -> dict[str, str]:
     """What the recipe sets for this process, for the state file and --dry-run: references stay
     references, and a credential-named or credential-shaped literal is <redacted>."""
-    from ..secretscan import redact_env
-
     hosts = recipe.cluster.host_names
     return redact_env({k: (f"${{{v.name}}}" if isinstance(v, EnvRef) else literal(v, hosts)) for k, v in spec.env})
 
@@ -79,8 +83,6 @@ def base_environ(kind: str, environ: dict[str, str] | None = None) -> dict[str, 
 def process_environ(recipe: Recipe, spec: ProcessSpec) -> dict[str, str]:
     """The environment a process starts with: base_environ, then what the recipe sets for it
     (references expanded from recipectl's environment), the engine venv first on PATH."""
-    from ..engine_env import engine_venv
-
     env = base_environ(spec.kind)
     hosts = recipe.cluster.host_names
     env.update({k: literal(v, hosts) for k, v in spec.env})
@@ -95,7 +97,7 @@ def local_processes(dep: Deployment) -> list[ProcessSpec]:
     if len(here) != len(dep.processes):
         others = sorted({p.host for p in dep.processes} - {p.host for p in here})
         raise RecipectlError(f"this recipe places processes on other hosts ({', '.join(others)})",
-                             fix="render per-host scripts: recipectl render RECIPE --target bash|slurm|k8s")
+                             fix=f"render per-host scripts: recipectl render RECIPE --target {'|'.join(TARGETS)}")
     return here
 
 
@@ -144,10 +146,6 @@ def preflight(recipe: Recipe, specs: list[ProcessSpec]) -> list[Problem]:
 
 
 def _which(exe: str, recipe: Recipe) -> bool:
-    import shutil
-
-    from ..engine_env import engine_venv
-
     search = f"{engine_venv(recipe.engine.venv) / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
     return shutil.which(exe, path=search) is not None
 
@@ -164,16 +162,12 @@ def _mem_available_gib() -> float | None:
 
 def _cpu_memory_need_gib(recipe: Recipe) -> float:
     # about 3 GiB of runtime per CPU server (the engine's own, whatever the model) plus its KV cache space
-    from ..plan.recipe_plan import cpu_kvcache_gib
-
     n = recipe.prefill.endpoints + recipe.decode.endpoints
     return n * 3.0 + sum(s.endpoints * (cpu_kvcache_gib(recipe.role_env(r)) or 4) for r, s in recipe.roles.items())
 
 
 def _gpu_preflight(recipe: Recipe, specs: list[ProcessSpec]) -> list[Problem]:
-    from ..checks.gpus import query_gpus
-
-    gpus = query_gpus()
+    gpus = gpu_checks.query_gpus()
     if gpus is None:
         return [Problem(code="preflight.no-gpu", message="no NVIDIA GPU visible (nvidia-smi / NVML)",
                         fix="run on a GPU host, or use a CPU recipe")]
@@ -206,9 +200,6 @@ def _gdn_backend_preflight(recipe: Recipe, gpus) -> list[Problem]:
     """The GDN prefill backend's FlashInfer, on the GPUs this host has (doctor asks the same)."""
     if not gpus:
         return []
-    from ..checks.environment import gdn_backend_problem
-    from ..engine_env import engine_venv
-
     problem = gdn_backend_problem(recipe, engine_venv(recipe.engine.venv), gpus[0].family, gpus[0].name)
     return [problem] if problem else []
 
@@ -373,6 +364,20 @@ def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float |
         signal.signal(signal.SIGTERM, previous)
 
 
+class LocalLauncher:
+    """Every process on this host.
+
+    Each server and the router in its own process group, supervised in the foreground or detached."""
+
+    name = "local"
+    interrupted = "every process stopped"
+
+    def launch(self, recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float | None, display: Display,
+               check_first: bool = True) -> LaunchResult:
+        return launch(recipe_path, recipe, detach=detach, timeout_s=timeout_s, display=display,
+                      check_first=check_first)
+
+
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -384,8 +389,6 @@ def _failure(state: RunState, ps: ProcessState, message: str) -> LaunchResult:
 
 
 def _prove_serving(state: RunState, deadline: float, display) -> LaunchResult:
-    from .warmup import prove_serving
-
     proof = prove_serving(state, deadline, display.console)
     if proof.ok:
         return LaunchResult(state, True, "ready")

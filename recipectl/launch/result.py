@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..runs.state import ProcessState, RunState
 from ..schema import Recipe
+
+if TYPE_CHECKING:
+    from .display import Display
 
 
 @dataclass
@@ -24,11 +27,19 @@ class LaunchResult:
     cleaned_up: str = "every process of the run was stopped"  # what the launcher did about it
 
 
+@runtime_checkable
 class Launcher(Protocol):
-    """Starts a recipe's deployment, waits until it serves (readiness, then the first request,
+    """What `recipectl launch --target NAME` runs (launch/registry.py holds one per target).
+
+    `launch` starts a recipe's deployment, waits until it serves (readiness, then the first request,
     launch.warmup), and on failure cleans up and diagnoses. With `detach` it returns once ready;
     otherwise it stays in the foreground until the deployment ends. Ctrl-C cleans up and is
-    re-raised. The run it writes (recipectl.runs) is what status, stop, logs and doctor read."""
+    re-raised; `interrupted` says what that clean-up did. `check_first` runs the host's preflight
+    (a launcher whose preflight is the scheduler's ignores it). The run it writes (recipectl.runs,
+    with `target` its name) is what status, stop, logs and doctor read."""
 
-    def __call__(self, recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float | None,
-                 console, check_first: bool = True) -> LaunchResult: ...
+    name: str  # --target's value, and the run state's target
+    interrupted: str  # what Ctrl-C during a launch left behind, in words
+
+    def launch(self, recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float | None,
+               display: Display, check_first: bool = True) -> LaunchResult: ...

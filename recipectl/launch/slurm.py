@@ -13,13 +13,18 @@ from pathlib import Path
 
 from ..errors import ExitCode, RecipectlError
 from ..fileio import read_bytes_bounded, write_atomic
+from ..render.processes import build_deployment
+from ..render.targets import render_slurm, required_env
 from ..retry import poll_until, retry_transient
 from ..runs.diagnose import diagnose, never_ready
 from ..runs.processes import tail
 from ..runs.state import JOB_ID_PATTERN, ProcessState, RunState, new_run_dir, runs_root
 from ..schema import Recipe
+from .display import Display
+from .local import base_environ, recipe_hash
 from .readiness import health_client, record_healthy
 from .result import LaunchResult
+from .warmup import prove_serving
 
 
 def _slurm(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
@@ -134,10 +139,6 @@ def cancel_job(state: RunState, wait_s: float = 60) -> None:
 
 
 def submit(recipe_path: str, recipe: Recipe) -> RunState:
-    from ..render.processes import build_deployment
-    from ..render.targets import render_slurm
-    from .local import recipe_hash
-
     dep = build_deployment(recipe)
     run_id, run_dir = new_run_dir(runs_root(recipe.launch.run_dir), recipe.name)
     run_dir = run_dir.resolve()
@@ -182,8 +183,6 @@ def _resolve_urls(state: RunState, recipe: Recipe) -> bool:
     nodes = nodes_file.read_text().split()
     if not nodes:
         return False
-    from ..render.processes import build_deployment
-
     dep = build_deployment(recipe)
     used = dep.nodes_used
     for ps, spec in zip(state.processes, dep.processes, strict=True):
@@ -241,9 +240,6 @@ def submit_environ(dep, environ: dict[str, str] | None = None) -> dict[str, str]
     starts with (local.base_environ), Slurm's and sbatch's own settings (SLURM_*, SBATCH_*), the
     container mounts the script reads, and the variables the recipe refers to. Nothing else of the
     caller's shell (cloud credentials, tokens the recipe does not name) reaches the nodes."""
-    from ..render.targets import required_env
-    from .local import base_environ
-
     environ = dict(os.environ if environ is None else environ)
     env = base_environ("decode", environ)
     env.update({k: v for k, v in environ.items() if k.startswith(("SLURM_", "SBATCH_")) or k == "CONTAINER_MOUNTS"})
@@ -263,8 +259,6 @@ def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float |
         ok, message = wait_ready(state, recipe, timeout_s, console)
         failed = None
         if ok:
-            from .warmup import prove_serving
-
             proof = prove_serving(state, deadline, console)
             ok, message, failed = proof.ok, proof.message, proof.culprit
         if not ok:
@@ -283,6 +277,20 @@ def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float |
         if _cancel_reporting(state, console):
             console.print(f"job {state.job_id} cancelled")
         raise
+
+
+class SlurmLauncher:
+    """One Slurm job.
+
+    The rendered sbatch script, each server a job step; preflight is the scheduler's."""
+
+    name = "slurm"
+    interrupted = "the job was cancelled"
+
+    def launch(self, recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float | None, display: Display,
+               check_first: bool = True) -> LaunchResult:
+        return launch(recipe_path, recipe, detach=detach, timeout_s=timeout_s, display=display,
+                      check_first=check_first)
 
 
 def _cancel_reporting(state: RunState, console) -> bool:

@@ -8,20 +8,24 @@ files out and quote nothing themselves. Manifests: Python data, written by a YAM
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 import shlex
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import yaml
+
 from ..errors import ExitCode, RecipectlError
 from ..fileio import write_atomic
 from ..secretscan import pure_reference, secret_flag, secret_name, secret_value
 from .processes import Deployment, ProcessSpec
+from .registry import TARGETS
 from .values import EnvRef, HomePath, NodeAddress, Shell, Token, UrlOf, Var, concat, quote, shell_lines, shell_word
 
-TARGETS = ("bash", "slurm", "k8s")
 # templates/ at the top of the source tree, shipped inside the package as recipectl/templates
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 
@@ -40,7 +44,7 @@ def shell_finalize(value) -> str:
 
 @lru_cache(maxsize=1)
 def environment():
-    import jinja2
+    import jinja2  # only the script targets need it: k8s and every other command start without it
 
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)), finalize=shell_finalize,
@@ -114,6 +118,10 @@ def _sharing_before(workers, proc) -> list:
 
 
 def render_bash(dep: Deployment) -> list[RenderedFile]:
+    """One script per host.
+
+    Each starts its host's servers (a server that shares a GPU once the one before it answers), and
+    the router's host the router once every server answers."""
     hosts = dep.recipe.cluster.host_names
 
     def node_expr(n: int) -> str:
@@ -140,6 +148,9 @@ def render_bash(dep: Deployment) -> list[RenderedFile]:
 
 
 def render_slurm(dep: Deployment) -> list[RenderedFile]:
+    """An sbatch script.
+
+    One job step per server, with its GPUs from Slurm; the router once every server answers."""
     nodes = dep.nodes_used
     index = {n: i for i, n in enumerate(nodes)}  # recipe node -> position in the job's node list
 
@@ -175,8 +186,6 @@ def render_slurm(dep: Deployment) -> list[RenderedFile]:
 
 def _k8s_name(text: str, limit: int = 40) -> str:
     """A DNS-1123 name; a long one is cut and given a hash of the whole, so variants stay distinct."""
-    import hashlib
-
     name = "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
     if len(name) <= limit:
         return name
@@ -380,10 +389,12 @@ def _k8s_router(dep: Deployment, base: str, image: str) -> list[dict]:
 
 
 def render_k8s(dep: Deployment) -> list[RenderedFile]:
-    """The manifests as Python data (a list of documents), written by yaml.safe_dump_all: every
-    recipe value is a YAML scalar the emitter quotes, never text spliced into YAML."""
-    import yaml
+    """Kubernetes manifests.
 
+    A Deployment (one node) or LeaderWorkerSet (several) and a Service per endpoint, and the router's.
+
+    The manifests are Python data (a list of documents), written by yaml.safe_dump_all: every
+    recipe value is a YAML scalar the emitter quotes, never text spliced into YAML."""
     r = dep.recipe
     base = _k8s_name(r.name)
     image = r.engine.image or "vllm/vllm-openai:latest"
@@ -395,11 +406,9 @@ def render_k8s(dep: Deployment) -> list[RenderedFile]:
     return _refuse_secrets(dep, [RenderedFile(f"{r.name}.k8s.yaml", header + body)])
 
 
-RENDERERS = {"bash": render_bash, "slurm": render_slurm, "k8s": render_k8s}
-
-
-def render(dep: Deployment, target: str) -> list[RenderedFile]:
-    return RENDERERS[target](dep)
+def render(dep: Deployment, name: str) -> list[RenderedFile]:
+    """The files of the registered target `name` (a key of TARGETS) for `dep`."""
+    return TARGETS[name].render(dep)
 
 
 def _check_names(files_out: list[RenderedFile], out_dir: Path) -> None:
@@ -420,8 +429,6 @@ def write(files_out: list[RenderedFile], out_dir: Path, *, force: bool = False) 
     """Write the files into `out_dir` and nowhere else: each name is a plain file name; an existing
     file is an error unless `force`, and then it is replaced (a symlink by a file, never followed);
     nothing is written unless every file can be."""
-    import os
-
     _check_names(files_out, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if not out_dir.is_dir():
@@ -450,8 +457,6 @@ def write(files_out: list[RenderedFile], out_dir: Path, *, force: bool = False) 
 
 
 def _umask() -> int:
-    import os
-
     mask = os.umask(0)
     os.umask(mask)
     return mask

@@ -3,6 +3,7 @@ target writes them. Everything else is a plain string and is shell-quoted with s
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -142,12 +143,8 @@ def literal(value: Value, hosts: list[str]) -> str:
     if isinstance(value, UrlOf):
         return f"http://{hosts[value.node]}:{value.port}"
     if isinstance(value, HomePath):
-        import os
-
         return os.path.join(os.path.expanduser("~"), value.rest)
     if isinstance(value, EnvRef):
-        import os
-
         return os.environ.get(value.name, "")
     return value
 
