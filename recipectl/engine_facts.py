@@ -46,6 +46,11 @@ def fmt_version(v: Version | None) -> str:
 class Evidence:
     """Where a fact is written in vLLM's code, and how to check it in one release's source.
 
+    `since`/`until` (optional, as a fact's): the releases in which the evidence is at this place.
+    vLLM moves code between releases (0.24 split the NIXL connector into base and pull/push
+    classes); a fact whose code moved has one evidence entry per place, each for its releases,
+    and in each release only the entries for it are checked.
+
     Exactly one check is set:
     - `contains`: this exact text is in `file` wherever the fact holds, and not in the release
       before `since` (nor in `until`);
@@ -62,10 +67,25 @@ class Evidence:
     lacks: str | None = None
     argparse_choices: dict[str, Any] | None = None
     default: dict[str, Any] | None = None
+    since: Version | None = None  # the first release the evidence is at this place (None: every one before)
+    until: Version | None = None  # the first release it is no longer here (None: still here)
 
     @property
     def check(self) -> str:
         return next(c for c in CHECKS if getattr(self, c) is not None)
+
+    def applies(self, version: Version) -> bool:
+        """Whether this is where the evidence is in `version`."""
+        return (self.since is None or version >= self.since) and (self.until is None or version < self.until)
+
+    @property
+    def releases(self) -> str:
+        """'' for every release; else '0.24.0 on', 'before 0.24.0', '0.20.0 to before 0.24.0'."""
+        if self.since and self.until:
+            return f"{fmt_version(self.since)} to before {fmt_version(self.until)}"
+        if self.since:
+            return f"{fmt_version(self.since)} on"
+        return f"before {fmt_version(self.until)}" if self.until else ""
 
 
 @dataclass(frozen=True)
@@ -98,12 +118,24 @@ class Fact:
 
 
 def _evidence(raw: dict, where: str) -> Evidence:
+    since = parse_version(raw["since"]) if raw.get("since") else None
+    until = parse_version(raw["until"]) if raw.get("until") else None
+    if since and until and until <= since:
+        raise ValueError(f"{where}: evidence until {fmt_version(until)} is not after since {fmt_version(since)}")
     ev = Evidence(file=raw["file"], symbol=raw["symbol"], contains=raw.get("contains"), lacks=raw.get("lacks"),
-                  argparse_choices=raw.get("argparse_choices"), default=raw.get("default"))
+                  argparse_choices=raw.get("argparse_choices"), default=raw.get("default"), since=since, until=until)
     set_checks = [c for c in CHECKS if getattr(ev, c) is not None]
     if len(set_checks) != 1:
         raise ValueError(f"{where}: evidence needs exactly one of {', '.join(CHECKS)}, has {set_checks}")
     return ev
+
+
+def _check_evidence_ranges(evidence: tuple[Evidence, ...], known: tuple[Version, ...], where: str) -> None:
+    """Every release the table knows has evidence to check: an entry for every release, or entries
+    whose ranges cover each one."""
+    for v in known:
+        if not any(e.applies(v) for e in evidence):
+            raise ValueError(f"{where}: no evidence for {fmt_version(v)} (the entries' since/until leave it out)")
 
 
 def _fact(raw: dict) -> Fact:
@@ -129,6 +161,7 @@ def _table() -> tuple[tuple[Version, ...], dict[str, Fact]]:
     table: dict[str, Fact] = {}
     for raw in data["facts"]:
         f = _fact(raw)
+        _check_evidence_ranges(f.evidence, known, f"engine-facts.yaml: {f.id}")
         if f.id in table:
             raise ValueError(f"engine-facts.yaml: {f.id} twice")
         table[f.id] = f

