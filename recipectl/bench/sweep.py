@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..schema import Recipe
+from ..schema import Recipe, WorkloadSection
 from ..topology import place
 
 
@@ -52,11 +52,18 @@ def devices(recipe: Recipe) -> int:
     return len({(p.node, g) for p in place(recipe).processes for g in p.gpus})
 
 
+def _workload(recipe: Recipe) -> WorkloadSection:
+    """The workload a sweep runs: a recipe without one (accuracy only) has nothing to sweep."""
+    if recipe.workload is None:
+        raise ValueError(f"recipe {recipe.name} has no workload to sweep")
+    return recipe.workload
+
+
 def bench_argv(recipe: Recipe, router_url: str, concurrency: int, num_prompts: int, out_dir: Path,
                result_file: str) -> list[str]:
     from ..engine_env import engine_venv
 
-    w = recipe.workload
+    w = _workload(recipe)
     model = os.path.expanduser(recipe.model.path)
     exe = engine_venv(recipe.engine.venv) / "bin" / "vllm"
     return [str(exe) if exe.exists() else "vllm", "bench", "serve",
@@ -98,13 +105,12 @@ def summarise(raw: dict, level: Level, gpus: int, max_failed_ratio: float) -> Le
 
 def run_sweep(recipe: Recipe, router_url: str, out_dir: Path, *, on_level=None, max_failed_ratio: float = 0.0,
               level_timeout_s: float = 3600) -> list[Level]:
-    if recipe.workload is None:
-        raise ValueError(f"recipe {recipe.name} has no workload to sweep")
+    workload = _workload(recipe)
     out_dir.mkdir(parents=True, exist_ok=True)
     gpus = devices(recipe)
     levels: list[Level] = []
-    for c in recipe.workload.concurrency:
-        n = c * recipe.workload.prompts_per_concurrency
+    for c in workload.concurrency:
+        n = c * workload.prompts_per_concurrency
         level = Level(concurrency=c, num_prompts=n, result_file=f"level-c{c}.json")
         argv = bench_argv(recipe, router_url, c, n, out_dir, level.result_file)
         log = out_dir / f"level-c{c}.log"
@@ -134,7 +140,7 @@ def run_sweep(recipe: Recipe, router_url: str, out_dir: Path, *, on_level=None, 
 
 def write_outputs(recipe: Recipe, levels: list[Level], out_dir: Path, router_url: str) -> dict:
     summary = {"recipe": recipe.name, "router": router_url, "gpus": devices(recipe),
-               "workload": recipe.workload.model_dump(), "valid": all(lv.valid for lv in levels),
+               "workload": _workload(recipe).model_dump(), "valid": all(lv.valid for lv in levels),
                "levels": [asdict(lv) for lv in levels]}
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     fields = [f for f in asdict(levels[0]).keys() if f != "problems"] if levels else []
@@ -182,12 +188,12 @@ def pareto(levels: list[Level]) -> list[Level]:
     """The levels no other level beats on both throughput per GPU and tokens/s per user, by
     tokens/s per user: the frontier the field draws (a level that another matches on one and beats
     on the other is off it). Levels without a TPOT have no tokens/s per user and no place on it."""
-    pts = sorted((lv for lv in levels if lv.tps_per_user), key=lambda lv: (-lv.tps_per_user, -lv.tps_per_gpu))
+    pts = sorted((lv for lv in levels if lv.tps_per_user), key=lambda lv: (-(lv.tps_per_user or 0.0), -lv.tps_per_gpu))
     front: list[Level] = []
     for lv in pts:  # from the most interactive: each one on the frontier has more throughput than all before
         if not front or lv.tps_per_gpu > front[-1].tps_per_gpu:
             front.append(lv)
-    return sorted(front, key=lambda lv: lv.tps_per_user)
+    return sorted(front, key=lambda lv: lv.tps_per_user or 0.0)
 
 
 def plot_pareto(plt, levels: list[Level], path: Path, title: str) -> None:
