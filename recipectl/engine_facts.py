@@ -32,10 +32,10 @@ CHECKS = ("contains", "lacks", "argparse_choices", "default")
 
 def parse_version(text: str) -> Version:
     """'0.28.0' -> (0, 28, 0); a release the table names is always three numbers."""
-    parts = tuple(int(p) for p in str(text).split("."))
+    parts = [int(p) for p in str(text).split(".")]
     if len(parts) != 3:
         raise ValueError(f"not a vLLM release: {text!r}")
-    return parts  # type: ignore[return-value]
+    return parts[0], parts[1], parts[2]
 
 
 def fmt_version(v: Version | None) -> str:
@@ -97,7 +97,7 @@ class Fact:
         return f"from {fmt_version(self.since)}" if self.since else "every release"
 
 
-def _evidence(raw: dict, where: str) -> Evidence:
+def _evidence(raw: dict[str, Any], where: str) -> Evidence:
     ev = Evidence(file=raw["file"], symbol=raw["symbol"], contains=raw.get("contains"), lacks=raw.get("lacks"),
                   argparse_choices=raw.get("argparse_choices"), default=raw.get("default"))
     set_checks = [c for c in CHECKS if getattr(ev, c) is not None]
@@ -106,7 +106,7 @@ def _evidence(raw: dict, where: str) -> Evidence:
     return ev
 
 
-def _fact(raw: dict) -> Fact:
+def _fact(raw: dict[str, Any]) -> Fact:
     where = f"engine-facts.yaml: {raw.get('id', '?')}"
     if raw.get("kind") not in KINDS:
         raise ValueError(f"{where}: kind {raw.get('kind')!r} is not one of {', '.join(KINDS)}")

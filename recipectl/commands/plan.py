@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..diagnostics import Severity
 from ..errors import RecipectlError
@@ -16,7 +17,7 @@ def _mib(b: int) -> str:
     return f"{b / 2**20:,.1f} MiB"
 
 
-def plan_report(recipe: Recipe, recipe_path: str) -> dict:
+def plan_report(recipe: Recipe, recipe_path: str) -> dict[str, Any]:
     from ..effective import detect_host_cpu
     from ..plan.recipe_plan import plan_recipe
 
@@ -29,8 +30,9 @@ def plan_report(recipe: Recipe, recipe_path: str) -> dict:
         raise RecipectlError(unknown_model_error(recipe),
                              fix="model:\n  path: /models/MyModel   # a local directory holding its config.json\n"
                                  "or\nmodel:\n  spec: Qwen3.5-35B-A3B   # the built-in model of the same shape")
-    out = {"recipe": recipe.name, "model": recipe.model.path, "host_cpu": host.label if host else None,
-           "roles": {}}
+    roles: dict[str, dict[str, Any]] = {}
+    out: dict[str, Any] = {"recipe": recipe.name, "model": recipe.model.path,
+                           "host_cpu": host.label if host else None, "roles": roles}
     for role, rp in plans.items():
         p = rp.plan
         entry = p.model_dump(mode="json")
@@ -46,8 +48,8 @@ def plan_report(recipe: Recipe, recipe_path: str) -> dict:
                 "fp32_saturation_concurrency": rp.gain.fp32.saturation_concurrency,
                 "bf16_saturation_concurrency": rp.gain.bf16.saturation_concurrency,
             }
-        out["roles"][role] = entry
-    _add_gpu_shares(recipe, out["roles"])
+        roles[role] = entry
+    _add_gpu_shares(recipe, roles)
     blocks = {role: rp.plan.block_size for role, rp in plans.items()}
     out["block_sizes_match"] = len(set(blocks.values())) == 1
     # Without a workload (an accuracy-only recipe) there is no target: capacity at max_model_len only.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..diagnostics import Category, Diagnostic, FileReport, Severity
 from ..loader import LoadResult, load_text
@@ -30,7 +31,7 @@ class Fixed:
     applicability: Applicability
     edits: tuple[Edit, ...]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {**self.diagnostic.to_json(), "applicability": self.applicability.value,
                 "edits": [e.to_json() for e in self.edits]}
 
@@ -113,7 +114,7 @@ def fix_text(text: str, file: str, *, selection: Selection, unsafe: bool = False
 
 def _findings(result: LoadResult, selection: Selection) -> list[Finding]:
     """Every variant's findings, each once."""
-    seen: set = set()
+    seen: set[tuple[str, str]] = set()
     out = []
     for loaded in result.recipes:
         for f in findings(loaded, selection=selection):
@@ -123,7 +124,7 @@ def _findings(result: LoadResult, selection: Selection) -> list[Finding]:
     return out
 
 
-def _key(d: Diagnostic) -> tuple:
+def _key(d: Diagnostic) -> tuple[str, str]:
     return d.code, d.path
 
 

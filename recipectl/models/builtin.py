@@ -13,7 +13,8 @@ approximates them from the dims and the tests check the two agree within a few p
 
 from __future__ import annotations
 
-from recipectl.models.spec import LayerType, ModelFamily, ModelSpec
+from recipectl.models.family import ModelFamily
+from recipectl.models.spec import LayerType, ModelSpec
 
 # Every published Qwen3.5 and Qwen3-Next model card: "Context Length: 262,144 natively" (more only
 # with YaRN rope scaling, which a server uses only when told to); the configs' max_position_embeddings.
