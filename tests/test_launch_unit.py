@@ -87,7 +87,7 @@ class _Router:
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
+            def do_POST(self):
                 self.rfile.read(int(self.headers["Content-Length"]))
                 code = outer.statuses[min(outer.calls, len(outer.statuses) - 1)]
                 outer.calls += 1

@@ -14,7 +14,7 @@ from recipectl.runs.state import ProcessState, RunState
 
 
 class _Healthy(BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 - http.server's name
+    def do_GET(self):  # http.server's name
         self.send_response(200)
         self.end_headers()
 

@@ -57,7 +57,7 @@ from recipectl.plan.pages import (  # noqa: F401
     resolve_ssm_dtype,
     state_pages,
 )
-from recipectl.plan.workload import (  # noqa: F401
+from recipectl.plan.workload import (
     expected_resident_attention_blocks,
     random_dataset_ranges,
 )
