@@ -12,8 +12,15 @@ import csv
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 from ..schema import Recipe, WorkloadSection
 from ..topology import place
@@ -76,7 +83,7 @@ def bench_argv(recipe: Recipe, router_url: str, concurrency: int, num_prompts: i
             "--disable-tqdm", "--seed", "0"]
 
 
-def summarise(raw: dict, level: Level, gpus: int, max_failed_ratio: float) -> Level:
+def summarise(raw: dict[str, Any], level: Level, gpus: int, max_failed_ratio: float) -> Level:
     level.completed = int(raw.get("completed", 0))
     level.failed = int(raw.get("failed", 0) or 0)
     level.total_input_tokens = int(raw.get("total_input_tokens", 0))
@@ -103,8 +110,8 @@ def summarise(raw: dict, level: Level, gpus: int, max_failed_ratio: float) -> Le
     return level
 
 
-def run_sweep(recipe: Recipe, router_url: str, out_dir: Path, *, on_level=None, max_failed_ratio: float = 0.0,
-              level_timeout_s: float = 3600) -> list[Level]:
+def run_sweep(recipe: Recipe, router_url: str, out_dir: Path, *, on_level: Callable[[Level], None] | None = None,
+              max_failed_ratio: float = 0.0, level_timeout_s: float = 3600) -> list[Level]:
     workload = _workload(recipe)
     out_dir.mkdir(parents=True, exist_ok=True)
     gpus = devices(recipe)
@@ -138,7 +145,7 @@ def run_sweep(recipe: Recipe, router_url: str, out_dir: Path, *, on_level=None, 
     return levels
 
 
-def write_outputs(recipe: Recipe, levels: list[Level], out_dir: Path, router_url: str) -> dict:
+def write_outputs(recipe: Recipe, levels: list[Level], out_dir: Path, router_url: str) -> dict[str, Any]:
     summary = {"recipe": recipe.name, "router": router_url, "gpus": devices(recipe),
                "workload": _workload(recipe).model_dump(), "valid": all(lv.valid for lv in levels),
                "levels": [asdict(lv) for lv in levels]}
@@ -196,7 +203,7 @@ def pareto(levels: list[Level]) -> list[Level]:
     return sorted(front, key=lambda lv: lv.tps_per_user or 0.0)
 
 
-def plot_pareto(plt, levels: list[Level], path: Path, title: str) -> None:
+def plot_pareto(plt: ModuleType, levels: list[Level], path: Path, title: str) -> None:
     """Throughput per GPU against tokens/s per user, each level marked with its concurrency and the
     Pareto frontier drawn through the levels on it: the field's picture of a configuration."""
     pts = [lv for lv in levels if lv.tps_per_user]
@@ -214,7 +221,7 @@ def plot_pareto(plt, levels: list[Level], path: Path, title: str) -> None:
     _finish(plt, fig, ax, "tokens/s per user  (1000 / median TPOT)", title, path)
 
 
-def _finish(plt, fig, ax, xlabel: str, title: str, path: Path) -> None:
+def _finish(plt: ModuleType, fig: Figure, ax: Axes, xlabel: str, title: str, path: Path) -> None:
     """Every sweep plot's y axis (throughput per GPU), title, grid and file; the figure is closed."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel("total tokens/s per GPU")
@@ -225,7 +232,7 @@ def _finish(plt, fig, ax, xlabel: str, title: str, path: Path) -> None:
     plt.close(fig)
 
 
-def compare(a: dict, b: dict) -> list[dict]:
+def compare(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     """Level-by-level ratios B / A for the levels both runs have."""
     by_c = {lv["concurrency"]: lv for lv in a["levels"]}
     rows = []
@@ -241,7 +248,7 @@ def compare(a: dict, b: dict) -> list[dict]:
     return rows
 
 
-def _ratio(a: dict, b: dict, key: str) -> float | None:
+def _ratio(a: dict[str, Any], b: dict[str, Any], key: str) -> float | None:
     """b[key] / a[key]; None when either is missing or a's is 0."""
     x, y = a.get(key), b.get(key)
     return None if not x or y is None else y / x
