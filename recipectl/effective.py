@@ -100,7 +100,7 @@ class Setting:
             return " / ".join(f"{v} on {label}" for label, v in self.by_host)
         return "unset" if self.value is None else str(self.value)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"value": self.value, "source": self.source.value, "path": self.path}
         if self.by_host:
             out["by_host"] = {label: v for label, v in self.by_host}
@@ -136,7 +136,7 @@ class EffectiveRole:
     def value(self, field: str) -> Any:
         return self.settings[field].value
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """Every setting with its value and where it comes from (`recipectl show --resolved`)."""
         return {field: s.to_json() for field, s in self.settings.items()}
 
@@ -241,11 +241,11 @@ def resolve_role(recipe: Recipe, role: str, host: HostCpu | None = None) -> Effe
     duplicates: list[Duplicate] = []
     for field in RESOLVED_FIELDS:
         value, path = _recipe_value(recipe, role, field)
-        arg = last.get(field)
-        if arg is not None:
-            if value is not None and not arg.flag.owned:  # an owned flag is reported as such
-                duplicates.append(Duplicate(field, path, value, arg))
-            setting = Setting(arg.value, Source.EXTRA_ARGS, f"{role}.extra_args.{arg.index}")
+        given = last.get(field)
+        if given is not None:
+            if value is not None and not given.flag.owned:  # an owned flag is reported as such
+                duplicates.append(Duplicate(field, path, value, given))
+            setting = Setting(given.value, Source.EXTRA_ARGS, f"{role}.extra_args.{given.index}")
         elif value is not None:
             setting = Setting(value, Source.RECIPE, path)
         else:

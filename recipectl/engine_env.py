@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from .engine_facts import facts
 from .errors import ExitCode, RecipectlError
@@ -35,7 +36,7 @@ def serve_cli_args_modules() -> list[str]:
 
 
 def parse_with_engine(serve: list[list[str]], router: list[list[str]], *, venv: str | None = None,
-                      timeout: float = 180, flags: bool = False) -> dict:
+                      timeout: float = 180, flags: bool = False) -> dict[str, Any]:
     """Check command lines with the engine's own parsers (one subprocess: the vllm import is slow)."""
     py = engine_python(venv)
     pkg_root = str(Path(__file__).resolve().parent.parent)
@@ -46,4 +47,5 @@ def parse_with_engine(serve: list[list[str]], router: list[list[str]], *, venv: 
     if proc.returncode != 0 or not proc.stdout.strip():
         raise RecipectlError(f"the engine's parser could not run: {proc.stderr.strip()[-800:]}",
                              exit_code=ExitCode.INVALID)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    answer: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])  # the probe's one JSON object
+    return answer

@@ -32,10 +32,10 @@ CHECKS = ("contains", "lacks", "argparse_choices", "default")
 
 def parse_version(text: str) -> Version:
     """'0.28.0' -> (0, 28, 0); a release the table names is always three numbers."""
-    parts = tuple(int(p) for p in str(text).split("."))
+    parts = [int(p) for p in str(text).split(".")]
     if len(parts) != 3:
         raise ValueError(f"not a vLLM release: {text!r}")
-    return parts  # type: ignore[return-value]
+    return parts[0], parts[1], parts[2]
 
 
 def fmt_version(v: Version | None) -> str:
@@ -117,7 +117,7 @@ class Fact:
         return f"from {fmt_version(self.since)}" if self.since else "every release"
 
 
-def _evidence(raw: dict, where: str) -> Evidence:
+def _evidence(raw: dict[str, Any], where: str) -> Evidence:
     since = parse_version(raw["since"]) if raw.get("since") else None
     until = parse_version(raw["until"]) if raw.get("until") else None
     if since and until and until <= since:
@@ -138,7 +138,7 @@ def _check_evidence_ranges(evidence: tuple[Evidence, ...], known: tuple[Version,
             raise ValueError(f"{where}: no evidence for {fmt_version(v)} (the entries' since/until leave it out)")
 
 
-def _fact(raw: dict) -> Fact:
+def _fact(raw: dict[str, Any]) -> Fact:
     where = f"engine-facts.yaml: {raw.get('id', '?')}"
     if raw.get("kind") not in KINDS:
         raise ValueError(f"{where}: kind {raw.get('kind')!r} is not one of {', '.join(KINDS)}")

@@ -41,7 +41,7 @@ def _parse(parse, argv: list[str]) -> dict:
     except SystemExit as e:  # argparse reports errors by exiting
         lines = [ln for ln in err.getvalue().strip().splitlines() if ln.strip()]
         return {"ok": False, "error": lines[-1] if lines else f"exit {e.code}"}
-    except Exception as e:  # noqa: BLE001 - report, do not crash the batch
+    except Exception as e:  # report, do not crash the batch
         return {"ok": False, "error": f"{type(e).__name__}: {e}"}
 
 
@@ -102,7 +102,7 @@ def parse_commands(request: dict) -> dict:
 def _version(version, name):
     try:
         return version(name)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
 
 

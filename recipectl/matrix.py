@@ -15,14 +15,14 @@ MAX_VARIANTS = 128
 MAX_EXPANDED_VALUES = 400_000
 
 
-def _diag(smap: Any, key: tuple, message: str, fix: str) -> Diagnostic:
+def _diag(smap: Any, key: tuple[str | int, ...], message: str, fix: str) -> Diagnostic:
     pos = smap.locate(key)
     return Diagnostic(code="SCH003", severity=Severity.ERROR, category=Category.SCHEMA, message=message, fix=fix,
                       path=".".join(map(str, key)), file=smap.file, line=pos[0] if pos else None,
                       col=pos[1] if pos else None)
 
 
-def _set_path(data: dict, dotted: str, value: Any) -> None:
+def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
     parts = dotted.split(".")
     cur = data
     for p in parts[:-1]:
@@ -39,7 +39,7 @@ def _label(key: str, value: Any) -> str:
     return f"{key.split('.')[-2] if '.' in key else key}-{key.split('.')[-1]}-{value}".replace("_", "-")
 
 
-def expand_matrix(data: dict, smap: Any) -> tuple[list[tuple[str | None, dict]], list[Diagnostic]]:
+def expand_matrix(data: dict[str, Any], smap: Any) -> tuple[list[tuple[str | None, dict[str, Any]]], list[Diagnostic]]:
     matrix = data.get("matrix")
     if not matrix:
         return [(None, data)], []
@@ -63,7 +63,7 @@ def expand_matrix(data: dict, smap: Any) -> tuple[list[tuple[str | None, dict]],
                           f"(and {MAX_EXPANDED_VALUES:,} values in all) are expanded",
                           "split it into several recipe files, or sweep fewer values")]
     base = {k: v for k, v in data.items() if k != "matrix"}
-    out: list[tuple[str | None, dict]] = []
+    out: list[tuple[str | None, dict[str, Any]]] = []
     for combo in itertools.product(*(matrix[k] for k in keys)):
         variant = copy.deepcopy(base)
         labels = []

@@ -4,10 +4,11 @@ operation again after a transient failure."""
 from __future__ import annotations
 
 import time
-from typing import Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 from tenacity import (
     AsyncRetrying,
+    RetryCallState,
     Retrying,
     retry_if_exception_type,
     retry_if_result,
@@ -43,7 +44,13 @@ def retry_while(step: Callable[[], T], retry: Callable[[T], bool], *, attempts: 
     return Retrying(stop=lambda rs: (rs.attempt_number >= attempts
                                      or time.monotonic() + wait_s(rs.attempt_number) >= deadline),
                     wait=lambda rs: wait_s(rs.attempt_number), retry=retry_if_result(retry),
-                    retry_error_callback=lambda rs: rs.outcome.result())(step)
+                    retry_error_callback=_last_result)(step)
+
+
+def _last_result(state: RetryCallState) -> Any:
+    """What the last try returned: retry_while gives up by answering with it, not by raising."""
+    assert state.outcome is not None  # tenacity calls back only after a try
+    return state.outcome.result()
 
 
 async def retry_transient_async(fn: Callable[[], Awaitable[T]],

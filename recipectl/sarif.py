@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from . import __version__
@@ -36,7 +37,7 @@ def _uri(file: str) -> str:
     return p.resolve().as_uri() if p.is_absolute() else quote(p.as_posix())
 
 
-def _descriptors() -> list[dict]:
+def _descriptors() -> list[dict[str, Any]]:
     out = []
     for code, (name, title) in SCHEMA_CODES.items():
         out.append({"id": code, "name": name, "shortDescription": {"text": title},
@@ -52,17 +53,17 @@ def _descriptors() -> list[dict]:
     return out
 
 
-def _result(d: Diagnostic, index: dict[str, int]) -> dict:
+def _result(d: Diagnostic, index: dict[str, int]) -> dict[str, Any]:
     region = {"startLine": d.line} if d.line is not None else None
     if region is not None and d.col is not None:
         region["startColumn"] = d.col
-    physical: dict = {"artifactLocation": {"uri": _uri(d.file)}}
+    physical: dict[str, Any] = {"artifactLocation": {"uri": _uri(d.file)}}
     if region:
         physical["region"] = region
-    location: dict = {"physicalLocation": physical}
+    location: dict[str, Any] = {"physicalLocation": physical}
     if d.path:
         location["logicalLocations"] = [{"fullyQualifiedName": d.path, "kind": "member"}]
-    result: dict = {"ruleId": d.code, "level": LEVELS[d.severity.value], "message": {"text": d.message},
+    result: dict[str, Any] = {"ruleId": d.code, "level": LEVELS[d.severity.value], "message": {"text": d.message},
                     "locations": [location]}
     if d.code in index:
         result["ruleIndex"] = index[d.code]

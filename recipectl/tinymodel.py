@@ -237,7 +237,7 @@ def _build_tokenizer(eos: str = "<|endoftext|>", extra_special: tuple[str, ...] 
     return hf
 
 
-def _build_config(kind: str, eos_id: int, vision_ids: dict[str, int] | None = None):
+def _build_config(kind: str, eos_id: int, vision_ids: dict[str, int]):  # vision_ids: {} for a text-only kind
     p = KINDS[kind]
     common = dict(
         vocab_size=p["vocab_size"],

@@ -6,6 +6,7 @@ Pure arithmetic over the recipe; the rules (fit, port collisions) and every rend
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .fieldtypes import core_ranges
@@ -144,7 +145,11 @@ def place(recipe: Recipe) -> Placement:
     return out
 
 
-def _place_on_devices(recipe, role, spec: RoleSection, i, ids: tuple[int, ...], claimed, free, ports,
+PortsOf = Callable[[str, RoleSection, int], tuple[int, int]]  # (role, spec, node) -> (HTTP, side channel)
+
+
+def _place_on_devices(recipe: Recipe, role: str, spec: RoleSection, i: int, ids: tuple[int, ...],
+                      claimed: set[tuple[str, int, int]], free: list[list[int]], ports: PortsOf,
                       out: Placement) -> Endpoint | None:
     """An endpoint that names its GPUs (`devices`): on the first node where its role has not yet
     taken them. Endpoints of other roles may name the same GPUs: they share them, each with its
@@ -171,7 +176,8 @@ def _place_on_devices(recipe, role, spec: RoleSection, i, ids: tuple[int, ...], 
                                       cores),))
 
 
-def _place_endpoint(recipe, role, spec: RoleSection, i, free, ports, out: Placement) -> Endpoint | None:
+def _place_endpoint(recipe: Recipe, role: str, spec: RoleSection, i: int, free: list[list[int]], ports: PortsOf,
+                    out: Placement) -> Endpoint | None:
     cluster = recipe.cluster
     hosts = cluster.host_names
     par = spec.parallel
@@ -211,7 +217,7 @@ def _place_endpoint(recipe, role, spec: RoleSection, i, free, ports, out: Placem
         out.problems.append(f"{role} endpoint {i} ({par.label}) needs {n_nodes} whole nodes; "
                             f"{len(empty)} free")
         return None
-    procs = []
+    procs: list[Process] = []
     for j, node in enumerate(empty[:n_nodes]):
         take = tuple(free[node][: ranks_per_node * par.tp])
         del free[node][: ranks_per_node * par.tp]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -212,7 +213,7 @@ def hidden_character(text: str, spans: list[tuple[int, int, PathKey]] | None = N
     what = ("YAML breaks the line here, while editors, grep and diff show one line"
             if ch in "\x85\u2028\u2029" else "it reorders how the text around it is shown")
     where = " in a key or value" if path else "" if spans is None else " outside every key and value (a comment)"
-    return Refused(f"U+{ord(ch):04X} ({name}){where}: {what}", yaml.Mark(file, i, line, col, None, None), path,
+    return Refused(f"U+{ord(ch):04X} ({name}){where}: {what}", yaml.Mark(file, i, line, col, None, i), path,
                    f"delete the character (grep -nP '\\x{{{ord(ch):04X}}}' finds each one)")
 
 
@@ -254,7 +255,7 @@ def read_recipe_text(path: str | Path, limit: int = MAX_FILE_BYTES) -> str:
     return read_text_bounded(path, limit)
 
 
-def compose_documents(text: str, loader_class: type | None = None):
+def compose_documents(text: str, loader_class: type | None = None) -> Iterator[tuple[Any, dict[PathKey, Position]]]:
     """Each document of a YAML stream as (data, positions), walked within the limits. Raises
     yaml.YAMLError, Refused or DuplicateKey."""
     loader = (loader_class or FAST_LOADER or yaml.SafeLoader)(text)

@@ -90,7 +90,7 @@ class FakeServer:
                 self.end_headers()
                 self.wfile.write(content)
 
-            do_GET = do_POST = _answer  # noqa: N815 - http.server's names
+            do_GET = do_POST = _answer
 
         class _Server(ThreadingHTTPServer):
             daemon_threads = True

@@ -19,7 +19,7 @@ from .slurm_support import slurm_cluster  # noqa: F401 - fixture
 pytestmark = [pytest.mark.slurm, pytest.mark.engine]
 
 
-def test_local_recipe_through_slurm(slurm_cluster, tmp_path):  # noqa: F811
+def test_local_recipe_through_slurm(slurm_cluster, tmp_path):
     require_engine()
     recipe, ports = local_recipe_on_free_ports(tmp_path / "tiny-hybrid-cpu.yaml")
     # a variable of the caller's shell that the recipe does not name: it must not reach the job
@@ -57,7 +57,7 @@ def test_local_recipe_through_slurm(slurm_cluster, tmp_path):  # noqa: F811
     assert steps_left == []
 
 
-def test_a_job_whose_endpoint_cannot_start_is_reported_and_cancelled(slurm_cluster, tmp_path):  # noqa: F811
+def test_a_job_whose_endpoint_cannot_start_is_reported_and_cancelled(slurm_cluster, tmp_path):
     require_engine()
     bad, ports = local_recipe_on_free_ports(tmp_path / "bad.yaml", edited(
         LOCAL_RECIPE.read_text(), ("~/.cache/recipectl/models/qwen3next-tiny", str(tmp_path / "no-such-model"))))

@@ -84,7 +84,7 @@ def assert_nothing_left(c: SlurmCluster, job_id: str) -> None:
         f"left behind: {leftovers()}"
 
 
-def test_two_node_pd_launch_doctor_stop(slurm_cluster_2, tmp_path):  # noqa: F811
+def test_two_node_pd_launch_doctor_stop(slurm_cluster_2, tmp_path):
     require_engine()
     c = slurm_cluster_2
     runs = tmp_path / "runs"
@@ -165,7 +165,7 @@ http.server.ThreadingHTTPServer((a.host, a.port), H).serve_forever()
 """
 
 
-def test_a_killed_node_is_reported_and_the_job_cleaned_up_with_a_stand_in_engine(slurm_cluster_2, tmp_path):  # noqa: F811
+def test_a_killed_node_is_reported_and_the_job_cleaned_up_with_a_stand_in_engine(slurm_cluster_2, tmp_path):
     """The scheduler, the nodes, recipectl and the kill are real; the engine and the router are a
     stand-in HTTP server (FAKE above): a second two-node launch of the real engine would add minutes
     to CI, and what is under test is what Slurm and recipectl do when a node dies."""

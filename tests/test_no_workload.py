@@ -146,6 +146,20 @@ def test_bench_without_workload_says_what_is_missing(recipectl_cli, tmp_path):
     assert "Traceback" not in r.stderr
 
 
+def test_bench_of_a_run_without_a_router_yet_says_so(recipectl_cli, tmp_path):
+    """A Slurm job still starting has a state file but no router URL: nothing to send prompts to."""
+    from recipectl.runs.state import RunState
+
+    run = tmp_path / "runs" / "r1"
+    run.mkdir(parents=True)
+    RunState(run_id="r1", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(run),
+             target="slurm").save()
+    r = recipectl_cli("bench", str(H200), "--run", str(run), "-o", str(tmp_path / "out"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "no router yet" in r.stderr and "--router" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_plan_of_an_unknown_hub_model_exits_2_with_the_builtin_names(recipectl_cli, tmp_path):
     def edit(d):
         d["model"]["path"] = "Qwen/Qwen3.5-122B-A12B"

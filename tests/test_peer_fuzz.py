@@ -104,7 +104,7 @@ def test_type_mutations_load_as_reports():
         t0 = time.process_time()
         try:
             result = load_text(text, "m.yaml", base_dir=FIELD / name.split("/")[0])
-        except Exception as e:  # noqa: BLE001 - the point of the test
+        except Exception as e:  # the point of the test
             raise AssertionError(f"{_case_id(case)} raised {type(e).__name__}: {e}") from e
         slowest = max(slowest, (time.process_time() - t0, _case_id(case)))
         assert result.ok or result.diagnostics, _case_id(case)

@@ -12,11 +12,18 @@ import csv
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from ..engine_env import engine_venv
-from ..schema import Recipe
+from ..schema import Recipe, WorkloadSection
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 from ..topology import place
 
 
@@ -53,9 +60,16 @@ def devices(recipe: Recipe) -> int:
     return len({(p.node, g) for p in place(recipe).processes for g in p.gpus})
 
 
+def _workload(recipe: Recipe) -> WorkloadSection:
+    """The workload a sweep runs: a recipe without one (accuracy only) has nothing to sweep."""
+    if recipe.workload is None:
+        raise ValueError(f"recipe {recipe.name} has no workload to sweep")
+    return recipe.workload
+
+
 def bench_argv(recipe: Recipe, router_url: str, concurrency: int, num_prompts: int, out_dir: Path,
                result_file: str) -> list[str]:
-    w = recipe.workload
+    w = _workload(recipe)
     model = os.path.expanduser(recipe.model.path)
     exe = engine_venv(recipe.engine.venv) / "bin" / "vllm"
     return [str(exe) if exe.exists() else "vllm", "bench", "serve",
@@ -68,7 +82,7 @@ def bench_argv(recipe: Recipe, router_url: str, concurrency: int, num_prompts: i
             "--disable-tqdm", "--seed", "0"]
 
 
-def summarise(raw: dict, level: Level, gpus: int, max_failed_ratio: float) -> Level:
+def summarise(raw: dict[str, Any], level: Level, gpus: int, max_failed_ratio: float) -> Level:
     level.completed = int(raw.get("completed", 0))
     level.failed = int(raw.get("failed", 0) or 0)
     level.total_input_tokens = int(raw.get("total_input_tokens", 0))
@@ -95,15 +109,14 @@ def summarise(raw: dict, level: Level, gpus: int, max_failed_ratio: float) -> Le
     return level
 
 
-def run_sweep(recipe: Recipe, router_url: str, out_dir: Path, *, on_level=None, max_failed_ratio: float = 0.0,
-              level_timeout_s: float = 3600) -> list[Level]:
-    if recipe.workload is None:
-        raise ValueError(f"recipe {recipe.name} has no workload to sweep")
+def run_sweep(recipe: Recipe, router_url: str, out_dir: Path, *, on_level: Callable[[Level], None] | None = None,
+              max_failed_ratio: float = 0.0, level_timeout_s: float = 3600) -> list[Level]:
+    workload = _workload(recipe)
     out_dir.mkdir(parents=True, exist_ok=True)
     gpus = devices(recipe)
     levels: list[Level] = []
-    for c in recipe.workload.concurrency:
-        n = c * recipe.workload.prompts_per_concurrency
+    for c in workload.concurrency:
+        n = c * workload.prompts_per_concurrency
         level = Level(concurrency=c, num_prompts=n, result_file=f"level-c{c}.json")
         argv = bench_argv(recipe, router_url, c, n, out_dir, level.result_file)
         log = out_dir / f"level-c{c}.log"
@@ -131,9 +144,9 @@ def run_sweep(recipe: Recipe, router_url: str, out_dir: Path, *, on_level=None, 
     return levels
 
 
-def write_outputs(recipe: Recipe, levels: list[Level], out_dir: Path, router_url: str) -> dict:
+def write_outputs(recipe: Recipe, levels: list[Level], out_dir: Path, router_url: str) -> dict[str, Any]:
     summary = {"recipe": recipe.name, "router": router_url, "gpus": devices(recipe),
-               "workload": recipe.workload.model_dump(), "valid": all(lv.valid for lv in levels),
+               "workload": _workload(recipe).model_dump(), "valid": all(lv.valid for lv in levels),
                "levels": [asdict(lv) for lv in levels]}
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     fields = [f for f in asdict(levels[0]).keys() if f != "problems"] if levels else []
@@ -181,15 +194,15 @@ def pareto(levels: list[Level]) -> list[Level]:
     """The levels no other level beats on both throughput per GPU and tokens/s per user, by
     tokens/s per user: the frontier the field draws (a level that another matches on one and beats
     on the other is off it). Levels without a TPOT have no tokens/s per user and no place on it."""
-    pts = sorted((lv for lv in levels if lv.tps_per_user), key=lambda lv: (-lv.tps_per_user, -lv.tps_per_gpu))
+    pts = sorted((lv for lv in levels if lv.tps_per_user), key=lambda lv: (-(lv.tps_per_user or 0.0), -lv.tps_per_gpu))
     front: list[Level] = []
     for lv in pts:  # from the most interactive: each one on the frontier has more throughput than all before
         if not front or lv.tps_per_gpu > front[-1].tps_per_gpu:
             front.append(lv)
-    return sorted(front, key=lambda lv: lv.tps_per_user)
+    return sorted(front, key=lambda lv: lv.tps_per_user or 0.0)
 
 
-def plot_pareto(plt, levels: list[Level], path: Path, title: str) -> None:
+def plot_pareto(plt: ModuleType, levels: list[Level], path: Path, title: str) -> None:
     """Throughput per GPU against tokens/s per user, each level marked with its concurrency and the
     Pareto frontier drawn through the levels on it: the field's picture of a configuration."""
     pts = [lv for lv in levels if lv.tps_per_user]
@@ -207,7 +220,7 @@ def plot_pareto(plt, levels: list[Level], path: Path, title: str) -> None:
     _finish(plt, fig, ax, "tokens/s per user  (1000 / median TPOT)", title, path)
 
 
-def _finish(plt, fig, ax, xlabel: str, title: str, path: Path) -> None:
+def _finish(plt: ModuleType, fig: Figure, ax: Axes, xlabel: str, title: str, path: Path) -> None:
     """Every sweep plot's y axis (throughput per GPU), title, grid and file; the figure is closed."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel("total tokens/s per GPU")
@@ -218,7 +231,7 @@ def _finish(plt, fig, ax, xlabel: str, title: str, path: Path) -> None:
     plt.close(fig)
 
 
-def compare(a: dict, b: dict) -> list[dict]:
+def compare(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     """Level-by-level ratios B / A for the levels both runs have."""
     by_c = {lv["concurrency"]: lv for lv in a["levels"]}
     rows = []
@@ -234,7 +247,7 @@ def compare(a: dict, b: dict) -> list[dict]:
     return rows
 
 
-def _ratio(a: dict, b: dict, key: str) -> float | None:
+def _ratio(a: dict[str, Any], b: dict[str, Any], key: str) -> float | None:
     """b[key] / a[key]; None when either is missing or a's is 0."""
     x, y = a.get(key), b.get(key)
     return None if not x or y is None else y / x

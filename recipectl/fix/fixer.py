@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..diagnostics import Category, Diagnostic, FileReport, Severity
 from ..formats import NATIVE, sniff
@@ -32,7 +33,7 @@ class Fixed:
     applicability: Applicability
     edits: tuple[Edit, ...]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {**self.diagnostic.to_json(), "applicability": self.applicability.value,
                 "edits": [e.to_json() for e in self.edits]}
 
@@ -110,7 +111,7 @@ def fix_text(text: str, file: str, *, selection: Selection, unsafe: bool = False
 
 def _findings(result: LoadResult, selection: Selection) -> list[Finding]:
     """Every variant's findings, each once."""
-    seen: set = set()
+    seen: set[tuple[str, str]] = set()
     out = []
     for loaded in result.recipes:
         for f in findings(loaded, selection=selection):
@@ -120,7 +121,7 @@ def _findings(result: LoadResult, selection: Selection) -> list[Finding]:
     return out
 
 
-def _key(d: Diagnostic) -> tuple:
+def _key(d: Diagnostic) -> tuple[str, str]:
     return d.code, d.path
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import difflib
 
-from recipectl.models.spec import LayerType, ModelFamily, ModelSpec
+from recipectl.models.family import ModelFamily
+from recipectl.models.spec import LayerType, ModelSpec
 
 # Every published Qwen3.5 and Qwen3-Next model card: "Context Length: 262,144 natively" (more only
 # with YaRN rope scaling, which a server uses only when told to); the configs' max_position_embeddings.

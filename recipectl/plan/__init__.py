@@ -28,7 +28,8 @@ from recipectl.models.builtin import (
     find_builtin,
     suggest_builtin,
 )
-from recipectl.models.spec import LayerType, ModelFamily, ModelSpec, ParamCounts
+from recipectl.models.family import ModelFamily
+from recipectl.models.spec import LayerType, ModelSpec, ParamCounts
 from recipectl.plan.capacity import (
     GB200_HBM_BYTES,
     CacheGroup,

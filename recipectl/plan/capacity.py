@@ -59,7 +59,7 @@ from recipectl.plan.pages import (  # noqa: F401
     resolve_ssm_dtype,
     state_pages,
 )
-from recipectl.plan.workload import (  # noqa: F401
+from recipectl.plan.workload import (
     expected_resident_attention_blocks,
     random_dataset_ranges,
 )
@@ -273,9 +273,9 @@ class SsmDtypeGain(BaseModel):
     def concurrency_ratio(self) -> float | None:
         """bf16 saturation (or max) concurrency / fp32's: the capacity gain; None where fp32's
         cache holds no request (the weights leave it no memory), so that there is no ratio."""
-        a, b = self.bf16.saturation_concurrency, self.fp32.saturation_concurrency
-        if a is None or b is None:
-            a, b = self.bf16.max_concurrency, self.fp32.max_concurrency
+        sat_a, sat_b = self.bf16.saturation_concurrency, self.fp32.saturation_concurrency
+        a, b = ((sat_a, sat_b) if sat_a is not None and sat_b is not None
+                else (self.bf16.max_concurrency, self.fp32.max_concurrency))
         return a / b if b else None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from ..effective import PLATFORM_BLOCK_DEFAULTS, EffectiveRole, HostCpu, batch_limits, resolve_role
 from ..engine_facts import fact, holds
@@ -12,7 +13,17 @@ from ..models.builtin import BUILTIN_MODELS, resolve_name, suggest_builtin
 from ..models.info import ModelConfigError
 from ..models.spec import ModelSpec
 from ..schema import Recipe
-from .capacity import PlanInput, StatePages, Workload, plan_role, resolve_ssm_dtype, ssm_dtype_gain, state_pages
+from .capacity import (
+    CapacityPlan,
+    PlanInput,
+    SsmDtypeGain,
+    StatePages,
+    Workload,
+    plan_role,
+    resolve_ssm_dtype,
+    ssm_dtype_gain,
+    state_pages,
+)
 from .memory import engine_overheads
 
 # Memory per GPU as the driver reports it (bytes). The plan sizes from what the engine sees
@@ -25,8 +36,8 @@ GiB = 2**30
 class RolePlan:
     role: str
     endpoints: int
-    plan: object  # CapacityPlan
-    gain: object | None  # SsmDtypeGain (hybrid models only)
+    plan: CapacityPlan
+    gain: SsmDtypeGain | None  # hybrid models only
     # where the planned max_model_len came from: "recipe", "model" (unset: the model's context, as
     # vLLM takes it) or "workload" (unset and the model's context unknown: isl + osl)
     max_model_len_from: str = "recipe"
@@ -37,7 +48,7 @@ class RolePlan:
         return None if s is None else s * self.endpoints
 
 
-def model_spec(recipe: Recipe, base_dir=None):
+def model_spec(recipe: Recipe, base_dir: Path | None = None) -> ModelSpec | None:
     """The recipe's model as a ModelSpec: a built-in spec (by model.spec, or the model path's
     hub name), or a local config.json; None if unknown. A config.json that cannot describe a
     model raises ModelConfigError (a ValueError)."""
@@ -143,7 +154,7 @@ def role_pages(recipe: Recipe, eff: EffectiveRole, spec: ModelSpec | None,
     """A role's page geometry (block size after hybrid alignment), or None where a dtype cannot
     be resolved or is not modelled (nvfp4 KV, an unknown model)."""
     d = state_dtypes(eff, spec, host)
-    if spec is None or None in (d.kv, d.conv, d.ssm):
+    if spec is None or d.kv is None or d.conv is None or d.ssm is None:
         return None
     platform = "cpu" if recipe.cluster.is_cpu else "cuda"
     try:

@@ -162,11 +162,11 @@ def _blocks(ctx: RuleContext, host: str | None) -> str:
     """'; the hybrid-aligned block is then 256 tokens on prefill and 128 on decode' where known."""
     if not ctx.hybrid:
         return ""
-    pages = [role_pages(ctx.recipe, ctx.effective[r], ctx.model_spec, host) for r in ("prefill", "decode")]
-    if None in pages or pages[0].block_size == pages[1].block_size:
+    prefill, decode = (role_pages(ctx.recipe, ctx.effective[r], ctx.model_spec, host) for r in ("prefill", "decode"))
+    if prefill is None or decode is None or prefill.block_size == decode.block_size:
         return ""
-    return (f"; the hybrid-aligned attention block is then {pages[0].block_size} tokens on prefill and "
-            f"{pages[1].block_size} on decode, and the NIXL handshake asserts")
+    return (f"; the hybrid-aligned attention block is then {prefill.block_size} tokens on prefill and "
+            f"{decode.block_size} on decode, and the NIXL handshake asserts")
 
 
 def _copy_stated_value(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:
@@ -189,7 +189,7 @@ def _compare(ctx: RuleContext, field: str) -> tuple[list[tuple[str | None, objec
     """(the kinds of host where the roles' values are known to differ, with both values; whether
     on some kind of host a value cannot be told and the settings differ)."""
     p_set, d_set = ctx.setting("prefill", field), ctx.setting("decode", field)
-    hosts = [h for h, _ in p_set.by_host or d_set.by_host] or [None]
+    hosts: list[str | None] = [h for h, _ in p_set.by_host or d_set.by_host] or [None]
     differs = [(h, _concrete(ctx, "prefill", field, h), _concrete(ctx, "decode", field, h)) for h in hosts]
     known_diff = [(h, p, d) for h, p, d in differs if p is not None and d is not None and p != d]
     unknown = any(p is None or d is None for _, p, d in differs) and p_set.value != d_set.value
@@ -272,8 +272,8 @@ def _aligned_blocks(ctx: RuleContext) -> Iterator[Violation]:
     grids = {checkpoint_alignment(ctx.recipe, ctx.effective[r], ctx.model_spec) for r in ("prefill", "decode")}
     if len(grids) == 1:  # the blocks differ for another reason (TP: CON001), or not at all
         return
-    pages = [role_pages(ctx.recipe, ctx.effective[r], ctx.model_spec) for r in ("prefill", "decode")]
-    if None in pages or pages[0].block_size == pages[1].block_size:
+    prefill, decode = (role_pages(ctx.recipe, ctx.effective[r], ctx.model_spec) for r in ("prefill", "decode"))
+    if prefill is None or decode is None or prefill.block_size == decode.block_size:
         return
     field = next((f for f in _ALIGN_FIELDS if ctx.setting("prefill", f).value != ctx.setting("decode", f).value),
                  "enable_prefix_caching")
@@ -281,8 +281,8 @@ def _aligned_blocks(ctx: RuleContext) -> Iterator[Violation]:
     where = next((st.path for st in (p_set, d_set) if not st.explicit), d_set.path)
     value = next((st.value for st in (d_set, p_set) if st.explicit), d_set.value)
     text = str(value).lower() if isinstance(value, bool) else value
-    yield Violation(where, f"the hybrid-aligned attention block is {pages[0].block_size} tokens on prefill and "
-                           f"{pages[1].block_size} on decode: vLLM {fmt_version(ctx.version)} keeps it on a "
+    yield Violation(where, f"the hybrid-aligned attention block is {prefill.block_size} tokens on prefill and "
+                           f"{decode.block_size} on decode: vLLM {fmt_version(ctx.version)} keeps it on a "
                            "64-token grid where prefix caching runs with FlashInfer's GDN prefill, and "
                            f"{field} differs ({_said(ctx, 'prefill', field)}; {_said(ctx, 'decode', field)}); "
                            "the NIXL handshake asserts",

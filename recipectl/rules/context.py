@@ -47,7 +47,8 @@ class RuleContext:
         if spec is not None and spec.linear_key_head_dim:
             return spec.linear_key_head_dim
         cfg = local_config(self.recipe.model.path, self.base_dir) or {}
-        text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+        inner = cfg.get("text_config")
+        text = inner if isinstance(inner, dict) else cfg
         value = text.get("linear_key_head_dim")
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 

@@ -7,7 +7,7 @@ from typing import Iterator
 
 from ..diagnostics import Category, Severity
 from ..engine_versions import fmt_version
-from ..topology import parse_cores
+from ..topology import Process, parse_cores
 from .context import RuleContext
 from .registry import Violation, rule, safe, set_field, unsafe
 
@@ -39,7 +39,7 @@ def disjoint_cores(ctx: RuleContext) -> Iterator[Violation]:
     """
     if not ctx.is_cpu:
         return
-    by_host: dict[str, list] = defaultdict(list)
+    by_host: dict[str, list[Process]] = defaultdict(list)
     for p in ctx.placement.processes:
         by_host[p.host].append(p)
     for host, procs in by_host.items():
@@ -154,7 +154,8 @@ def gdn_head_dims(ctx: RuleContext) -> Iterator[Violation]:
     cfg = local_config(ctx.recipe.model.path, None)
     if not cfg:
         return
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    inner = cfg.get("text_config")
+    text = inner if isinstance(inner, dict) else cfg
     bad = [f"{key} {text[key]}" for key in ("linear_key_head_dim", "linear_value_head_dim")
            if text.get(key) is not None and text[key] not in (64, 128)]
     if bad:

@@ -81,7 +81,7 @@ def findings(loaded: LoadedRecipe, *, select: set[str] | None = None, selection:
             yield Finding(r, v, d, ctx, why)
 
 
-def _recipe_reason(entries: list[tuple[str, str]], r) -> str | None:
+def _recipe_reason(entries: list[tuple[str, str]], r: Rule) -> str | None:
     best = max(entries, key=lambda e: specificity(e[0], r), default=None)
     if best is None or specificity(best[0], r) < 0:
         return None

@@ -78,7 +78,7 @@ def has_api_key(ctx: RuleContext, role: str) -> bool:
     if any(a == "--api-key" or a.startswith("--api-key=") for a in args):
         return True
     value = ctx.recipe.role_env(role).get("VLLM_API_KEY")
-    return bool(value) and pure_reference(value)
+    return pure_reference(value) if value else False
 
 
 @rule(code="OPS003", name="operability.exposed-without-api-key", title="Servers beyond loopback need an API key",

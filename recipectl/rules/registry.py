@@ -68,7 +68,7 @@ class Edit:
     value: Any = None
     remove: bool = False
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "remove": True} if self.remove else {"path": self.path, "value": self.value}
 
 

@@ -76,11 +76,11 @@ def fit(ctx: RuleContext) -> Iterator[Violation]:
     rest = [p for p in ctx.placement.problems if p not in tp_too_wide and p not in named]
     if rest:
         nodes_needed = -(-need // max(1, c.gpus_per_node))
-        share = ("; servers can share a GPU instead: the same devices for both roles and a "
+        sharing = ("; servers can share a GPU instead: the same devices for both roles and a "
                  "gpu_memory_utilization each (TOP001's docs)") if c.nodes == 1 and all(
                      s.parallel.gpus <= c.gpus_per_node for _, s in ctx.roles()) else ""
         yield Violation("cluster.nodes", f"{len(rest)} endpoint(s) do not fit: {rest[0]} "
-                        f"({need} GPUs wanted, {total} in the cluster){share}",
+                        f"({need} GPUs wanted, {total} in the cluster){sharing}",
                         f"cluster:\n  nodes: {max(nodes_needed, c.nodes + 1)}")
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from ..diagnostics import Diagnosis
 from ..engine_flags import parse_extra_args
 from .processes import tail
+from .state import ProcessState
 
 __all__ = ["Diagnosis", "diagnose", "diagnose_endpoints", "explain_block_mismatch", "never_ready"]
 
@@ -147,7 +148,7 @@ def explain_block_mismatch(culprit, processes, match: re.Match) -> Diagnosis:
     return replace(PATTERNS[1][1], message=cause, fix=fix)
 
 
-def diagnose_endpoints(processes) -> tuple[object, Diagnosis] | None:
+def diagnose_endpoints(processes: list[ProcessState]) -> tuple[ProcessState, Diagnosis] | None:
     """The first endpoint process (not the router) whose log tail names a known cause, with it."""
     for p in processes:
         if p.kind == "router" or not p.log or not Path(p.log).exists():

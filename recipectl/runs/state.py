@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, TypeAdapter, ValidationError
 
@@ -129,7 +129,7 @@ class RunState:
                 ps.members.append(m)
                 self._journal({"name": ps.name, "pid": m.pid, "start_time": m.start_time, "group": ps.pid})
 
-    def _journal(self, record: dict) -> None:
+    def _journal(self, record: dict[str, Any]) -> None:
         line = json.dumps(record) + "\n"
         fd = os.open(Path(self.run_dir) / JOURNAL_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
