@@ -1,18 +1,27 @@
 """What the shell completes (`recipectl --install-completion`): recipe files, a matrix recipe's
-variants, rule selectors, run ids. cli.py hands these to Typer as `autocompletion` callbacks;
-each takes the word being completed (`incomplete`) and, where the values depend on what came
-earlier on the command line, the parsed context (`ctx`, whose `params` hold the values parsed so
-far). Each returns the candidates that start with `incomplete`, as values or (value, help) pairs,
-and never raises: a completion that fails offers nothing and the shell falls back to file names.
+variants, rule selectors, run ids. The commands' annotations (commands/) hand these to Typer as
+`autocompletion` callbacks; each takes the word being completed (`incomplete`) and, where the
+values depend on what came earlier on the command line, the parsed context (`ctx`, whose `params`
+hold the values parsed so far). Each returns the candidates that start with `incomplete`, as values
+or (value, help) pairs, and never raises: a completion that fails offers nothing and the shell
+falls back to file names.
 
-The environment variable that asks for a completion is pinned (COMPLETE_VAR in commands/options),
+The environment variable that asks for a completion is pinned (COMPLETE_VAR in cli.py),
 so `python -m recipectl` answers it as the `recipectl` script does.
 """
 
 from __future__ import annotations
 
 import os
+from functools import wraps
 from typing import Any, Callable
+
+from ..formats import NATIVE, sniff
+from ..loader import parse_yaml
+from ..matrix import expand_matrix
+from ..rules import all_rules
+from ..runs.state import STATE_FILE, runs_root
+from ..yamlsource import read_recipe_text
 
 RECIPE_SUFFIXES = (".yaml", ".yml")
 IMPORT_SUFFIXES = (".yaml", ".yml", ".sh")  # srt-slurm and Dynamo YAML, `vllm serve` scripts
@@ -23,8 +32,6 @@ Candidates = list[Any]  # str or (value, help)
 
 def _quietly(fn: Callable[..., Candidates]) -> Callable[..., Candidates]:
     """A completer that breaks offers nothing rather than a traceback in the user's shell."""
-    from functools import wraps
-
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Candidates:
         try:
@@ -72,11 +79,6 @@ def variant_names(path: str) -> list[tuple[str, str]]:
     without a matrix (or in another tool's format). The short name is what follows the recipe's
     name (`prefill-endpoints-4`): --variant takes either. A file that cannot be read raises: the
     completer offers nothing then."""
-    from ..formats import NATIVE, sniff
-    from ..loader import parse_yaml
-    from ..matrix import expand_matrix
-    from ..yamlsource import read_recipe_text
-
     text = read_recipe_text(path)
     if sniff(text) != NATIVE:
         return []
@@ -106,8 +108,6 @@ def variants(ctx: Any, incomplete: str) -> Candidates:
 
 
 def _rules():
-    from ..rules import all_rules
-
     return all_rules()
 
 
@@ -156,8 +156,6 @@ def rule_codes(incomplete: str) -> Candidates:
 @_quietly
 def runs(ctx: Any, incomplete: str) -> Candidates:
     """status, stop, logs --run: the run ids under the run directory, and recipe files."""
-    from ..runs.state import STATE_FILE, runs_root
-
     params = getattr(ctx, "params", None) or {}
     root = runs_root(params.get("run_dir"))
     ids: Candidates = []
@@ -171,9 +169,3 @@ def runs(ctx: Any, incomplete: str) -> Candidates:
 def launch_targets(incomplete: str) -> Candidates:
     return [(t, h) for t, h in (("local", "this host"), ("slurm", "an sbatch job")) if t.startswith(incomplete)]
 
-
-SPEC_COMPLETERS: dict[str, Callable[..., Candidates]] = {
-    "recipes": recipe_files, "recipe": recipe_files, "variant": variants, "select": rule_selectors,
-    "extend_select": rule_selectors, "ignore": rule_selectors, "severity": severity_overrides,
-}
-"""The completer of each dest of the commands declared in commands/options (validate, render)."""
