@@ -1,13 +1,13 @@
 """What the shell completes (`recipectl --install-completion`): recipe files, a matrix recipe's
-variants, rule selectors, run ids. The commands' annotations (commands/) hand these to Typer as
-`autocompletion` callbacks; each takes the word being completed (`incomplete`) and, where the
-values depend on what came earlier on the command line, the parsed context (`ctx`, whose `params`
-hold the values parsed so far). Each returns the candidates that start with `incomplete`, as values
-or (value, help) pairs, and never raises: a completion that fails offers nothing and the shell
-falls back to file names.
+variants, rule selectors (run ids: commands/deployments.run_refs). The commands' annotations
+(commands/) hand these to Typer as `autocompletion` callbacks; each takes the word being completed
+(`incomplete`) and, where the values depend on what came earlier on the command line, the parsed
+context (`ctx`, whose `params` hold the values parsed so far). Each returns the candidates that
+start with `incomplete`, as values or (value, help) pairs, and never raises: a completion that
+fails offers nothing and the shell falls back to file names.
 
-The environment variable that asks for a completion is pinned (COMPLETE_VAR in cli.py),
-so `python -m recipectl` answers it as the `recipectl` script does.
+The environment variable that asks for a completion is pinned (COMPLETE_VAR in cli.py), so `python
+-m recipectl` answers it as the `recipectl` script does.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from ..formats import NATIVE, sniff
 from ..loader import parse_yaml
 from ..matrix import expand_matrix
 from ..rules import all_rules
-from ..runs.state import STATE_FILE, runs_root
 from ..yamlsource import read_recipe_text
 
 RECIPE_SUFFIXES = (".yaml", ".yml")
@@ -30,7 +29,7 @@ SEVERITIES = ("error", "warning", "info")
 Candidates = list[Any]  # str or (value, help)
 
 
-def _quietly(fn: Callable[..., Candidates]) -> Callable[..., Candidates]:
+def quietly(fn: Callable[..., Candidates]) -> Callable[..., Candidates]:
     """A completer that breaks offers nothing rather than a traceback in the user's shell."""
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Candidates:
@@ -62,13 +61,13 @@ def paths(incomplete: str, suffixes: tuple[str, ...] = RECIPE_SUFFIXES) -> Candi
     return sorted(files) + sorted(dirs)
 
 
-@_quietly
+@quietly
 def recipe_files(incomplete: str) -> Candidates:
     """A recipe argument: .yaml and .yml files, and directories to find them in."""
     return paths(incomplete)
 
 
-@_quietly
+@quietly
 def import_files(incomplete: str) -> Candidates:
     """`import FILE`: the YAML of other tools, and `vllm serve` scripts."""
     return paths(incomplete, IMPORT_SUFFIXES)
@@ -90,7 +89,7 @@ def variant_names(path: str) -> list[tuple[str, str]]:
     return [(name[len(base):] if name.startswith(base) else name, name) for name, _ in variants if name]
 
 
-@_quietly
+@quietly
 def variants(ctx: Any, incomplete: str) -> Candidates:
     """--variant: the variants of the recipe given earlier on the command line (a command's recipe
     argument, or the recipe file that status, stop and logs were given as the run). The parsed
@@ -128,7 +127,7 @@ def _selectors(word: str) -> Candidates:
     return out
 
 
-@_quietly
+@quietly
 def rule_selectors(incomplete: str) -> Candidates:
     """--select, --extend-select, --ignore: selectors, the last of a comma-separated list."""
     done, comma, word = incomplete.rpartition(",")
@@ -136,7 +135,7 @@ def rule_selectors(incomplete: str) -> Candidates:
     return [(head + value, help_) for value, help_ in _selectors(word)]
 
 
-@_quietly
+@quietly
 def severity_overrides(incomplete: str) -> Candidates:
     """--severity CODE=LEVEL: a code, then its level."""
     code, eq, level = incomplete.partition("=")
@@ -145,7 +144,7 @@ def severity_overrides(incomplete: str) -> Candidates:
     return [(r.code + "=", r.title) for r in _rules() if r.code.startswith(code)]
 
 
-@_quietly
+@quietly
 def rule_codes(incomplete: str) -> Candidates:
     """`explain`: a rule code, or its name."""
     if incomplete and incomplete[0].islower():
@@ -153,19 +152,7 @@ def rule_codes(incomplete: str) -> Candidates:
     return [(r.code, r.title) for r in _rules() if r.code.startswith(incomplete)]
 
 
-@_quietly
-def runs(ctx: Any, incomplete: str) -> Candidates:
-    """status, stop, logs --run: the run ids under the run directory, and recipe files."""
-    params = getattr(ctx, "params", None) or {}
-    root = runs_root(params.get("run_dir"))
-    ids: Candidates = []
-    if "/" not in incomplete and root.is_dir():
-        ids = sorted(d.name for d in root.iterdir()
-                     if d.name.startswith(incomplete) and (d / STATE_FILE).is_file())
-    return ids + paths(incomplete)
-
-
-@_quietly
+@quietly
 def launch_targets(incomplete: str) -> Candidates:
     return [(t, h) for t, h in (("local", "this host"), ("slurm", "an sbatch job")) if t.startswith(incomplete)]
 

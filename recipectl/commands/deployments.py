@@ -13,6 +13,7 @@ from click.shell_completion import CompletionItem
 from typer.core import TyperGroup
 
 from ..errors import RecipectlError
+from ..runs.state import STATE_FILE, runs_root
 from ..validate import load_variant
 from . import bench as benches
 from . import complete
@@ -23,8 +24,21 @@ from .options import RunDir, TextOrJson, TextOrJsonValue, Variant, recipe_argume
 from .plan import print_plan
 from .top import top as run_top
 
+
+@complete.quietly
+def run_refs(ctx: Any, incomplete: str) -> complete.Candidates:
+    """status, stop, logs --run: the run ids under the run directory, and recipe files."""
+    params = getattr(ctx, "params", None) or {}
+    root = runs_root(params.get("run_dir"))
+    ids: complete.Candidates = []
+    if "/" not in incomplete and root.is_dir():
+        ids = sorted(d.name for d in root.iterdir()
+                     if d.name.startswith(incomplete) and (d / STATE_FILE).is_file())
+    return ids + complete.paths(incomplete)
+
+
 RunRef = Annotated[str | None, typer.Argument(help="run id, recipe or run directory (default: the latest run)",
-                                              autocompletion=complete.runs)]
+                                              autocompletion=run_refs)]
 
 
 def launch(
@@ -87,7 +101,7 @@ def status(run: RunRef = None, format: TextOrJson = "text", run_dir: RunDir = No
 
 def stop(
     run: Annotated[str | None, typer.Argument(help="run id, recipe or run directory (default: the latest)",
-                                              autocompletion=complete.runs)] = None,
+                                              autocompletion=run_refs)] = None,
     run_dir: RunDir = None,
     variant: Variant = None,
 ) -> int:
@@ -101,7 +115,7 @@ def logs(
         "--follow", help="keep printing new lines (-f is --format elsewhere)")] = False,
     lines: Annotated[int, typer.Option("--lines", "-n")] = 40,
     run: Annotated[str | None, typer.Option("--run", help="run id, recipe or run directory",
-                                            autocompletion=complete.runs)] = None,
+                                            autocompletion=run_refs)] = None,
     run_dir: RunDir = None,
     variant: Variant = None,
 ) -> int:
