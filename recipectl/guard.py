@@ -1,15 +1,19 @@
-"""How a recipectl process ends: expected failures print a message and a fix (exit 1 or 2),
-Ctrl-C exits 130, a closed stdout pipe exits quietly, and a bug exits 3 with its traceback in a
-log file. Shared by the Typer app (cli.py) and the fast path (entry.py)."""
+"""How a recipectl process ends once a command has run: an expected failure (RecipectlError)
+prints its message and fix and exits with its code (1 or 2), Ctrl-C exits 130, and a bug exits 3
+with its traceback in a log file. Usage errors, help and a closed stdout pipe are Typer's (cli.py)."""
 
 from __future__ import annotations
 
-import os
+import faulthandler
 import re
+import signal
 import sys
+import tempfile
+import traceback
 from collections.abc import Callable
 from typing import Any
 
+from .errors import ExitCode, RecipectlError
 from .secretscan import redact_text
 
 # An internal error's message names the exception, not the data it was raised on (Python quotes the
@@ -20,33 +24,8 @@ _MESSAGE_LIMIT = 300
 _QUOTED = re.compile(r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"")
 
 
-def as_typer_would(fn: Callable[[], int]) -> int:
-    """What Typer's main does around a command: Ctrl-C is a quiet exit 130, end of input an abort
-    (a newline, then run_guarded's "interrupted" and 130), a closed stdout pipe a quiet exit 1."""
-    import errno
-
-    try:
-        return fn()
-    except KeyboardInterrupt:
-        return 130
-    except EOFError:
-        sys.stderr.write("\n")
-        raise KeyboardInterrupt from None  # run_guarded reports it as Typer's Abort is reported
-    except OSError as e:
-        if e.errno != errno.EPIPE:
-            raise
-        devnull = os.open(os.devnull, os.O_WRONLY)  # nothing more can reach the reader
-        os.dup2(devnull, sys.stdout.fileno())
-        return 1
-
-
 def run_guarded(fn: Callable[[], Any]) -> None:
     """Run a command and exit: expected failures print a message and a fix; bugs exit 3 with a log file."""
-    import faulthandler
-    import signal
-
-    from .errors import ExitCode, RecipectlError
-
     # `kill -USR1 PID` prints every thread's stack to stderr: how to see where a hung command waits.
     try:
         faulthandler.register(signal.SIGUSR1, all_threads=True)
@@ -67,16 +46,6 @@ def run_guarded(fn: Callable[[], Any]) -> None:
     except SystemExit:
         raise
     except Exception as e:  # noqa: BLE001 - last resort: a bug, not bad input
-        # usage errors from the (vendored) click parser: print them as click would, exit 2
-        if callable(getattr(e, "show", None)) and hasattr(e, "exit_code"):
-            e.show()
-            sys.exit(int(ExitCode.INVALID))
-        if type(e).__name__ == "Abort":  # Ctrl-C inside a prompt
-            sys.stderr.write("recipectl: interrupted\n")
-            sys.exit(int(ExitCode.INTERRUPTED))
-        import tempfile
-        import traceback
-
         with tempfile.NamedTemporaryFile("w", prefix="recipectl-crash-", suffix=".log", delete=False) as f:
             f.write(redact_text(traceback.format_exc()))  # a file users attach to bug reports
         sys.stderr.write(f"recipectl: internal error: {type(e).__name__}: {_internal_message(e)}\n"

@@ -8,16 +8,22 @@ impossible values.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from .diagnostics import Category, Diagnostic, Severity
 from .fileio import UnreadableFile
+from .formats import NATIVE, import_text, sniff
+from .formats.common import NotImportable
+from .formats.shapes import PeerFileInvalid
+from .matrix import expand_matrix
+from .models.info import ModelConfigError, ModelFacts, infer_model_section, read_model_facts
 from .schema import Recipe
 from .secretscan import redact_text
 from .yamlsource import (
@@ -152,8 +158,6 @@ def _refused_diag(file: str, e: Refused) -> Diagnostic:
 
 def _fields_at(model: type[BaseModel], loc: tuple) -> list[str]:
     """Field names valid at a pydantic error location (for did-you-mean suggestions)."""
-    from typing import get_args, get_origin
-
     current: Any = model
     for part in loc[:-1]:
         if isinstance(part, int) or current is None:
@@ -230,8 +234,6 @@ def validation_diagnostics(err: ValidationError, smap: SourceMap, raw: dict, pre
         if etype == "extra_forbidden":
             key = str(loc[-1]) if loc else "?"
             allowed = _fields_at(Recipe, loc)
-            import difflib  # only for a misspelt key
-
             close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
             msg = f"unknown key '{key}'"
             if close:
@@ -268,9 +270,6 @@ def validation_diagnostics(err: ValidationError, smap: SourceMap, raw: dict, pre
 
 
 def load_text(text: str, file: str = "<recipe>", *, base_dir: Path | None = None) -> LoadResult:
-    from .formats import NATIVE, sniff
-    from .matrix import expand_matrix  # local import keeps the cycle away
-
     if sniff(text) != NATIVE:  # an srt-slurm recipe, a Dynamo manifest, vllm serve command lines
         return load_imported(text, file, base_dir=base_dir)
     data, smap, diags = parse_yaml(text, file)
@@ -280,23 +279,46 @@ def load_text(text: str, file: str = "<recipe>", *, base_dir: Path | None = None
     if matrix_diags:
         return LoadResult(file, [], matrix_diags)
     recipes: list[LoadedRecipe] = []
+    facts: dict[str, ModelFacts] = {}  # by model path: the variants of a matrix share a model
     for variant_name, variant in variants:
         try:
-            recipe = Recipe.model_validate(variant, context={"base_dir": base_dir})
+            recipe = Recipe.model_validate(variant)
         except ValidationError as err:
             diags.extend(d for d in validation_diagnostics(err, smap, variant) if d not in diags)
+            continue
+        try:
+            recipe = with_model_facts(recipe, base_dir, facts)
+        except ModelConfigError as e:
+            d = _model_config_diag(e, smap)
+            if d not in diags:
+                diags.append(d)
             continue
         recipes.append(LoadedRecipe(recipe=recipe, source=smap, raw=variant, variant=variant_name))
     return LoadResult(file, recipes, diags)
 
 
+def with_model_facts(recipe: Recipe, base_dir: Path | None, known: dict[str, ModelFacts] | None = None) -> Recipe:
+    """`recipe` carrying its model's facts (its config.json, read here, once), with what the recipe
+    leaves out about its model (family, experts, spec, multimodal) filled in from them. `known`:
+    facts already read, by model path. A config.json that cannot be read raises ModelConfigError."""
+    path = recipe.model.path
+    facts = known.get(path) if known is not None else None
+    if facts is None:
+        facts = read_model_facts(path, base_dir)
+        if known is not None:
+            known[path] = facts
+    return recipe.with_model_facts(infer_model_section(recipe.model, facts), facts)
+
+
+def _model_config_diag(e: ModelConfigError, smap: SourceMap) -> Diagnostic:
+    """A model config.json that is there but unreadable, reported at the recipe's model.path."""
+    return _schema_diag(smap.file, redact_text(str(e)), smap.locate(dotted_to_key(e.field)), path=e.field,
+                        fix=e.fix, code="SCH001")
+
+
 def load_imported(text: str, file: str, *, base_dir: Path | None = None) -> LoadResult:
     """A recipe in another format (recipectl.formats), validated like a native one; findings
     point at the original file's lines."""
-    from .formats import import_text
-    from .formats.common import NotImportable
-    from .formats.shapes import PeerFileInvalid
-
     try:
         imported = import_text(text, file)
     except PeerFileInvalid as e:  # a value of the wrong type: one finding per value, at its line
@@ -310,9 +332,11 @@ def load_imported(text: str, file: str, *, base_dir: Path | None = None) -> Load
                                                   fix=e.fix)])
     smap = SourceMap(file=file, positions=imported.positions(), files=imported.files_by_path())
     try:
-        recipe = Recipe.model_validate(imported.data, context={"base_dir": base_dir})
+        recipe = with_model_facts(Recipe.model_validate(imported.data), base_dir)
     except ValidationError as err:
         return LoadResult(file, [], validation_diagnostics(err, smap, imported.data))
+    except ModelConfigError as e:
+        return LoadResult(file, [], [_model_config_diag(e, smap)])
     return LoadResult(file, [LoadedRecipe(recipe=recipe, source=smap, raw=imported.data)], [])
 
 

@@ -11,7 +11,7 @@ import re
 from enum import Enum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from .fieldtypes import (
     MAX_SECONDS,
@@ -33,6 +33,7 @@ from .fieldtypes import (
 from .hardware import ClusterSection, Parallelism
 from .hardware import GpuType as GpuType
 from .models.family import ModelFamily
+from .models.info import ModelFacts
 from .placeholders import with_stand_ins
 
 SCHEMA_VERSION = 1
@@ -383,15 +384,19 @@ class Recipe(Strict):
             raise SchemaValueError(f"'{v}' cannot name a run", fix="use letters, digits, '.', '_' and '-'")
         return v
 
-    @model_validator(mode="after")
-    def _infer_model(self, info: Any) -> "Recipe":
-        from .models.info import infer_model_section
+    # What the loader read about the model beyond the recipe (its config.json): set once, by
+    # with_model_facts; empty for a recipe validated from data alone.
+    _model_facts: ModelFacts = PrivateAttr(default_factory=ModelFacts)
 
-        base_dir = (info.context or {}).get("base_dir") if info is not None else None
-        inferred = infer_model_section(self.model, base_dir)
-        if inferred is not self.model:
-            object.__setattr__(self, "model", inferred)
-        return self
+    @property
+    def model_facts(self) -> ModelFacts:
+        return self._model_facts
+
+    def with_model_facts(self, model: ModelSection, facts: ModelFacts) -> "Recipe":
+        """This recipe with `model` (its section, filled in from `facts`) and carrying `facts`."""
+        recipe = self.model_copy(update={"model": model})
+        recipe._model_facts = facts
+        return recipe
 
     # -- derived facts the rules and renderers share
     @property

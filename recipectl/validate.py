@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .diagnostics import FileReport, Severity
+from .diagnostics import FileReport, Severity, format_reports_text
 from .errors import ExitCode, RecipectlError
 from .loader import LoadedRecipe, LoadResult, load_file
+from .rules import check_recipe
+from .rules.engine import run_rules
 
 if TYPE_CHECKING:
     from .rules.selection import Selection
@@ -39,8 +42,6 @@ def validate_file(path: Path, *, select: set[str] | None = None, selection: Sele
 
 def report_for(result: LoadResult, *, select: set[str] | None = None, selection: Selection | None = None,
                run_ignored: bool = False) -> tuple[FileReport, list[LoadedRecipe]]:
-    from .rules.engine import run_rules
-
     report = FileReport(file=result.file, diagnostics=list(result.diagnostics), valid=result.ok)
     if result.recipes:
         names = {r.recipe.name for r in result.recipes}
@@ -57,8 +58,6 @@ def report_for(result: LoadResult, *, select: set[str] | None = None, selection:
 
 def _merge_variants(per_variant: list) -> list:
     """A finding every variant shares is reported once; one that only some variants have names them."""
-    from dataclasses import replace
-
     order: list = []
     where: dict = {}
     for variant, diags in per_variant:
@@ -90,8 +89,6 @@ def load_one(path: str) -> LoadedRecipe:
     """Load a recipe for commands that act on one (render, launch, plan): invalid input is an error."""
     report, recipes = validate_file(Path(path))
     if not report.valid:
-        from .diagnostics import format_reports_text
-
         raise RecipectlError(format_reports_text([report]).rstrip(), fix="recipectl validate " + path)
     if len(recipes) != 1:
         names = ", ".join(r.recipe.name for r in recipes)
@@ -104,13 +101,9 @@ def refuse_rule_errors(loaded: LoadedRecipe, path: str) -> None:
     """Commands that start or write a deployment stop at a rule error: each one names a crash or
     a silent corruption, and finding it now costs nothing while the engine finds it minutes into
     start-up. A rule that does not apply is declared in the recipe's `ignore:` with a reason."""
-    from .rules import check_recipe
-
     errors = [d for d in check_recipe(loaded) if d.severity is Severity.ERROR]
     if not errors:
         return
-    from .diagnostics import format_reports_text
-
     report = FileReport(file=str(path), diagnostics=errors, valid=True, recipe_name=loaded.recipe.name)
     raise RecipectlError(f"the rules found {len(errors)} error(s); nothing was started or written\n"
                          + format_reports_text([report]).rstrip(),
@@ -126,8 +119,6 @@ def load_variant(path: str, variant: str | None, *, refuse_errors: bool = False)
         return loaded
     report, recipes = validate_file(Path(path))
     if not report.valid:
-        from .diagnostics import format_reports_text
-
         raise RecipectlError(format_reports_text([report]).rstrip())
     for r in recipes:
         if r.recipe.name == variant or (r.variant or "").endswith(variant):

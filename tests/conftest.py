@@ -86,16 +86,14 @@ def recipectl_cli():
 @pytest.fixture
 def recipectl_in_process(monkeypatch, tmp_path):
     """Run the console entry point (recipectl.entry.main) in this process: (exit code, stdout,
-    stderr). For thousands of command lines, where a subprocess each would not fit in CI. The
-    entry point's garbage-collector freeze is left out (repeated, it would keep every object of
-    every run), and a crash log goes to the test's directory."""
+    stderr). For thousands of command lines, where a subprocess each would not fit in CI. A crash
+    log goes to the test's directory."""
     import contextlib
     import io
     import tempfile
 
     from recipectl import entry
 
-    monkeypatch.setattr(entry, "_import_without_gc", lambda command: None)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
     def run(*args: str) -> tuple[int, str, str]:

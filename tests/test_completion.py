@@ -1,8 +1,7 @@
 """Shell completion as the shells ask for it: `recipectl --show-completion` / `--install-completion`
 (Typer's), and the completion requests the installed scripts make (an environment variable, the
 words typed so far), run as subprocesses: recipe files, a matrix recipe's variants for every
-command that takes --variant, rule selectors, run ids. The fast path of entry.py leaves every
-completion request to Typer."""
+command that takes --variant, rule selectors, run ids."""
 
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from recipectl.commands.complete import paths, variant_names
-from recipectl.entry import parse_fast
 
 ROOT = Path(__file__).resolve().parent.parent
 GB200 = "recipes/gb200/qwen3.5-397b-nvfp4-pd.yaml"
@@ -25,7 +23,7 @@ BIN = Path(sys.executable).parent  # the venv's recipectl script
 
 def bash_complete(line: str, *, cwd: Path = ROOT, env: dict | None = None) -> list[str]:
     """What the bash script's request returns for `line` (the word after its last space is the
-    one being completed), through `python -m recipectl` as entry.py runs it."""
+    one being completed), through `python -m recipectl`."""
     words = line.split(" ")
     r = subprocess.run([sys.executable, "-m", "recipectl"], capture_output=True, text=True, cwd=cwd, timeout=60,
                        env={**os.environ, **(env or {}), "_RECIPECTL_COMPLETE": "complete_bash",
@@ -71,13 +69,6 @@ def test_install_completion_writes_the_script_where_bash_reads_it(tmp_path):
     bashrc = (tmp_path / ".bashrc").read_text()
     installed = [p for p in tmp_path.rglob("*") if p.is_file() and "_RECIPECTL_COMPLETE" in p.read_text()]
     assert installed and any(str(p.relative_to(tmp_path)) in bashrc for p in installed), bashrc
-
-
-def test_a_completion_request_never_takes_the_fast_path(monkeypatch):
-    argv = ["validate", GB200]
-    assert parse_fast(argv) is not None
-    monkeypatch.setenv("_RECIPECTL_COMPLETE", "complete_bash")
-    assert parse_fast(argv) is None
 
 
 # ------------------------------------------------------------------------------ what completes

@@ -1,9 +1,12 @@
-"""Presentation of the commands: what each prints and the exit code it returns. cli.py (and, for
-validate and render, entry.py) parse the command line and call these."""
+"""The commands: each declares its command line (Typer reads its annotations), prints what it
+found and returns its exit code. The command table in cli.py names them."""
 
 from __future__ import annotations
 
 import sys
+
+from ..errors import RecipectlError
+from ..validate import load_variant
 
 
 def echo(text: str) -> None:
@@ -14,11 +17,7 @@ def echo(text: str) -> None:
 def load_recipe_or_none(recipe_path: str | None, variant: str | None, command: str):
     """The recipe a command that may run without one was given (one variant of a matrix recipe:
     --variant); None without one. --variant without a recipe is a usage error."""
-    from ..errors import RecipectlError
-
     if recipe_path:
-        from ..validate import load_variant
-
         return load_variant(recipe_path, variant).recipe
     if variant:
         raise RecipectlError("--variant picks one variant of a matrix recipe, and no recipe was given",

@@ -1,18 +1,26 @@
 """What the shell completes (`recipectl --install-completion`): recipe files, a matrix recipe's
-variants, rule selectors, run ids. cli.py hands these to Typer as `autocompletion` callbacks;
-each takes the word being completed (`incomplete`) and, where the values depend on what came
-earlier on the command line, the parsed context (`ctx`, whose `params` hold the values parsed so
-far). Each returns the candidates that start with `incomplete`, as values or (value, help) pairs,
-and never raises: a completion that fails offers nothing and the shell falls back to file names.
+variants, rule selectors (run ids: commands/deployments.run_refs). The commands' annotations
+(commands/) hand these to Typer as `autocompletion` callbacks; each takes the word being completed
+(`incomplete`) and, where the values depend on what came earlier on the command line, the parsed
+context (`ctx`, whose `params` hold the values parsed so far). Each returns the candidates that
+start with `incomplete`, as values or (value, help) pairs, and never raises: a completion that
+fails offers nothing and the shell falls back to file names.
 
-The environment variable that asks for a completion is pinned (COMPLETE_VAR in commands/options),
-so `python -m recipectl` answers it as the `recipectl` script does.
+The environment variable that asks for a completion is pinned (COMPLETE_VAR in cli.py), so `python
+-m recipectl` answers it as the `recipectl` script does.
 """
 
 from __future__ import annotations
 
 import os
+from functools import wraps
 from typing import Any, Callable
+
+from ..formats import NATIVE, sniff
+from ..loader import parse_yaml
+from ..matrix import expand_matrix
+from ..rules import all_rules
+from ..yamlsource import read_recipe_text
 
 RECIPE_SUFFIXES = (".yaml", ".yml")
 IMPORT_SUFFIXES = (".yaml", ".yml", ".sh")  # srt-slurm and Dynamo YAML, `vllm serve` scripts
@@ -21,10 +29,8 @@ SEVERITIES = ("error", "warning", "info")
 Candidates = list[Any]  # str or (value, help)
 
 
-def _quietly(fn: Callable[..., Candidates]) -> Callable[..., Candidates]:
+def quietly(fn: Callable[..., Candidates]) -> Callable[..., Candidates]:
     """A completer that breaks offers nothing rather than a traceback in the user's shell."""
-    from functools import wraps
-
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Candidates:
         try:
@@ -55,13 +61,13 @@ def paths(incomplete: str, suffixes: tuple[str, ...] = RECIPE_SUFFIXES) -> Candi
     return sorted(files) + sorted(dirs)
 
 
-@_quietly
+@quietly
 def recipe_files(incomplete: str) -> Candidates:
     """A recipe argument: .yaml and .yml files, and directories to find them in."""
     return paths(incomplete)
 
 
-@_quietly
+@quietly
 def import_files(incomplete: str) -> Candidates:
     """`import FILE`: the YAML of other tools, and `vllm serve` scripts."""
     return paths(incomplete, IMPORT_SUFFIXES)
@@ -72,11 +78,6 @@ def variant_names(path: str) -> list[tuple[str, str]]:
     without a matrix (or in another tool's format). The short name is what follows the recipe's
     name (`prefill-endpoints-4`): --variant takes either. A file that cannot be read raises: the
     completer offers nothing then."""
-    from ..formats import NATIVE, sniff
-    from ..loader import parse_yaml
-    from ..matrix import expand_matrix
-    from ..yamlsource import read_recipe_text
-
     text = read_recipe_text(path)
     if sniff(text) != NATIVE:
         return []
@@ -88,7 +89,7 @@ def variant_names(path: str) -> list[tuple[str, str]]:
     return [(name[len(base):] if name.startswith(base) else name, name) for name, _ in variants if name]
 
 
-@_quietly
+@quietly
 def variants(ctx: Any, incomplete: str) -> Candidates:
     """--variant: the variants of the recipe given earlier on the command line (a command's recipe
     argument, or the recipe file that status, stop and logs were given as the run). The parsed
@@ -106,8 +107,6 @@ def variants(ctx: Any, incomplete: str) -> Candidates:
 
 
 def _rules():
-    from ..rules import all_rules
-
     return all_rules()
 
 
@@ -128,7 +127,7 @@ def _selectors(word: str) -> Candidates:
     return out
 
 
-@_quietly
+@quietly
 def rule_selectors(incomplete: str) -> Candidates:
     """--select, --extend-select, --ignore: selectors, the last of a comma-separated list."""
     done, comma, word = incomplete.rpartition(",")
@@ -136,7 +135,7 @@ def rule_selectors(incomplete: str) -> Candidates:
     return [(head + value, help_) for value, help_ in _selectors(word)]
 
 
-@_quietly
+@quietly
 def severity_overrides(incomplete: str) -> Candidates:
     """--severity CODE=LEVEL: a code, then its level."""
     code, eq, level = incomplete.partition("=")
@@ -145,7 +144,7 @@ def severity_overrides(incomplete: str) -> Candidates:
     return [(r.code + "=", r.title) for r in _rules() if r.code.startswith(code)]
 
 
-@_quietly
+@quietly
 def rule_codes(incomplete: str) -> Candidates:
     """`explain`: a rule code, or its name."""
     if incomplete and incomplete[0].islower():
@@ -153,27 +152,7 @@ def rule_codes(incomplete: str) -> Candidates:
     return [(r.code, r.title) for r in _rules() if r.code.startswith(incomplete)]
 
 
-@_quietly
-def runs(ctx: Any, incomplete: str) -> Candidates:
-    """status, stop, logs --run: the run ids under the run directory, and recipe files."""
-    from ..runs.state import STATE_FILE, runs_root
-
-    params = getattr(ctx, "params", None) or {}
-    root = runs_root(params.get("run_dir"))
-    ids: Candidates = []
-    if "/" not in incomplete and root.is_dir():
-        ids = sorted(d.name for d in root.iterdir()
-                     if d.name.startswith(incomplete) and (d / STATE_FILE).is_file())
-    return ids + paths(incomplete)
-
-
-@_quietly
+@quietly
 def launch_targets(incomplete: str) -> Candidates:
     return [(t, h) for t, h in (("local", "this host"), ("slurm", "an sbatch job")) if t.startswith(incomplete)]
 
-
-SPEC_COMPLETERS: dict[str, Callable[..., Candidates]] = {
-    "recipes": recipe_files, "recipe": recipe_files, "variant": variants, "select": rule_selectors,
-    "extend_select": rule_selectors, "ignore": rule_selectors, "severity": severity_overrides,
-}
-"""The completer of each dest of the commands declared in commands/options (validate, render)."""

@@ -2,24 +2,45 @@
 
 from __future__ import annotations
 
+import difflib
+import json
 import os
 import sys
+from typing import Annotated, Literal
 
+import typer
+
+from ..diagnostics import JSON_SCHEMA_VERSION, Severity, format_reports_text, sorted_diagnostics
 from ..errors import ExitCode, RecipectlError
 from ..fileio import write_atomic
-from . import echo
+from ..fix.fixer import fix_file
+from ..lintconfig import check_command_line, forget, selection, settings_for
+from ..validate import collect_files, exit_code_for
+from . import complete, echo
+from .options import Config, ExtendSelect, Select, ignore_option
 
 
-def fix(recipes: list[str], *, diff: bool = False, unsafe_fixes: bool = False, format: str = "text",
-        strict: bool = False, select: list[str] | None = None, extend_select: list[str] | None = None,
-        ignore: list[str] | None = None, config: str | None = None, quiet: bool = False) -> int:
+def fix(
+    recipes: Annotated[list[str], typer.Argument(
+        help="recipe files or directories (recipectl's own recipes; other formats are refused)",
+        autocompletion=complete.recipe_files)],
+    diff: Annotated[bool, typer.Option("--diff", help="print a unified diff of the fixes and change no file")] = False,
+    unsafe_fixes: Annotated[bool, typer.Option(
+        "--unsafe-fixes", help="also apply the fixes that change more than the finding (memory, numerics, a "
+                               "feature turned off); docs/rules.md says which")] = False,
+    format: Annotated[Literal["text", "json"], typer.Option(
+        "--format", "-f", help="text or json (what was fixed, what remains)")] = "text",
+    strict: Annotated[bool, typer.Option("--strict", help="remaining warnings fail too (exit 1)")] = False,
+    select: Select = None,
+    extend_select: ExtendSelect = None,
+    ignore: Annotated[list[str] | None, ignore_option("turn these rules off: neither fixed nor reported")] = None,
+    config: Config = None,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="text: the summary and remaining errors and warnings only")] = False,
+) -> int:
     """Exit 0: nothing remains that `validate` fails on (errors; warnings too with `strict`); 1:
     something does, or with `diff` a fix would change a file; 2: a file is invalid or not a
     recipectl recipe, or a selector, setting or config file is wrong (before any file is read)."""
-    from ..fix.fixer import fix_file
-    from ..lintconfig import check_command_line, forget, selection, settings_for
-    from ..validate import collect_files, exit_code_for
-
     check_command_line(select, extend_select, ignore, None)
     if "-" in recipes:
         raise RecipectlError("fix edits files; - (standard input) is not one",
@@ -38,8 +59,6 @@ def fix(recipes: list[str], *, diff: bool = False, unsafe_fixes: bool = False, f
         sys.stdout.write("".join(_diff(r) for r in results))
         invalid = [r.report for r in results if not r.report.valid]
         if invalid:
-            from ..diagnostics import format_reports_text
-
             sys.stderr.write(format_reports_text(invalid).rstrip() + "\n")
         sys.stderr.write(_summary(results, diff=True) + "\n")
     else:
@@ -67,15 +86,11 @@ def _write(path, text: str) -> None:
 
 
 def _diff(r) -> str:
-    import difflib
-
     return "".join(difflib.unified_diff(r.text.splitlines(keepends=True), r.new_text.splitlines(keepends=True),
                                         fromfile=r.file, tofile=r.file))
 
 
 def _text(results: list, *, quiet: bool) -> None:
-    from ..diagnostics import Severity, format_reports_text
-
     if not quiet:
         for r in results:
             for f in sorted(r.fixed, key=lambda f: (f.diagnostic.line or 0, f.diagnostic.col or 0)):
@@ -102,10 +117,6 @@ def _summary(results: list, *, diff: bool) -> str:
 
 
 def _json(results: list, *, diff: bool) -> str:
-    import json
-
-    from ..diagnostics import JSON_SCHEMA_VERSION, sorted_diagnostics
-
     files = [{"file": r.file, "valid": r.report.valid, "changed": r.changed, "written": r.changed and not diff,
               "fixed": [f.to_json() for f in r.fixed],
               "remaining": [d.to_json() for d in sorted_diagnostics(r.report.diagnostics)],

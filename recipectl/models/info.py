@@ -4,10 +4,13 @@ config.json or from the published models recipectl knows. Reads JSON only: no en
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..fileio import JsonRefused, UnreadableFile, read_json_bounded
+from .builtin import find_builtin
 
 if TYPE_CHECKING:
     from ..schema import ModelSection
@@ -19,16 +22,6 @@ def _known_info(spec: Any) -> dict[str, Any]:
     family = "hybrid" if spec.is_hybrid else spec.family.value
     return {"family": family, "num_experts": spec.num_experts or None, "spec": spec.name,
             "multimodal": spec.architecture.endswith("ForConditionalGeneration")}
-
-
-def __getattr__(name: str) -> Any:
-    # KNOWN_MODELS is derived from the planner's built-in specs (recipectl.models.builtin),
-    # the one list of published models; computed on first use.
-    if name == "KNOWN_MODELS":
-        from .builtin import BUILTIN_MODELS
-
-        return {spec_name.lower(): _known_info(spec) for spec_name, spec in BUILTIN_MODELS.items()}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # Architectures whose layers keep a recurrent state beside attention (GDN or Mamba): P/D moves that
@@ -68,8 +61,6 @@ def architecture_family(path: str, base_dir: Path | None = None) -> tuple[str | 
 
 def known_model(path: str) -> dict[str, Any] | None:
     """The published model a hub id or path names (see builtin_models.find_builtin), or None."""
-    from .builtin import find_builtin
-
     found = find_builtin(path)
     return _known_info(found[0]) if found else None
 
@@ -144,10 +135,28 @@ def family_from_config(cfg: dict[str, Any]) -> tuple[str | None, int | None]:
     return "dense", None
 
 
-def infer_model_section(model: "ModelSection", base_dir: Path | None) -> "ModelSection":
-    """A copy of `model` with family/num_experts/spec filled in where the recipe left them out."""
+@dataclass(frozen=True)
+class ModelFacts:
+    """What is known of a recipe's model beyond the recipe: its config.json (None when the model
+    has none on this host) and that file's path. The loader reads them once (read_model_facts)
+    and the recipe carries them (Recipe.model_facts): the planner and the rules read them there,
+    never the file again."""
+    config: Mapping[str, Any] | None = None
+    config_file: Path | None = None
+
+
+def read_model_facts(path: str, base_dir: Path | None) -> ModelFacts:
+    """The facts of the model at `path` (relative to `base_dir`). A config.json that is there but
+    is no JSON object raises ModelConfigError."""
+    cfg = local_config(path, base_dir, strict=True)
+    return ModelFacts(cfg, config_path(path, base_dir)) if cfg is not None else ModelFacts()
+
+
+def infer_model_section(model: "ModelSection", facts: ModelFacts) -> "ModelSection":
+    """A copy of `model` with family/num_experts/spec/multimodal filled in where the recipe left
+    them out: from the model's config.json, a published architecture, or a built-in spec."""
     update: dict[str, Any] = {}
-    cfg = local_config(model.path, base_dir, strict=True)
+    cfg = facts.config
     if cfg is not None:
         family, experts = family_from_config(cfg)
         if model.family is None and family:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -9,7 +10,7 @@ from ..effective import PLATFORM_BLOCK_DEFAULTS, EffectiveRole, HostCpu, batch_l
 from ..engine_facts import fact, holds
 from ..errors import RecipectlError
 from ..hardware import GPU_FACTS
-from ..models.builtin import BUILTIN_MODELS, resolve_name, suggest_builtin
+from ..models.builtin import BUILTIN_MODELS, find_builtin, resolve_name, suggest_builtin
 from ..models.info import ModelConfigError
 from ..models.spec import ModelSpec
 from ..schema import Recipe
@@ -50,22 +51,20 @@ class RolePlan:
 
 def model_spec(recipe: Recipe, base_dir: Path | None = None) -> ModelSpec | None:
     """The recipe's model as a ModelSpec: a built-in spec (by model.spec, or the model path's
-    hub name), or a local config.json; None if unknown. A config.json that cannot describe a
-    model raises ModelConfigError (a ValueError)."""
-    from ..models.builtin import find_builtin
-    from ..models.info import ModelConfigError, config_path, local_config
-
+    hub name), or the config.json the loader read (Recipe.model_facts); None if unknown. A
+    config.json that cannot describe a model raises ModelConfigError (a ValueError). `base_dir`
+    is not read: the facts carry the config's own path."""
     for name in (recipe.model.spec, recipe.model.path):
         found = find_builtin(name) if name else None
         if found:
             return found[0]
-    cfg = local_config(recipe.model.path, base_dir, strict=True)
+    facts = recipe.model_facts
+    cfg, path = facts.config, facts.config_file
     if cfg is None:
         return None
-    path = config_path(recipe.model.path, base_dir)
     _check_config_sizes(cfg, path)
     try:
-        return ModelSpec.from_config_dict(cfg, name=recipe.model.name)
+        return ModelSpec.from_config_dict(dict(cfg), name=recipe.model.name)
     except (KeyError, TypeError, ValueError, OverflowError, AttributeError, IndexError) as e:
         what = f"lacks {e.args[0]!r}" if isinstance(e, KeyError) else "does not describe a model recipectl can plan"
         raise ModelConfigError(f"the model's {path} {what}",
@@ -78,9 +77,7 @@ _CONFIG_LIMITS = {"num_hidden_layers": 10_000, "full_attention_interval": 10_000
                   "mtp_num_hidden_layers": 10_000, "num_nextn_predict_layers": 10_000}
 
 
-def _check_config_sizes(cfg: dict, path) -> None:
-    from ..models.info import ModelConfigError
-
+def _check_config_sizes(cfg: Mapping, path) -> None:
     text = cfg.get("text_config")
     merged = {**cfg, **text} if isinstance(text, dict) else cfg
     for key, value in merged.items():

@@ -149,9 +149,7 @@ def gdn_head_dims(ctx: RuleContext) -> Iterator[Violation]:
     """
     if not (ctx.is_cpu and ctx.hybrid):
         return
-    from ..models.info import local_config
-
-    cfg = local_config(ctx.recipe.model.path, None)
+    cfg = ctx.recipe.model_facts.config  # read by the loader, from the recipe's directory
     if not cfg:
         return
     inner = cfg.get("text_config")
