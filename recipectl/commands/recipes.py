@@ -15,13 +15,13 @@ import yaml
 from ..diagnostics import format_reports_text
 from ..effective import resolve
 from ..errors import RecipectlError
+from ..render.registry import target_help
 from ..ruledocs import rule_page, rules_json
 from ..rules import all_rules, get_rule
 from ..secretscan import redact_data
 from ..validate import load_variant, validate_file
 from . import complete, echo
 from .import_ import import_recipe as write_imported
-from ..render.registry import target_help
 from .options import TargetName, TextOrJson, Variant, recipe_argument
 from .render import render as render_files
 
