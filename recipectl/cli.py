@@ -320,13 +320,33 @@ def plan(
     recipe: str = _recipe(),
     format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f"),
     variant: Optional[str] = _variant(),
+    sla: Optional[str] = typer.Option(None, "--sla", help="rank P/D configurations that meet e.g. ttft=2s,itl=50ms"),
+    calibration: Optional[str] = typer.Option(None, "--calibration", help="with --sla: a file of recipectl calibrate"),
+    gpus: Optional[int] = typer.Option(None, "--gpus", min=2, help="with --sla: devices to split (default: recipe's)"),
+    isl: Optional[int] = typer.Option(None, "--isl", min=1, help="with --sla: prompt tokens (default: the workload's)"),
+    osl: Optional[int] = typer.Option(None, "--osl", min=1, help="with --sla: output tokens (default: the workload's)"),
 ) -> None:
-    """Capacity plan: KV cache + GDN state per GPU, concurrency at which decode saturates."""
-    from .commands.plan import print_plan
-    from .validate import load_variant
+    """Capacity plan: KV cache + GDN state per GPU, concurrency at which decode saturates; with --sla,
+    the P/D configurations that meet a TTFT/ITL target, ranked."""
+    from .commands.plan import plan_command
 
-    loaded = load_variant(recipe, variant)
-    raise typer.Exit(print_plan(loaded.recipe, recipe, as_json=format is OutputFormat.json, loaded=loaded))
+    raise typer.Exit(plan_command(recipe, as_json=format is OutputFormat.json, variant=variant, sla=sla,
+                                  calibration=calibration, gpus=gpus, isl=isl, osl=osl))
+
+
+@app.command()
+def calibrate(
+    recipe: str = _recipe(help="the recipe to launch and measure"),
+    out: str = typer.Option(..., "--out", "-o", help="the calibration file to write (JSON)"),
+    run: Optional[str] = typer.Option(None, "--run", help="measure this running deployment (run id, or the recipe "
+                                                         "file for its newest run) instead of launching one"),
+    force: bool = typer.Option(False, "--force", help="replace OUT if it exists"),
+    variant: Optional[str] = _variant(),
+) -> None:
+    """Measure the deployment at the few points that pin plan --sla's performance model; write them and the fit."""
+    from .commands.calibrate import calibrate as run_calibrate
+
+    raise typer.Exit(run_calibrate(recipe, out=out, variant=variant, attach=run, force=force))
 
 
 @app.command()
