@@ -108,10 +108,18 @@ def read_calibration(path: str, current: dict) -> PerfModel:
 
 
 # ----- measuring ---------------------------------------------------------------------------------
-def calibration_lengths(max_model_len: int, max_batched: int | None, osl: int) -> list[int]:
-    """Three prompt lengths spread over what one prefill step takes: short, an eighth, a half."""
-    top = min(max_model_len - osl - 8, max_batched or max_model_len)
-    return sorted({32, max(33, top // 8), max(34, top // 2)})
+# The longest calibration prompt on the CPU platform: a prefill there runs at tens of ms a token
+# (docs/engine-cpu.md), and a point is a warm-up and three requests.
+CPU_MAX_CALIBRATION_ISL = 512
+
+
+def calibration_lengths(max_model_len: int, max_batched: int | None, osl: int, *, cpu: bool) -> list[int]:
+    """Three prompt lengths, each four times the last, up to half a prefill step (on the CPU
+    platform, up to CPU_MAX_CALIBRATION_ISL)."""
+    top = min(max_model_len - osl - 8, max_batched or max_model_len) // 2
+    if cpu:
+        top = min(top, CPU_MAX_CALIBRATION_ISL)
+    return sorted({32, max(33, top // 4), max(34, top)})
 
 
 def measure(router: str, prefill_url: str, model: str, *, vocab_size: int, lengths: list[int], shape,
@@ -145,7 +153,7 @@ def measure(router: str, prefill_url: str, model: str, *, vocab_size: int, lengt
         raw.append(_raw("routed", r))
     for j, isl in enumerate((lengths[0], lengths[1])):
         progress(f"decode at concurrency 4, {isl} tokens")
-        r = point(router, isl, 32, 4, 8, seed=200 + j)
+        r = point(router, isl, 32, 4, 4, seed=200 + j)
         decode_pts.append(DecodePoint(concurrency=4, context=isl + 16, itl_s=r.itl_s))
         raw.append(_raw("routed", r))
     prefill = fit_prefill(prefill_pts)
@@ -188,7 +196,7 @@ def calibrate(recipe_path: str, *, out: str, variant: str | None, attach: str | 
     identity = describe(loaded, recipe_path)
     shapes, _, spec = role_shapes(recipe, recipe_path)
     eff_len, batched = _lengths_limits(recipe, spec)
-    lengths = calibration_lengths(eff_len, batched, 32)
+    lengths = calibration_lengths(eff_len, batched, 32, cpu=recipe.cluster.is_cpu)
     launched = None
     try:
         state = _deployment(recipe_path, recipe, attach, console)
