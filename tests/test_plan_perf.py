@@ -173,3 +173,12 @@ def test_plan_sla_json_says_whether_it_is_calibrated(tmp_path):
         assert best["concurrency"] >= 1 and best["binding"] in (
             "prefill compute", "decode compute", "KV capacity", "transfer", "queueing")
         assert best["prediction"]["ttft_s"] <= 2 and best["prediction"]["itl_s"] <= 0.05
+
+
+def test_calibration_prompts_span_a_prefill_step_and_stay_short_on_cpu():
+    from recipectl.commands.calibrate import calibration_lengths
+
+    assert calibration_lengths(32768, 8192, 32, cpu=False) == [256, 1024, 4096]
+    assert calibration_lengths(4096, 4096, 32, cpu=True) == [32, 128, 512]
+    with pytest.raises(RecipectlError):  # no room for three lengths a prompt may have
+        calibration_lengths(100, None, 8, cpu=False)

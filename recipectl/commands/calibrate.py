@@ -114,12 +114,15 @@ CPU_MAX_CALIBRATION_ISL = 512
 
 
 def calibration_lengths(max_model_len: int, max_batched: int | None, osl: int, *, cpu: bool) -> list[int]:
-    """Three prompt lengths, each four times the last, up to half a prefill step (on the CPU
-    platform, up to CPU_MAX_CALIBRATION_ISL)."""
+    """Three prompt lengths, each four times the last, the longest half a prefill step (on the CPU
+    platform, at most CPU_MAX_CALIBRATION_ISL)."""
     top = min(max_model_len - osl - 8, max_batched or max_model_len) // 2
     if cpu:
         top = min(top, CPU_MAX_CALIBRATION_ISL)
-    return sorted({32, max(33, top // 4), max(34, top)})
+    if top < 64:
+        raise RecipectlError(f"prompts of at most {top} tokens are too few to tell a prefill's cost per token "
+                             "from its overhead", fix="max_model_len and max_num_batched_tokens of 256 or more")
+    return [top // 16, top // 4, top]
 
 
 def measure(router: str, prefill_url: str, model: str, *, vocab_size: int, lengths: list[int], shape,
