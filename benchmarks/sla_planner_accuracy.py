@@ -111,8 +111,7 @@ def main() -> int:
     ap.add_argument("--out", default="sla-accuracy")
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    from recipectl.commands.calibrate import describe, read_calibration
-    from recipectl.commands.plan import analytic_for, role_shapes
+    from recipectl.commands.calibrate import analytic_for, describe, read_calibration, role_shapes
     from recipectl.plan.perf import predict
     from recipectl.runs.state import find_run, runs_root
     from recipectl.validate import load_variant

@@ -19,10 +19,14 @@ from pathlib import Path
 from ..errors import ExitCode, RecipectlError
 from ..fileio import JsonRefused, UnreadableFile, read_json_bounded, write_atomic
 from ..plan.perf import (
+    ANALYTIC_DEVICES,
     DecodePoint,
     PerfModel,
     PrefillPoint,
+    RoleShape,
+    TransferCoeffs,
     TransferPoint,
+    analytic_model,
     fit_decode,
     fit_prefill,
     fit_transfer,
@@ -107,6 +111,45 @@ def read_calibration(path: str, current: dict) -> PerfModel:
         raise RecipectlError(f"{path}: its model coefficients cannot be read: {str(e)[:300]}", fix=fix) from None
 
 
+# ----- the model's inputs -----------------------------------------------------------------------
+def role_shapes(recipe, recipe_path: str) -> tuple[dict, dict, object]:
+    """Each role's RoleShape (recipectl/plan/perf.py) from the capacity planner, and the model spec:
+    the bytes a request moves per rank, and the requests a decode endpoint's cache keeps resident; the
+    capacity plans (plan_recipe) and the model spec too."""
+    from ..effective import detect_host_cpu
+    from ..plan.recipe_plan import model_spec, plan_recipe, unknown_model_error
+
+    host = detect_host_cpu() if recipe.cluster.is_cpu else None
+    plans = plan_recipe(recipe, Path(recipe_path).parent, host)
+    if plans is None:
+        raise RecipectlError(unknown_model_error(recipe), fix="model:\n  spec: Qwen3.5-35B-A3B   # a built-in model")
+    shapes = {}
+    for role, rp in plans.items():
+        p = rp.plan
+        cap = p.saturation_concurrency if p.saturation_concurrency is not None else int(p.max_concurrency) * p.dp
+        shapes[role] = RoleShape(endpoints=rp.endpoints, gpus_per_endpoint=p.tp * p.dp, tp=p.tp,
+                                 kv_bytes_per_token=p.kv_bytes_per_token,
+                                 gdn_state_bytes_per_request=p.gdn_state_bytes_per_request,
+                                 max_concurrency_per_endpoint=cap)
+    return shapes, plans, model_spec(recipe, Path(recipe_path).parent)
+
+
+def layout(p) -> str:
+    """A role's parallel layout as recipes write it: TP4, DEP8, TP2 DP4."""
+    if p.ep and p.tp == 1 and p.dp > 1:
+        return f"DEP{p.dp}"
+    return f"TP{p.tp}" + (f" {'DEP' if p.ep else 'DP'}{p.dp}" if p.dp > 1 else "")
+
+
+def analytic_for(recipe, plans: dict, spec):
+    """The uncalibrated model of the recipe's device, sized by decode's capacity plan."""
+
+    d = plans["decode"].plan
+    return analytic_model(recipe.cluster.gpu.value, active_params=spec.active_params or spec.active_param_estimate(),
+                          weight_bytes_per_gpu=d.weight_bytes_per_gpu, kv_bytes_per_token=d.kv_bytes_per_token,
+                          gdn_state_bytes_per_request=d.gdn_state_bytes_per_request, tp=d.tp)
+
+
 # ----- measuring ---------------------------------------------------------------------------------
 # The longest calibration prompt on the CPU platform: a prefill there runs at tens of ms a token
 # (docs/engine-cpu.md), and a point is a warm-up and three requests.
@@ -161,8 +204,6 @@ def measure(router: str, prefill_url: str, model: str, *, vocab_size: int, lengt
         raw.append(_raw("routed", r))
     prefill = fit_prefill(prefill_pts)
     decode = fit_decode(decode_pts)
-    from ..plan.perf import ANALYTIC_DEVICES, TransferCoeffs
-
     dev = ANALYTIC_DEVICES["CPU"]  # replaced below wherever the points pin it
     transfer_pts = [TransferPoint(nbytes=transfer_bytes(shape, isl),
                                   seconds=r.ttft_s - prefill.time_s(isl) - decode.itl_s(1, isl))
@@ -189,7 +230,6 @@ def calibrate(recipe_path: str, *, out: str, variant: str | None, attach: str | 
     from rich.console import Console
 
     from ..validate import load_variant
-    from .plan import role_shapes
 
     loaded = load_variant(recipe_path, variant)
     recipe = loaded.recipe

@@ -172,51 +172,12 @@ def _tp_that_fits(v: dict) -> int:
 
 
 # ----- plan --sla -------------------------------------------------------------------------------
-def role_shapes(recipe: Recipe, recipe_path: str) -> tuple[dict, dict, object]:
-    """Each role's RoleShape (recipectl/plan/perf.py) from the capacity planner, and the model spec:
-    the bytes a request moves per rank, and the requests a decode endpoint's cache keeps resident; the
-    capacity plans (plan_recipe) and the model spec too."""
-    from ..effective import detect_host_cpu
-    from ..plan.perf import RoleShape
-    from ..plan.recipe_plan import model_spec, plan_recipe, unknown_model_error
-
-    host = detect_host_cpu() if recipe.cluster.is_cpu else None
-    plans = plan_recipe(recipe, Path(recipe_path).parent, host)
-    if plans is None:
-        raise RecipectlError(unknown_model_error(recipe), fix="model:\n  spec: Qwen3.5-35B-A3B   # a built-in model")
-    shapes = {}
-    for role, rp in plans.items():
-        p = rp.plan
-        cap = p.saturation_concurrency if p.saturation_concurrency is not None else int(p.max_concurrency) * p.dp
-        shapes[role] = RoleShape(endpoints=rp.endpoints, gpus_per_endpoint=p.tp * p.dp, tp=p.tp,
-                                 kv_bytes_per_token=p.kv_bytes_per_token,
-                                 gdn_state_bytes_per_request=p.gdn_state_bytes_per_request,
-                                 max_concurrency_per_endpoint=cap)
-    return shapes, plans, model_spec(recipe, Path(recipe_path).parent)
-
-
-def _layout(p) -> str:
-    """A role's parallel layout as recipes write it: TP4, DEP8, TP2 DP4."""
-    if p.ep and p.tp == 1 and p.dp > 1:
-        return f"DEP{p.dp}"
-    return f"TP{p.tp}" + (f" {'DEP' if p.ep else 'DP'}{p.dp}" if p.dp > 1 else "")
-
-
-def analytic_for(recipe: Recipe, plans: dict, spec):
-    """The uncalibrated model of the recipe's device, sized by decode's capacity plan."""
-    from ..plan.perf import analytic_model
-
-    d = plans["decode"].plan
-    return analytic_model(recipe.cluster.gpu.value, active_params=spec.active_params or spec.active_param_estimate(),
-                          weight_bytes_per_gpu=d.weight_bytes_per_gpu, kv_bytes_per_token=d.kv_bytes_per_token,
-                          gdn_state_bytes_per_request=d.gdn_state_bytes_per_request, tp=d.tp)
-
-
 def sla_report(loaded, recipe_path: str, *, sla_text: str, calibration: str | None, gpus: int | None,
                isl: int | None, osl: int | None, top: int = 10) -> dict:
     """The ranked configurations as a dict (what --format json prints)."""
     from ..bench.sweep import devices
     from ..plan.sla import SLA_FIX, SlaError, parse_sla, rank
+    from .calibrate import analytic_for, describe, layout, read_calibration, role_shapes
 
     recipe = loaded.recipe
     try:
@@ -230,8 +191,6 @@ def sla_report(loaded, recipe_path: str, *, sla_text: str, calibration: str | No
                              fix="--isl 8192 --osl 1024, or workload: {isl: 8192, osl: 1024} in the recipe")
     shapes, plans, spec = role_shapes(recipe, recipe_path)
     if calibration:
-        from .calibrate import describe, read_calibration
-
         model = read_calibration(calibration, describe(loaded, recipe_path))
     else:
         model = analytic_for(recipe, plans, spec)
@@ -243,7 +202,7 @@ def sla_report(loaded, recipe_path: str, *, sla_text: str, calibration: str | No
     ranked = rank(model, sla, shapes["prefill"], shapes["decode"], isl=isl, osl=osl, gpus=budget)
     return {"recipe": recipe.name, "sla": {"ttft_s": sla.ttft_s, "itl_s": sla.itl_s}, "isl": isl, "osl": osl,
             "gpus": budget, "calibrated": model.calibrated, "calibration": calibration,
-            "layouts": {role: _layout(rp.plan) for role, rp in plans.items()},
+            "layouts": {role: layout(rp.plan) for role, rp in plans.items()},
             "model": model.model_dump(mode="json"),
             "configurations": [c.model_dump(mode="json") for c in ranked[:top]],
             "configurations_total": len(ranked)}
