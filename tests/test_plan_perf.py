@@ -182,3 +182,32 @@ def test_calibration_prompts_span_a_prefill_step_and_stay_short_on_cpu():
     assert calibration_lengths(4096, 4096, 32, cpu=True) == [32, 128, 512]
     with pytest.raises(RecipectlError):  # no room for three lengths a prompt may have
         calibration_lengths(100, None, 8, cpu=False)
+
+
+def test_decode_residents_count_the_requests_decoding_together_not_the_users():
+    """Four users behind one prefill: while one decodes the others may still wait for their
+    prompt, and decode's step time saw fewer than four."""
+    from recipectl.bench.probe import PointResult, Sample
+
+    together = PointResult(isl=1, osl=9, concurrency=2, samples=[
+        Sample(ttft_s=1, itl_s=0.1, output_tokens=9, e2e_s=2, start_s=0),
+        Sample(ttft_s=1, itl_s=0.1, output_tokens=9, e2e_s=2, start_s=0)])
+    assert together.decode_residents == pytest.approx(2)
+    queued = PointResult(isl=1, osl=9, concurrency=2, samples=[  # the second decodes after the first
+        Sample(ttft_s=1, itl_s=0.1, output_tokens=9, e2e_s=2, start_s=0),
+        Sample(ttft_s=2, itl_s=0.1, output_tokens=9, e2e_s=3, start_s=0)])
+    assert queued.decode_residents == pytest.approx(1)
+    half = PointResult(isl=1, osl=9, concurrency=2, samples=[
+        Sample(ttft_s=1, itl_s=0.1, output_tokens=9, e2e_s=3, start_s=0),
+        Sample(ttft_s=2, itl_s=0.1, output_tokens=9, e2e_s=4, start_s=0)])
+    assert half.decode_residents == pytest.approx(1.5)
+
+
+def test_decode_holds_only_the_users_past_their_prefill():
+    """A slow prefill and a fast decode: most of 8 users wait for prefill, so decode's ITL is that of
+    far fewer than 8 residents (Little's law), not of 8."""
+    m = model(prefill=(0.5, 0.0), decode=(0.01, 0.01, 0.0))
+    p = predict(m, PRE, DEC, isl=100, osl=10, concurrency=8)
+    assert p.decode_residents < 2
+    assert p.itl_s == pytest.approx(m.decode.itl_s(p.decode_residents, 105), rel=1e-6)
+    assert p.itl_s < m.decode.itl_s(8, 105)

@@ -24,6 +24,7 @@ class Sample:
     itl_s: float | None
     output_tokens: int
     e2e_s: float
+    start_s: float = 0.0  # perf_counter at the request's start: when it decoded, beside the others
 
 
 @dataclass
@@ -45,6 +46,17 @@ class PointResult:
         return statistics.median(xs) if xs else None
 
     @property
+    def decode_residents(self) -> float:
+        """The mean number of requests decoding while one decodes (itself included), over the
+        requests and their decode time: the concurrency decode's step time saw. Below the
+        point's concurrency wherever users wait for prefill."""
+        spans = [(s.start_s + s.ttft_s, s.start_s + s.e2e_s) for s in self.samples if s.e2e_s > s.ttft_s]
+        if not spans:
+            return 1.0
+        means = [sum(max(0.0, min(b, d) - max(a, c)) for c, d in spans) / (b - a) for a, b in spans]
+        return sum(means) / len(means)
+
+    @property
     def output_tps(self) -> float:
         return sum(s.output_tokens for s in self.samples) / self.duration_s if self.duration_s else 0.0
 
@@ -63,7 +75,8 @@ async def _request(client, url: str, model: str, prompt: list[int], osl: int, st
         r = await client.post(url + "/v1/completions", json=body)
         r.raise_for_status()
         t = time.perf_counter() - t0
-        return Sample(ttft_s=t, itl_s=None, output_tokens=int(r.json()["usage"]["completion_tokens"]), e2e_s=t)
+        return Sample(ttft_s=t, itl_s=None, output_tokens=int(r.json()["usage"]["completion_tokens"]), e2e_s=t,
+                      start_s=t0)
     body["stream_options"] = {"include_usage": True}
     first = last = None
     chunks = 0
@@ -85,7 +98,7 @@ async def _request(client, url: str, model: str, prompt: list[int], osl: int, st
         raise RuntimeError("the stream held no token")
     n = tokens or chunks
     itl = (last - first) / (n - 1) if n > 1 else None
-    return Sample(ttft_s=first - t0, itl_s=itl, output_tokens=n, e2e_s=last - t0)
+    return Sample(ttft_s=first - t0, itl_s=itl, output_tokens=n, e2e_s=last - t0, start_s=t0)
 
 
 async def _run(url: str, model: str, *, isl: int, osl: int, concurrency: int, num_requests: int, vocab_size: int,

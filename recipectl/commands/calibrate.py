@@ -4,7 +4,8 @@ describe: the engine release, the device, the model, the effective configuration
 
 The points, each of a few requests (bench/probe.py): a prompt's time on the prefill endpoint alone
 at three lengths (prefill); the same prompts through the router, streamed (TTFT, so the transfer,
-and ITL at concurrency 1); two points at concurrency 4 (decode per request and per resident token).
+and ITL at concurrency 1); two points at concurrency 4 (decode per request and per resident token,
+at the number of requests that were decoding together: prefill's queue keeps it below 4).
 """
 
 from __future__ import annotations
@@ -200,7 +201,7 @@ def measure(router: str, prefill_url: str, model: str, *, vocab_size: int, lengt
     for j, isl in enumerate((lengths[0], lengths[1])):
         progress(f"decode at concurrency 4, {isl} tokens")
         r = point(router, isl, 32, 4, 4, seed=200 + j)
-        decode_pts.append(DecodePoint(concurrency=4, context=isl + 16, itl_s=r.itl_s))
+        decode_pts.append(DecodePoint(concurrency=r.decode_residents, context=isl + 16, itl_s=r.itl_s))
         raw.append(_raw("routed", r))
     prefill = fit_prefill(prefill_pts)
     decode = fit_decode(decode_pts)
@@ -219,6 +220,7 @@ def measure(router: str, prefill_url: str, model: str, *, vocab_size: int, lengt
 
 def _raw(kind: str, r) -> dict:
     return {"kind": kind, "isl": r.isl, "osl": r.osl, "concurrency": r.concurrency,
+            "decode_residents": r.decode_residents,
             "ttft_s": [s.ttft_s for s in r.samples], "itl_s": [s.itl_s for s in r.samples],
             "duration_s": r.duration_s, "output_tps": r.output_tps}
 

@@ -15,6 +15,8 @@ Pure arithmetic, no I/O. The pieces, each a few coefficients:
 - queueing at prefill: the deployment is a closed loop of ``c`` users; a request's cycle is TTFT
   plus ``osl - 1`` decode steps, so prefill sees ``c / cycle`` requests a second; an M/D/1 queue
   at that rate gives the wait, bounded by the users ahead of it (a closed loop never queues more);
+  and only the users past their prefill are decoding: decode holds ``rate x decode time`` of them
+  (Little's law), which is what its step time depends on;
 - the capacity planner caps it: a decode endpoint holds no more requests than its cache does.
 
 TTFT = queue wait + prefill + transfer + decode's first step. Without measurements the
@@ -96,6 +98,7 @@ class Prediction(BaseModel):
     transfer_s: float
     first_step_s: float
     prefill_utilisation: float
+    decode_residents: float  # per decode endpoint: the users decoding, not waiting for prefill
     request_rate: float
     output_tps: float
     total_tps: float
@@ -114,27 +117,33 @@ def predict(model: PerfModel, prefill: RoleShape, decode: RoleShape, *, isl: int
     """The steady state of ``concurrency`` users, each sending its next request when the last one
     finished (vllm bench serve's --max-concurrency), on ``prefill.endpoints`` x
     ``decode.endpoints``."""
-    per_decode = concurrency / decode.endpoints
     context = isl + osl / 2  # a resident request's mean context over its decode
-    itl = model.decode.itl_s(per_decode, context)
-    first = model.decode.itl_s(per_decode, isl)
     service = model.prefill.time_s(isl)
     transfer = model.transfer.time_s(transfer_bytes(prefill, isl))
     ahead = max(0.0, concurrency / prefill.endpoints - 1)  # the most a closed loop can queue
     wait = 0.0
+    resident = concurrency / decode.endpoints
     rate = util = 0.0
-    for _ in range(iterations):  # the fixed point of rate -> wait -> cycle -> rate; damped
-        cycle = wait + service + transfer + first + max(0, osl - 1) * itl
+    for _ in range(iterations):  # the fixed point of rate -> (wait, residents) -> cycle -> rate; damped
+        itl = model.decode.itl_s(resident, context)
+        first = model.decode.itl_s(resident, isl)
+        decoding = max(0, osl - 1) * itl
+        cycle = wait + service + transfer + first + decoding
         rate = concurrency / cycle
         util = rate / prefill.endpoints * service
         w = util * service / (2 * (1 - util)) if util < 1 else math.inf
         wait = 0.5 * wait + 0.5 * min(w, ahead * service)
+        # Little's law: the users decoding now are the rate times the time each spends decoding
+        resident = 0.5 * resident + 0.5 * max(1.0, rate * (first + decoding) / decode.endpoints)
+    itl = model.decode.itl_s(resident, context)
+    first = model.decode.itl_s(resident, isl)
     ttft = wait + service + transfer + first
     cycle = ttft + max(0, osl - 1) * itl
     rate = concurrency / cycle
     gpus = prefill.endpoints * prefill.gpus_per_endpoint + decode.endpoints * decode.gpus_per_endpoint
     return Prediction(concurrency=concurrency, ttft_s=ttft, itl_s=itl, prefill_s=service, queue_s=wait,
                       transfer_s=transfer, first_step_s=first, prefill_utilisation=min(util, 1.0),
+                      decode_residents=resident,
                       request_rate=rate, output_tps=rate * osl, total_tps=rate * (isl + osl),
                       tps_per_gpu=rate * (isl + osl) / gpus, tps_per_user=1 / itl if itl > 0 else math.inf,
                       calibrated=model.calibrated)
