@@ -12,7 +12,7 @@ Per point and metric: the measured median of the repeats, their spread ((max - m
 predictions and their errors ((predicted - measured) / measured). The target: median |error| <= 10%
 and worst <= 25%, or the prediction inside the repeats' range where the spread is larger.
 
-    flock /tmp/recipectl-heavy.lock .venv/bin/python benchmarks/sla_planner_accuracy.py [RECIPE] [--out DIR]
+    .venv/bin/python benchmarks/sla_planner_accuracy.py [RECIPE] [--out DIR]   # alone on the host
 """
 
 from __future__ import annotations
