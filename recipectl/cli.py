@@ -72,7 +72,11 @@ COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry("down", "recipectl.commands.deployments:stop", "Alias of stop."),
     CommandEntry("logs", "recipectl.commands.deployments:logs", "Print the logs of a run's processes."),
     CommandEntry("plan", "recipectl.commands.deployments:plan",
-                 "Capacity plan: KV cache + GDN state per GPU, concurrency at which decode saturates."),
+                 "Capacity plan: KV cache + GDN state per GPU, concurrency at which decode saturates; with --sla, "
+                 "the P/D configurations that meet a TTFT/ITL target, ranked."),
+    CommandEntry("calibrate", "recipectl.commands.deployments:calibrate",
+                 "Measure the deployment at the few points that pin plan --sla's performance model; write them "
+                 "and the fit."),
     CommandEntry("doctor", "recipectl.commands.deployments:doctor",
                  "Environment, endpoint health, proof that KV moved over NIXL, parity and a gated GSM8K check.\n\n"
                  "Exit 0: every check passed; 1: a check failed; 2: doctor could not run."),

@@ -1,5 +1,5 @@
 """The commands that start, watch, measure and stop a deployment, and pin what it resolves to:
-launch, lock, status, stop (and its alias down), logs, plan, doctor, bench, top. Each function
+launch, lock, status, stop (and its alias down), logs, plan, calibrate, doctor, bench, top. Each function
 declares its command line (Typer reads the annotations) and returns the exit code; the command
 table in cli.py names it. What each prints lives in its own module (launch, lock, plan, doctor,
 bench, top)."""
@@ -18,10 +18,11 @@ from ..validate import load_variant
 from . import bench as benches
 from . import complete
 from . import lock as locks
+from .calibrate import calibrate as run_calibrate
 from .doctor import doctor as run_doctor
 from .launch import launch_target, print_dry_run, show_logs, show_status, stop_run
 from .options import RunDir, TextOrJson, TextOrJsonValue, Variant, recipe_argument
-from .plan import print_plan
+from .plan import plan_command
 from .top import top as run_top
 
 
@@ -122,9 +123,34 @@ def logs(
     return show_logs(run, process, follow=follow, lines=lines, run_dir=run_dir, variant=variant)
 
 
-def plan(recipe: Annotated[str, recipe_argument()], format: TextOrJson = "text", variant: Variant = None) -> int:
-    loaded = load_variant(recipe, variant)
-    return print_plan(loaded.recipe, recipe, as_json=format == "json", loaded=loaded)
+def plan(
+    recipe: Annotated[str, recipe_argument()],
+    format: TextOrJson = "text",
+    variant: Variant = None,
+    sla: Annotated[str | None, typer.Option(
+        "--sla", help="rank P/D configurations that meet e.g. ttft=2s,itl=50ms")] = None,
+    calibration: Annotated[str | None, typer.Option(
+        "--calibration", help="with --sla: a file of recipectl calibrate")] = None,
+    gpus: Annotated[int | None, typer.Option(
+        "--gpus", min=2, help="with --sla: devices to split (default: the recipe's)")] = None,
+    isl: Annotated[int | None, typer.Option(
+        "--isl", min=1, help="with --sla: prompt tokens (default: the workload's)")] = None,
+    osl: Annotated[int | None, typer.Option(
+        "--osl", min=1, help="with --sla: output tokens (default: the workload's)")] = None,
+) -> int:
+    return plan_command(recipe, as_json=format == "json", variant=variant, sla=sla, calibration=calibration, gpus=gpus,
+                        isl=isl, osl=osl)
+
+
+def calibrate(
+    recipe: Annotated[str, recipe_argument("the recipe to launch and measure")],
+    out: Annotated[str, typer.Option("--out", "-o", help="the calibration file to write (JSON)")],
+    run: Annotated[str | None, typer.Option("--run", help="measure this running deployment (run id, or the recipe "
+                                                           "file for its newest run) instead of launching one")] = None,
+    force: Annotated[bool, typer.Option("--force", help="replace OUT if it exists")] = False,
+    variant: Variant = None,
+) -> int:
+    return run_calibrate(recipe, out=out, variant=variant, attach=run, force=force)
 
 
 def doctor(

@@ -10,15 +10,21 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ..bench.sweep import devices
 from ..diagnostics import Severity
 from ..effective import detect_host_cpu
 from ..errors import RecipectlError
 from ..models.info import ModelConfigError
 from ..plan.recipe_plan import plan_recipe, unknown_model_error
 from ..plan.shares import shared_gpus
+from ..plan.sla import SLA_FIX, SlaError, parse_sla, rank
 from ..schema import Recipe
 from ..secretscan import redact_data
 from ..topology import place
+from ..validate import load_variant
+from .bench import print_fitted
+from .calibrate import analytic_for, describe, layout, read_calibration, role_shapes
+from .tables import Col, num
 
 
 def _mib(b: int) -> str:
@@ -166,3 +172,90 @@ def _tp_that_fits(v: dict) -> int:
     while usable > 0 and total / tp >= usable and tp < 1024:
         tp *= 2
     return tp
+
+
+# ----- plan --sla -------------------------------------------------------------------------------
+def sla_report(loaded, recipe_path: str, *, sla_text: str, calibration: str | None, gpus: int | None,
+               isl: int | None, osl: int | None, top: int = 10) -> dict:
+    """The ranked configurations as a dict (what --format json prints)."""
+
+    recipe = loaded.recipe
+    try:
+        sla = parse_sla(sla_text)
+    except SlaError as e:
+        raise RecipectlError(f"--sla: {e}", fix=SLA_FIX) from None
+    w = recipe.workload
+    isl, osl = isl or (w.isl if w else None), osl or (w.osl if w else None)
+    if not isl or not osl:
+        raise RecipectlError(f"{recipe_path} has no workload: --sla plans for one request shape",
+                             fix="--isl 8192 --osl 1024, or workload: {isl: 8192, osl: 1024} in the recipe")
+    shapes, plans, spec = role_shapes(recipe, recipe_path)
+    if calibration:
+        model = read_calibration(calibration, describe(loaded, recipe_path))
+    else:
+        model = analytic_for(recipe, plans, spec)
+    budget = gpus or devices(recipe)
+    need = shapes["prefill"].gpus_per_endpoint + shapes["decode"].gpus_per_endpoint
+    if budget < need:
+        raise RecipectlError(f"--gpus {budget}: one prefill and one decode endpoint need {need}",
+                             fix=f"--gpus {need} or more")
+    ranked = rank(model, sla, shapes["prefill"], shapes["decode"], isl=isl, osl=osl, gpus=budget)
+    return {"recipe": recipe.name, "sla": {"ttft_s": sla.ttft_s, "itl_s": sla.itl_s}, "isl": isl, "osl": osl,
+            "gpus": budget, "calibrated": model.calibrated, "calibration": calibration,
+            "layouts": {role: layout(rp.plan) for role, rp in plans.items()},
+            "model": model.model_dump(mode="json"),
+            "configurations": [c.model_dump(mode="json") for c in ranked[:top]],
+            "configurations_total": len(ranked)}
+
+
+def plan_command(recipe_path: str, *, as_json: bool, variant: str | None, sla: str | None, calibration: str | None,
+                 gpus: int | None, isl: int | None, osl: int | None) -> int:
+    """`recipectl plan`: the capacity table, or with --sla the ranked configurations."""
+
+    loaded = load_variant(recipe_path, variant)
+    if sla is None:
+        if calibration or gpus or isl or osl:
+            raise RecipectlError("--calibration, --gpus, --isl and --osl go with --sla",
+                                 fix=f"recipectl plan {recipe_path} --sla ttft=2s,itl=50ms ...")
+        return print_plan(loaded.recipe, recipe_path, as_json=as_json, loaded=loaded)
+    return print_sla_plan(loaded, recipe_path, sla_text=sla, calibration=calibration, gpus=gpus, isl=isl, osl=osl,
+                          as_json=as_json)
+
+
+def print_sla_plan(loaded, recipe_path: str, *, sla_text: str, calibration: str | None, gpus: int | None,
+                   isl: int | None, osl: int | None, as_json: bool) -> int:
+    """`recipectl plan RECIPE --sla ...`: exit 0 when a configuration meets the SLA, 1 when none does."""
+    report = sla_report(loaded, recipe_path, sla_text=sla_text, calibration=calibration, gpus=gpus, isl=isl, osl=osl)
+    met = [c for c in report["configurations"] if c["concurrency"]]
+    if as_json:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        return 0 if met else 1
+    from rich.console import Console
+
+
+    how = "calibrated" if report["calibrated"] else "UNCALIBRATED: analytic defaults from peak figures"
+    s = report["sla"]
+    sla = ", ".join(x for x in (f"TTFT <= {s['ttft_s'] * 1e3:g} ms" if s["ttft_s"] else "",
+                                f"ITL <= {s['itl_s'] * 1e3:g} ms" if s["itl_s"] else "") if x)
+    met_num = lambda key, d=1: lambda c: num(c["prediction"][key], d) if c["concurrency"] else "-"  # noqa: E731
+    groups = [[Col("prefill x layout", "prefill", lambda c: f"{c['prefill_endpoints']} x {c['prefill_layout']}"),
+               Col("decode x layout", "decode", lambda c: f"{c['decode_endpoints']} x {c['decode_layout']}"),
+               Col("devices", "dev.", lambda c: str(c["gpus"])),
+               Col("concurrency", "conc.", lambda c: str(c["concurrency"] or "none")),
+               Col("TPS/device", "TPS\n/dev.", met_num("tps_per_gpu")),
+               Col("tok/s/user", "tok/s\n/user", met_num("tps_per_user"))],
+              [Col("TTFT ms", "TTFT\nms", lambda c: num(c["prediction"]["ttft_s"] * 1e3, 0)),
+               Col("ITL ms", "ITL\nms", lambda c: num(c["prediction"]["itl_s"] * 1e3)),
+               Col("binding", "binding", lambda c: c["binding"])]]
+    rows = [{**c, "prefill_layout": report["layouts"]["prefill"], "decode_layout": report["layouts"]["decode"]}
+            for c in report["configurations"]]
+    print_fitted(f"{report['recipe']}: {sla} at ISL {report['isl']} / OSL {report['osl']}, {report['gpus']} "
+                 f"device(s) ({how})", rows, groups, ["configuration", "latency and what binds"],
+                 lambda c: f"{c['prefill_endpoints']} prefill + {c['decode_endpoints']} decode")
+    console = Console()
+    if not report["calibrated"]:
+        console.print("uncalibrated: these come from published peak figures and round efficiencies; measure this "
+                      f"deployment with: recipectl calibrate {recipe_path} -o calibration.json")
+    if not met:
+        console.print("[red]no configuration meets the SLA[/] at one user; the binding column says what to relax")
+    return 0 if met else 1

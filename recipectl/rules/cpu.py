@@ -7,6 +7,7 @@ from typing import Iterator
 
 from ..diagnostics import Category, Severity
 from ..engine_versions import fmt_version
+from ..plan.recipe_plan import state_dtypes
 from ..topology import Process, parse_cores
 from .context import RuleContext
 from .registry import Violation, rule, safe, set_field, unsafe
@@ -235,8 +236,6 @@ def gdn_bf16_ssm_state(ctx: RuleContext) -> Iterator[Violation]:
     """
     if not (ctx.is_cpu and ctx.hybrid and ctx.holds("cpu-gdn-kernel-float32-state-only")):
         return
-    from ..plan.recipe_plan import state_dtypes
-
     for role, _ in ctx.roles():
         setting = ctx.setting(role, "mamba_ssm_cache_dtype")
         if state_dtypes(ctx.effective[role], ctx.model_spec).ssm != "bfloat16":

@@ -1,0 +1,169 @@
+"""How far `plan --sla`'s performance model is from the deployment it describes, on points it was
+not fitted to.
+
+Launches the recipe (the local tiny hybrid CPU deployment by default) once with `recipectl launch
+--detach`, runs `recipectl calibrate RECIPE --run RECIPE` against it (the calibration points), then
+measures held-out points (other prompt and output lengths, concurrencies, prompts that fill a
+prefill step) through the router, each --repeats times, and compares them with the calibrated
+prediction and with the uncalibrated (analytic) one. Stops the deployment. Writes OUT/results.json
+and OUT/table.md (the table docs/sla-planner.md holds).
+
+Per point and metric: the measured median of the repeats, their spread ((max - min) / median), the
+predictions and their errors ((predicted - measured) / measured). The target: median |error| <= 10%
+and worst <= 25%, or the prediction inside the repeats' range where the spread is larger.
+
+    .venv/bin/python benchmarks/sla_planner_accuracy.py [RECIPE] [--out DIR]   # alone on the host
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+# (isl, osl, concurrency): none of them a calibration point (those are concurrency 1 at 32, 128
+# and 512 tokens, osl 8, and concurrency 4 at 32 and 128 tokens, osl 32). Short: on the CPU
+# platform a prompt's prefill runs at tens of ms a token.
+HELD_OUT = [(64, 24, 1), (320, 16, 1), (160, 16, 2), (96, 32, 3), (48, 32, 4)]
+METRICS = ("ttft_s", "itl_s", "total_tps")
+
+
+def cli(*args: str, env: dict, timeout: float = 1800) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "recipectl", *args], env=env, timeout=timeout, cwd=ROOT,
+                          text=True, capture_output=True)
+
+
+def measure_point(router: str, model: str, vocab: int, isl: int, osl: int, c: int, repeats: int) -> list[dict]:
+    from recipectl.bench.probe import run_point
+
+    run_point(router, model, isl=isl, osl=osl, concurrency=1, num_requests=1, vocab_size=vocab, seed=99)  # warm
+    reps = []
+    for k in range(repeats):
+        r = run_point(router, model, isl=isl, osl=osl, concurrency=c, num_requests=max(3, 2 * c), vocab_size=vocab,
+                      seed=1000 * k + isl + c)
+        if r.errors:
+            raise SystemExit(f"isl={isl} osl={osl} c={c}: {r.errors[:3]}")
+        done = len(r.samples)
+        reps.append({"ttft_s": r.ttft_s, "itl_s": r.itl_s, "total_tps": done * (isl + osl) / r.duration_s,
+                     "load": os.getloadavg()[0]})
+    return reps
+
+
+def row(point, reps, preds) -> dict:
+    out = {"isl": point[0], "osl": point[1], "concurrency": point[2], "metrics": {}}
+    for m in METRICS:
+        xs = [r[m] for r in reps]
+        med = statistics.median(xs)
+        entry = {"measured": med, "min": min(xs), "max": max(xs), "spread": (max(xs) - min(xs)) / med, "reps": xs}
+        for name, p in preds.items():
+            v = getattr(p, m)
+            entry[name] = v
+            entry[f"{name}_error"] = (v - med) / med
+            entry[f"{name}_in_range"] = min(xs) <= v <= max(xs)
+        out["metrics"][m] = entry
+    return out
+
+
+def summary(rows: list[dict], name: str) -> dict:
+    s = {}
+    for m in METRICS:
+        errs = [abs(r["metrics"][m][f"{name}_error"]) for r in rows]
+        ok = [abs(r["metrics"][m][f"{name}_error"]) <= 0.25 or r["metrics"][m][f"{name}_in_range"] for r in rows]
+        s[m] = {"median_abs_error": statistics.median(errs), "worst_abs_error": max(errs),
+                "points_within_25pct_or_spread": sum(ok), "points": len(rows)}
+    return s
+
+
+def table(rows: list[dict], sums: dict) -> str:
+    unit = {"ttft_s": ("TTFT ms", 1e3), "itl_s": ("ITL ms", 1e3), "total_tps": ("tok/s", 1)}
+    lines = ["| ISL | OSL | conc. | metric | measured (median of reps) | spread | calibrated | error | "
+             "uncalibrated | error |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        for m in METRICS:
+            e = r["metrics"][m]
+            label, k = unit[m]
+            star = " *" if e["calibrated_in_range"] else ""  # inside the repeats' range
+            lines.append(f"| {r['isl']} | {r['osl']} | {r['concurrency']} | {label} | {e['measured'] * k:,.1f} "
+                         f"({e['min'] * k:,.1f}-{e['max'] * k:,.1f}) | {e['spread']:.0%} | "
+                         f"{e['calibrated'] * k:,.1f} | {e['calibrated_error']:+.0%}{star} | "
+                         f"{e['uncalibrated'] * k:,.1f} | {e['uncalibrated_error']:+.0%} |")
+    lines += ["", "| model | metric | median abs. error | worst | within 25% or the spread |", "|---|---|---|---|---|"]
+    for name, s in sums.items():
+        for m in METRICS:
+            x = s[m]
+            lines.append(f"| {name} | {unit[m][0]} | {x['median_abs_error']:.0%} | {x['worst_abs_error']:.0%} | "
+                         f"{x['points_within_25pct_or_spread']}/{x['points']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("recipe", nargs="?", default=str(ROOT / "recipes/local/tiny-hybrid-cpu.yaml"))
+    ap.add_argument("--out", default="sla-accuracy")
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    from recipectl.commands.calibrate import analytic_for, describe, read_calibration, role_shapes
+    from recipectl.plan.perf import predict
+    from recipectl.runs.state import find_run, runs_root
+    from recipectl.validate import load_variant
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    run_dir = tempfile.mkdtemp(prefix="sla-accuracy-runs-")
+    env = {**os.environ, "RECIPECTL_RUN_DIR": run_dir}
+    loaded = load_variant(args.recipe, None)
+    recipe = loaded.recipe
+    shapes, plans, spec = role_shapes(recipe, args.recipe)
+    load_before = os.getloadavg()
+    t0 = time.time()
+    r = cli("launch", args.recipe, "--detach", env=env)
+    if r.returncode != 0:
+        print(r.stdout, r.stderr, file=sys.stderr)
+        return 1
+    try:
+        cal = out / "calibration.json"
+        r = cli("calibrate", args.recipe, "--run", args.recipe, "-o", str(cal), "--force", env=env)
+        print(r.stderr, file=sys.stderr)
+        if r.returncode != 0:
+            return 1
+        os.environ["RECIPECTL_RUN_DIR"] = run_dir
+        state = find_run(args.recipe, runs_root(recipe.launch.run_dir), lambda _: (recipe.name, recipe.launch.run_dir))
+        models = {"calibrated": read_calibration(str(cal), describe(loaded, args.recipe)),
+                  "uncalibrated": analytic_for(recipe, plans, spec)}
+        rows = []
+        for point in HELD_OUT:
+            isl, osl, c = point
+            print(f"held-out isl={isl} osl={osl} c={c} ...", file=sys.stderr, flush=True)
+            reps = measure_point(state.router_url, recipe.served_name, spec.vocab_size, isl, osl, c, args.repeats)
+            preds = {n: predict(m, shapes["prefill"], shapes["decode"], isl=isl, osl=osl, concurrency=c)
+                     for n, m in models.items()}
+            rows.append(row(point, reps, preds))
+            x = rows[-1]["metrics"]
+            print("  " + ", ".join(f"{m} {x[m]['measured']:.4g} (cal {x[m]['calibrated_error']:+.0%}, "
+                                   f"uncal {x[m]['uncalibrated_error']:+.0%})" for m in METRICS), file=sys.stderr)
+    finally:
+        stop = cli("stop", env=env, timeout=300)
+        print(stop.stdout[-500:], stop.stderr[-500:], file=sys.stderr)
+    sums = {n: summary(rows, n) for n in models}
+    result = {"recipe": recipe.name, "repeats": args.repeats, "held_out": rows, "summary": sums,
+              "load_average_before": load_before, "load_average_after": os.getloadavg(),
+              "cpu_count": os.cpu_count(), "wall_s": time.time() - t0,
+              "calibration": json.loads(cal.read_text())}
+    (out / "results.json").write_text(json.dumps(result, indent=2))
+    (out / "table.md").write_text(table(rows, sums))
+    print(table(rows, sums))
+    print(f"load average before {load_before}, after {os.getloadavg()}; {time.time() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,136 @@
+"""A closed-loop streaming client for the few points a calibration measures.
+
+`vllm bench serve` (bench/sweep.py) imports the engine for every level, tens of seconds on a small
+host; a calibration needs a handful of short points, each repeated, so it sends its own requests:
+``concurrency`` users, each sending its next request when the last finished, prompts of exactly
+``isl`` random token ids (no prefix is shared, so no cache hit shortens a prefill) and ``osl``
+tokens generated with EOS ignored. Per request: TTFT (to the first streamed token), the mean
+inter-token latency after it ((end - first) / (tokens - 1), vllm bench's TPOT), the tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+
+@dataclass
+class Sample:
+    ttft_s: float
+    itl_s: float | None
+    output_tokens: int
+    e2e_s: float
+    start_s: float = 0.0  # perf_counter at the request's start: when it decoded, beside the others
+
+
+@dataclass
+class PointResult:
+    isl: int
+    osl: int
+    concurrency: int
+    samples: list[Sample] = field(default_factory=list)
+    duration_s: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ttft_s(self) -> float:
+        return statistics.median(s.ttft_s for s in self.samples)
+
+    @property
+    def itl_s(self) -> float | None:
+        xs = [s.itl_s for s in self.samples if s.itl_s is not None]
+        return statistics.median(xs) if xs else None
+
+    @property
+    def decode_residents(self) -> float:
+        """The mean number of requests decoding while one decodes (itself included), over the
+        requests and their decode time: the concurrency decode's step time saw. Below the
+        point's concurrency wherever users wait for prefill."""
+        spans = [(s.start_s + s.ttft_s, s.start_s + s.e2e_s) for s in self.samples if s.e2e_s > s.ttft_s]
+        if not spans:
+            return 1.0
+        means = [sum(max(0.0, min(b, d) - max(a, c)) for c, d in spans) / (b - a) for a, b in spans]
+        return sum(means) / len(means)
+
+    @property
+    def output_tps(self) -> float:
+        return sum(s.output_tokens for s in self.samples) / self.duration_s if self.duration_s else 0.0
+
+
+def random_prompt(rng: random.Random, isl: int, vocab_size: int) -> list[int]:
+    """``isl`` token ids drawn from the vocabulary past its first 100 (special and control ids)."""
+    lo = min(100, vocab_size - 1)
+    return [rng.randrange(lo, vocab_size) for _ in range(isl)]
+
+
+async def _request(client: httpx.AsyncClient, url: str, model: str, prompt: list[int], osl: int,
+                   stream: bool) -> Sample:
+    body = {"model": model, "prompt": prompt, "max_tokens": osl, "temperature": 0, "ignore_eos": True,
+            "stream": stream}
+    t0 = time.perf_counter()
+    if not stream:
+        r = await client.post(url + "/v1/completions", json=body)
+        r.raise_for_status()
+        t = time.perf_counter() - t0
+        return Sample(ttft_s=t, itl_s=None, output_tokens=int(r.json()["usage"]["completion_tokens"]), e2e_s=t,
+                      start_s=t0)
+    body["stream_options"] = {"include_usage": True}
+    first: float | None = None
+    last: float | None = None
+    chunks = 0
+    tokens = None
+    async with client.stream("POST", url + "/v1/completions", json=body) as r:
+        r.raise_for_status()
+        async for line in r.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            data = json.loads(line[6:])
+            if data.get("usage"):
+                tokens = int(data["usage"]["completion_tokens"])
+            if data.get("choices"):
+                now = time.perf_counter()
+                first = first or now
+                last = now
+                chunks += 1
+    if first is None or last is None:
+        raise RuntimeError("the stream held no token")
+    n = tokens or chunks
+    itl = (last - first) / (n - 1) if n > 1 else None
+    return Sample(ttft_s=first - t0, itl_s=itl, output_tokens=n, e2e_s=last - t0, start_s=t0)
+
+
+async def _run(url: str, model: str, *, isl: int, osl: int, concurrency: int, num_requests: int, vocab_size: int,
+               seed: int, stream: bool, timeout_s: float) -> PointResult:
+    rng = random.Random(seed)
+    prompts = [random_prompt(rng, isl, vocab_size) for _ in range(num_requests)]
+    result = PointResult(isl=isl, osl=osl, concurrency=concurrency)
+    queue = list(reversed(prompts))
+
+    async def user(client: httpx.AsyncClient) -> None:
+        while queue:
+            prompt = queue.pop()
+            try:
+                result.samples.append(await _request(client, url, model, prompt, osl, stream))
+            except Exception as e:
+                result.errors.append(f"{type(e).__name__}: {str(e)[:200]}")
+
+    limits = httpx.Limits(max_connections=concurrency + 2)
+    async with httpx.AsyncClient(timeout=timeout_s, limits=limits) as client:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(user(client) for _ in range(concurrency)))
+        result.duration_s = time.perf_counter() - t0
+    return result
+
+
+def run_point(url: str, model: str, *, isl: int, osl: int, concurrency: int, num_requests: int, vocab_size: int,
+              seed: int = 0, stream: bool = True, timeout_s: float = 600) -> PointResult:
+    """One point: ``num_requests`` requests by ``concurrency`` closed-loop users against ``url``
+    (the router, or one endpoint), streamed (TTFT and ITL) or not (the whole request's time)."""
+    return asyncio.run(_run(url, model, isl=isl, osl=osl, concurrency=concurrency, num_requests=num_requests,
+                            vocab_size=vocab_size, seed=seed, stream=stream, timeout_s=timeout_s))

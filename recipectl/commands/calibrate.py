@@ -1,0 +1,305 @@
+"""`recipectl calibrate RECIPE -o FILE`: measure a deployment at the few points that pin the
+performance model (recipectl/plan/perf.py) and write the fitted coefficients, with what they
+describe: the engine release, the device, the model, the effective configuration's fingerprint.
+
+The points, each of a few requests (bench/probe.py): a prompt's time on the prefill endpoint alone
+at three lengths (prefill); the same prompts through the router, streamed (TTFT, so the transfer,
+and ITL at concurrency 1); two points at concurrency 4 (decode per request and per resident token,
+at the number of requests that were decoding together: prefill's queue keeps it below 4).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ..bench.probe import run_point
+from ..effective import detect_host_cpu, resolve_role
+from ..errors import ExitCode, RecipectlError
+from ..fileio import JsonRefused, UnreadableFile, read_json_bounded, write_atomic
+from ..launch.display import Display
+from ..launch.local import launch
+from ..lock import build_lock, flatten
+from ..models.spec import ModelSpec
+from ..plan.perf import (
+    ANALYTIC_DEVICES,
+    DecodePoint,
+    PerfModel,
+    PrefillPoint,
+    RoleShape,
+    TransferCoeffs,
+    TransferPoint,
+    analytic_model,
+    fit_decode,
+    fit_prefill,
+    fit_transfer,
+    transfer_bytes,
+)
+from ..plan.recipe_plan import RolePlan, model_spec, plan_recipe, unknown_model_error
+from ..runs.state import find_run, runs_root
+from ..schema import Recipe
+from ..secretscan import redact_env
+from ..validate import load_variant
+from .launch import stop_run
+
+CALIBRATION_VERSION = 1
+MAX_CALIBRATION_BYTES = 4 << 20
+WARMUP_REQUESTS = 1
+REPEATS = 3
+
+
+# ----- what a calibration describes -------------------------------------------------------------
+def describe(loaded, recipe_path: str) -> dict:
+    """The engine release, device, model and the effective configuration a calibration of this
+    recipe on this host is valid for, with its fingerprint: sha256 of the configuration as the
+    lock records it (recipectl/lock.py: every effective setting per role, the page geometry, the
+    engine's packages, the model's config) and what else sets a server's speed (each role's
+    environment, credentials redacted; the CPU cores an endpoint is bound to), but not where the
+    servers listen nor how many endpoints there are (what `plan --sla` varies)."""
+
+    recipe = loaded.recipe
+    host = detect_host_cpu() if recipe.cluster.is_cpu else None
+    lock = build_lock(loaded, recipe_path, host=host)
+    config = {
+        "engine_packages": lock["engine"]["packages"],
+        "model": {"spec": lock["model"]["spec"], "config_sha256": lock["model"]["config_sha256"]},
+        "device": recipe.cluster.gpu.value,
+        "host_cpu": host.label if host else None,
+        "roles": {role: {"settings": {k: v["value"] for k, v in r["settings"].items()}, "pages": r["pages"],
+                         "env": redact_env(recipe.role_env(role)),
+                         "cores_per_endpoint": sorted({_cores(c) for c in recipe.roles[role].cpu_cores or ()})}
+                  for role, r in lock["roles"].items()},
+    }
+    text = json.dumps(config, sort_keys=True, default=str)
+    return {"engine_release": lock["engine"]["packages"].get("vllm") or recipe.engine.vllm_version,
+            "device": recipe.cluster.gpu.value, "host_cpu": config["host_cpu"],
+            "model_spec": lock["model"]["spec"], "fingerprint": hashlib.sha256(text.encode()).hexdigest(),
+            "configuration": json.loads(text)}
+
+
+def _cores(spec: str) -> int:
+    """How many cores a cpu_cores entry names ("0", "0-3", "0,2,4-5")."""
+    n = 0
+    for part in spec.split(","):
+        lo, _, hi = part.strip().partition("-")
+        try:
+            n += int(hi) - int(lo) + 1 if hi else 1
+        except ValueError:  # not a list of cores: the entry itself then is what the fingerprint holds
+            return -1
+    return n
+
+
+def read_calibration(path: str, current: dict) -> PerfModel:
+    """A calibration file's model, refused (exit 2) unless it describes ``current`` (describe()):
+    the message names the settings that differ."""
+
+    fix = f"recipectl calibrate RECIPE -o {path}   (on this configuration), or plan without --calibration"
+    try:
+        data = read_json_bounded(path, MAX_CALIBRATION_BYTES)
+    except UnreadableFile as e:
+        raise RecipectlError(f"cannot read calibration {path}: {e.reason}", fix=fix) from None
+    except JsonRefused as e:
+        raise RecipectlError(f"{path}: not a calibration: {e}", fix=fix) from None
+    if not isinstance(data, dict) or data.get("calibration_version") != CALIBRATION_VERSION:
+        raise RecipectlError(f"{path}: not a recipectl calibration (version {CALIBRATION_VERSION})", fix=fix)
+    if data.get("fingerprint") != current["fingerprint"]:
+        theirs = dict(flatten(data.get("configuration") or {}))
+        ours = dict(flatten(current["configuration"]))
+        diff = sorted(k for k in theirs.keys() | ours.keys() if theirs.get(k) != ours.get(k))
+        shown = "; ".join(f"{k}: calibrated {theirs.get(k)!r}, now {ours.get(k)!r}" for k in diff[:5])
+        more = f" (and {len(diff) - 5} more)" if len(diff) > 5 else ""
+        raise RecipectlError(f"{path} describes another configuration than this recipe on this host: "
+                             f"{shown or 'fingerprints differ'}{more}", fix=fix)
+    try:
+        return PerfModel.model_validate({**data["model"], "calibrated": True})
+    except (KeyError, ValueError) as e:
+        raise RecipectlError(f"{path}: its model coefficients cannot be read: {str(e)[:300]}", fix=fix) from None
+
+
+# ----- the model's inputs -----------------------------------------------------------------------
+def role_shapes(recipe: Recipe, recipe_path: str) -> tuple[dict[str, RoleShape], dict[str, RolePlan], ModelSpec]:
+    """Each role's RoleShape (recipectl/plan/perf.py) from the capacity planner, and the model spec:
+    the bytes a request moves per rank, and the requests a decode endpoint's cache keeps resident; the
+    capacity plans (plan_recipe) and the model spec too."""
+    host = detect_host_cpu() if recipe.cluster.is_cpu else None
+    plans = plan_recipe(recipe, Path(recipe_path).parent, host)
+    if plans is None:
+        raise RecipectlError(unknown_model_error(recipe), fix="model:\n  spec: Qwen3.5-35B-A3B   # a built-in model")
+    shapes = {}
+    for role, rp in plans.items():
+        p = rp.plan
+        cap = p.saturation_concurrency if p.saturation_concurrency is not None else int(p.max_concurrency) * p.dp
+        shapes[role] = RoleShape(endpoints=rp.endpoints, gpus_per_endpoint=p.tp * p.dp, tp=p.tp,
+                                 kv_bytes_per_token=p.kv_bytes_per_token,
+                                 gdn_state_bytes_per_request=p.gdn_state_bytes_per_request,
+                                 max_concurrency_per_endpoint=cap)
+    spec = model_spec(recipe, Path(recipe_path).parent)
+    assert spec is not None  # plan_recipe planned, so the model has a spec
+    return shapes, plans, spec
+
+
+def layout(p) -> str:
+    """A role's parallel layout as recipes write it: TP4, DEP8, TP2 DP4."""
+    if p.ep and p.tp == 1 and p.dp > 1:
+        return f"DEP{p.dp}"
+    return f"TP{p.tp}" + (f" {'DEP' if p.ep else 'DP'}{p.dp}" if p.dp > 1 else "")
+
+
+def analytic_for(recipe, plans: dict, spec):
+    """The uncalibrated model of the recipe's device, sized by decode's capacity plan."""
+
+    d = plans["decode"].plan
+    return analytic_model(recipe.cluster.gpu.value, active_params=spec.active_params or spec.active_param_estimate(),
+                          weight_bytes_per_gpu=d.weight_bytes_per_gpu, kv_bytes_per_token=d.kv_bytes_per_token,
+                          gdn_state_bytes_per_request=d.gdn_state_bytes_per_request, tp=d.tp)
+
+
+# ----- measuring ---------------------------------------------------------------------------------
+# The longest calibration prompt on the CPU platform: a prefill there runs at tens of ms a token
+# (docs/engine-cpu.md), and a point is a warm-up and three requests.
+CPU_MAX_CALIBRATION_ISL = 512
+
+
+def calibration_lengths(max_model_len: int, max_batched: int | None, osl: int, *, cpu: bool) -> list[int]:
+    """Three prompt lengths, each four times the last, the longest half a prefill step (on the CPU
+    platform, at most CPU_MAX_CALIBRATION_ISL)."""
+    top = min(max_model_len - osl - 8, max_batched or max_model_len) // 2
+    if cpu:
+        top = min(top, CPU_MAX_CALIBRATION_ISL)
+    if top < 64:
+        raise RecipectlError(f"prompts of at most {top} tokens are too few to tell a prefill's cost per token "
+                             "from its overhead", fix="max_model_len and max_num_batched_tokens of 256 or more")
+    return [top // 16, top // 4, top]
+
+
+def measure(router: str, prefill_url: str, model: str, *, vocab_size: int, lengths: list[int], shape,
+            progress: Callable[[str], None]) -> dict:
+    """Every point, and the fit. ``shape``: the prefill role's RoleShape (bytes per request)."""
+
+    def point(url, isl, osl, c, n, stream=True, seed=0):
+        run_point(url, model, isl=isl, osl=osl, concurrency=1, num_requests=WARMUP_REQUESTS, vocab_size=vocab_size,
+                  seed=10_000 + seed, stream=stream)
+        r = run_point(url, model, isl=isl, osl=osl, concurrency=c, num_requests=n, vocab_size=vocab_size,
+                      seed=seed, stream=stream)
+        if r.errors or not r.samples:
+            raise RecipectlError(f"calibration point isl={isl} osl={osl} c={c} failed: {'; '.join(r.errors[:3])}",
+                                 fix="recipectl doctor RECIPE   (is the deployment serving?)",
+                                 exit_code=ExitCode.FINDINGS)
+        return r
+
+    raw: list[dict] = []
+    prefill_pts, decode_pts, routed = [], [], []
+    for i, isl in enumerate(lengths):
+        progress(f"prefill alone, {isl} tokens")
+        r = point(prefill_url, isl, 1, 1, REPEATS, stream=False, seed=i)
+        prefill_pts.append(PrefillPoint(isl=isl, seconds=r.ttft_s))
+        raw.append({"kind": "prefill", "isl": isl, "osl": 1, "concurrency": 1,
+                    "seconds": [s.e2e_s for s in r.samples]})
+        progress(f"through the router, {isl} tokens")
+        r = point(router, isl, 8, 1, REPEATS, seed=100 + i)
+        routed.append((isl, r))
+        decode_pts.append(DecodePoint(concurrency=1, context=isl + 4, itl_s=r.itl_s))
+        raw.append(_raw("routed", r))
+    for j, isl in enumerate((lengths[0], lengths[1])):
+        progress(f"decode at concurrency 4, {isl} tokens")
+        r = point(router, isl, 32, 4, 4, seed=200 + j)
+        decode_pts.append(DecodePoint(concurrency=r.decode_residents, context=isl + 16, itl_s=r.itl_s))
+        raw.append(_raw("routed", r))
+    prefill = fit_prefill(prefill_pts)
+    decode = fit_decode(decode_pts)
+    dev = ANALYTIC_DEVICES["CPU"]  # replaced below wherever the points pin it
+    transfer_pts = [TransferPoint(nbytes=transfer_bytes(shape, isl),
+                                  seconds=r.ttft_s - prefill.time_s(isl) - decode.itl_s(1, isl))
+                    for isl, r in routed]
+    transfer = fit_transfer(transfer_pts, TransferCoeffs(latency_s=dev.link_latency_s,
+                                                         bytes_per_s=dev.link_bytes_per_s))
+    fitted = PerfModel(prefill=prefill, decode=decode, transfer=transfer, calibrated=True)
+    return {"model": fitted.model_dump(mode="json"), "points": raw,
+            "fit_points": {"prefill": [p.model_dump() for p in prefill_pts],
+                           "decode": [p.model_dump() for p in decode_pts],
+                           "transfer": [p.model_dump() for p in transfer_pts]}}
+
+
+def _raw(kind: str, r) -> dict:
+    return {"kind": kind, "isl": r.isl, "osl": r.osl, "concurrency": r.concurrency,
+            "decode_residents": r.decode_residents,
+            "ttft_s": [s.ttft_s for s in r.samples], "itl_s": [s.itl_s for s in r.samples],
+            "duration_s": r.duration_s, "output_tps": r.output_tps}
+
+
+# ----- the command -------------------------------------------------------------------------------
+def calibrate(recipe_path: str, *, out: str, variant: str | None, attach: str | None, force: bool) -> int:
+    """Launch (or, with ``attach``, use a running deployment of) the recipe, measure, stop what it
+    launched, write ``out``."""
+    from rich.console import Console
+
+
+    loaded = load_variant(recipe_path, variant)
+    recipe = loaded.recipe
+    console = Console(stderr=True)
+    if Path(out).exists() and not force:
+        raise RecipectlError(f"{out} exists", fix=f"-o another file, or --force to replace {out}")
+    identity = describe(loaded, recipe_path)
+    shapes, _, spec = role_shapes(recipe, recipe_path)
+    eff_len, batched = _lengths_limits(recipe, spec)
+    lengths = calibration_lengths(eff_len, batched, 32, cpu=recipe.cluster.is_cpu)
+    launched = None
+    try:
+        state = _deployment(recipe_path, recipe, attach, console)
+        launched = None if attach else state
+        prefill_url = next(p.url for p in state.processes if p.kind == "prefill")
+        t0 = time.monotonic()
+
+        def progress(what: str) -> None:
+            console.print(f"[{time.monotonic() - t0:6.1f}s] {what}", highlight=False)
+
+        result = measure(state.router_url, prefill_url, recipe.served_name, vocab_size=spec.vocab_size,
+                         lengths=lengths, shape=shapes["prefill"], progress=progress)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/]" + (": stopping the deployment" if launched else ""))
+        return int(ExitCode.INTERRUPTED)
+    finally:
+        if launched is not None:
+            _stop(launched, console)
+    doc = {"calibration_version": CALIBRATION_VERSION, **identity, "recipe": recipe.name,
+           "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "load_average": list(os.getloadavg()), "cpu_count": os.cpu_count(), **result}
+    write_atomic(out, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    m = result["model"]
+    console.print(f"[green]calibrated[/]: prefill {m['prefill']['overhead_s'] * 1e3:.1f} ms + "
+                  f"{m['prefill']['per_token_s'] * 1e6:.1f} us/token; decode step {m['decode']['step_s'] * 1e3:.1f} ms "
+                  f"+ {m['decode']['per_seq_s'] * 1e3:.2f} ms/request + {m['decode']['per_ctx_token_s'] * 1e6:.3f} "
+                  f"us/resident token; transfer {m['transfer']['latency_s'] * 1e3:.1f} ms + "
+                  f"{m['transfer']['bytes_per_s'] / 1e9:.2f} GB/s -> {out}", highlight=False)
+    return 0
+
+
+def _lengths_limits(recipe, spec) -> tuple[int, int | None]:
+
+    eff = resolve_role(recipe, "prefill")
+    mml = eff.value("max_model_len") or spec.max_position_embeddings or 4096
+    return mml, eff.value("max_num_batched_tokens")
+
+
+def _deployment(recipe_path: str, recipe, attach: str | None, console):
+
+    if attach is not None:
+        return find_run(attach or recipe_path, runs_root(recipe.launch.run_dir),
+                        lambda _: (recipe.name, recipe.launch.run_dir))
+
+    console.print(f"launching {recipe.name} to calibrate (Ctrl-C stops it)")
+    result = launch(recipe_path, recipe, detach=True, timeout_s=None, display=Display(), check_first=True)
+    if not result.ok:
+        raise RecipectlError(f"launch failed: {result.message}", fix=result.fix or "recipectl launch RECIPE",
+                             exit_code=ExitCode.FINDINGS)
+    return result.state
+
+
+def _stop(state, console) -> None:
+
+    console.print(f"stopping run {state.run_id}")
+    stop_run(state.run_dir)

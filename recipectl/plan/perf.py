@@ -1,0 +1,294 @@
+"""A latency and throughput model of a P/D deployment, per role: what `recipectl plan --sla` ranks
+configurations by, and what `recipectl calibrate` fits to a deployment's own measurements.
+
+Pure arithmetic, no I/O. The pieces, each a few coefficients:
+
+- prefill: one prompt of ``n`` tokens takes ``overhead_s + per_token_s * n`` on one endpoint (the
+  scheduler step, tokenisation and the HTTP hop are the overhead; the forward pass is linear in
+  tokens at the lengths a P/D prefill sees);
+- decode: one step (the inter-token latency every resident request sees) at ``c`` requests of mean
+  context ``L`` on one endpoint takes ``step_s + per_seq_s * c + per_ctx_token_s * c * L`` (the
+  weights read once per step; per request its GDN state and sampling; per resident token its KV);
+- transfer: a request's KV (``kv_bytes_per_token`` x prompt tokens) plus its GDN state (one
+  request's conv + SSM state, whatever the prompt length) per rank, ``latency_s + bytes /
+  bytes_per_s``, the router's hand-off included in the latency;
+- queueing at prefill: the deployment is a closed loop of ``c`` users; a request's cycle is TTFT
+  plus ``osl - 1`` decode steps, so prefill sees ``c / cycle`` requests a second; an M/D/1 queue
+  at that rate gives the wait, bounded by the users ahead of it (a closed loop never queues more);
+  and only the users past their prefill are decoding: decode holds ``rate x decode time`` of them
+  (Little's law), which is what its step time depends on;
+- the capacity planner caps it: a decode endpoint holds no more requests than its cache does.
+
+TTFT = queue wait + prefill + transfer + decode's first step. Without measurements the
+coefficients come from the hardware's published peak compute and memory bandwidth
+(``analytic_model``), and every prediction says it is uncalibrated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class PrefillCoeffs(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    overhead_s: float = Field(ge=0)
+    per_token_s: float = Field(ge=0)
+
+    def time_s(self, tokens: int) -> float:
+        return self.overhead_s + self.per_token_s * tokens
+
+
+class DecodeCoeffs(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    step_s: float = Field(ge=0)
+    per_seq_s: float = Field(ge=0)
+    per_ctx_token_s: float = Field(ge=0)
+
+    def itl_s(self, concurrency: float, context: float) -> float:
+        return self.step_s + self.per_seq_s * concurrency + self.per_ctx_token_s * concurrency * context
+
+
+class TransferCoeffs(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    latency_s: float = Field(ge=0)
+    bytes_per_s: float = Field(gt=0)
+
+    def time_s(self, nbytes: float) -> float:
+        return self.latency_s + nbytes / self.bytes_per_s
+
+
+class PerfModel(BaseModel):
+    """One deployment's coefficients per endpoint, and whether they were measured."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prefill: PrefillCoeffs
+    decode: DecodeCoeffs
+    transfer: TransferCoeffs
+    calibrated: bool
+
+
+class RoleShape(BaseModel):
+    """What the model needs to know of a role's layout, from the capacity planner."""
+
+    model_config = ConfigDict(frozen=True)
+
+    endpoints: int = Field(ge=1)
+    gpus_per_endpoint: int = Field(ge=1)
+    tp: int = Field(default=1, ge=1)
+    kv_bytes_per_token: int = Field(ge=0)  # per rank
+    gdn_state_bytes_per_request: int = Field(ge=0)  # per rank
+    max_concurrency_per_endpoint: int | None = None  # decode: what its cache keeps resident
+
+
+class Prediction(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    concurrency: int
+    ttft_s: float
+    itl_s: float
+    prefill_s: float
+    queue_s: float
+    transfer_s: float
+    first_step_s: float
+    prefill_utilisation: float
+    decode_residents: float  # per decode endpoint: the users decoding, not waiting for prefill
+    request_rate: float
+    output_tps: float
+    total_tps: float
+    tps_per_gpu: float
+    tps_per_user: float
+    calibrated: bool
+
+
+def transfer_bytes(shape: RoleShape, isl: int) -> int:
+    """Bytes one prefill rank sends decode for one request: its prompt's KV and its GDN state."""
+    return shape.kv_bytes_per_token * isl + shape.gdn_state_bytes_per_request
+
+
+def predict(model: PerfModel, prefill: RoleShape, decode: RoleShape, *, isl: int, osl: int,
+            concurrency: int, iterations: int = 200) -> Prediction:
+    """The steady state of ``concurrency`` users, each sending its next request when the last one
+    finished (vllm bench serve's --max-concurrency), on ``prefill.endpoints`` x
+    ``decode.endpoints``."""
+    context = isl + osl / 2  # a resident request's mean context over its decode
+    service = model.prefill.time_s(isl)
+    transfer = model.transfer.time_s(transfer_bytes(prefill, isl))
+    ahead = max(0.0, concurrency / prefill.endpoints - 1)  # the most a closed loop can queue
+    wait = 0.0
+    resident = concurrency / decode.endpoints
+    rate = util = 0.0
+    for _ in range(iterations):  # the fixed point of rate -> (wait, residents) -> cycle -> rate; damped
+        itl = model.decode.itl_s(resident, context)
+        first = model.decode.itl_s(resident, isl)
+        decoding = max(0, osl - 1) * itl
+        cycle = wait + service + transfer + first + decoding
+        rate = concurrency / cycle
+        util = rate / prefill.endpoints * service
+        w = util * service / (2 * (1 - util)) if util < 1 else math.inf
+        wait = 0.5 * wait + 0.5 * min(w, ahead * service)
+        # Little's law: the users decoding now are the rate times the time each spends decoding
+        resident = 0.5 * resident + 0.5 * max(1.0, rate * (first + decoding) / decode.endpoints)
+    itl = model.decode.itl_s(resident, context)
+    first = model.decode.itl_s(resident, isl)
+    ttft = wait + service + transfer + first
+    cycle = ttft + max(0, osl - 1) * itl
+    rate = concurrency / cycle
+    gpus = prefill.endpoints * prefill.gpus_per_endpoint + decode.endpoints * decode.gpus_per_endpoint
+    return Prediction(concurrency=concurrency, ttft_s=ttft, itl_s=itl, prefill_s=service, queue_s=wait,
+                      transfer_s=transfer, first_step_s=first, prefill_utilisation=min(util, 1.0),
+                      decode_residents=resident,
+                      request_rate=rate, output_tps=rate * osl, total_tps=rate * (isl + osl),
+                      tps_per_gpu=rate * (isl + osl) / gpus, tps_per_user=1 / itl if itl > 0 else math.inf,
+                      calibrated=model.calibrated)
+
+
+# ----- fitting ---------------------------------------------------------------------------------
+def nonneg_least_squares(rows: Sequence[Sequence[float]], y: Sequence[float]) -> list[float]:
+    """Least squares with every coefficient >= 0, exactly: every subset of the columns is solved and
+    the non-negative solution with the smallest residual kept (the models here have at most three
+    columns, so eight solves). A column the points cannot tell from another (every point at
+    concurrency 1, say) is left out where that fits as well; a coefficient left out is 0."""
+    n = len(rows[0])
+    best: tuple[float, int, list[float]] | None = None
+    for mask in range(1, 1 << n):
+        cols = [j for j in range(n) if mask >> j & 1]
+        coef = _solve([[r[j] for j in cols] for r in rows], y)
+        if coef is None or min(coef) < 0:
+            continue
+        full = [0.0] * n
+        for j, c in zip(cols, coef, strict=True):
+            full[j] = c
+        resid = sum((t - sum(c * x for c, x in zip(full, r, strict=True))) ** 2 for r, t in zip(rows, y, strict=True))
+        key = (resid * (1 + 1e-9), -len(cols))  # an equal fit with more columns is no better: prefer fewer
+        if best is None or key < best[:2]:
+            best = (key[0], key[1], full)
+    return best[2] if best else [0.0] * n
+
+
+def _solve(rows: Sequence[Sequence[float]], y: Sequence[float]) -> list[float] | None:
+    """The normal equations by Gaussian elimination with partial pivoting; None if singular.
+    Columns are scaled to unit norm first: seconds per token and per request differ by 10^4."""
+    k = len(rows[0])
+    scale = [math.sqrt(sum(r[j] ** 2 for r in rows)) or 1.0 for j in range(k)]
+    a = [[sum(r[i] * r[j] for r in rows) / (scale[i] * scale[j]) for j in range(k)]
+         + [sum(r[i] * t for r, t in zip(rows, y, strict=True)) / scale[i]] for i in range(k)]
+    for col in range(k):
+        piv = max(range(col, k), key=lambda i: abs(a[i][col]))
+        if abs(a[piv][col]) < 1e-12:
+            return None
+        a[col], a[piv] = a[piv], a[col]
+        for i in range(k):
+            if i != col:
+                f = a[i][col] / a[col][col]
+                a[i] = [x - f * z for x, z in zip(a[i], a[col], strict=True)]
+    return [a[i][k] / a[i][i] / scale[i] for i in range(k)]
+
+
+class PrefillPoint(BaseModel):
+    """One prompt's time on a prefill endpoint alone (seconds), at concurrency 1."""
+
+    isl: int
+    seconds: float
+
+
+class DecodePoint(BaseModel):
+    """The median inter-token latency (seconds) at ``concurrency`` requests of mean context."""
+
+    concurrency: float
+    context: float
+    itl_s: float
+
+
+class TransferPoint(BaseModel):
+    """What TTFT through the router adds to the prefill alone and decode's first step (seconds),
+    for a request of ``nbytes`` transferred."""
+
+    nbytes: int
+    seconds: float
+
+
+def fit_prefill(points: Sequence[PrefillPoint]) -> PrefillCoeffs:
+    a, b = nonneg_least_squares([[1.0, p.isl] for p in points], [p.seconds for p in points])
+    return PrefillCoeffs(overhead_s=a, per_token_s=b)
+
+
+def fit_decode(points: Sequence[DecodePoint]) -> DecodeCoeffs:
+    a, b, c = nonneg_least_squares([[1.0, p.concurrency, p.concurrency * p.context] for p in points],
+                                   [p.itl_s for p in points])
+    return DecodeCoeffs(step_s=a, per_seq_s=b, per_ctx_token_s=c)
+
+
+def fit_transfer(points: Sequence[TransferPoint], default: TransferCoeffs) -> TransferCoeffs:
+    """Latency and bandwidth; where the points do not pin the bandwidth (every request moved about
+    as many bytes, or the time did not grow with them) the default bandwidth stays."""
+    lat, per_byte = nonneg_least_squares([[1.0, p.nbytes] for p in points], [max(0.0, p.seconds) for p in points])
+    sizes = {p.nbytes for p in points}
+    if per_byte <= 0 or len(sizes) < 2:
+        lat = max(0.0, sum(max(0.0, p.seconds) - p.nbytes / default.bytes_per_s for p in points) / len(points))
+        return TransferCoeffs(latency_s=lat, bytes_per_s=default.bytes_per_s)
+    return TransferCoeffs(latency_s=lat, bytes_per_s=1 / per_byte)
+
+
+# ----- analytic defaults -----------------------------------------------------------------------
+class DeviceSpeed(BaseModel):
+    """Published peak figures of one device (dense bf16 FLOP/s, memory bytes/s), the share of them
+    an engine reaches, the fixed costs of a step, and the prefill -> decode link."""
+
+    model_config = ConfigDict(frozen=True)
+
+    flops: float
+    mem_bytes_per_s: float
+    compute_efficiency: float
+    memory_efficiency: float
+    prefill_overhead_s: float
+    decode_step_overhead_s: float
+    link_bytes_per_s: float
+    link_latency_s: float
+
+
+# NVIDIA's data sheets (dense BF16 Tensor Core, HBM bandwidth); a P/D link of 400 Gb/s RDMA per
+# GPU. The CPU row is one core of a server CPU (AVX-512, ~10 GB/s of a memory channel's share)
+# and UCX over TCP on loopback. Efficiencies and fixed costs are round guesses: these are the
+# numbers a calibration replaces, and the output says so.
+ANALYTIC_DEVICES: dict[str, DeviceSpeed] = {
+    "GB200": DeviceSpeed(flops=2.5e15, mem_bytes_per_s=8e12, compute_efficiency=0.4, memory_efficiency=0.6,
+                         prefill_overhead_s=0.01, decode_step_overhead_s=0.003, link_bytes_per_s=50e9,
+                         link_latency_s=0.002),
+    "B200": DeviceSpeed(flops=2.25e15, mem_bytes_per_s=8e12, compute_efficiency=0.4, memory_efficiency=0.6,
+                        prefill_overhead_s=0.01, decode_step_overhead_s=0.003, link_bytes_per_s=50e9,
+                        link_latency_s=0.002),
+    "H200": DeviceSpeed(flops=989e12, mem_bytes_per_s=4.8e12, compute_efficiency=0.4, memory_efficiency=0.6,
+                        prefill_overhead_s=0.01, decode_step_overhead_s=0.003, link_bytes_per_s=50e9,
+                        link_latency_s=0.002),
+    "H100": DeviceSpeed(flops=989e12, mem_bytes_per_s=3.35e12, compute_efficiency=0.4, memory_efficiency=0.6,
+                        prefill_overhead_s=0.01, decode_step_overhead_s=0.003, link_bytes_per_s=50e9,
+                        link_latency_s=0.002),
+    "CPU": DeviceSpeed(flops=1e11, mem_bytes_per_s=10e9, compute_efficiency=0.2, memory_efficiency=0.5,
+                       prefill_overhead_s=0.02, decode_step_overhead_s=0.01, link_bytes_per_s=1e9,
+                       link_latency_s=0.01),
+}
+
+
+def analytic_model(device: str, *, active_params: int, weight_bytes_per_gpu: int, kv_bytes_per_token: int,
+                   gdn_state_bytes_per_request: int, tp: int = 1) -> PerfModel:
+    """Coefficients from the device's peak figures: prefill compute-bound (2 FLOP per active
+    parameter per token), a decode step memory-bound (the weights once, then each request's GDN
+    state and each resident token's KV)."""
+    d = ANALYTIC_DEVICES[device]
+    flops = d.flops * d.compute_efficiency * tp
+    bw = d.mem_bytes_per_s * d.memory_efficiency
+    per_token = 2 * active_params / flops
+    return PerfModel(
+        prefill=PrefillCoeffs(overhead_s=d.prefill_overhead_s, per_token_s=per_token),
+        decode=DecodeCoeffs(step_s=d.decode_step_overhead_s + weight_bytes_per_gpu / bw,
+                            per_seq_s=per_token + gdn_state_bytes_per_request / bw,
+                            per_ctx_token_s=kv_bytes_per_token / bw),
+        transfer=TransferCoeffs(latency_s=d.link_latency_s, bytes_per_s=d.link_bytes_per_s),
+        calibrated=False)

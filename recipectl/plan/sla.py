@@ -1,0 +1,131 @@
+"""`plan --sla`: the SLA a user states, and the configurations that meet it, ranked.
+
+For each split of the GPU budget into prefill and decode endpoints (each role at the TP its recipe
+gives it), the highest concurrency whose predicted TTFT and ITL meet the SLA (both grow with
+concurrency, so a bisection finds it), capped by what decode's cache holds; then what stops one
+more user: the binding constraint.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict
+
+from .perf import PerfModel, Prediction, RoleShape, predict
+
+SLA_FIX = "--sla ttft=2s,itl=50ms   (ttft and/or itl, each a number with s or ms)"
+_UNITS = {"s": 1.0, "ms": 1e-3}
+_TERM = re.compile(r"^(?P<key>[a-z_]+)=(?P<num>\d+(?:\.\d+)?)(?P<unit>ms|s)$")
+
+
+class SlaError(ValueError):
+    """An SLA that cannot be read; the message names the term, SLA_FIX the form."""
+
+
+class Sla(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    ttft_s: float | None = None
+    itl_s: float | None = None
+
+    def met_by(self, p: Prediction) -> bool:
+        return (self.ttft_s is None or p.ttft_s <= self.ttft_s) and (self.itl_s is None or p.itl_s <= self.itl_s)
+
+    def text(self) -> str:
+        parts = [f"ttft={self.ttft_s * 1e3:g}ms" if self.ttft_s is not None else None,
+                 f"itl={self.itl_s * 1e3:g}ms" if self.itl_s is not None else None]
+        return ",".join(p for p in parts if p)
+
+
+def parse_sla(text: str) -> Sla:
+    """``ttft=2s,itl=50ms``: comma-separated terms, each key once, a unit on every number, > 0."""
+    values: dict[str, float] = {}
+    terms = [t.strip() for t in text.strip().lower().split(",")]
+    if not text.strip() or any(not t for t in terms):
+        raise SlaError(f"{text!r} is not an SLA: an empty term")
+    for term in terms:
+        m = _TERM.match(term.replace(" ", ""))
+        if not m:
+            raise SlaError(f"{term!r} is not a term of an SLA: write key=NUMBER with a unit (s or ms)")
+        key = m["key"]
+        if key not in ("ttft", "itl"):
+            raise SlaError(f"unknown SLA key {key!r}: the keys are ttft and itl")
+        if f"{key}_s" in values:
+            raise SlaError(f"{key} is given twice")
+        seconds = float(m["num"]) * _UNITS[m["unit"]]
+        if seconds <= 0:
+            raise SlaError(f"{key} must be more than 0")
+        values[f"{key}_s"] = seconds
+    return Sla(**values)
+
+
+class Candidate(BaseModel):
+    """One configuration at the highest concurrency that meets the SLA (None: not even one user)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prefill_endpoints: int
+    decode_endpoints: int
+    prefill_tp: int
+    decode_tp: int
+    gpus: int
+    concurrency: int | None
+    prediction: Prediction | None  # at that concurrency (at 1 when none meets it)
+    binding: str  # prefill compute | decode compute | KV capacity | transfer | queueing
+    capacity: int | None  # the most requests the decode endpoints' caches keep resident
+
+
+def binding_constraint(model: PerfModel, sla: Sla, prefill: RoleShape, decode: RoleShape, *, isl: int, osl: int,
+                       concurrency: int, capacity: int | None) -> str:
+    """What stops ``concurrency + 1`` users: the cache (decode holds no more), the ITL target
+    (decode compute), or the TTFT target, named by its largest part: prefill compute, queueing,
+    transfer, or decode compute (decode's first step)."""
+    if capacity is not None and concurrency >= capacity:
+        return "KV capacity"
+    nxt = predict(model, prefill, decode, isl=isl, osl=osl, concurrency=concurrency + 1)
+    if sla.itl_s is not None and nxt.itl_s > sla.itl_s:
+        return "decode compute"
+    parts = {"prefill compute": nxt.prefill_s, "queueing": nxt.queue_s, "transfer": nxt.transfer_s,
+             "decode compute": nxt.first_step_s}
+    return max(parts, key=parts.__getitem__)
+
+
+def best_concurrency(model: PerfModel, sla: Sla, prefill: RoleShape, decode: RoleShape, *, isl: int, osl: int,
+                     limit: int) -> int | None:
+    """The highest concurrency in [1, limit] whose prediction meets the SLA; None if 1 does not."""
+    def ok(c: int) -> bool:
+        return sla.met_by(predict(model, prefill, decode, isl=isl, osl=osl, concurrency=c))
+
+    if not ok(1):
+        return None
+    lo, hi = 1, limit
+    while lo < hi:  # predictions grow with concurrency: the last c that meets it
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def rank(model: PerfModel, sla: Sla, prefill: RoleShape, decode: RoleShape, *, isl: int, osl: int, gpus: int,
+         max_concurrency: int = 1 << 16) -> list[Candidate]:
+    """Every split of ``gpus`` into prefill and decode endpoints of the roles' shapes, best first:
+    those meeting the SLA by TPS/GPU (then fewer GPUs), then those that do not."""
+    out = []
+    gp, gd = prefill.gpus_per_endpoint, decode.gpus_per_endpoint
+    for p in range(1, gpus // gp + 1):
+        for d in range(1, (gpus - p * gp) // gd + 1):
+            pre = prefill.model_copy(update={"endpoints": p})
+            dec = decode.model_copy(update={"endpoints": d})
+            cap = d * decode.max_concurrency_per_endpoint if decode.max_concurrency_per_endpoint else None
+            limit = min(cap, max_concurrency) if cap else max_concurrency
+            c = best_concurrency(model, sla, pre, dec, isl=isl, osl=osl, limit=limit) if limit >= 1 else None
+            at = predict(model, pre, dec, isl=isl, osl=osl, concurrency=c or 1)
+            binding = binding_constraint(model, sla, pre, dec, isl=isl, osl=osl, concurrency=c or 0, capacity=cap)
+            out.append(Candidate(prefill_endpoints=p, decode_endpoints=d, prefill_tp=prefill.tp, decode_tp=decode.tp,
+                                 gpus=p * gp + d * gd, concurrency=c, prediction=at, binding=binding, capacity=cap))
+    return sorted(out, key=lambda k: (k.concurrency is None,
+                                      -(k.prediction.tps_per_gpu if k.concurrency and k.prediction else 0),
+                                      k.gpus, k.prefill_endpoints))

@@ -1,0 +1,213 @@
+"""plan --sla's performance model: the fit, the SLA, the binding constraint, the ranking, and the
+calibration a configuration is refused."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from recipectl.errors import RecipectlError
+from recipectl.plan.perf import (
+    DecodeCoeffs,
+    DecodePoint,
+    PerfModel,
+    PrefillCoeffs,
+    PrefillPoint,
+    RoleShape,
+    TransferCoeffs,
+    TransferPoint,
+    fit_decode,
+    fit_prefill,
+    fit_transfer,
+    predict,
+)
+from recipectl.plan.sla import Sla, SlaError, binding_constraint, parse_sla, rank
+
+from .e2e_support import LOCAL_RECIPE, cli
+
+PRE = RoleShape(endpoints=1, gpus_per_endpoint=1, kv_bytes_per_token=1024, gdn_state_bytes_per_request=1 << 20)
+DEC = RoleShape(endpoints=1, gpus_per_endpoint=1, kv_bytes_per_token=1024, gdn_state_bytes_per_request=1 << 20,
+                max_concurrency_per_endpoint=256)
+
+
+def model(prefill=(0.02, 50e-6), decode=(0.01, 0.5e-3, 1e-8), transfer=(0.005, 1e9)) -> PerfModel:
+    return PerfModel(prefill=PrefillCoeffs(overhead_s=prefill[0], per_token_s=prefill[1]),
+                     decode=DecodeCoeffs(step_s=decode[0], per_seq_s=decode[1], per_ctx_token_s=decode[2]),
+                     transfer=TransferCoeffs(latency_s=transfer[0], bytes_per_s=transfer[1]), calibrated=True)
+
+
+def test_the_fit_recovers_the_coefficients_that_made_the_points():
+    rng = random.Random(1)
+    noise = lambda: 1 + rng.uniform(-0.01, 0.01)  # noqa: E731 - 1% measurement noise
+    pre = fit_prefill([PrefillPoint(isl=n, seconds=(0.03 + 80e-6 * n) * noise()) for n in (32, 500, 2000, 2000)])
+    assert pre.overhead_s == pytest.approx(0.03, rel=0.1) and pre.per_token_s == pytest.approx(80e-6, rel=0.03)
+    truth = DecodeCoeffs(step_s=0.012, per_seq_s=0.002, per_ctx_token_s=3e-6)
+    pts = [DecodePoint(concurrency=c, context=L, itl_s=truth.itl_s(c, L) * noise())
+           for c, L in ((1, 40), (1, 2000), (4, 40), (4, 500), (8, 1000))]
+    dec = fit_decode(pts)
+    assert dec.step_s == pytest.approx(0.012, rel=0.1)
+    assert dec.per_seq_s == pytest.approx(0.002, rel=0.15)
+    assert dec.per_ctx_token_s == pytest.approx(3e-6, rel=0.15)
+    tr = fit_transfer([TransferPoint(nbytes=b, seconds=0.004 + b / 2e9) for b in (1 << 20, 1 << 26, 1 << 28)],
+                      TransferCoeffs(latency_s=1, bytes_per_s=1))
+    assert tr.latency_s == pytest.approx(0.004, rel=1e-3) and tr.bytes_per_s == pytest.approx(2e9, rel=1e-3)
+
+
+def test_a_coefficient_the_points_make_negative_is_zero_and_the_rest_refit():
+    """Decode at one concurrency with ITL falling with context (noise): no negative cost per token."""
+    pts = [DecodePoint(concurrency=1, context=L, itl_s=t) for L, t in ((40, 0.0101), (1000, 0.0100), (2000, 0.0099))]
+    dec = fit_decode(pts)
+    assert min(dec.step_s, dec.per_seq_s, dec.per_ctx_token_s) >= 0
+    assert dec.itl_s(1, 1000) == pytest.approx(0.01, rel=0.02)
+
+
+def test_transfer_without_a_spread_of_sizes_keeps_the_default_bandwidth():
+    default = TransferCoeffs(latency_s=0.0, bytes_per_s=5e8)
+    tr = fit_transfer([TransferPoint(nbytes=1000, seconds=0.02), TransferPoint(nbytes=1000, seconds=0.022)], default)
+    assert tr.bytes_per_s == 5e8 and tr.latency_s == pytest.approx(0.021, abs=1e-4)
+
+
+def test_ttft_is_its_parts_at_one_user_and_queueing_grows_it_with_users():
+    m = model()
+    one = predict(m, PRE, DEC, isl=1000, osl=100, concurrency=1)
+    assert one.queue_s == 0
+    assert one.ttft_s == pytest.approx(one.prefill_s + one.transfer_s + one.first_step_s)
+    assert one.transfer_s == pytest.approx(0.005 + (1024 * 1000 + (1 << 20)) / 1e9)
+    many = predict(m, PRE, DEC, isl=1000, osl=100, concurrency=64)
+    assert many.queue_s > 0 and many.ttft_s > one.ttft_s and many.itl_s > one.itl_s
+    assert 0 < many.prefill_utilisation <= 1
+
+
+@pytest.mark.parametrize("text, ttft, itl", [("ttft=2s,itl=50ms", 2.0, 0.05), ("itl=20ms", None, 0.02),
+                                             ("TTFT=1500ms", 1.5, None), ("ttft=0.5s, itl=7.5ms", 0.5, 0.0075)])
+def test_an_sla_is_read_with_its_units(text, ttft, itl):
+    sla = parse_sla(text)
+    assert sla.ttft_s == pytest.approx(ttft) if ttft else sla.ttft_s is None
+    assert sla.itl_s == pytest.approx(itl) if itl else sla.itl_s is None
+
+
+@pytest.mark.parametrize("text", ["ttft=2", "ttft=2m", "tpot=50ms", "ttft=2s,ttft=3s", "ttft=0s", "", "ttft=2s,",
+                                  "ttft=-1s", "ttft=2s;itl=50ms"])
+def test_an_sla_that_cannot_be_read_is_refused(text):
+    with pytest.raises(SlaError):
+        parse_sla(text)
+
+
+def test_plan_refuses_a_bad_sla_with_exit_2_and_the_form():
+    r = cli("plan", str(LOCAL_RECIPE), "--sla", "ttft=2", timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "ttft=2s,itl=50ms" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("m, sla, cap, expected", [
+    (model(), Sla(ttft_s=10, itl_s=10), 3, "KV capacity"),
+    (model(), Sla(itl_s=0.02), None, "decode compute"),
+    (model(prefill=(0.02, 1e-3)), Sla(ttft_s=1.2), None, "prefill compute"),
+    (model(transfer=(0.005, 2e6)), Sla(ttft_s=1.5), None, "transfer"),
+    (model(prefill=(0.05, 1e-4)), Sla(ttft_s=0.5), None, "queueing"),
+])
+def test_the_binding_constraint_is_what_stops_one_more_user(m, sla, cap, expected):
+    from recipectl.plan.sla import best_concurrency
+
+    dec = DEC.model_copy(update={"max_concurrency_per_endpoint": cap})
+    c = best_concurrency(m, sla, PRE, dec, isl=1000, osl=100, limit=cap or 4096)
+    assert c is not None
+    assert binding_constraint(m, sla, PRE, dec, isl=1000, osl=100, concurrency=c, capacity=cap) == expected
+
+
+def test_ranking_puts_the_best_throughput_per_gpu_that_meets_the_sla_first():
+    """Prefill-heavy work (long prompts, short outputs): more prefill endpoints per decode wins;
+    a split that meets the SLA at no concurrency is last."""
+    m = model(prefill=(0.02, 2e-4))
+    ranked = rank(m, Sla(ttft_s=2.0, itl_s=0.05), PRE, DEC, isl=4000, osl=50, gpus=6)
+    met = [c for c in ranked if c.concurrency]
+    assert met and ranked[0].prefill_endpoints > ranked[0].decode_endpoints
+    tps = [c.prediction.tps_per_gpu for c in met]
+    assert tps == sorted(tps, reverse=True)
+    strict = rank(m, Sla(ttft_s=0.5), PRE, DEC, isl=4000, osl=50, gpus=3)
+    assert all(c.concurrency is None for c in strict) and strict[0].binding == "prefill compute"
+
+
+def _calibration(tmp_path, recipe_path):
+    from recipectl.commands.calibrate import CALIBRATION_VERSION, describe
+    from recipectl.validate import load_variant
+
+    ident = describe(load_variant(str(recipe_path), None), str(recipe_path))
+    doc = {"calibration_version": CALIBRATION_VERSION, **ident, "model": model().model_dump(mode="json")}
+    out = tmp_path / "cal.json"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def test_a_calibration_is_refused_for_a_configuration_it_does_not_describe(tmp_path):
+    from recipectl.commands.calibrate import describe, read_calibration
+    from recipectl.validate import load_variant
+
+    cal = _calibration(tmp_path, LOCAL_RECIPE)
+    other = tmp_path / "other.yaml"
+    other.write_text(LOCAL_RECIPE.read_text().replace("max_num_batched_tokens: 4096", "max_num_batched_tokens: 2048"))
+    moved = tmp_path / "moved.yaml"  # other ports: the same configuration
+    moved.write_text(LOCAL_RECIPE.read_text().replace("port: 8100", "port: 8101"))
+    assert read_calibration(str(cal), describe(load_variant(str(moved), None), str(moved))).calibrated
+    with pytest.raises(RecipectlError) as e:
+        read_calibration(str(cal), describe(load_variant(str(other), None), str(other)))
+    assert "max_num_batched_tokens" in e.value.message and e.value.exit_code == 2
+    cache = tmp_path / "cache.yaml"  # an engine setting that lives in the environment
+    cache.write_text(LOCAL_RECIPE.read_text().replace('VLLM_CPU_KVCACHE_SPACE: "1"', 'VLLM_CPU_KVCACHE_SPACE: "2"'))
+    with pytest.raises(RecipectlError, match="VLLM_CPU_KVCACHE_SPACE"):
+        read_calibration(str(cal), describe(load_variant(str(cache), None), str(cache)))
+    r = cli("plan", str(other), "--sla", "ttft=2s", "--calibration", str(cal), timeout=120)
+    assert r.returncode == 2 and "describes another configuration" in r.stderr, r.stdout + r.stderr
+
+
+def test_plan_sla_json_says_whether_it_is_calibrated(tmp_path):
+    cal = _calibration(tmp_path, LOCAL_RECIPE)
+    for extra, calibrated in (([], False), (["--calibration", str(cal)], True)):
+        r = cli("plan", str(LOCAL_RECIPE), "--sla", "ttft=2s,itl=50ms", "--format", "json", *extra, timeout=120)
+        assert r.returncode == 0, r.stderr
+        body = json.loads(r.stdout)
+        assert body["calibrated"] is calibrated
+        best = body["configurations"][0]
+        assert best["concurrency"] >= 1 and best["binding"] in (
+            "prefill compute", "decode compute", "KV capacity", "transfer", "queueing")
+        assert best["prediction"]["ttft_s"] <= 2 and best["prediction"]["itl_s"] <= 0.05
+
+
+def test_calibration_prompts_span_a_prefill_step_and_stay_short_on_cpu():
+    from recipectl.commands.calibrate import calibration_lengths
+
+    assert calibration_lengths(32768, 8192, 32, cpu=False) == [256, 1024, 4096]
+    assert calibration_lengths(4096, 4096, 32, cpu=True) == [32, 128, 512]
+    with pytest.raises(RecipectlError):  # no room for three lengths a prompt may have
+        calibration_lengths(100, None, 8, cpu=False)
+
+
+def test_decode_residents_count_the_requests_decoding_together_not_the_users():
+    """Four users behind one prefill: while one decodes the others may still wait for their
+    prompt, and decode's step time saw fewer than four."""
+    from recipectl.bench.probe import PointResult, Sample
+
+    together = PointResult(isl=1, osl=9, concurrency=2, samples=[
+        Sample(ttft_s=1, itl_s=0.1, output_tokens=9, e2e_s=2, start_s=0),
+        Sample(ttft_s=1, itl_s=0.1, output_tokens=9, e2e_s=2, start_s=0)])
+    assert together.decode_residents == pytest.approx(2)
+    queued = PointResult(isl=1, osl=9, concurrency=2, samples=[  # the second decodes after the first
+        Sample(ttft_s=1, itl_s=0.1, output_tokens=9, e2e_s=2, start_s=0),
+        Sample(ttft_s=2, itl_s=0.1, output_tokens=9, e2e_s=3, start_s=0)])
+    assert queued.decode_residents == pytest.approx(1)
+    half = PointResult(isl=1, osl=9, concurrency=2, samples=[
+        Sample(ttft_s=1, itl_s=0.1, output_tokens=9, e2e_s=3, start_s=0),
+        Sample(ttft_s=2, itl_s=0.1, output_tokens=9, e2e_s=4, start_s=0)])
+    assert half.decode_residents == pytest.approx(1.5)
+
+
+def test_decode_holds_only_the_users_past_their_prefill():
+    """A slow prefill and a fast decode: most of 8 users wait for prefill, so decode's ITL is that of
+    far fewer than 8 residents (Little's law), not of 8."""
+    m = model(prefill=(0.5, 0.0), decode=(0.01, 0.01, 0.0))
+    p = predict(m, PRE, DEC, isl=100, osl=10, concurrency=8)
+    assert p.decode_residents < 2
+    assert p.itl_s == pytest.approx(m.decode.itl_s(p.decode_residents, 105), rel=1e-6)
+    assert p.itl_s < m.decode.itl_s(8, 105)
