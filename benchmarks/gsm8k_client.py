@@ -29,6 +29,7 @@ from recipectl.checks.gsm8k import GSM8KResult, load_test, run_gsm8k
 
 # --------------------------------------------------------------------------- the server (child)
 
+
 async def _serve(lifetime_s: float) -> None:
     answers = {q.question: " " + q.answer for q in load_test()}
 
@@ -44,16 +45,23 @@ async def _serve(lifetime_s: float) -> None:
                 prompt: str = body["prompt"]
                 question = prompt.rsplit("Question: ", 1)[-1].removesuffix("\nAnswer:")
                 text = answers.get(question, " I think it is 42.\n#### 42")
-                data = json.dumps({
-                    "id": "cmpl-bench", "object": "text_completion", "model": body.get("model"),
-                    "choices": [{"index": 0, "text": text, "finish_reason": "stop",
-                                 "logprobs": None}],
-                    "usage": {"prompt_tokens": len(prompt) // 4,
-                              "completion_tokens": len(text) // 4,
-                              "total_tokens": (len(prompt) + len(text)) // 4},
-                }).encode()
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                             b"Content-Length: %d\r\n\r\n" % len(data) + data)
+                data = json.dumps(
+                    {
+                        "id": "cmpl-bench",
+                        "object": "text_completion",
+                        "model": body.get("model"),
+                        "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
+                        "usage": {
+                            "prompt_tokens": len(prompt) // 4,
+                            "completion_tokens": len(text) // 4,
+                            "total_tokens": (len(prompt) + len(text)) // 4,
+                        },
+                    }
+                ).encode()
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n" % len(data) + data
+                )
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -68,11 +76,13 @@ async def _serve(lifetime_s: float) -> None:
 
 # --------------------------------------------------------------------------- the client (parent)
 
+
 async def _bench(url: str, questions: int, concurrency: int) -> GSM8KResult:
     async with make_client(concurrency=concurrency, timeout_s=10) as client:
         async with asyncio.timeout(60):
-            return await run_gsm8k(client, url, "bench", num_questions=questions,
-                                   concurrency=concurrency, request_timeout_s=10, retries=0)
+            return await run_gsm8k(
+                client, url, "bench", num_questions=questions, concurrency=concurrency, request_timeout_s=10, retries=0
+            )
 
 
 def main() -> int:
@@ -91,7 +101,8 @@ def main() -> int:
     load_test()  # parse the data set before the clock starts, as the CLI does
     child = subprocess.Popen(
         [sys.executable, __file__, "--serve", "--server-lifetime", str(args.server_lifetime)],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert child.stdout is not None
@@ -111,9 +122,11 @@ def main() -> int:
 
     ok = wall < args.target_s
     print(f"{result.n} questions at concurrency {args.concurrency} against {url}")
-    print(f"wall {wall:.3f} s, {result.n / wall:.0f} questions/s, client CPU {cpu:.3f} s, "
-          f"p50 {result.latency_p50_s or 0:.4f} s, p99 {result.latency_p99_s or 0:.4f} s, "
-          f"accuracy {result.accuracy:.3f}, errors {result.errors}")
+    print(
+        f"wall {wall:.3f} s, {result.n / wall:.0f} questions/s, client CPU {cpu:.3f} s, "
+        f"p50 {result.latency_p50_s or 0:.4f} s, p99 {result.latency_p99_s or 0:.4f} s, "
+        f"accuracy {result.accuracy:.3f}, errors {result.errors}"
+    )
     print(f"target < {args.target_s:g} s: {'PASS' if ok else 'FAIL'}")
     if profiler:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(20)

@@ -52,8 +52,12 @@ def main() -> None:
     ap.add_argument("recipe", nargs="?", default=str(ROOT / "recipes/local/tiny-hybrid-cpu.yaml"))
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--state")
-    ap.add_argument("--max-overhead-s", type=float, default=2.0,
-                    help="the claim: recipectl's own time after the last /health, per run")
+    ap.add_argument(
+        "--max-overhead-s",
+        type=float,
+        default=2.0,
+        help="the claim: recipectl's own time after the last /health, per run",
+    )
     args = ap.parse_args()
     if args.state:
         report(json.loads(Path(args.state).read_text()))
@@ -62,8 +66,12 @@ def main() -> None:
     for i in range(args.runs):
         with tempfile.TemporaryDirectory() as d:
             env = {**os.environ, "RECIPECTL_RUN_DIR": d}
-            r = subprocess.run([sys.executable, "-m", "recipectl", "launch", args.recipe, "--detach"], env=env,
-                               capture_output=True, text=True)
+            r = subprocess.run(
+                [sys.executable, "-m", "recipectl", "launch", args.recipe, "--detach"],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
             exited_at = time.time()
             try:
                 if r.returncode != 0:

@@ -109,11 +109,15 @@ def main() -> int:
     targets = args.target or list(TARGETS)
 
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"recipectl render {RECIPE.relative_to(ROOT)} --variant {VARIANT}; {args.runs} runs each; "
-          f"python {sys.version.split()[0]}; {os.cpu_count()} CPUs, load average {load}")
+    print(
+        f"recipectl render {RECIPE.relative_to(ROOT)} --variant {VARIANT}; {args.runs} runs each; "
+        f"python {sys.version.split()[0]}; {os.cpu_count()} CPUs, load average {load}"
+    )
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
-        print("note: PYTHONDONTWRITEBYTECODE is set: a package without compiled bytecode is recompiled "
-              "by every subprocess run (about +0.3 s); unset it and run once to measure an installed CLI")
+        print(
+            "note: PYTHONDONTWRITEBYTECODE is set: a package without compiled bytecode is recompiled "
+            "by every subprocess run (about +0.3 s); unset it and run once to measure an installed CLI"
+        )
     missed = []
     with tempfile.TemporaryDirectory(prefix="render-speed-") as d:
         tmp = Path(d)

@@ -38,8 +38,9 @@ METRICS = ("ttft_s", "itl_s", "total_tps")
 
 
 def cli(*args: str, env: dict, timeout: float = 1800) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "recipectl", *args], env=env, timeout=timeout, cwd=ROOT,
-                          text=True, capture_output=True)
+    return subprocess.run(
+        [sys.executable, "-m", "recipectl", *args], env=env, timeout=timeout, cwd=ROOT, text=True, capture_output=True
+    )
 
 
 def measure_point(router: str, model: str, vocab: int, isl: int, osl: int, c: int, repeats: int) -> list[dict]:
@@ -48,13 +49,27 @@ def measure_point(router: str, model: str, vocab: int, isl: int, osl: int, c: in
     run_point(router, model, isl=isl, osl=osl, concurrency=1, num_requests=1, vocab_size=vocab, seed=99)  # warm
     reps = []
     for k in range(repeats):
-        r = run_point(router, model, isl=isl, osl=osl, concurrency=c, num_requests=max(3, 2 * c), vocab_size=vocab,
-                      seed=1000 * k + isl + c)
+        r = run_point(
+            router,
+            model,
+            isl=isl,
+            osl=osl,
+            concurrency=c,
+            num_requests=max(3, 2 * c),
+            vocab_size=vocab,
+            seed=1000 * k + isl + c,
+        )
         if r.errors:
             raise SystemExit(f"isl={isl} osl={osl} c={c}: {r.errors[:3]}")
         done = len(r.samples)
-        reps.append({"ttft_s": r.ttft_s, "itl_s": r.itl_s, "total_tps": done * (isl + osl) / r.duration_s,
-                     "load": os.getloadavg()[0]})
+        reps.append(
+            {
+                "ttft_s": r.ttft_s,
+                "itl_s": r.itl_s,
+                "total_tps": done * (isl + osl) / r.duration_s,
+                "load": os.getloadavg()[0],
+            }
+        )
     return reps
 
 
@@ -78,30 +93,41 @@ def summary(rows: list[dict], name: str) -> dict:
     for m in METRICS:
         errs = [abs(r["metrics"][m][f"{name}_error"]) for r in rows]
         ok = [abs(r["metrics"][m][f"{name}_error"]) <= 0.25 or r["metrics"][m][f"{name}_in_range"] for r in rows]
-        s[m] = {"median_abs_error": statistics.median(errs), "worst_abs_error": max(errs),
-                "points_within_25pct_or_spread": sum(ok), "points": len(rows)}
+        s[m] = {
+            "median_abs_error": statistics.median(errs),
+            "worst_abs_error": max(errs),
+            "points_within_25pct_or_spread": sum(ok),
+            "points": len(rows),
+        }
     return s
 
 
 def table(rows: list[dict], sums: dict) -> str:
     unit = {"ttft_s": ("TTFT ms", 1e3), "itl_s": ("ITL ms", 1e3), "total_tps": ("tok/s", 1)}
-    lines = ["| ISL | OSL | conc. | metric | measured (median of reps) | spread | calibrated | error | "
-             "uncalibrated | error |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| ISL | OSL | conc. | metric | measured (median of reps) | spread | calibrated | error | "
+        "uncalibrated | error |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         for m in METRICS:
             e = r["metrics"][m]
             label, k = unit[m]
             star = " *" if e["calibrated_in_range"] else ""  # inside the repeats' range
-            lines.append(f"| {r['isl']} | {r['osl']} | {r['concurrency']} | {label} | {e['measured'] * k:,.1f} "
-                         f"({e['min'] * k:,.1f}-{e['max'] * k:,.1f}) | {e['spread']:.0%} | "
-                         f"{e['calibrated'] * k:,.1f} | {e['calibrated_error']:+.0%}{star} | "
-                         f"{e['uncalibrated'] * k:,.1f} | {e['uncalibrated_error']:+.0%} |")
+            lines.append(
+                f"| {r['isl']} | {r['osl']} | {r['concurrency']} | {label} | {e['measured'] * k:,.1f} "
+                f"({e['min'] * k:,.1f}-{e['max'] * k:,.1f}) | {e['spread']:.0%} | "
+                f"{e['calibrated'] * k:,.1f} | {e['calibrated_error']:+.0%}{star} | "
+                f"{e['uncalibrated'] * k:,.1f} | {e['uncalibrated_error']:+.0%} |"
+            )
     lines += ["", "| model | metric | median abs. error | worst | within 25% or the spread |", "|---|---|---|---|---|"]
     for name, s in sums.items():
         for m in METRICS:
             x = s[m]
-            lines.append(f"| {name} | {unit[m][0]} | {x['median_abs_error']:.0%} | {x['worst_abs_error']:.0%} | "
-                         f"{x['points_within_25pct_or_spread']}/{x['points']} |")
+            lines.append(
+                f"| {name} | {unit[m][0]} | {x['median_abs_error']:.0%} | {x['worst_abs_error']:.0%} | "
+                f"{x['points_within_25pct_or_spread']}/{x['points']} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -137,27 +163,45 @@ def main() -> int:
             return 1
         os.environ["RECIPECTL_RUN_DIR"] = run_dir
         state = find_run(args.recipe, runs_root(recipe.launch.run_dir), lambda _: (recipe.name, recipe.launch.run_dir))
-        models = {"calibrated": read_calibration(str(cal), describe(loaded, args.recipe)),
-                  "uncalibrated": analytic_for(recipe, plans, spec)}
+        models = {
+            "calibrated": read_calibration(str(cal), describe(loaded, args.recipe)),
+            "uncalibrated": analytic_for(recipe, plans, spec),
+        }
         rows = []
         for point in HELD_OUT:
             isl, osl, c = point
             print(f"held-out isl={isl} osl={osl} c={c} ...", file=sys.stderr, flush=True)
             reps = measure_point(state.router_url, recipe.served_name, spec.vocab_size, isl, osl, c, args.repeats)
-            preds = {n: predict(m, shapes["prefill"], shapes["decode"], isl=isl, osl=osl, concurrency=c)
-                     for n, m in models.items()}
+            preds = {
+                n: predict(m, shapes["prefill"], shapes["decode"], isl=isl, osl=osl, concurrency=c)
+                for n, m in models.items()
+            }
             rows.append(row(point, reps, preds))
             x = rows[-1]["metrics"]
-            print("  " + ", ".join(f"{m} {x[m]['measured']:.4g} (cal {x[m]['calibrated_error']:+.0%}, "
-                                   f"uncal {x[m]['uncalibrated_error']:+.0%})" for m in METRICS), file=sys.stderr)
+            print(
+                "  "
+                + ", ".join(
+                    f"{m} {x[m]['measured']:.4g} (cal {x[m]['calibrated_error']:+.0%}, "
+                    f"uncal {x[m]['uncalibrated_error']:+.0%})"
+                    for m in METRICS
+                ),
+                file=sys.stderr,
+            )
     finally:
         stop = cli("stop", env=env, timeout=300)
         print(stop.stdout[-500:], stop.stderr[-500:], file=sys.stderr)
     sums = {n: summary(rows, n) for n in models}
-    result = {"recipe": recipe.name, "repeats": args.repeats, "held_out": rows, "summary": sums,
-              "load_average_before": load_before, "load_average_after": os.getloadavg(),
-              "cpu_count": os.cpu_count(), "wall_s": time.time() - t0,
-              "calibration": json.loads(cal.read_text())}
+    result = {
+        "recipe": recipe.name,
+        "repeats": args.repeats,
+        "held_out": rows,
+        "summary": sums,
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
+        "cpu_count": os.cpu_count(),
+        "wall_s": time.time() - t0,
+        "calibration": json.loads(cal.read_text()),
+    }
     (out / "results.json").write_text(json.dumps(result, indent=2))
     (out / "table.md").write_text(table(rows, sums))
     print(table(rows, sums))

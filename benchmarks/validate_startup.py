@@ -50,8 +50,10 @@ def main() -> None:
     cmd = [sys.executable, "-m", "recipectl", "validate", args.recipe]
     floor_cmd = [sys.executable, "-c", FLOOR]
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
-        print("note: PYTHONDONTWRITEBYTECODE is set: modules without up-to-date bytecode are compiled again "
-              "by every run; unset it to measure an installed CLI")
+        print(
+            "note: PYTHONDONTWRITEBYTECODE is set: modules without up-to-date bytecode are compiled again "
+            "by every run; unset it to measure an installed CLI"
+        )
     _timed(cmd)  # warm the page cache and write the .pyc files
     _timed(floor_cmd)
     model_cmd = [sys.executable, "-c", MODEL_FLOOR]
@@ -66,18 +68,26 @@ def main() -> None:
         model_floor.append(_timed(model_cmd))
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     med, fmed = statistics.median(times), statistics.median(floor)
-    print(f"recipectl validate {Path(args.recipe).name}: median {med * 1000:.0f} ms, min {min(times) * 1000:.0f} ms, "
-          f"max {max(times) * 1000:.0f} ms over {args.runs} runs (load average {load})")
-    print(f"  the interpreter importing yaml and pydantic alone ({FLOOR!r}): median {fmed * 1000:.0f} ms, "
-          f"min {min(floor) * 1000:.0f} ms")
-    print(f"  ratio of the medians: {med / fmed:.2f} (goal: at most 1.3); recipectl's own share: median "
-          f"{statistics.median(a - b for a, b in zip(times, floor, strict=True)) * 1000:.0f} ms")
+    print(
+        f"recipectl validate {Path(args.recipe).name}: median {med * 1000:.0f} ms, min {min(times) * 1000:.0f} ms, "
+        f"max {max(times) * 1000:.0f} ms over {args.runs} runs (load average {load})"
+    )
+    print(
+        f"  the interpreter importing yaml and pydantic alone ({FLOOR!r}): median {fmed * 1000:.0f} ms, "
+        f"min {min(floor) * 1000:.0f} ms"
+    )
+    print(
+        f"  ratio of the medians: {med / fmed:.2f} (goal: at most 1.3); recipectl's own share: median "
+        f"{statistics.median(a - b for a, b in zip(times, floor, strict=True)) * 1000:.0f} ms"
+    )
     # CPU time (user + system) is inflated much less than wall time by a busy machine
     mmed = statistics.median(model_floor)
     print(f"  reference: {MODEL_FLOOR!r}: median {mmed * 1000:.0f} ms; validate / it: {med / mmed:.2f}")
     cmed, cfloor = statistics.median(cpu), statistics.median(floor_cpu)
-    print(f"  CPU time: validate median {cmed * 1000:.0f} ms, floor median {cfloor * 1000:.0f} ms, "
-          f"ratio {cmed / cfloor:.2f}")
+    print(
+        f"  CPU time: validate median {cmed * 1000:.0f} ms, floor median {cfloor * 1000:.0f} ms, "
+        f"ratio {cmed / cfloor:.2f}"
+    )
     imp = subprocess.run([sys.executable, "-X", "importtime", *cmd[1:]], capture_output=True, text=True, cwd=ROOT)
     rows = [ln.split("|") for ln in imp.stderr.splitlines() if ln.startswith("import time:")]
     mods = [r[-1].strip() for r in rows]

@@ -30,65 +30,108 @@ COMPLETE_VAR = "_RECIPECTL_COMPLETE"
 class CommandEntry:
     """One command of the table. `target` is "module:attribute": a function declared with Typer's
     annotations that returns the exit code, or a typer.Typer of subcommands."""
+
     name: str
     target: str
     help: str
 
 
 COMMANDS: tuple[CommandEntry, ...] = (
-    CommandEntry("validate", "recipectl.commands.validate:validate",
-                 "Check recipes against the schema and the hybrid P/D rules.\n\n"
-                 "Exit 0: clean; 1: rule errors (or warnings with --strict); 2: a file is invalid or a usage error."),
-    CommandEntry("fix", "recipectl.commands.fix:fix",
-                 "Apply the rules' mechanical fixes to recipe files, keeping comments, key order and formatting.\n\n"
-                 "Safe fixes by default; --unsafe-fixes for those that change more than the finding. "
-                 "Exit 0: nothing remains that validate fails on; 1: findings remain (or, with --diff, a fix would "
-                 "change a file); 2: a file is invalid or not a recipectl recipe, or a usage error."),
-    CommandEntry("render", "recipectl.commands.recipes:render",
-                 "Render the deployment (every vllm serve process and the router) for a target."),
-    CommandEntry("rules", "recipectl.commands.recipes:list_rules",
-                 "List every rule: code, severity, category, title."),
-    CommandEntry("explain", "recipectl.commands.recipes:explain",
-                 "Print one rule's documentation: what it checks, why, example, fix, source."),
-    CommandEntry("show", "recipectl.commands.recipes:show",
-                 "Print a recipe (with --resolved: exactly what will run, defaults included, and each role's "
-                 "effective engine configuration: value, source and, where the engine picks by host, each host's)."),
+    CommandEntry(
+        "validate",
+        "recipectl.commands.validate:validate",
+        "Check recipes against the schema and the hybrid P/D rules.\n\n"
+        "Exit 0: clean; 1: rule errors (or warnings with --strict); 2: a file is invalid or a usage error.",
+    ),
+    CommandEntry(
+        "fix",
+        "recipectl.commands.fix:fix",
+        "Apply the rules' mechanical fixes to recipe files, keeping comments, key order and formatting.\n\n"
+        "Safe fixes by default; --unsafe-fixes for those that change more than the finding. "
+        "Exit 0: nothing remains that validate fails on; 1: findings remain (or, with --diff, a fix would "
+        "change a file); 2: a file is invalid or not a recipectl recipe, or a usage error.",
+    ),
+    CommandEntry(
+        "render",
+        "recipectl.commands.recipes:render",
+        "Render the deployment (every vllm serve process and the router) for a target.",
+    ),
+    CommandEntry("rules", "recipectl.commands.recipes:list_rules", "List every rule: code, severity, category, title."),
+    CommandEntry(
+        "explain",
+        "recipectl.commands.recipes:explain",
+        "Print one rule's documentation: what it checks, why, example, fix, source.",
+    ),
+    CommandEntry(
+        "show",
+        "recipectl.commands.recipes:show",
+        "Print a recipe (with --resolved: exactly what will run, defaults included, and each role's "
+        "effective engine configuration: value, source and, where the engine picks by host, each host's).",
+    ),
     CommandEntry("expand", "recipectl.commands.recipes:expand", "Expand a recipe's matrix into its concrete recipes."),
-    CommandEntry("import", "recipectl.commands.recipes:import_recipe",
-                 "Write the equivalent recipectl recipe: each value with the original line it came from, and "
-                 "what could not be carried. Exit 2: not a format recipectl reads, or an -o it will not write."),
-    CommandEntry("launch", "recipectl.commands.deployments:launch",
-                 "Start the deployment: endpoints in parallel, the router once they are up; supervise it."),
-    CommandEntry("lock", "recipectl.commands.deployments:lock",
-                 "Pin what a recipe resolves to (each role's effective settings and their origin, the page "
-                 "geometry, the engine build, the model config, the image, each rendered command's hash) and check "
-                 "it later.\n\n"
-                 "Exit 0: written, or no drift; 1: drift (each field named, with why it matters); 2: no readable "
-                 "lock."),
-    CommandEntry("status", "recipectl.commands.deployments:status",
-                 "Show a run's processes: alive, healthy, ports, logs."),
-    CommandEntry("stop", "recipectl.commands.deployments:stop",
-                 "Stop a run: SIGTERM to every process group, SIGKILL after the grace period."),
+    CommandEntry(
+        "import",
+        "recipectl.commands.recipes:import_recipe",
+        "Write the equivalent recipectl recipe: each value with the original line it came from, and "
+        "what could not be carried. Exit 2: not a format recipectl reads, or an -o it will not write.",
+    ),
+    CommandEntry(
+        "launch",
+        "recipectl.commands.deployments:launch",
+        "Start the deployment: endpoints in parallel, the router once they are up; supervise it.",
+    ),
+    CommandEntry(
+        "lock",
+        "recipectl.commands.deployments:lock",
+        "Pin what a recipe resolves to (each role's effective settings and their origin, the page "
+        "geometry, the engine build, the model config, the image, each rendered command's hash) and check "
+        "it later.\n\n"
+        "Exit 0: written, or no drift; 1: drift (each field named, with why it matters); 2: no readable "
+        "lock.",
+    ),
+    CommandEntry(
+        "status", "recipectl.commands.deployments:status", "Show a run's processes: alive, healthy, ports, logs."
+    ),
+    CommandEntry(
+        "stop",
+        "recipectl.commands.deployments:stop",
+        "Stop a run: SIGTERM to every process group, SIGKILL after the grace period.",
+    ),
     CommandEntry("down", "recipectl.commands.deployments:stop", "Alias of stop."),
     CommandEntry("logs", "recipectl.commands.deployments:logs", "Print the logs of a run's processes."),
-    CommandEntry("plan", "recipectl.commands.deployments:plan",
-                 "Capacity plan: KV cache + GDN state per GPU, concurrency at which decode saturates; with --sla, "
-                 "the P/D configurations that meet a TTFT/ITL target, ranked."),
-    CommandEntry("calibrate", "recipectl.commands.deployments:calibrate",
-                 "Measure the deployment at the few points that pin plan --sla's performance model; write them "
-                 "and the fit."),
-    CommandEntry("doctor", "recipectl.commands.deployments:doctor",
-                 "Environment, endpoint health, proof that KV moved over NIXL, parity and a gated GSM8K check.\n\n"
-                 "Exit 0: every check passed; 1: a check failed; 2: doctor could not run."),
-    CommandEntry("bench", "recipectl.commands.deployments:bench_app",
-                 "The concurrency sweep (`bench RECIPE`, `bench run RECIPE`) and comparing two sweeps."),
-    CommandEntry("top", "recipectl.commands.deployments:top",
-                 "Live KV-cache use, running/waiting requests and throughput of every endpoint (from /metrics)."),
+    CommandEntry(
+        "plan",
+        "recipectl.commands.deployments:plan",
+        "Capacity plan: KV cache + GDN state per GPU, concurrency at which decode saturates; with --sla, "
+        "the P/D configurations that meet a TTFT/ITL target, ranked.",
+    ),
+    CommandEntry(
+        "calibrate",
+        "recipectl.commands.deployments:calibrate",
+        "Measure the deployment at the few points that pin plan --sla's performance model; write them and the fit.",
+    ),
+    CommandEntry(
+        "doctor",
+        "recipectl.commands.deployments:doctor",
+        "Environment, endpoint health, proof that KV moved over NIXL, parity and a gated GSM8K check.\n\n"
+        "Exit 0: every check passed; 1: a check failed; 2: doctor could not run.",
+    ),
+    CommandEntry(
+        "bench",
+        "recipectl.commands.deployments:bench_app",
+        "The concurrency sweep (`bench RECIPE`, `bench run RECIPE`) and comparing two sweeps.",
+    ),
+    CommandEntry(
+        "top",
+        "recipectl.commands.deployments:top",
+        "Live KV-cache use, running/waiting requests and throughput of every endpoint (from /metrics).",
+    ),
 )
 
 
 def _exits_with_its_code(fn: Callable[..., Any]) -> Callable[..., Any]:
     """A command function's return value as the process's exit code."""
+
     @functools.wraps(fn)
     def command(*args: Any, **kwargs: Any) -> None:
         raise typer.Exit(int(fn(*args, **kwargs) or 0))
@@ -137,9 +180,12 @@ class LazyGroup(TyperGroup):
         self.commands = _Commands(COMMANDS)  # type: ignore[assignment]
 
 
-app = typer.Typer(cls=LazyGroup, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Validate, render, launch and check disaggregated prefill/decode vLLM deployments "
-                       "of hybrid-attention models.")
+app = typer.Typer(
+    cls=LazyGroup,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Validate, render, launch and check disaggregated prefill/decode vLLM deployments of hybrid-attention models.",
+)
 
 
 @app.callback()

@@ -43,6 +43,7 @@ class Category(str, Enum):
 
 class Status(str, Enum):
     """A doctor check's verdict."""
+
     PASS = "pass"
     WARN = "warn"
     FAIL = "fail"
@@ -52,6 +53,7 @@ class Status(str, Enum):
 @dataclass(frozen=True, kw_only=True)
 class Problem:
     """What is wrong, and the fix: the shape every kind of problem shares."""
+
     code: str  # stable: a rule's HYB001, a check's endpoints.health, a diagnosis' log.port-in-use
     message: str
     fix: str | None = None
@@ -75,6 +77,7 @@ class Problem:
 @dataclass(frozen=True, kw_only=True)
 class Diagnostic(Problem):
     """One finding, from the schema or a rule, at a place in a recipe file."""
+
     severity: Severity
     path: str = ""  # dotted field path in the recipe, e.g. "decode.env.VLLM_SSM_CONV_STATE_LAYOUT"
     file: str = ""
@@ -96,9 +99,18 @@ class Diagnostic(Problem):
         return where
 
     def to_json(self) -> dict:
-        out = {"code": self.code, "severity": self.severity.value, "message": self.message, "fix": self.fix,
-               "path": self.path, "file": self.file, "line": self.line, "col": self.col,
-               "category": self.category.value if self.category else None, "source": self.source}
+        out = {
+            "code": self.code,
+            "severity": self.severity.value,
+            "message": self.message,
+            "fix": self.fix,
+            "path": self.path,
+            "file": self.file,
+            "line": self.line,
+            "col": self.col,
+            "category": self.category.value if self.category else None,
+            "source": self.source,
+        }
         if self.ignored is not None:
             out["ignored"] = self.ignored
         return out
@@ -107,6 +119,7 @@ class Diagnostic(Problem):
 @dataclass(frozen=True, kw_only=True)
 class CheckResult(Problem):
     """What one of doctor's checks found: its verdict, what it saw (`message`) and the fix."""
+
     status: Status
     group: str = ""
     name: str = ""  # the check's name with what it was run on: "health decode http://127.0.0.1:8200"
@@ -119,13 +132,21 @@ class CheckResult(Problem):
 
     def to_json(self) -> dict:
         """docs/json-output.md: `{group, name, status, detail, fix, seconds, data}`."""
-        return {"group": self.group, "name": self.name, "status": self.status.value, "detail": self.message,
-                "fix": self.fix or "", "seconds": self.seconds, "data": self.data}
+        return {
+            "group": self.group,
+            "name": self.name,
+            "status": self.status.value,
+            "detail": self.message,
+            "fix": self.fix or "",
+            "seconds": self.seconds,
+            "data": self.data,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
 class Diagnosis(Problem):
     """Why a process died (or never became ready), recognised in its log, and the fix."""
+
     final: bool = False  # a retry cannot cure it: launch stops at once
 
     @property
@@ -136,6 +157,7 @@ class Diagnosis(Problem):
 @dataclass
 class FileReport:
     """What validating one file found: its findings, and whether it matched the schema."""
+
     file: str
     diagnostics: list[Diagnostic] = field(default_factory=list)
     valid: bool = True  # False when the file could not be read or does not match the schema
@@ -161,8 +183,9 @@ def reports_to_json(reports: Iterable[FileReport]) -> str:
                 "recipe": r.recipe_name,
                 "valid": r.valid,
                 "findings": [d.to_json() for d in sorted_diagnostics(r.diagnostics)],
-                "ignored_rules": [{"code": c, "reason": redact_text(why)}
-                                  for c, why in sorted(r.ignored_rules.items())],
+                "ignored_rules": [
+                    {"code": c, "reason": redact_text(why)} for c, why in sorted(r.ignored_rules.items())
+                ],
                 "ignored": [d.to_json() for d in sorted_diagnostics(r.ignored)] if r.ran_ignored else None,
             }
             for r in reports
@@ -199,8 +222,9 @@ def format_diagnostic(d: Diagnostic) -> str:
     return "\n".join(lines)
 
 
-def format_reports_text(reports: Iterable[FileReport], *, min_severity: Severity = Severity.INFO,
-                        show_ignored: bool = False) -> str:
+def format_reports_text(
+    reports: Iterable[FileReport], *, min_severity: Severity = Severity.INFO, show_ignored: bool = False
+) -> str:
     """Human format: per file, findings grouped by severity (errors first), then a summary line;
     what was ignored is counted by rule and reason (`show_ignored`: listed under each file)."""
     reports = list(reports)

@@ -148,21 +148,28 @@ def _defaults(recipe: Recipe) -> dict[str, tuple[Any, str]]:
     version = recipe.engine.version
     cpu = recipe.cluster.is_cpu
     return {
-        "tp": (1, ""), "dp": (1, ""), "expert_parallel": (False, ""),
+        "tp": (1, ""),
+        "dp": (1, ""),
+        "expert_parallel": (False, ""),
         "dtype": ("auto", "the checkpoint's dtype"),
         "async_scheduling": (True, "on where supported (vLLM's default None = automatic)"),
         "enable_prefix_caching": _prefix_caching_default(recipe),
         "disable_hybrid_kv_cache_manager": _hma_default(recipe),
-        "block_size": (PLATFORM_BLOCK_DEFAULTS["cpu" if cpu else "cuda"][0],
-                       "before hybrid alignment grows it to cover the GDN state"),
+        "block_size": (
+            PLATFORM_BLOCK_DEFAULTS["cpu" if cpu else "cuda"][0],
+            "before hybrid alignment grows it to cover the GDN state",
+        ),
         "kv_cache_dtype": ("auto", "the model dtype"),
         "mamba_cache_dtype": ("auto", "the model dtype"),
         "mamba_ssm_cache_dtype": ("auto", "the model config's mamba_ssm_dtype, else the conv-state dtype"),
         "gdn_prefill_backend": ("auto", "picked by platform"),
         "stream_interval": (1, ""),
         "enforce_eager": (False, ""),
-        "gpu_memory_utilization": ((None, "CPU: VLLM_CPU_KVCACHE_SPACE sizes the cache") if cpu else
-                                   (_default_gpu_memory_utilization(version), "")),
+        "gpu_memory_utilization": (
+            (None, "CPU: VLLM_CPU_KVCACHE_SPACE sizes the cache")
+            if cpu
+            else (_default_gpu_memory_utilization(version), "")
+        ),
     }
 
 
@@ -183,8 +190,10 @@ def _hma_default(recipe: Recipe) -> tuple[bool, str]:
     (every P/D role recipectl renders has one) unless the recipe says
     --no-disable-hybrid-kv-cache-manager (engine fact hma-off-with-kv-transfer-config)."""
     if holds("hma-off-with-kv-transfer-config", recipe.engine.version):
-        return True, (f"vLLM {fmt_version(recipe.engine.version)} turns the hybrid KV-cache manager off when "
-                      "--kv-transfer-config is given, unless --no-disable-hybrid-kv-cache-manager")
+        return True, (
+            f"vLLM {fmt_version(recipe.engine.version)} turns the hybrid KV-cache manager off when "
+            "--kv-transfer-config is given, unless --no-disable-hybrid-kv-cache-manager"
+        )
     return False, "the hybrid KV-cache manager is on by default"
 
 
@@ -208,11 +217,14 @@ def _cpu_ssm_override(setting: Setting, host: HostCpu | None) -> Setting:
     are kept for GDN models)."""
     if setting.value not in (None, "auto"):
         return setting
-    why = ("vLLM's CPU platform resets an auto SSM cache dtype to float32 on CPUs with AVX512-BF16 "
-           "(accelerated GDN); elsewhere auto stays")
+    why = (
+        "vLLM's CPU platform resets an auto SSM cache dtype to float32 on CPUs with AVX512-BF16 "
+        "(accelerated GDN); elsewhere auto stays"
+    )
     if host is None:
-        return Setting("auto", Source.PLATFORM, setting.path,
-                       by_host=((AVX512_BF16, "float32"), (NO_AVX512_BF16, "auto")), why=why)
+        return Setting(
+            "auto", Source.PLATFORM, setting.path, by_host=((AVX512_BF16, "float32"), (NO_AVX512_BF16, "auto")), why=why
+        )
     if host.avx512_bf16:
         return Setting("float32", Source.PLATFORM, setting.path, why=why)
     return setting
@@ -251,8 +263,11 @@ def resolve_role(recipe: Recipe, role: str, host: HostCpu | None = None) -> Effe
         else:
             default, why = defaults.get(field, (None, ""))
             setting = Setting(default, Source.DEFAULT, path, why=why)
-        if (field == "mamba_ssm_cache_dtype" and recipe.cluster.is_cpu
-                and holds("cpu-avx512-bf16-auto-ssm-float32", recipe.engine.version) is not False):
+        if (
+            field == "mamba_ssm_cache_dtype"
+            and recipe.cluster.is_cpu
+            and holds("cpu-avx512-bf16-auto-ssm-float32", recipe.engine.version) is not False
+        ):
             setting = _cpu_ssm_override(setting, host)
         settings[field] = setting
     return EffectiveRole(role, settings, tuple(duplicates), tuple(repeated), tuple(owned), tuple(problems))

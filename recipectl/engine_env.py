@@ -23,8 +23,10 @@ def engine_venv(recipe_venv: str | None = None) -> Path:
 def engine_python(recipe_venv: str | None = None) -> Path:
     py = engine_venv(recipe_venv) / "bin" / "python"
     if not py.exists():
-        raise RecipectlError(f"no engine at {py.parent.parent}",
-                             fix="bash scripts/install-engine.sh (or set engine.venv / RECIPECTL_ENGINE_VENV)")
+        raise RecipectlError(
+            f"no engine at {py.parent.parent}",
+            fix="bash scripts/install-engine.sh (or set engine.venv / RECIPECTL_ENGINE_VENV)",
+        )
     return py
 
 
@@ -35,17 +37,30 @@ def serve_cli_args_modules() -> list[str]:
     return [f.value for f in sorted(rows, key=lambda f: f.since or (0, 0, 0), reverse=True)]
 
 
-def parse_with_engine(serve: list[list[str]], router: list[list[str]], *, venv: str | None = None,
-                      timeout: float = 180, flags: bool = False) -> dict[str, Any]:
+def parse_with_engine(
+    serve: list[list[str]],
+    router: list[list[str]],
+    *,
+    venv: str | None = None,
+    timeout: float = 180,
+    flags: bool = False,
+) -> dict[str, Any]:
     """Check command lines with the engine's own parsers (one subprocess: the vllm import is slow)."""
     py = engine_python(venv)
     pkg_root = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": pkg_root, "VLLM_LOGGING_LEVEL": "ERROR", "VLLM_NO_USAGE_STATS": "1"}
     request = {"serve": serve, "router": router, "flags": flags, "cli_args_modules": serve_cli_args_modules()}
-    proc = subprocess.run([str(py), "-m", "recipectl.engine_probe", "parse"], input=json.dumps(request),
-                          capture_output=True, text=True, timeout=timeout, env=env)
+    proc = subprocess.run(
+        [str(py), "-m", "recipectl.engine_probe", "parse"],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
     if proc.returncode != 0 or not proc.stdout.strip():
-        raise RecipectlError(f"the engine's parser could not run: {proc.stderr.strip()[-800:]}",
-                             exit_code=ExitCode.INVALID)
+        raise RecipectlError(
+            f"the engine's parser could not run: {proc.stderr.strip()[-800:]}", exit_code=ExitCode.INVALID
+        )
     answer: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])  # the probe's one JSON object
     return answer

@@ -122,8 +122,16 @@ def _evidence(raw: dict[str, Any], where: str) -> Evidence:
     until = parse_version(raw["until"]) if raw.get("until") else None
     if since and until and until <= since:
         raise ValueError(f"{where}: evidence until {fmt_version(until)} is not after since {fmt_version(since)}")
-    ev = Evidence(file=raw["file"], symbol=raw["symbol"], contains=raw.get("contains"), lacks=raw.get("lacks"),
-                  argparse_choices=raw.get("argparse_choices"), default=raw.get("default"), since=since, until=until)
+    ev = Evidence(
+        file=raw["file"],
+        symbol=raw["symbol"],
+        contains=raw.get("contains"),
+        lacks=raw.get("lacks"),
+        argparse_choices=raw.get("argparse_choices"),
+        default=raw.get("default"),
+        since=since,
+        until=until,
+    )
     set_checks = [c for c in CHECKS if getattr(ev, c) is not None]
     if len(set_checks) != 1:
         raise ValueError(f"{where}: evidence needs exactly one of {', '.join(CHECKS)}, has {set_checks}")
@@ -149,9 +157,18 @@ def _fact(raw: dict[str, Any]) -> Fact:
     evidence = tuple(_evidence(e, where) for e in raw.get("evidence") or ())
     if not evidence:
         raise ValueError(f"{where}: no evidence")
-    return Fact(id=raw["id"], kind=raw["kind"], what=raw["what"], since=since, until=until, evidence=evidence,
-                prs=tuple(raw.get("prs") or ()), package=raw.get("package", "vllm"), value=raw.get("value"),
-                note=raw.get("note", ""))
+    return Fact(
+        id=raw["id"],
+        kind=raw["kind"],
+        what=raw["what"],
+        since=since,
+        until=until,
+        evidence=evidence,
+        prs=tuple(raw.get("prs") or ()),
+        package=raw.get("package", "vllm"),
+        value=raw.get("value"),
+        note=raw.get("note", ""),
+    )
 
 
 @lru_cache(maxsize=1)

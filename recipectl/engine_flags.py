@@ -104,8 +104,7 @@ FLAGS: tuple[EngineFlag, ...] = (
     # scheduling and cache
     EngineFlag("max_num_batched_tokens", "--max-num-batched-tokens", convert=_tokens),
     EngineFlag("max_num_seqs", "--max-num-seqs", convert=int),
-    EngineFlag("gpu_memory_utilization", "--gpu-memory-utilization", ("--device-memory-utilization",),
-               convert=float),
+    EngineFlag("gpu_memory_utilization", "--gpu-memory-utilization", ("--device-memory-utilization",), convert=float),
     EngineFlag("async_scheduling", "--async-scheduling", (), Arity.BOOL),
     EngineFlag("mamba_ssm_cache_dtype", "--mamba-ssm-cache-dtype"),
     EngineFlag("mamba_cache_dtype", "--mamba-cache-dtype"),

@@ -11,8 +11,17 @@ from pathlib import Path
 
 from .engine_facts import Version, fact, facts, fmt_version, holds, newest_release
 
-__all__ = ["ASYNC_RACE_FIXES", "GDN_BACKEND_OPTION", "engine_pins", "first_release", "fmt_version",
-           "gdn_backends_for", "has_fix", "holds", "newest_release"]
+__all__ = [
+    "ASYNC_RACE_FIXES",
+    "GDN_BACKEND_OPTION",
+    "engine_pins",
+    "first_release",
+    "fmt_version",
+    "gdn_backends_for",
+    "has_fix",
+    "holds",
+    "newest_release",
+]
 
 GDN_BACKEND_OPTION = "--gdn-prefill-backend"
 # Both P/D async-scheduling race fixes (facts of the table): a release or build needs the two.

@@ -57,7 +57,9 @@ _PEP440 = re.compile(
     r"(?:[-_.]?(?:a|b|c|rc|alpha|beta|pre|preview)[-_.]?\d*)?"
     r"(?:-\d+|[-_.]?(?:post|rev|r)[-_.]?\d*)?"
     r"(?:[-_.]?dev[-_.]?\d*)?"
-    r"(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?", re.I)
+    r"(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?",
+    re.I,
+)
 # An OCI image reference (the distribution/reference grammar): [registry[:port]/]path[:tag][@digest]
 _OCI_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _OCI_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
@@ -65,7 +67,8 @@ _OCI_DOMAIN = rf"(?:{_OCI_LABEL}(?:\.{_OCI_LABEL})*|\[[0-9a-fA-F:.]+\])(?::\d+)?
 _OCI_REF = re.compile(
     rf"(?:{_OCI_DOMAIN}/)?{_OCI_COMPONENT}(?:/{_OCI_COMPONENT})*"
     r"(?::[\w][\w.-]{0,127})?"
-    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
+)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -73,8 +76,10 @@ def check_env_names(env: dict[str, str]) -> dict[str, str]:
     """Environment variable names are identifiers: a name is written into scripts as `NAME=value`."""
     for name in env:
         if not _ENV_NAME.fullmatch(name):
-            raise SchemaValueError(f"{name!r} is not an environment variable name",
-                                   fix="use letters, digits and '_', not starting with a digit, e.g. MY_VAR")
+            raise SchemaValueError(
+                f"{name!r} is not an environment variable name",
+                fix="use letters, digits and '_', not starting with a digit, e.g. MY_VAR",
+            )
     return env
 
 
@@ -95,22 +100,32 @@ def check_path(value: str, *, program: bool = False) -> str:
         raise SchemaValueError("an empty path", fix="name a file or directory, or remove the key")
     found = control_char(value)
     if found is not None:
-        raise SchemaValueError(f"the path holds the control character {found!r}",
-                               fix="write the path on one line, without control characters")
+        raise SchemaValueError(
+            f"the path holds the control character {found!r}",
+            fix="write the path on one line, without control characters",
+        )
     if value.startswith("-"):
-        raise SchemaValueError("a path that starts with '-' would be read as an option of the command it is "
-                               "passed to", fix="write it as an absolute path, or relative with ./ in front")
+        raise SchemaValueError(
+            "a path that starts with '-' would be read as an option of the command it is passed to",
+            fix="write it as an absolute path, or relative with ./ in front",
+        )
     if program and "=" in value:
-        raise SchemaValueError("a program path with '=' would be read by env as a variable assignment, "
-                               "and the next word run instead", fix="move the program to a path without '='")
+        raise SchemaValueError(
+            "a program path with '=' would be read by env as a variable assignment, and the next word run instead",
+            fix="move the program to a path without '='",
+        )
     size = len(value.encode("utf-8", "surrogatepass"))
     if size > MAX_PATH_BYTES:
-        raise SchemaValueError(f"a path of {size:,} bytes (the limit is {MAX_PATH_BYTES})",
-                               fix="use a shorter path (a symlink to the directory, for example)")
+        raise SchemaValueError(
+            f"a path of {size:,} bytes (the limit is {MAX_PATH_BYTES})",
+            fix="use a shorter path (a symlink to the directory, for example)",
+        )
     longest = max(len(part.encode("utf-8", "surrogatepass")) for part in value.split("/"))
     if longest > MAX_NAME_BYTES:
-        raise SchemaValueError(f"a path component of {longest:,} bytes (the limit is {MAX_NAME_BYTES})",
-                               fix="use shorter file and directory names")
+        raise SchemaValueError(
+            f"a path component of {longest:,} bytes (the limit is {MAX_NAME_BYTES})",
+            fix="use shorter file and directory names",
+        )
     return value
 
 
@@ -136,7 +151,8 @@ def parse_version(text: str | None) -> tuple[int, int, int] | None:
 
 # vLLM's own release images, on Docker Hub (optionally with its registry name); the tag is the release.
 _VLLM_RELEASE_IMAGE = re.compile(
-    r"(?:(?:docker\.io|registry-1\.docker\.io)/)?vllm/vllm-openai:v?(\d+\.\d+\.\d+)(?:-[A-Za-z0-9.]+)?")
+    r"(?:(?:docker\.io|registry-1\.docker\.io)/)?vllm/vllm-openai:v?(\d+\.\d+\.\d+)(?:-[A-Za-z0-9.]+)?"
+)
 
 
 def is_version(text: str) -> bool:
@@ -207,12 +223,17 @@ def check_path_length(value: str) -> str:
     """A path the system can open: at most PATH_MAX bytes, each name at most NAME_MAX."""
     size = len(value.encode("utf-8", "surrogatepass"))
     if size > PATH_MAX - 1:
-        raise SchemaValueError(f"a path of {size:,} bytes: the system takes at most {PATH_MAX - 1:,}",
-                               fix="point at the directory by a shorter path (a symlink, or a relative path)")
+        raise SchemaValueError(
+            f"a path of {size:,} bytes: the system takes at most {PATH_MAX - 1:,}",
+            fix="point at the directory by a shorter path (a symlink, or a relative path)",
+        )
     longest = max(value.split("/"), key=len)
     if len(longest.encode("utf-8", "surrogatepass")) > NAME_MAX:
-        raise SchemaValueError(f"a name of {len(longest.encode('utf-8', 'surrogatepass')):,} bytes in the path: "
-                               f"the system takes at most {NAME_MAX} per name", fix="rename it, or check the path")
+        raise SchemaValueError(
+            f"a name of {len(longest.encode('utf-8', 'surrogatepass')):,} bytes in the path: "
+            f"the system takes at most {NAME_MAX} per name",
+            fix="rename it, or check the path",
+        )
     return value
 
 
@@ -258,20 +279,26 @@ def check_core_lists(lists: list[str] | None) -> list[str] | None:
     total = 0
     for entry in lists:
         if len(entry) > MAX_CORE_LIST_CHARS:
-            raise SchemaValueError(f"a core list of {len(entry):,} characters (at most {MAX_CORE_LIST_CHARS:,})",
-                                   fix="write ranges, e.g. '0-63'")
+            raise SchemaValueError(
+                f"a core list of {len(entry):,} characters (at most {MAX_CORE_LIST_CHARS:,})",
+                fix="write ranges, e.g. '0-63'",
+            )
         big = next((n for n in _CORE_NUMBER.findall(entry) if len(n) > 5 or int(n) > MAX_CPU_ID), None)
         if big is not None:
             shown = big if len(big) <= 12 else big[:12] + "..."
-            raise SchemaValueError(f"CPU {shown} in {entry[:40]!r}: CPU ids are below {MAX_CPU_ID + 1:,}",
-                                   fix="name the host's CPUs (`lscpu` lists them), e.g. '0-3'")
+            raise SchemaValueError(
+                f"CPU {shown} in {entry[:40]!r}: CPU ids are below {MAX_CPU_ID + 1:,}",
+                fix="name the host's CPUs (`lscpu` lists them), e.g. '0-3'",
+            )
         try:
             total += sum(hi - lo + 1 for lo, hi in core_ranges(entry))
         except ValueError:
             continue
         if total > MAX_ROLE_CORES:
-            raise SchemaValueError(f"the core lists name more than {MAX_ROLE_CORES:,} CPUs",
-                                   fix="give each endpoint the cores of its host, e.g. '0-63'")
+            raise SchemaValueError(
+                f"the core lists name more than {MAX_ROLE_CORES:,} CPUs",
+                fix="give each endpoint the cores of its host, e.g. '0-63'",
+            )
     return lists
 
 
@@ -293,6 +320,8 @@ class Strict(BaseModel):
         instance by then, checked by its own validator)."""
         found = control_char(v)
         if found is not None:
-            raise SchemaValueError(f"the value holds the control character {found!r}",
-                                   fix="write it on one line, without control characters")
+            raise SchemaValueError(
+                f"the value holds the control character {found!r}",
+                fix="write it on one line, without control characters",
+            )
         return v

@@ -123,14 +123,16 @@ def parse_json(text: str, *, max_depth: int = JSON_MAX_DEPTH, max_bytes: int = J
         raise JsonRefused(f"not valid JSON: {_short(str(e))}") from None
 
 
-def read_json_bounded(path: str | os.PathLike[str], limit: int = DEFAULT_READ_LIMIT, *,
-                      max_depth: int = JSON_MAX_DEPTH) -> object:
+def read_json_bounded(
+    path: str | os.PathLike[str], limit: int = DEFAULT_READ_LIMIT, *, max_depth: int = JSON_MAX_DEPTH
+) -> object:
     """`read_text_bounded`, parsed by `parse_json`. Raises UnreadableFile, or JsonRefused."""
     return parse_json(read_text_bounded(path, limit), max_depth=max_depth, max_bytes=limit)
 
 
-def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, mode: int | None = None,
-                 replace: bool = True) -> None:
+def write_atomic(
+    path: str | os.PathLike[str], data: str | bytes, *, mode: int | None = None, replace: bool = True
+) -> None:
     """Replace `path` with `data` in one rename: readers and a kill at any point see the old file or
     the new one. The new file keeps the old one's permission bits (or `mode`, or 0o644 less the
     umask for a new file). A symlink at `path` is replaced by the file, never written through:

@@ -48,8 +48,10 @@ def run_guarded(fn: Callable[[], Any]) -> None:
     except Exception as e:  # noqa: BLE001 - last resort: a bug, not bad input
         with tempfile.NamedTemporaryFile("w", prefix="recipectl-crash-", suffix=".log", delete=False) as f:
             f.write(redact_text(traceback.format_exc()))  # a file users attach to bug reports
-        sys.stderr.write(f"recipectl: internal error: {type(e).__name__}: {_internal_message(e)}\n"
-                         f"  traceback: {f.name}\n  this is a bug in recipectl; please report it with that file\n")
+        sys.stderr.write(
+            f"recipectl: internal error: {type(e).__name__}: {_internal_message(e)}\n"
+            f"  traceback: {f.name}\n  this is a bug in recipectl; please report it with that file\n"
+        )
         sys.exit(int(ExitCode.INTERNAL))
 
 

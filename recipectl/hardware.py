@@ -33,8 +33,9 @@ class ClusterSection(Strict):
     nodes: int = Field(1, ge=1, le=4096)
     hosts: list[str] | None = Field(None, description="host names/IPs, one per node (bash target)")
     cpus_per_node: int | None = Field(None, ge=1, le=1 << 16, description="CPU platform: cores per host")
-    memory_gib_per_node: float | None = Field(None, gt=0, le=1 << 24, allow_inf_nan=False,
-                                              description="CPU platform: host memory")
+    memory_gib_per_node: float | None = Field(
+        None, gt=0, le=1 << 24, allow_inf_nan=False, description="CPU platform: host memory"
+    )
 
     @field_validator("hosts")
     @classmethod
@@ -44,20 +45,25 @@ class ClusterSection(Strict):
         seen: set[str] = set()
         for host in v:
             if not is_host(host):
-                raise SchemaValueError(f"{host!r} is not a host name or IP address",
-                                       fix="write a DNS name such as gpu-node-1.example or an address such as 10.0.0.7")
+                raise SchemaValueError(
+                    f"{host!r} is not a host name or IP address",
+                    fix="write a DNS name such as gpu-node-1.example or an address such as 10.0.0.7",
+                )
             key = host.lower()
             if key in seen:
-                raise SchemaValueError(f"host {host!r} is listed twice",
-                                       fix="list each node once (nodes: the number of distinct hosts)")
+                raise SchemaValueError(
+                    f"host {host!r} is listed twice", fix="list each node once (nodes: the number of distinct hosts)"
+                )
             seen.add(key)
         return v
 
     @model_validator(mode="after")
     def _hosts_match_nodes(self) -> "ClusterSection":
         if self.hosts is not None and len(self.hosts) != self.nodes:
-            raise SchemaValueError(f"{len(self.hosts)} host(s) listed for {self.nodes} node(s)",
-                                   fix="list one host per node, or set nodes to the number of hosts")
+            raise SchemaValueError(
+                f"{len(self.hosts)} host(s) listed for {self.nodes} node(s)",
+                fix="list one host per node, or set nodes to the number of hosts",
+            )
         if self.gpu is not GpuType.CPU and self.gpus_per_node < 1:
             raise SchemaValueError("a GPU cluster needs gpus_per_node >= 1")
         return self
@@ -89,8 +95,10 @@ class Parallelism(Strict):
             tokens = _PAR_TOKEN.findall(text)
             rest = _PAR_TOKEN.sub("", text).strip("-+x_")
             if not tokens or rest:
-                raise SchemaValueError(f"'{value}' is not a parallel layout",
-                                       fix="write DEP8, TP4, DP2, TP2-DEP4, or {tp: 1, dp: 8, expert_parallel: true}")
+                raise SchemaValueError(
+                    f"'{value}' is not a parallel layout",
+                    fix="write DEP8, TP4, DP2, TP2-DEP4, or {tp: 1, dp: 8, expert_parallel: true}",
+                )
             out: dict[str, Any] = {}
             for kind, num in tokens:
                 kind = kind.upper()
@@ -160,7 +168,6 @@ GPU_FACTS: dict[GpuType, GpuFacts] = {
     # 11,456,387,481 B at 0.92 (35B-A3B) and 104,524,513,280 B at 0.3 (tiny), so
     # ceil(0.92 T) - ceil(0.3 T) = 93,068,125,799, whose only whole solutions are T =
     # 150,109,880,320 (+1); it prints as "139.8 GiB" and "128.62 GiB" requested at 0.92.
-    GpuType.H200: GpuFacts(driver_memory_bytes=143_771 * 2**20, engine_memory_bytes=150_109_880_320,
-                           sm_count=132),
+    GpuType.H200: GpuFacts(driver_memory_bytes=143_771 * 2**20, engine_memory_bytes=150_109_880_320, sm_count=132),
     GpuType.H100: GpuFacts(driver_memory_bytes=81_559 * 2**20, sm_count=132),
 }

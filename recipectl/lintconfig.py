@@ -33,6 +33,7 @@ MAX_CONFIG_BYTES = 1 << 20  # a settings file is a few lines; /dev/zero as one o
 @dataclass(frozen=True)
 class Settings:
     """The settings a config file holds (all empty: no file)."""
+
     path: Path | None = None
     select: tuple[str, ...] | None = None
     extend_select: tuple[str, ...] = ()
@@ -113,32 +114,43 @@ def load_settings(path: Path) -> Settings:
     try:
         text = read_text_bounded(path, MAX_CONFIG_BYTES)
     except UnreadableFile as e:
-        raise RecipectlError(f"{_shown(path)}: cannot read the settings: {e.reason}",
-                             fix="a recipectl.toml, or a pyproject.toml with [tool.recipectl], is a small text file")\
-            from None
+        raise RecipectlError(
+            f"{_shown(path)}: cannot read the settings: {e.reason}",
+            fix="a recipectl.toml, or a pyproject.toml with [tool.recipectl], is a small text file",
+        ) from None
     data = _parse(path, text)
     table = data.get("tool", {}).get("recipectl", {}) if path.name == "pyproject.toml" else data
     where = f"{_shown(path)}" + (" [tool.recipectl]" if path.name == "pyproject.toml" else "")
     for key in table:
         if key not in KEYS:
             close = difflib.get_close_matches(key, KEYS, n=1)
-            raise RecipectlError(f"{where}: unknown key {key!r}",
-                                 fix=f"did you mean {close[0]}?" if close else "keys: " + ", ".join(KEYS))
+            raise RecipectlError(
+                f"{where}: unknown key {key!r}",
+                fix=f"did you mean {close[0]}?" if close else "keys: " + ", ".join(KEYS),
+            )
 
     def strings(key: str) -> tuple[str, ...]:
         value = table.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise RecipectlError(f"{where}: {key} must be a list of rule codes, e.g. [\"HYB\", \"PRF002\"]")
+            raise RecipectlError(f'{where}: {key} must be a list of rule codes, e.g. ["HYB", "PRF002"]')
         return tuple(split(value))
 
     severity = table.get("severity", {})
     if not isinstance(severity, dict) or not all(isinstance(v, str) for v in severity.values()):
-        raise RecipectlError(f"{where}: severity must be a table of CODE = \"error\" | \"warning\" | \"info\"")
-    settings = Settings(path=path, select=strings("select") if "select" in table else None,
-                        extend_select=strings("extend-select"), ignore=strings("ignore"),
-                        severity=tuple(f"{k}={v}" for k, v in severity.items()))
-    for key, values in (("select", settings.select or ()), ("extend-select", settings.extend_select),
-                        ("ignore", settings.ignore), ("severity", settings.severity)):
+        raise RecipectlError(f'{where}: severity must be a table of CODE = "error" | "warning" | "info"')
+    settings = Settings(
+        path=path,
+        select=strings("select") if "select" in table else None,
+        extend_select=strings("extend-select"),
+        ignore=strings("ignore"),
+        severity=tuple(f"{k}={v}" for k, v in severity.items()),
+    )
+    for key, values in (
+        ("select", settings.select or ()),
+        ("extend-select", settings.extend_select),
+        ("ignore", settings.ignore),
+        ("severity", settings.severity),
+    ):
         _check(f"{settings.where}: {key}", values, levels=key == "severity")
     _loaded[path] = settings
     return settings
@@ -167,20 +179,35 @@ def _check(label: str, selectors: tuple[str, ...] | list[str], *, levels: bool =
             raise RecipectlError(f"{label}: {e.describe()}", fix="recipectl rules lists every code and name") from None
 
 
-def check_command_line(select: list[str] | None, extend_select: list[str] | None, ignore: list[str] | None,
-                       severity: list[str] | None) -> None:
+def check_command_line(
+    select: list[str] | None, extend_select: list[str] | None, ignore: list[str] | None, severity: list[str] | None
+) -> None:
     """Refuse (exit 2) a command-line selector that names no rule, before any file is read."""
-    for key, values in (("--select", split(select)), ("--extend-select", split(extend_select)),
-                        ("--ignore", split(ignore)), ("--severity", list(severity or ()))):
+    for key, values in (
+        ("--select", split(select)),
+        ("--extend-select", split(extend_select)),
+        ("--ignore", split(ignore)),
+        ("--severity", list(severity or ())),
+    ):
         _check(key, values, levels=key == "--severity")
 
 
-def selection(settings: Settings, *, select: list[str] | None = None, extend_select: list[str] | None = None,
-              ignore: list[str] | None = None, severity: list[str] | None = None) -> Selection:
+def selection(
+    settings: Settings,
+    *,
+    select: list[str] | None = None,
+    extend_select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    severity: list[str] | None = None,
+) -> Selection:
     """The file's settings with the command line's on top."""
     chosen = split(select) or settings.select or ("ALL",)
     reasons = [(s, f"ignore in {settings.where}") for s in settings.ignore]
     reasons += [(s, "--ignore") for s in split(ignore)]
     levels = [parse_severity(s) for s in (*settings.severity, *(severity or ()))]
-    return Selection(select=tuple(chosen), extend_select=(*settings.extend_select, *split(extend_select)),
-                     ignore=tuple(reasons), severity=tuple(levels))
+    return Selection(
+        select=tuple(chosen),
+        extend_select=(*settings.extend_select, *split(extend_select)),
+        ignore=tuple(reasons),
+        severity=tuple(levels),
+    )

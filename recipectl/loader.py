@@ -47,6 +47,7 @@ from .yamlsource import (
 @dataclass
 class LoadedRecipe:
     """One concrete recipe from a file (a matrix file gives one per variant) and where its keys stand."""
+
     recipe: Recipe
     source: SourceMap
     raw: dict[str, Any]
@@ -62,6 +63,7 @@ class LoadedRecipe:
 @dataclass
 class LoadResult:
     """What loading one file gave: its recipes and the schema's findings."""
+
     file: str
     recipes: list[LoadedRecipe]
     diagnostics: list[Diagnostic]
@@ -71,18 +73,35 @@ class LoadResult:
         return not any(d.severity is Severity.ERROR for d in self.diagnostics)
 
 
-def _schema_diag(file: str, message: str, pos: Position | None, *, path: str = "", fix: str | None = None,
-                 code: str = "SCH001") -> Diagnostic:
+def _schema_diag(
+    file: str, message: str, pos: Position | None, *, path: str = "", fix: str | None = None, code: str = "SCH001"
+) -> Diagnostic:
     line, col = pos if pos else (None, None)
-    return Diagnostic(code=code, severity=Severity.ERROR, message=message, fix=fix, path=path, file=file,
-                      line=line, col=col, category=Category.SCHEMA)
+    return Diagnostic(
+        code=code,
+        severity=Severity.ERROR,
+        message=message,
+        fix=fix,
+        path=path,
+        file=file,
+        line=line,
+        col=col,
+        category=Category.SCHEMA,
+    )
 
 
 def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic]]:
     """Parse YAML text into plain data plus a source map; problems come back as diagnostics."""
     if len(text) > MAX_FILE_BYTES:
-        return None, SourceMap(file=file), [_schema_diag(
-            file, f"the file is larger than {MAX_FILE_BYTES // 1024} KiB: not a recipe", None, code="SCH000")]
+        return (
+            None,
+            SourceMap(file=file),
+            [
+                _schema_diag(
+                    file, f"the file is larger than {MAX_FILE_BYTES // 1024} KiB: not a recipe", None, code="SCH000"
+                )
+            ],
+        )
     if FAST_LOADER is not None:
         try:
             return _parse_yaml(text, file, FAST_LOADER)
@@ -102,9 +121,19 @@ def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic]]:
     except yaml.YAMLError as e:
         return None, SourceMap(file=file), [_schema_diag(file, f"YAML error: {e}", None, code="SCH000")]
     except RecursionError:  # the pure-Python parser recurses once per nesting level
-        return None, SourceMap(file=file), [_schema_diag(
-            file, "YAML error: nested too deeply to parse", None, code="SCH000",
-            fix=f"a recipe nests a few levels (at most {MAX_DEPTH})")]
+        return (
+            None,
+            SourceMap(file=file),
+            [
+                _schema_diag(
+                    file,
+                    "YAML error: nested too deeply to parse",
+                    None,
+                    code="SCH000",
+                    fix=f"a recipe nests a few levels (at most {MAX_DEPTH})",
+                )
+            ],
+        )
 
 
 def _syntax_diag(file: str, e: yaml.MarkedYAMLError) -> Diagnostic:
@@ -113,8 +142,9 @@ def _syntax_diag(file: str, e: yaml.MarkedYAMLError) -> Diagnostic:
     msg = f"YAML syntax error: {e.problem or e.context}"
     if e.context and e.problem:
         msg += f" ({e.context})"
-    return _schema_diag(file, msg, pos, code="SCH000",
-                        fix="fix the YAML syntax at this position (indentation, quotes, ':' after keys)")
+    return _schema_diag(
+        file, msg, pos, code="SCH000", fix="fix the YAML syntax at this position (indentation, quotes, ':' after keys)"
+    )
 
 
 def _parse_yaml(text: str, file: str, loader_class: type) -> tuple[Any, SourceMap, list[Diagnostic]]:
@@ -126,8 +156,19 @@ def _parse_yaml(text: str, file: str, loader_class: type) -> tuple[Any, SourceMa
     try:
         node = loader.get_single_node()
         if node is None:
-            return None, smap, [_schema_diag(file, "the file is empty", (1, 1), code="SCH000",
-                                             fix="start from a recipe in recipes/ (recipectl show --resolved)")]
+            return (
+                None,
+                smap,
+                [
+                    _schema_diag(
+                        file,
+                        "the file is empty",
+                        (1, 1),
+                        code="SCH000",
+                        fix="start from a recipe in recipes/ (recipectl show --resolved)",
+                    )
+                ],
+            )
         smap.positions[()] = (node.start_mark.line + 1, node.start_mark.column + 1)
         walker = Walker(loader, smap.positions)
         walker.walk(node, ())
@@ -136,16 +177,33 @@ def _parse_yaml(text: str, file: str, loader_class: type) -> tuple[Any, SourceMa
             raise hidden
         data = loader.construct_document(node)
     except DuplicateKey as e:
-        return None, smap, [_schema_diag(
-            file, f"duplicate key '{e.key}' (first defined at line {e.first.line + 1})",
-            (e.mark.line + 1, e.mark.column + 1), code="SCH000", fix="keep one of the two keys")]
+        return (
+            None,
+            smap,
+            [
+                _schema_diag(
+                    file,
+                    f"duplicate key '{e.key}' (first defined at line {e.first.line + 1})",
+                    (e.mark.line + 1, e.mark.column + 1),
+                    code="SCH000",
+                    fix="keep one of the two keys",
+                )
+            ],
+        )
     except Refused as e:
         return None, smap, [_refused_diag(file, e)]
     finally:
         loader.dispose()
     if not isinstance(data, dict):
-        return None, smap, [_schema_diag(file, "a recipe must be a mapping of keys (version, model, engine, ...)",
-                                         (1, 1), code="SCH000")]
+        return (
+            None,
+            smap,
+            [
+                _schema_diag(
+                    file, "a recipe must be a mapping of keys (version, model, engine, ...)", (1, 1), code="SCH000"
+                )
+            ],
+        )
     if not all(isinstance(k, str) for k in data):
         return None, smap, [_schema_diag(file, "every top-level key must be a name", (1, 1), code="SCH000")]
     return data, smap, []
@@ -245,11 +303,18 @@ def validation_diagnostics(err: ValidationError, smap: SourceMap, raw: dict, pre
         if e.get("input", ...) is None and loc and isinstance(loc[-1], str):
             # `env:` with nothing under it (its only entry deleted or commented out): YAML's null
             key, empty = loc[-1], _EMPTY.get(etype)
-            out.append(_schema_diag(
-                smap.file, f"'{key}' has no value (YAML reads a key with nothing after it as null)", pos,
-                path=dotted, code="SCH001",
-                fix=f"remove the key to use its default, or write {key}: {empty}" if empty
-                else "remove the key to use its default, or give it a value"))
+            out.append(
+                _schema_diag(
+                    smap.file,
+                    f"'{key}' has no value (YAML reads a key with nothing after it as null)",
+                    pos,
+                    path=dotted,
+                    code="SCH001",
+                    fix=f"remove the key to use its default, or write {key}: {empty}"
+                    if empty
+                    else "remove the key to use its default, or give it a value",
+                )
+            )
             continue
         msg = e["msg"]
         if etype == "missing":
@@ -258,7 +323,7 @@ def validation_diagnostics(err: ValidationError, smap: SourceMap, raw: dict, pre
             msg = f"{msg} (got {e['input']!r})"
         msg = redact_text(msg)  # a message the schema words itself may quote the value
         if msg.startswith("Value error, "):
-            msg = msg[len("Value error, "):]
+            msg = msg[len("Value error, ") :]
         if etype == "value_error" and "ctx" in e and isinstance(e["ctx"].get("error"), ValueError):
             err_obj = e["ctx"]["error"]
             fix = getattr(err_obj, "fix", None) or fix
@@ -312,8 +377,9 @@ def with_model_facts(recipe: Recipe, base_dir: Path | None, known: dict[str, Mod
 
 def _model_config_diag(e: ModelConfigError, smap: SourceMap) -> Diagnostic:
     """A model config.json that is there but unreadable, reported at the recipe's model.path."""
-    return _schema_diag(smap.file, redact_text(str(e)), smap.locate(dotted_to_key(e.field)), path=e.field,
-                        fix=e.fix, code="SCH001")
+    return _schema_diag(
+        smap.file, redact_text(str(e)), smap.locate(dotted_to_key(e.field)), path=e.field, fix=e.fix, code="SCH001"
+    )
 
 
 def load_imported(text: str, file: str, *, base_dir: Path | None = None) -> LoadResult:
@@ -322,14 +388,14 @@ def load_imported(text: str, file: str, *, base_dir: Path | None = None) -> Load
     try:
         imported = import_text(text, file)
     except PeerFileInvalid as e:  # a value of the wrong type: one finding per value, at its line
-        return LoadResult(file, [], validation_diagnostics(e.error, SourceMap(file=file, positions=e.positions),
-                                                           e.data))
+        return LoadResult(
+            file, [], validation_diagnostics(e.error, SourceMap(file=file, positions=e.positions), e.data)
+        )
     except NotImportable as e:
         # "FILE:LINE[:COL]: what": the finding stands at that line, compiler-style
         m = re.match(re.escape(file) + r":(\d+)(?::(\d+))?: (.*)\Z", e.message, re.S)
         pos = (int(m.group(1)), int(m.group(2) or 1)) if m else None
-        return LoadResult(file, [], [_schema_diag(file, m.group(3) if m else e.message, pos, code="SCH000",
-                                                  fix=e.fix)])
+        return LoadResult(file, [], [_schema_diag(file, m.group(3) if m else e.message, pos, code="SCH000", fix=e.fix)])
     smap = SourceMap(file=file, positions=imported.positions(), files=imported.files_by_path())
     try:
         recipe = with_model_facts(Recipe.model_validate(imported.data), base_dir)
@@ -357,11 +423,15 @@ def load_stream(stream: BinaryIO, name: str, *, base_dir: Path | None = None) ->
     try:
         data = stream.read(MAX_FILE_BYTES + 1)
     except OSError as e:
-        return LoadResult(name, [], [_schema_diag(name, f"cannot read standard input: {e.strerror or e}", None,
-                                                  code="SCH000")])
+        return LoadResult(
+            name, [], [_schema_diag(name, f"cannot read standard input: {e.strerror or e}", None, code="SCH000")]
+        )
     if len(data) > MAX_FILE_BYTES:
-        return LoadResult(name, [], [_schema_diag(name, f"larger than {MAX_FILE_BYTES // 1024} KiB: not a recipe",
-                                                  None, code="SCH000")])
+        return LoadResult(
+            name,
+            [],
+            [_schema_diag(name, f"larger than {MAX_FILE_BYTES // 1024} KiB: not a recipe", None, code="SCH000")],
+        )
     try:
         text = data.decode("utf-8")
     except ValueError as e:

@@ -54,8 +54,14 @@ def lock_path(recipe_file: str | Path, variant: str | None = None) -> Path:
 
 
 # ------------------------------------------------------------------------------------- building
-def build_lock(loaded: LoadedRecipe, recipe_file: str | Path, *, host: HostCpu | None,
-               venv: Path | None = None, packages: Mapping[str, str] | None = None) -> dict[str, Any]:
+def build_lock(
+    loaded: LoadedRecipe,
+    recipe_file: str | Path,
+    *,
+    host: HostCpu | None,
+    venv: Path | None = None,
+    packages: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """The lock of one concrete recipe on a host. `host` is the resolver's platform input (the CPU
     kind whose `auto` dtypes the engine picks); `packages` the engine's installed versions (read
     from `venv`'s metadata when not given)."""
@@ -70,8 +76,9 @@ def build_lock(loaded: LoadedRecipe, recipe_file: str | Path, *, host: HostCpu |
     roles: dict[str, Any] = {}
     for role in ROLES:
         eff = effective[role]
-        settings = {field: {"value": s.on(host_label), "source": s.source.value}
-                    for field, s in sorted(eff.settings.items())}
+        settings = {
+            field: {"value": s.on(host_label), "source": s.source.value} for field, s in sorted(eff.settings.items())
+        }
         dtypes = state_dtypes(eff, spec, host_label)
         pages = role_pages(recipe, eff, spec, host_label)
         section = getattr(recipe, role)
@@ -195,12 +202,17 @@ def read_lock(path: str | Path) -> dict[str, Any]:
         fix = "recipectl lock RECIPE writes it" if e.missing else None
         raise RecipectlError(f"{path}: cannot read the lock: {e.reason}", fix=fix) from None
     except (ValueError, RecursionError) as e:
-        raise RecipectlError(f"{path}: not a lock (not JSON: {str(e)[:120]})",
-                             fix="recipectl lock RECIPE writes it anew") from None
-    if (not isinstance(data, dict) or data.get("lock_version") != LOCK_VERSION
-            or not isinstance(data.get("roles"), dict)):
-        raise RecipectlError(f"{path}: not a recipectl lock of version {LOCK_VERSION}",
-                             fix="recipectl lock RECIPE writes it anew")
+        raise RecipectlError(
+            f"{path}: not a lock (not JSON: {str(e)[:120]})", fix="recipectl lock RECIPE writes it anew"
+        ) from None
+    if (
+        not isinstance(data, dict)
+        or data.get("lock_version") != LOCK_VERSION
+        or not isinstance(data.get("roles"), dict)
+    ):
+        raise RecipectlError(
+            f"{path}: not a recipectl lock of version {LOCK_VERSION}", fix="recipectl lock RECIPE writes it anew"
+        )
     return data
 
 
@@ -252,12 +264,17 @@ def why_it_matters(field: str, locked: Mapping[str, Any], current: Mapping[str, 
     if parts[0] == "roles" and len(parts) >= 4:
         role = parts[1]
         block = f"roles.{role}.pages.block_size"
-        moved = (f"; {role}'s block size {locked.get(block)} -> {current.get(block)}"
-                 if locked.get(block) != current.get(block) else "")
+        moved = (
+            f"; {role}'s block size {locked.get(block)} -> {current.get(block)}"
+            if locked.get(block) != current.get(block)
+            else ""
+        )
         leaf = parts[-1]
         if leaf == "block_size":
-            return ("the hybrid block size: prefill and decode must agree, or decode refuses the remote "
-                    "blocks at the NIXL handshake")
+            return (
+                "the hybrid block size: prefill and decode must agree, or decode refuses the remote "
+                "blocks at the NIXL handshake"
+            )
         if "dtype" in leaf:
             return f"the cache dtype sets the GDN/KV page, and the page the block size{moved}"
         if leaf == "conv_state_layout":
@@ -275,7 +292,6 @@ def why_it_matters(field: str, locked: Mapping[str, Any], current: Mapping[str, 
     if parts[0] == "image":
         return "another image runs another engine build"
     return "the deployment resolves differently"
-
 
 
 # ------------------------------------------------------------------- against running servers

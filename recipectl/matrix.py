@@ -17,9 +17,17 @@ MAX_EXPANDED_VALUES = 400_000
 
 def _diag(smap: Any, key: tuple[str | int, ...], message: str, fix: str) -> Diagnostic:
     pos = smap.locate(key)
-    return Diagnostic(code="SCH003", severity=Severity.ERROR, category=Category.SCHEMA, message=message, fix=fix,
-                      path=".".join(map(str, key)), file=smap.file, line=pos[0] if pos else None,
-                      col=pos[1] if pos else None)
+    return Diagnostic(
+        code="SCH003",
+        severity=Severity.ERROR,
+        category=Category.SCHEMA,
+        message=message,
+        fix=fix,
+        path=".".join(map(str, key)),
+        file=smap.file,
+        line=pos[0] if pos else None,
+        col=pos[1] if pos else None,
+    )
 
 
 def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
@@ -46,22 +54,43 @@ def expand_matrix(data: dict[str, Any], smap: Any) -> tuple[list[tuple[str | Non
     diags: list[Diagnostic] = []
     if not isinstance(matrix, dict) or not all(isinstance(v, list) and v for v in matrix.values()):
         pos = smap.locate(("matrix",))
-        return [], [Diagnostic(code="SCH003", severity=Severity.ERROR, category=Category.SCHEMA,
-                               message="matrix must map field paths to non-empty lists of values",
-                               fix="matrix:\n  prefill.endpoints: [4, 5, 6, 7, 8]", path="matrix",
-                               file=smap.file, line=pos[0] if pos else None, col=pos[1] if pos else None)]
+        return [], [
+            Diagnostic(
+                code="SCH003",
+                severity=Severity.ERROR,
+                category=Category.SCHEMA,
+                message="matrix must map field paths to non-empty lists of values",
+                fix="matrix:\n  prefill.endpoints: [4, 5, 6, 7, 8]",
+                path="matrix",
+                file=smap.file,
+                line=pos[0] if pos else None,
+                col=pos[1] if pos else None,
+            )
+        ]
     keys = list(matrix)
     bad = next((k for k in keys if not isinstance(k, str) or not k or "" in k.split(".")), None)
     if bad is not None:
-        return [], [_diag(smap, ("matrix", str(bad)), f"matrix key {str(bad)!r} is not a dotted field path",
-                          "use a dotted path such as prefill.endpoints")]
+        return [], [
+            _diag(
+                smap,
+                ("matrix", str(bad)),
+                f"matrix key {str(bad)!r} is not a dotted field path",
+                "use a dotted path such as prefill.endpoints",
+            )
+        ]
     combos = 1
     for k in keys:
         combos *= len(matrix[k])
     if combos > MAX_VARIANTS or combos * max(1, len(smap.positions)) > MAX_EXPANDED_VALUES:
-        return [], [_diag(smap, ("matrix",), f"the matrix makes {combos:,} recipes; at most {MAX_VARIANTS} "
-                          f"(and {MAX_EXPANDED_VALUES:,} values in all) are expanded",
-                          "split it into several recipe files, or sweep fewer values")]
+        return [], [
+            _diag(
+                smap,
+                ("matrix",),
+                f"the matrix makes {combos:,} recipes; at most {MAX_VARIANTS} "
+                f"(and {MAX_EXPANDED_VALUES:,} values in all) are expanded",
+                "split it into several recipe files, or sweep fewer values",
+            )
+        ]
     base = {k: v for k, v in data.items() if k != "matrix"}
     out: list[tuple[str | None, dict[str, Any]]] = []
     for combo in itertools.product(*(matrix[k] for k in keys)):
@@ -73,10 +102,19 @@ def expand_matrix(data: dict[str, Any], smap: Any) -> tuple[list[tuple[str | Non
                 labels.append(_label(k, v))
         except KeyError as e:
             pos = smap.locate(("matrix", str(e.args[0])))
-            diags.append(Diagnostic(code="SCH003", severity=Severity.ERROR, category=Category.SCHEMA,
-                                    message=f"matrix key '{e.args[0]}' does not name a field path",
-                                    fix="use a dotted path such as prefill.endpoints", path=f"matrix.{e.args[0]}",
-                                    file=smap.file, line=pos[0] if pos else None, col=pos[1] if pos else None))
+            diags.append(
+                Diagnostic(
+                    code="SCH003",
+                    severity=Severity.ERROR,
+                    category=Category.SCHEMA,
+                    message=f"matrix key '{e.args[0]}' does not name a field path",
+                    fix="use a dotted path such as prefill.endpoints",
+                    path=f"matrix.{e.args[0]}",
+                    file=smap.file,
+                    line=pos[0] if pos else None,
+                    col=pos[1] if pos else None,
+                )
+            )
             return [], diags
         name = f"{base.get('name', 'recipe')}.{'.'.join(labels)}"
         variant["name"] = name

@@ -41,7 +41,6 @@ MAX_IGNORE_ENTRIES = 256  # ignore: names rules, code prefixes or families: a fe
 MAX_SELECTOR_CHARS = 128  # the longest rule name is under 64
 
 
-
 # ---------------------------------------------------------------------------------------- model
 class Quantization(str, Enum):
     NVFP4 = "nvfp4"
@@ -53,7 +52,8 @@ class ModelSection(Strict):
     path: PathText = Field(description="Hugging Face id or local directory of the model")
     served_name: str | None = Field(None, description="--served-model-name; default: the path")
     family: ModelFamily | None = Field(
-        None, description="hybrid | dense | moe; inferred from a local config.json or a built-in spec")
+        None, description="hybrid | dense | moe; inferred from a local config.json or a built-in spec"
+    )
     quantization: Quantization | None = None
     dtype: Literal["auto", "bfloat16", "float16", "float32"] | None = None
     num_experts: int | None = Field(None, ge=1, le=1 << 20, description="routed experts (inferred when known)")
@@ -77,13 +77,16 @@ class ModelSection(Strict):
 # --------------------------------------------------------------------------------------- engine
 class EngineSection(Strict):
     vllm_version: str | None = Field(
-        None, description="vLLM release the endpoints run, e.g. 0.26.0 (or read from the image tag)")
+        None, description="vLLM release the endpoints run, e.g. 0.26.0 (or read from the image tag)"
+    )
     image: str | None = Field(None, description="container image; only vllm/vllm-openai:vX.Y.Z gives the vLLM version")
-    patches: list[Annotated[int, Field(ge=1, le=10**8)]] = Field(default_factory=lambda: [],
-                               description="upstream vLLM PR numbers a nightly/patched build carries")
+    patches: list[Annotated[int, Field(ge=1, le=10**8)]] = Field(
+        default_factory=lambda: [], description="upstream vLLM PR numbers a nightly/patched build carries"
+    )
     venv: PathText | None = Field(None, description="virtual environment whose bin/ holds vllm and vllm-router")
-    serve_command: list[str] = Field(default_factory=lambda: ["vllm", "serve"],
-                                     description="how to call the server; the model path follows")
+    serve_command: list[str] = Field(
+        default_factory=lambda: ["vllm", "serve"], description="how to call the server; the model path follows"
+    )
     router_command: list[str] = Field(default_factory=lambda: ["vllm-router"])
     env: dict[str, str] = Field(default_factory=dict, description="environment for every process")
 
@@ -100,9 +103,10 @@ class EngineSection(Strict):
         # an envsubst placeholder (`${VLLM_IMAGE}`, `nvcr.io/team/vllm:${TAG}`) is set at deploy time, not
         # invalid: IMP001 says so
         if v is not None and not is_image_reference(with_stand_ins(v)):
-            raise SchemaValueError("not a container image reference",
-                                   fix="write it like vllm/vllm-openai:v0.26.0 or "
-                                       "registry.example:5000/team/vllm@sha256:<digest>")
+            raise SchemaValueError(
+                "not a container image reference",
+                fix="write it like vllm/vllm-openai:v0.26.0 or registry.example:5000/team/vllm@sha256:<digest>",
+            )
         return v
 
     _env_names = field_validator("env")(check_env_names)
@@ -131,19 +135,30 @@ class RoleSection(Strict):
     endpoints: int = Field(1, ge=1, le=1024, description="number of endpoints of this role")
     parallel: Parallelism = Field(default_factory=Parallelism, description="per endpoint: DEP8, TP4, ...")
     port: int = Field(..., ge=1, le=65535, description="HTTP port of the first endpoint; +1 per endpoint on a host")
-    side_channel_port: int = Field(..., ge=1, le=65535,
-                                   description="VLLM_NIXL_SIDE_CHANNEL_PORT base of the first endpoint on a host")
+    side_channel_port: int = Field(
+        ..., ge=1, le=65535, description="VLLM_NIXL_SIDE_CHANNEL_PORT base of the first endpoint on a host"
+    )
     kv_role: Literal["kv_producer", "kv_consumer", "kv_both"] | None = None
     env: dict[str, str] = Field(default_factory=dict)
-    extra_args: list[str] = Field(default_factory=lambda: [], description=(
-        "extra vllm serve arguments, verbatim; a whole ${NAME} item is a reference, expanded where the process runs"))
+    extra_args: list[str] = Field(
+        default_factory=lambda: [],
+        description=(
+            "extra vllm serve arguments, verbatim; a whole ${NAME} item is a reference, expanded where the process runs"
+        ),
+    )
     cpu_cores: list[str] | None = Field(
-        None, description="CPU platform: cores per endpoint, e.g. ['0'] or ['0-3', '4-7']")
-    data_parallel_rpc_port: int | None = Field(None, ge=1, le=65535,
-                                               description="--data-parallel-rpc-port (multi-node DP)")
-    devices: list[list[Annotated[int, Field(ge=0, le=4095)]]] | None = Field(None, description=(
-        "GPUs: local GPU ids per endpoint, e.g. [[0]]; endpoints that name the same GPU share it, "
-        "each taking its role's gpu_memory_utilization of the GPU's memory"))
+        None, description="CPU platform: cores per endpoint, e.g. ['0'] or ['0-3', '4-7']"
+    )
+    data_parallel_rpc_port: int | None = Field(
+        None, ge=1, le=65535, description="--data-parallel-rpc-port (multi-node DP)"
+    )
+    devices: list[list[Annotated[int, Field(ge=0, le=4095)]]] | None = Field(
+        None,
+        description=(
+            "GPUs: local GPU ids per endpoint, e.g. [[0]]; endpoints that name the same GPU share it, "
+            "each taking its role's gpu_memory_utilization of the GPU's memory"
+        ),
+    )
 
     # engine flags; None = not rendered (the engine's own default applies)
     max_num_batched_tokens: TokenCount | None = None
@@ -177,22 +192,24 @@ class RoleSection(Strict):
         if self.cpu_cores is not None and len(self.cpu_cores) != self.endpoints:
             raise SchemaValueError(
                 f"{len(self.cpu_cores)} cpu_cores entries for {self.endpoints} endpoint(s)",
-                fix="give one core list per endpoint, e.g. cpu_cores: ['0'] for one endpoint")
+                fix="give one core list per endpoint, e.g. cpu_cores: ['0'] for one endpoint",
+            )
         if self.devices is not None:
             if len(self.devices) != self.endpoints:
                 raise SchemaValueError(
                     f"{len(self.devices)} devices entries for {self.endpoints} endpoint(s)",
-                    fix="give one GPU list per endpoint, e.g. devices: [[0]] for one endpoint")
+                    fix="give one GPU list per endpoint, e.g. devices: [[0]] for one endpoint",
+                )
             for ids in self.devices:
                 if len(ids) != self.parallel.gpus:
                     raise SchemaValueError(
                         f"devices {ids}: {len(ids)} GPU(s) for an endpoint of {self.parallel.label} "
                         f"({self.parallel.gpus} GPUs)",
                         fix=f"name {self.parallel.gpus} GPU id(s) per endpoint, e.g. "
-                            f"devices: [{list(range(self.parallel.gpus))}]")
+                        f"devices: [{list(range(self.parallel.gpus))}]",
+                    )
                 if len(set(ids)) != len(ids):
-                    raise SchemaValueError(f"devices {ids} names a GPU twice",
-                                           fix="name each GPU of an endpoint once")
+                    raise SchemaValueError(f"devices {ids} names a GPU twice", fix="name each GPU of an endpoint once")
         return self
 
 
@@ -237,8 +254,9 @@ class KVTransferSection(Strict):
 
 
 # --------------------------------------------------------------------------------------- router
-RouterPolicy = Literal["random", "round_robin", "cache_aware", "kv_aware", "power_of_two",
-                       "consistent_hash", "sticky_least_loaded"]
+RouterPolicy = Literal[
+    "random", "round_robin", "cache_aware", "kv_aware", "power_of_two", "consistent_hash", "sticky_least_loaded"
+]
 
 
 class RouterSection(Strict):
@@ -252,8 +270,12 @@ class RouterSection(Strict):
     request_timeout_s: int | None = Field(None, ge=1, le=MAX_SECONDS)
     worker_startup_timeout_s: int | None = Field(None, ge=1, le=MAX_SECONDS)
     proxy_command: list[str] | None = Field(None, description="vllm-proxy: the command of the proxy server")
-    extra_args: list[str] = Field(default_factory=lambda: [], description=(
-        "extra router arguments, verbatim; a whole ${NAME} item is a reference, expanded where the process runs"))
+    extra_args: list[str] = Field(
+        default_factory=lambda: [],
+        description=(
+            "extra router arguments, verbatim; a whole ${NAME} item is a reference, expanded where the process runs"
+        ),
+    )
 
     _proxy_command = field_validator("proxy_command")(check_program)
 
@@ -263,8 +285,9 @@ class WorkloadSection(Strict):
     isl: int = Field(..., ge=1, le=MAX_TOKENS, description="input sequence length (tokens)")
     osl: int = Field(..., ge=1, le=MAX_TOKENS, description="output sequence length (tokens)")
     random_range_ratio: float = Field(0.0, ge=0, lt=1)
-    concurrency: list[Annotated[int, Field(le=1 << 24)]] = Field(default_factory=lambda: [1], min_length=1,
-                                                                  max_length=1024)
+    concurrency: list[Annotated[int, Field(le=1 << 24)]] = Field(
+        default_factory=lambda: [1], min_length=1, max_length=1024
+    )
     prompts_per_concurrency: int = Field(10, ge=1, le=1 << 20, description="requests per level = this x concurrency")
     text_only: bool = Field(True, description="the workload sends text only (no images/audio)")
 
@@ -301,8 +324,9 @@ class ParityCheck(Strict):
     reference: str = Field("prefill", description="'prefill' (its endpoint served directly) or a URL")
     num_prompts: int = Field(20, ge=1, le=1 << 20)
     max_tokens: int = Field(32, ge=1, le=MAX_TOKENS)
-    near_tie_nats: float = Field(0.1, ge=0, le=1000, allow_inf_nan=False,
-                                 description="a divergence under this margin is numerical")
+    near_tie_nats: float = Field(
+        0.1, ge=0, le=1000, allow_inf_nan=False, description="a divergence under this margin is numerical"
+    )
     min_match_rate: float = Field(0.75, ge=0, le=1)
 
 
@@ -333,11 +357,13 @@ class Recipe(Strict):
     kv_transfer: KVTransferSection = Field(default_factory=KVTransferSection)
     router: RouterSection = Field(default_factory=RouterSection)
     workload: WorkloadSection | None = Field(
-        None, description="the benchmark workload (isl/osl/concurrency); an accuracy-only recipe has none")
+        None, description="the benchmark workload (isl/osl/concurrency); an accuracy-only recipe has none"
+    )
     checks: ChecksSection = Field(default_factory=ChecksSection)
     launch: LaunchSection = Field(default_factory=LaunchSection)
     matrix: dict[str, list[Any]] | None = Field(
-        None, description="field path -> values; expands into one recipe per combination")
+        None, description="field path -> values; expands into one recipe per combination"
+    )
     ignore: dict[str, str] = Field(default_factory=dict, description="rule code -> reason it does not apply")
 
     @field_validator("ignore")
@@ -345,13 +371,17 @@ class Recipe(Strict):
     def _ignore_is_a_few_selectors(cls, v: dict[str, str]) -> dict[str, str]:
         """Each entry names a rule, a code prefix or a family: there are a few hundred of those."""
         if len(v) > MAX_IGNORE_ENTRIES:
-            raise SchemaValueError(f"{len(v):,} ignore: entries; at most {MAX_IGNORE_ENTRIES} (recipectl has fewer "
-                                   "rules, codes and families than that)",
-                                   fix="ignore a family (hybrid) or a code prefix (VER0) rather than each rule")
+            raise SchemaValueError(
+                f"{len(v):,} ignore: entries; at most {MAX_IGNORE_ENTRIES} (recipectl has fewer "
+                "rules, codes and families than that)",
+                fix="ignore a family (hybrid) or a code prefix (VER0) rather than each rule",
+            )
         long = next((k for k in v if len(k) > MAX_SELECTOR_CHARS), None)
         if long is not None:
-            raise SchemaValueError(f"an ignore: key of {len(long):,} characters names no rule",
-                                   fix="name a rule listed by `recipectl rules`, or drop the entry")
+            raise SchemaValueError(
+                f"an ignore: key of {len(long):,} characters names no rule",
+                fix="name a rule listed by `recipectl rules`, or drop the entry",
+            )
         return v
 
     @field_validator("prefill", "decode")
@@ -368,13 +398,15 @@ class Recipe(Strict):
         if last_http > 65535:
             raise SchemaValueError(
                 f"{role}.port {spec.port}: endpoint {per_host} on one host would listen on port {last_http}",
-                fix=f"{role}:\n  port: {65535 - per_host + 1}")
+                fix=f"{role}:\n  port: {65535 - per_host + 1}",
+            )
         last_side = spec.side_channel_port + per_host * spec.parallel.dp - 1
         if last_side > 65535:
             raise SchemaValueError(
                 f"{role}.side_channel_port {spec.side_channel_port}: {per_host} endpoint(s) of DP "
                 f"{spec.parallel.dp} on one host would use side-channel port {last_side}",
-                fix=f"{role}:\n  side_channel_port: {65535 - per_host * spec.parallel.dp + 1}")
+                fix=f"{role}:\n  side_channel_port: {65535 - per_host * spec.parallel.dp + 1}",
+            )
         return spec
 
     @field_validator("name")

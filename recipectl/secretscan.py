@@ -11,8 +11,7 @@ import re
 from typing import Any
 
 # A name component that says "credential": HF_TOKEN, DB_PASSWD, OPENAI_KEY, GITHUB_PAT, AWS_SECRET_ACCESS_KEY
-_SECRET_NAME = re.compile(
-    r"(?:^|_)(?:TOKEN|SECRET|PASSWORD|PASSWD|KEY|APIKEY|ACCESSKEY|PAT|CREDENTIALS?)(?:_|$)", re.I)
+_SECRET_NAME = re.compile(r"(?:^|_)(?:TOKEN|SECRET|PASSWORD|PASSWD|KEY|APIKEY|ACCESSKEY|PAT|CREDENTIALS?)(?:_|$)", re.I)
 _NOT_SECRET_NAME = re.compile(r"_(?:PATH|FILE|DIR|HOST|PORT|URL|ID)$", re.I)
 
 # Token formats with a recognisable prefix (and enough characters after it to be a real one).
@@ -28,7 +27,8 @@ _SECRET_VALUE = re.compile(
     r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key id
     r"|\bxox[abprs]-[A-Za-z0-9-]{10,}"  # Slack
     r"|\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]+"  # JWT
-    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----)")
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----)"
+)
 
 # user:password@ in a URL: the userinfo is the secret, the scheme and host stay
 _SECRET_USERINFO = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")
@@ -36,19 +36,26 @@ _SECRET_USERINFO = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")
 # A credential in a URL's query (`?token=`, `&api_key=`, `access_token=`, a signed URL's `sig=`),
 # or such a pair on its own (`access_token=...`): the parameter name stays, its value is the secret.
 # A reference (`?token=${TOKEN}`) is none, nor what was redacted already.
-_QUERY_NAME = (r"(?:(?:access|id|refresh|auth|session|x-amz-security)[_-]?)?token|(?:client[_-]?)?secret|"
-               r"(?:api|access|secret|private)[_-]?key|apikey|password|passwd")
+_QUERY_NAME = (
+    r"(?:(?:access|id|refresh|auth|session|x-amz-security)[_-]?)?token|(?:client[_-]?)?secret|"
+    r"(?:api|access|secret|private)[_-]?key|apikey|password|passwd"
+)
 _SECRET_QUERY = re.compile(
     rf"(?P<name>(?:[?&;](?:{_QUERY_NAME}|key|pwd|sig|signature|x-amz-signature|x-amz-credential|auth)"
     rf"|(?<![A-Za-z0-9_])(?:{_QUERY_NAME}))=)"  # bare `key=`, `sig=` only inside a URL's query
-    r"(?P<value>(?![$<])[^&#\s]+)", re.I)
+    r"(?P<value>(?![$<])[^&#\s]+)",
+    re.I,
+)
 
 # ${NAME}, $NAME; ${NAME:-default} is a reference only when the default is empty or another reference
 _ENV_REF = re.compile(r"^\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-(.*))?\}|([A-Za-z_][A-Za-z0-9_]*))$", re.S)
 
 # Flags whose value is a credential (vllm serve --api-key, vllm-router --api-key, hub tokens)
-_SECRET_FLAG = re.compile(r"^--?(?:[a-z0-9-]*-)?(?:api-keys?|token|hf-token|password|passwd|secret|"
-                          r"access-key|secret-key|auth-token|credentials?)$", re.I)
+_SECRET_FLAG = re.compile(
+    r"^--?(?:[a-z0-9-]*-)?(?:api-keys?|token|hf-token|password|passwd|secret|"
+    r"access-key|secret-key|auth-token|credentials?)$",
+    re.I,
+)
 
 
 def secret_name(name: str) -> bool:
@@ -112,8 +119,9 @@ def redact_argv(argv: list[str]) -> list[str]:
 
 def redact_env(env: dict[str, str]) -> dict[str, str]:
     """An environment for the run state: credential-named or credential-shaped literals hidden."""
-    return {k: v if pure_reference(v) or not (secret_name(k) or secret_value(v)) else "<redacted>"
-            for k, v in env.items()}
+    return {
+        k: v if pure_reference(v) or not (secret_name(k) or secret_value(v)) else "<redacted>" for k, v in env.items()
+    }
 
 
 def redact_data(value: Any, key: str | None = None, *, hide: bool = False) -> Any:
@@ -122,9 +130,12 @@ def redact_data(value: Any, key: str | None = None, *, hide: bool = False) -> An
     redacted as argv (`--api-key VALUE`), credential-shaped runs anywhere are <redacted>; keys are
     redacted as text. References stay: they hold no secret."""
     if isinstance(value, dict):
-        return {redact_text(k) if isinstance(k, str) else k:
-                redact_data(v, k if isinstance(k, str) else None, hide=hide or (isinstance(k, str) and secret_name(k)))
-                for k, v in value.items()}
+        return {
+            redact_text(k) if isinstance(k, str) else k: redact_data(
+                v, k if isinstance(k, str) else None, hide=hide or (isinstance(k, str) and secret_name(k))
+            )
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
         if all(isinstance(v, str) for v in value):
             items = redact_argv(list(value))

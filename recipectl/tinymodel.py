@@ -93,9 +93,16 @@ DENSE_PARAMS: dict = {
 QWEN35_PARAMS: dict = {
     **{k: v for k, v in HYBRID_PARAMS.items() if k != "architecture"},
     "architecture": "Qwen3_5MoeForConditionalGeneration",
-    "vision": {"depth": 1, "hidden_size": 64, "intermediate_size": 128, "num_heads": 2,
-               "patch_size": 16, "temporal_patch_size": 2, "spatial_merge_size": 2,
-               "num_position_embeddings": 64},
+    "vision": {
+        "depth": 1,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_heads": 2,
+        "patch_size": 16,
+        "temporal_patch_size": 2,
+        "spatial_merge_size": 2,
+        "num_position_embeddings": 64,
+    },
 }
 # A real-size Qwen3.5-35B-A3B, configuration only (no weights: it is served with --load-format
 # dummy, which allocates and fills every tensor at its real size). The text model's dimensions are
@@ -161,11 +168,15 @@ QWEN35_9B_PARAMS: dict = {
 # (--load-format dummy): everything but the sampler's max_num_seqs x vocab copies is negligible, so
 # its start-up isolates the planner's sampler term (scripts/gpu-memory-configs.txt). The tokenizer
 # stays the small one: ids past it are never produced by it, only by the dummy sampler run.
-QWEN35_VOCAB_PARAMS: dict = {**QWEN35_PARAMS, "config_only": True,
-                             "vocab_size": QWEN35_35B_A3B_PARAMS["vocab_size"]}
-KINDS = {"hybrid": HYBRID_PARAMS, "dense": DENSE_PARAMS, "qwen35": QWEN35_PARAMS,
-         "qwen35-35b-a3b": QWEN35_35B_A3B_PARAMS, "qwen35-vocab": QWEN35_VOCAB_PARAMS,
-         "qwen35-9b": QWEN35_9B_PARAMS}
+QWEN35_VOCAB_PARAMS: dict = {**QWEN35_PARAMS, "config_only": True, "vocab_size": QWEN35_35B_A3B_PARAMS["vocab_size"]}
+KINDS = {
+    "hybrid": HYBRID_PARAMS,
+    "dense": DENSE_PARAMS,
+    "qwen35": QWEN35_PARAMS,
+    "qwen35-35b-a3b": QWEN35_35B_A3B_PARAMS,
+    "qwen35-vocab": QWEN35_VOCAB_PARAMS,
+    "qwen35-9b": QWEN35_9B_PARAMS,
+}
 QWEN35_KINDS = ("qwen35", "qwen35-35b-a3b", "qwen35-vocab", "qwen35-9b")  # the multimodal wrapper and its vision tokens
 # Multimodal placeholder tokens the qwen35 kind's tokenizer adds (their ids must exist in the vocab).
 VISION_TOKENS = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
@@ -265,8 +276,11 @@ def _build_config(kind: str, eos_id: int, vision_ids: dict[str, int]):  # vision
         num_experts_per_tok=p.get("num_experts_per_tok"),
         num_experts=p.get("num_experts"),
         layer_types=list(p.get("layer_types", [])),
-        rope_parameters={"rope_type": "default", "rope_theta": p["rope_theta"],
-                         "partial_rotary_factor": p.get("partial_rotary_factor", 1.0)},
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": p["rope_theta"],
+            "partial_rotary_factor": p.get("partial_rotary_factor", 1.0),
+        },
     )
     if kind in QWEN35_KINDS:
         from transformers import Qwen3_5Config, Qwen3_5MoeConfig
@@ -277,11 +291,17 @@ def _build_config(kind: str, eos_id: int, vision_ids: dict[str, int]):  # vision
         v = p["vision"]
         cfg = (Qwen3_5MoeConfig if moe else Qwen3_5Config)(
             text_config={**text, **layers},
-            vision_config={**{k: val for k, val in v.items()}, "out_hidden_size": p["hidden_size"],
-                           "initializer_range": p["initializer_range"]},
-            image_token_id=vision_ids["<|image_pad|>"], video_token_id=vision_ids["<|video_pad|>"],
+            vision_config={
+                **{k: val for k, val in v.items()},
+                "out_hidden_size": p["hidden_size"],
+                "initializer_range": p["initializer_range"],
+            },
+            image_token_id=vision_ids["<|image_pad|>"],
+            video_token_id=vision_ids["<|video_pad|>"],
             vision_start_token_id=vision_ids["<|vision_start|>"],
-            vision_end_token_id=vision_ids["<|vision_end|>"], tie_word_embeddings=False)
+            vision_end_token_id=vision_ids["<|vision_end|>"],
+            tie_word_embeddings=False,
+        )
         cfg.text_config.dtype = p["dtype"]
         if p.get("mamba_ssm_dtype"):
             cfg.text_config.mamba_ssm_dtype = p["mamba_ssm_dtype"]
@@ -314,8 +334,11 @@ def _build_into(tmp: Path, kind: str, seed: int) -> None:
     if KINDS[kind].get("config_only"):
         cfg.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        print(f"recipectl.tinymodel: {kind} {KINDS[kind]['architecture']}, configuration only "
-              "(serve with --load-format dummy)", file=sys.stderr)
+        print(
+            f"recipectl.tinymodel: {kind} {KINDS[kind]['architecture']}, configuration only "
+            "(serve with --load-format dummy)",
+            file=sys.stderr,
+        )
         return
 
     torch.manual_seed(seed)
@@ -342,8 +365,11 @@ def _build_into(tmp: Path, kind: str, seed: int) -> None:
     model.save_pretrained(tmp, safe_serialization=True, max_shard_size="10GB")
     tokenizer.save_pretrained(tmp)
     n_params = sum(t.numel() for t in model.parameters())
-    print(f"recipectl.tinymodel: {kind} {KINDS[kind]['architecture']}, {n_params:,} parameters, "
-          f"vocab {len(tokenizer)}, seed {seed}", file=sys.stderr)
+    print(
+        f"recipectl.tinymodel: {kind} {KINDS[kind]['architecture']}, {n_params:,} parameters, "
+        f"vocab {len(tokenizer)}, seed {seed}",
+        file=sys.stderr,
+    )
 
 
 def make(out: str | os.PathLike, kind: str = "hybrid", seed: int = 0, force: bool = False) -> Path:
@@ -354,14 +380,12 @@ def make(out: str | os.PathLike, kind: str = "hybrid", seed: int = 0, force: boo
     if not force and is_current(out, kind, seed):
         return out
     if out.exists() and any(out.iterdir()) and not (out / STAMP_NAME).exists():
-        raise FileExistsError(
-            f"{out} is not empty and was not made by recipectl.tinymodel; refusing to overwrite")
+        raise FileExistsError(f"{out} is not empty and was not made by recipectl.tinymodel; refusing to overwrite")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
         _build_into(tmp, kind, seed)
-        (tmp / STAMP_NAME).write_text(json.dumps(stamp_for(kind, seed), indent=1, sort_keys=True)
-                                      + "\n")
+        (tmp / STAMP_NAME).write_text(json.dumps(stamp_for(kind, seed), indent=1, sort_keys=True) + "\n")
         # mkdtemp makes a 0700 directory; make the result readable like a normal download.
         tmp.chmod(0o755)
         for f in tmp.iterdir():
@@ -378,7 +402,8 @@ def make(out: str | os.PathLike, kind: str = "hybrid", seed: int = 0, force: boo
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m recipectl.tinymodel",
-        description="Generate a tiny random-weight model (run with the engine's Python).")
+        description="Generate a tiny random-weight model (run with the engine's Python).",
+    )
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--kind", choices=sorted(KINDS), default="hybrid")
     ap.add_argument("--seed", type=int, default=0)

@@ -36,13 +36,15 @@ class Process:
 
     @property
     def side_channel_ports(self) -> range:
-        return range(self.side_channel_base + self.dp_start_rank,
-                     self.side_channel_base + self.dp_start_rank + self.dp_local)
+        return range(
+            self.side_channel_base + self.dp_start_rank, self.side_channel_base + self.dp_start_rank + self.dp_local
+        )
 
 
 @dataclass(frozen=True)
 class Endpoint:
     """One prefill or decode endpoint: its role, its index and the processes that serve it."""
+
     role: str
     index: int
     processes: tuple[Process, ...]
@@ -67,6 +69,7 @@ class Endpoint:
 @dataclass
 class Placement:
     """Every endpoint of a recipe placed on the cluster's nodes, the router's place, and what did not fit."""
+
     endpoints: list[Endpoint] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # why something did not fit
     router_node: int = 0
@@ -110,8 +113,7 @@ def place(recipe: Recipe) -> Placement:
     """
     cluster = recipe.cluster
     hosts = cluster.host_names
-    out = Placement(router_node=min(recipe.router.host_index, len(hosts) - 1),
-                    router_port=recipe.router.port)
+    out = Placement(router_node=min(recipe.router.host_index, len(hosts) - 1), router_port=recipe.router.port)
     out.router_host = hosts[out.router_node]
     free: list[list[int]] = [list(range(cluster.gpus_per_node)) for _ in hosts]
     per_host_count: dict[tuple[str, int], int] = {}
@@ -148,23 +150,33 @@ def place(recipe: Recipe) -> Placement:
 PortsOf = Callable[[str, RoleSection, int], tuple[int, int]]  # (role, spec, node) -> (HTTP, side channel)
 
 
-def _place_on_devices(recipe: Recipe, role: str, spec: RoleSection, i: int, ids: tuple[int, ...],
-                      claimed: set[tuple[str, int, int]], free: list[list[int]], ports: PortsOf,
-                      out: Placement) -> Endpoint | None:
+def _place_on_devices(
+    recipe: Recipe,
+    role: str,
+    spec: RoleSection,
+    i: int,
+    ids: tuple[int, ...],
+    claimed: set[tuple[str, int, int]],
+    free: list[list[int]],
+    ports: PortsOf,
+    out: Placement,
+) -> Endpoint | None:
     """An endpoint that names its GPUs (`devices`): on the first node where its role has not yet
     taken them. Endpoints of other roles may name the same GPUs: they share them, each with its
     own gpu_memory_utilization (TOP001 counts that memory, launch starts them one after another)."""
     gpn = recipe.cluster.gpus_per_node
     bad = [g for g in ids if g >= gpn]
     if bad:
-        out.problems.append(f"{role} endpoint {i}: devices {list(ids)} name GPU {bad[0]}, and a node has "
-                            f"GPUs 0-{gpn - 1}")
+        out.problems.append(
+            f"{role} endpoint {i}: devices {list(ids)} name GPU {bad[0]}, and a node has GPUs 0-{gpn - 1}"
+        )
         return None
     hosts = recipe.cluster.host_names
     node = next((n for n in range(len(hosts)) if not any((role, n, g) in claimed for g in ids)), None)
     if node is None:
-        out.problems.append(f"{role} endpoint {i}: devices {list(ids)} are taken by other {role} endpoints "
-                            "on every node")
+        out.problems.append(
+            f"{role} endpoint {i}: devices {list(ids)} are taken by other {role} endpoints on every node"
+        )
         return None
     for g in ids:
         claimed.add((role, node, g))
@@ -172,12 +184,12 @@ def _place_on_devices(recipe: Recipe, role: str, spec: RoleSection, i: int, ids:
             free[node].remove(g)
     http, side = ports(role, spec, node)
     cores = spec.cpu_cores[i] if spec.cpu_cores else None
-    return Endpoint(role, i, (Process(role, i, node, hosts[node], ids, spec.parallel.dp, 0, False, http, side,
-                                      cores),))
+    return Endpoint(role, i, (Process(role, i, node, hosts[node], ids, spec.parallel.dp, 0, False, http, side, cores),))
 
 
-def _place_endpoint(recipe: Recipe, role: str, spec: RoleSection, i: int, free: list[list[int]], ports: PortsOf,
-                    out: Placement) -> Endpoint | None:
+def _place_endpoint(
+    recipe: Recipe, role: str, spec: RoleSection, i: int, free: list[list[int]], ports: PortsOf, out: Placement
+) -> Endpoint | None:
     cluster = recipe.cluster
     hosts = cluster.host_names
     par = spec.parallel
@@ -214,16 +226,28 @@ def _place_endpoint(recipe: Recipe, role: str, spec: RoleSection, i: int, free: 
     n_nodes = par.dp // ranks_per_node
     empty = [n for n, g in enumerate(free) if len(g) == gpn]
     if len(empty) < n_nodes:
-        out.problems.append(f"{role} endpoint {i} ({par.label}) needs {n_nodes} whole nodes; "
-                            f"{len(empty)} free")
+        out.problems.append(f"{role} endpoint {i} ({par.label}) needs {n_nodes} whole nodes; {len(empty)} free")
         return None
     procs: list[Process] = []
     for j, node in enumerate(empty[:n_nodes]):
         take = tuple(free[node][: ranks_per_node * par.tp])
         del free[node][: ranks_per_node * par.tp]
         http, side = ports(role, spec, node) if j == 0 else (spec.port, spec.side_channel_port)
-        procs.append(Process(role, i, node, hosts[node], take, ranks_per_node, j * ranks_per_node, j > 0,
-                             http, side if j == 0 else procs[0].side_channel_base, cores))
+        procs.append(
+            Process(
+                role,
+                i,
+                node,
+                hosts[node],
+                take,
+                ranks_per_node,
+                j * ranks_per_node,
+                j > 0,
+                http,
+                side if j == 0 else procs[0].side_channel_base,
+                cores,
+            )
+        )
     return Endpoint(role, i, tuple(procs))
 
 

@@ -24,31 +24,37 @@ def collect_files(paths: list[str]) -> list[Path]:
         if p.is_dir():
             found = sorted(f for f in p.rglob("*") if f.suffix in (".yaml", ".yml") and f.is_file())
             if not found:
-                raise RecipectlError(f"{raw}: no *.yaml recipes in this directory",
-                                     fix="name recipe files directly, or point at recipes/")
+                raise RecipectlError(
+                    f"{raw}: no *.yaml recipes in this directory",
+                    fix="name recipe files directly, or point at recipes/",
+                )
             out.extend(found)
         else:
             out.append(p)
     return out
 
 
-def validate_file(path: Path, *, select: set[str] | None = None, selection: Selection | None = None,
-                  run_ignored: bool = False) -> tuple[FileReport, list[LoadedRecipe]]:
+def validate_file(
+    path: Path, *, select: set[str] | None = None, selection: Selection | None = None, run_ignored: bool = False
+) -> tuple[FileReport, list[LoadedRecipe]]:
     """Load a recipe file and run the selected rules on each of its recipes (`select`: only these
     codes or names; `selection`: a full selection, rules/selection.py; `run_ignored`: the ignored
     rules too, their findings kept apart)."""
     return report_for(load_file(path), select=select, selection=selection, run_ignored=run_ignored)
 
 
-def report_for(result: LoadResult, *, select: set[str] | None = None, selection: Selection | None = None,
-               run_ignored: bool = False) -> tuple[FileReport, list[LoadedRecipe]]:
+def report_for(
+    result: LoadResult, *, select: set[str] | None = None, selection: Selection | None = None, run_ignored: bool = False
+) -> tuple[FileReport, list[LoadedRecipe]]:
     report = FileReport(file=result.file, diagnostics=list(result.diagnostics), valid=result.ok)
     if result.recipes:
         names = {r.recipe.name for r in result.recipes}
         report.recipe_name = result.recipes[0].recipe.name if len(names) == 1 else f"{len(names)} variants"
     if report.valid:
-        per_variant = [(loaded.variant, run_rules(loaded, select=select, selection=selection,
-                                                  run_ignored=run_ignored)) for loaded in result.recipes]
+        per_variant = [
+            (loaded.variant, run_rules(loaded, select=select, selection=selection, run_ignored=run_ignored))
+            for loaded in result.recipes
+        ]
         report.diagnostics.extend(_merge_variants([(v, found) for v, (found, _, _) in per_variant]))
         report.ignored = _merge_variants([(v, ignored) for v, (_, ignored, _) in per_variant])
         report.ignored_rules = {code: why for _, (_, _, rules) in per_variant for code, why in rules.items()}
@@ -92,8 +98,10 @@ def load_one(path: str) -> LoadedRecipe:
         raise RecipectlError(format_reports_text([report]).rstrip(), fix="recipectl validate " + path)
     if len(recipes) != 1:
         names = ", ".join(r.recipe.name for r in recipes)
-        raise RecipectlError(f"{path} expands into {len(recipes)} recipes ({names})",
-                             fix="pick one with --variant NAME, or write it out with recipectl expand")
+        raise RecipectlError(
+            f"{path} expands into {len(recipes)} recipes ({names})",
+            fix="pick one with --variant NAME, or write it out with recipectl expand",
+        )
     return recipes[0]
 
 
@@ -105,10 +113,12 @@ def refuse_rule_errors(loaded: LoadedRecipe, path: str) -> None:
     if not errors:
         return
     report = FileReport(file=str(path), diagnostics=errors, valid=True, recipe_name=loaded.recipe.name)
-    raise RecipectlError(f"the rules found {len(errors)} error(s); nothing was started or written\n"
-                         + format_reports_text([report]).rstrip(),
-                         fix="fix them, or declare a rule that does not apply: ignore: {CODE: reason}",
-                         exit_code=ExitCode.FINDINGS)
+    raise RecipectlError(
+        f"the rules found {len(errors)} error(s); nothing was started or written\n"
+        + format_reports_text([report]).rstrip(),
+        fix="fix them, or declare a rule that does not apply: ignore: {CODE: reason}",
+        exit_code=ExitCode.FINDINGS,
+    )
 
 
 def load_variant(path: str, variant: str | None, *, refuse_errors: bool = False) -> LoadedRecipe:
@@ -125,5 +135,6 @@ def load_variant(path: str, variant: str | None, *, refuse_errors: bool = False)
             if refuse_errors:
                 refuse_rule_errors(r, path)
             return r
-    raise RecipectlError(f"no variant {variant!r} in {path}",
-                         fix="variants: " + ", ".join(r.recipe.name for r in recipes))
+    raise RecipectlError(
+        f"no variant {variant!r} in {path}", fix="variants: " + ", ".join(r.recipe.name for r in recipes)
+    )

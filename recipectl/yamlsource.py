@@ -91,7 +91,7 @@ class Refused(Exception):
 
 
 def _tag_name(tag: str) -> str:
-    return "!!" + tag[len(_STD):] if tag.startswith(_STD) else tag
+    return "!!" + tag[len(_STD) :] if tag.startswith(_STD) else tag
 
 
 class Walker:
@@ -110,11 +110,19 @@ class Walker:
     def walk(self, node: yaml.Node, path: PathKey, depth: int = 0) -> None:
         self.count += 1
         if self.count > MAX_NODES:
-            raise Refused(f"the document expands to more than {MAX_NODES:,} values (aliases included)",
-                           node.start_mark, path, "write the values out; a recipe needs a few hundred")
+            raise Refused(
+                f"the document expands to more than {MAX_NODES:,} values (aliases included)",
+                node.start_mark,
+                path,
+                "write the values out; a recipe needs a few hundred",
+            )
         if node.tag not in _TAGS_OK:
-            raise Refused(f"tag {_tag_name(node.tag)} has no place in a recipe", node.start_mark, path,
-                           "remove the tag; write a plain value")
+            raise Refused(
+                f"tag {_tag_name(node.tag)} has no place in a recipe",
+                node.start_mark,
+                path,
+                "remove the tag; write a plain value",
+            )
         if isinstance(node, yaml.ScalarNode):
             self.spans.append((node.start_mark.index, node.end_mark.index, path))
             self._scalar(node, path)
@@ -122,8 +130,12 @@ class Walker:
         if depth >= MAX_DEPTH:
             raise Refused(f"nested deeper than {MAX_DEPTH} levels", node.start_mark, path)
         if id(node) in self.open:
-            raise Refused("an alias refers to the node that contains it (a recursive alias)",
-                           node.start_mark, path, "anchor a value, and use its alias outside of it")
+            raise Refused(
+                "an alias refers to the node that contains it (a recursive alias)",
+                node.start_mark,
+                path,
+                "anchor a value, and use its alias outside of it",
+            )
         self.open.add(id(node))
         try:
             if isinstance(node, yaml.MappingNode):
@@ -160,31 +172,54 @@ class Walker:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            raise Refused("the text is not valid Unicode (a lone surrogate, e.g. an escaped \\udc80)",
-                           node.start_mark, path, "remove the escape, or write the character itself") from None
+            raise Refused(
+                "the text is not valid Unicode (a lone surrogate, e.g. an escaped \\udc80)",
+                node.start_mark,
+                path,
+                "remove the escape, or write the character itself",
+            ) from None
         if node.tag not in _TAGS_CHECKED:
             return
         implicit = self.loader.resolve(yaml.ScalarNode, value, (True, False))
         accepted = {node.tag} | ({_STD + "int"} if node.tag == _STD + "float" else set())
         if implicit not in accepted:
-            raise Refused(f"{quoted(value, path)} is not a valid {_tag_name(node.tag)}", node.start_mark, path,
-                           {"bool": "write true or false", "int": "write a whole number",
-                            "float": "write a number", "null": "write null, or remove the key"}
-                           .get(node.tag[len(_STD):], "remove the tag"))
+            raise Refused(
+                f"{quoted(value, path)} is not a valid {_tag_name(node.tag)}",
+                node.start_mark,
+                path,
+                {
+                    "bool": "write true or false",
+                    "int": "write a whole number",
+                    "float": "write a number",
+                    "null": "write null, or remove the key",
+                }.get(node.tag[len(_STD) :], "remove the tag"),
+            )
         try:
             constructed = self.loader.construct_object(node)
         except (ValueError, OverflowError, yaml.YAMLError):  # e.g. past Python's 4,300-digit int limit
-            raise Refused(f"{quoted(value, path)} is not a valid {_tag_name(node.tag)}", node.start_mark,
-                           path) from None
+            raise Refused(
+                f"{quoted(value, path)} is not a valid {_tag_name(node.tag)}", node.start_mark, path
+            ) from None
         if isinstance(constructed, bool) or not isinstance(constructed, (int, float)):
             return
-        if isinstance(constructed, float) and constructed != constructed or constructed in (float("inf"),
-                                                                                           float("-inf")):
-            raise Refused(f"{quoted(value, path, bare=True)} is not a finite number", node.start_mark, path,
-                           "write a finite number")
+        if (
+            isinstance(constructed, float)
+            and constructed != constructed
+            or constructed in (float("inf"), float("-inf"))
+        ):
+            raise Refused(
+                f"{quoted(value, path, bare=True)} is not a finite number",
+                node.start_mark,
+                path,
+                "write a finite number",
+            )
         if abs(constructed) > MAX_INT:
-            raise Refused(f"{quoted(value, path, bare=True)} is out of range (a recipe's numbers are below 2**53)",
-                           node.start_mark, path, "write a realistic number")
+            raise Refused(
+                f"{quoted(value, path, bare=True)} is out of range (a recipe's numbers are below 2**53)",
+                node.start_mark,
+                path,
+                "write a realistic number",
+            )
 
 
 # Characters that make a file read other than it parses. YAML 1.1 (PyYAML, libyaml) breaks lines at
@@ -196,8 +231,9 @@ class Walker:
 HIDDEN_CHARACTERS = re.compile("[\x85\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
-def hidden_character(text: str, spans: list[tuple[int, int, PathKey]] | None = None,
-                     file: str = "<recipe>") -> Refused | None:
+def hidden_character(
+    text: str, spans: list[tuple[int, int, PathKey]] | None = None, file: str = "<recipe>"
+) -> Refused | None:
     """The refusal of the first hidden line break or direction control in `text`, at its line and
     column as an editor counts them (lines end at \\n only), and the path of the key or value that
     holds it among `spans` (the Walker's; none for a comment); None when the text has none."""
@@ -210,11 +246,18 @@ def hidden_character(text: str, spans: list[tuple[int, int, PathKey]] | None = N
     ch = m.group()
     name = unicodedata.name(ch, "NEXT LINE" if ch == "\x85" else "a control character")
     path = next((p for start, end, p in spans or () if start <= i < end), ())
-    what = ("YAML breaks the line here, while editors, grep and diff show one line"
-            if ch in "\x85\u2028\u2029" else "it reorders how the text around it is shown")
+    what = (
+        "YAML breaks the line here, while editors, grep and diff show one line"
+        if ch in "\x85\u2028\u2029"
+        else "it reorders how the text around it is shown"
+    )
     where = " in a key or value" if path else "" if spans is None else " outside every key and value (a comment)"
-    return Refused(f"U+{ord(ch):04X} ({name}){where}: {what}", yaml.Mark(file, i, line, col, None, i), path,
-                   f"delete the character (grep -nP '\\x{{{ord(ch):04X}}}' finds each one)")
+    return Refused(
+        f"U+{ord(ch):04X} ({name}){where}: {what}",
+        yaml.Mark(file, i, line, col, None, i),
+        path,
+        f"delete the character (grep -nP '\\x{{{ord(ch):04X}}}' finds each one)",
+    )
 
 
 def short(text: str, limit: int = 40) -> str:
@@ -271,4 +314,3 @@ def compose_documents(text: str, loader_class: type | None = None) -> Iterator[t
             yield loader.construct_document(node), positions
     finally:
         loader.dispose()
-

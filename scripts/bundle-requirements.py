@@ -25,9 +25,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGE = ROOT / "scripts" / "bundles" / "gpu-image-packages.txt"
-PLATFORMS = ("manylinux_2_31_x86_64 manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_26_x86_64 "
-             "manylinux_2_24_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux_2_5_x86_64 "
-             "manylinux1_x86_64")
+PLATFORMS = (
+    "manylinux_2_31_x86_64 manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_26_x86_64 "
+    "manylinux_2_24_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux_2_5_x86_64 "
+    "manylinux1_x86_64"
+)
 
 
 def canonical(name: str) -> str:
@@ -58,15 +60,36 @@ def image_packages() -> dict[str, str | None]:
 
 def resolve(requirements: list[str], constraints: list[str]) -> list[tuple[str, str]]:
     pip = os.environ.get("PIP", "pip").split()
-    target = ["--only-binary=:all:", "--python-version", os.environ.get("PYTHON_VERSION", "3.12"),
-              "--implementation", "cp"]
+    target = [
+        "--only-binary=:all:",
+        "--python-version",
+        os.environ.get("PYTHON_VERSION", "3.12"),
+        "--implementation",
+        "cp",
+    ]
     for p in os.environ.get("PLATFORMS", PLATFORMS).split():
         target += ["--platform", p]
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "c.txt").write_text("\n".join(constraints) + "\n")
         report = Path(tmp) / "report.json"
-        subprocess.run([*pip, "install", "-q", "--dry-run", "--ignore-installed", "--target", f"{tmp}/t",
-                        "--report", str(report), "-c", f"{tmp}/c.txt", *target, *requirements], check=True)
+        subprocess.run(
+            [
+                *pip,
+                "install",
+                "-q",
+                "--dry-run",
+                "--ignore-installed",
+                "--target",
+                f"{tmp}/t",
+                "--report",
+                str(report),
+                "-c",
+                f"{tmp}/c.txt",
+                *target,
+                *requirements,
+            ],
+            check=True,
+        )
         items = json.loads(report.read_text())["install"]
     return sorted((i["metadata"]["name"], i["metadata"]["version"]) for i in items)
 

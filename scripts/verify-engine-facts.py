@@ -52,8 +52,12 @@ from recipectl.fileio import write_atomic  # noqa: E402
 REPORT = ROOT / "docs" / "engine-facts.md"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "recipectl" / "wheels"
 # pip matches --platform tags exactly: every glibc level a vLLM x86_64 wheel has been tagged with
-PLATFORMS = (*(f"manylinux_2_{n}_x86_64" for n in range(39, 16, -1)), "manylinux2014_x86_64", "manylinux1_x86_64",
-             "linux_x86_64")
+PLATFORMS = (
+    *(f"manylinux_2_{n}_x86_64" for n in range(39, 16, -1)),
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+    "linux_x86_64",
+)
 MIN_FREE_GB = 20
 STRICT_SYMBOLS = False  # --strict-symbols
 
@@ -65,8 +69,13 @@ def row_digest(f: Fact) -> str:
     """sha256 of what the report verified about a row: id, kind, what, releases, package, PRs and
     every evidence check. A note or a value may change without a new run; these may not."""
     data = {
-        "id": f.id, "kind": f.kind, "what": f.what, "package": f.package, "prs": list(f.prs),
-        "since": fmt_version(f.since) if f.since else None, "until": fmt_version(f.until) if f.until else None,
+        "id": f.id,
+        "kind": f.kind,
+        "what": f.what,
+        "package": f.package,
+        "prs": list(f.prs),
+        "since": fmt_version(f.since) if f.since else None,
+        "until": fmt_version(f.until) if f.until else None,
         "evidence": [evidence_text(e) for e in f.evidence],
     }
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
@@ -102,6 +111,7 @@ def checked_releases(f: Fact, known: tuple[Version, ...]) -> list[Version]:
     open end at the table's oldest or newest release. Where its evidence moved (an entry's own
     since/until), the release it moved in and the one before, so each place is read in a release
     it is for."""
+
     def before(v: Version) -> Version | None:
         older = [r for r in known if r < v]
         return older[-1] if older else None
@@ -181,8 +191,7 @@ class Source:
 
 
 def installed_source(site_packages: Path) -> Source:
-    names = [p.relative_to(site_packages).as_posix() for p in (site_packages / "vllm").rglob("*")
-             if readable(p.name)]
+    names = [p.relative_to(site_packages).as_posix() for p in (site_packages / "vllm").rglob("*") if readable(p.name)]
     return Source(site_packages, names)
 
 
@@ -258,7 +267,9 @@ def _field_default(tree: ast.Module, dotted: str):
                         v = item.value
                         # dataclasses.field(default=V) or pydantic's Field(V) / Field(default=V)
                         if isinstance(v, ast.Call) and getattr(v.func, "id", getattr(v.func, "attr", "")) in (
-                                "field", "Field"):
+                            "field",
+                            "Field",
+                        ):
                             d = _kw(v, "default") or (v.args[0] if v.args else None)
                             if d is not None:
                                 return True, _literal(d)
@@ -269,8 +280,11 @@ def _field_default(tree: ast.Module, dotted: str):
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
             dest = _kw(node, "dest")
-            if isinstance(dest, ast.Constant) and dest.value == dotted or any(
-                    isinstance(a, ast.Constant) and a.value == "--" + dotted.replace("_", "-") for a in node.args):
+            if (
+                isinstance(dest, ast.Constant)
+                and dest.value == dotted
+                or any(isinstance(a, ast.Constant) and a.value == "--" + dotted.replace("_", "-") for a in node.args)
+            ):
                 d = _kw(node, "default")
                 return True, (_literal(d) if d is not None else None)
     return False, None
@@ -314,8 +328,9 @@ def check_evidence(e: Evidence, src: Source) -> Finding:
         if e.lacks is not None and not ok:  # the text is still there: lacks fails
             return Finding(False, f"{name}: {detail}", symbol=has_symbol, near=near)
         details.append(f"{name}: {detail}")
-    symbol = any(e.symbol in src.text(n) if n.endswith(".so") else e.symbol in _symbols(ast.parse(src.text(n)))
-                 for n in files)
+    symbol = any(
+        e.symbol in src.text(n) if n.endswith(".so") else e.symbol in _symbols(ast.parse(src.text(n))) for n in files
+    )
     return Finding(e.lacks is not None, "; ".join(details), symbol=symbol)
 
 
@@ -398,9 +413,23 @@ def _free_gb(path: Path) -> float:
 
 
 def _download(dist: str, version: str, into: Path) -> Path | None:
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--no-cache-dir",
-           "--python-version", "3.11", "--implementation", "cp", *[a for p in PLATFORMS for a in ("--platform", p)],
-           f"{dist}=={version}", "-d", str(into)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--no-cache-dir",
+        "--python-version",
+        "3.11",
+        "--implementation",
+        "cp",
+        *[a for p in PLATFORMS for a in ("--platform", p)],
+        f"{dist}=={version}",
+        "-d",
+        str(into),
+    ]
     print(f"[verify-engine-facts] pip download {dist}=={version}", file=sys.stderr, flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True)
     wheels = list(into.glob("*.whl"))
@@ -420,9 +449,12 @@ def fetch(dist: str, version: str, patterns: list[str], offline: bool) -> Wheel 
     cached = _load_meta(dist, version)
     if cached is not None:
         # a new pattern whose files an earlier pattern extracted already needs no download
-        missing = [p for p in patterns if p not in cached.extracted
-                   and any(readable(n) and fnmatch.fnmatchcase(n, p) and not _extracted(cached, n)
-                           for n in cached.names)]
+        missing = [
+            p
+            for p in patterns
+            if p not in cached.extracted
+            and any(readable(n) and fnmatch.fnmatchcase(n, p) and not _extracted(cached, n) for n in cached.names)
+        ]
         if not missing:
             new = [p for p in patterns if p not in cached.extracted]
             if new:
@@ -450,8 +482,9 @@ def fetch(dist: str, version: str, patterns: list[str], offline: bool) -> Wheel 
                 h.update(chunk)
         wheel = Wheel(dist, version, path.name, h.hexdigest(), path.stat().st_size)
         if cached is not None and cached.sha256 != wheel.sha256:
-            raise SystemExit(f"verify-engine-facts: {path.name} changed on the index: sha256 {wheel.sha256}, "
-                             f"cached {cached.sha256}")
+            raise SystemExit(
+                f"verify-engine-facts: {path.name} changed on the index: sha256 {wheel.sha256}, cached {cached.sha256}"
+            )
         files = wheel.dir / "files"
         with zipfile.ZipFile(path) as z:
             wheel.names = sorted(n for n in z.namelist() if not n.endswith("/"))
@@ -539,9 +572,15 @@ def _cell(text: str) -> str:
 def report(facts: tuple[Fact, ...], known: tuple[Version, ...], results: dict[str, list[Check]]) -> str:
     failed = [f.id for f in facts if not all(c.ok for c in results[f.id])]
     stale = [f.id for f in facts if not all(c.symbol_ok for c in results[f.id] if c.found is not None)]
-    wheels = sorted({(c.wheel.dist, c.wheel.version, c.wheel.filename, c.wheel.sha256)
-                     for cs in results.values() for c in cs if c.wheel is not None},
-                    key=lambda w: (tuple(map(int, w[1].split("."))), w[0]))
+    wheels = sorted(
+        {
+            (c.wheel.dist, c.wheel.version, c.wheel.filename, c.wheel.sha256)
+            for cs in results.values()
+            for c in cs
+            if c.wheel is not None
+        },
+        key=lambda w: (tuple(map(int, w[1].split("."))), w[0]),
+    )
     lines = [
         "# vLLM engine facts, checked in each release's own code",
         "",
@@ -581,8 +620,10 @@ def report(facts: tuple[Fact, ...], known: tuple[Version, ...], results: dict[st
                 near = sorted({n for x in c.findings for n in x.near})
                 sym = " (symbol not found" + (f"; the file defines {', '.join(near)}" if near else "") + ")"
             read = "; ".join(x.detail for x in c.findings)
-            lines.append(f"| {fmt_version(c.release)} | {'holds' if c.expected else 'absent'} | {found}{sym} | "
-                         f"{'ok' if c.ok else 'FAIL'} | {_cell(read)} |")
+            lines.append(
+                f"| {fmt_version(c.release)} | {'holds' if c.expected else 'absent'} | {found}{sym} | "
+                f"{'ok' if c.ok else 'FAIL'} | {_cell(read)} |"
+            )
         lines.append("")
     return "\n".join(lines)
 
@@ -594,9 +635,11 @@ def check_installed(site_packages: Path, version: Version) -> list[str]:
     for f in engine_facts.facts():
         found, findings = check_fact(f, src, version)
         if found != bool(f.holds(version)):
-            bad.append(f"{f.id}: table says {'holds' if f.holds(version) else 'absent'} at "
-                       f"{fmt_version(version)}, installed code: {'holds' if found else 'absent'} "
-                       f"({'; '.join(x.detail for x in findings)})")
+            bad.append(
+                f"{f.id}: table says {'holds' if f.holds(version) else 'absent'} at "
+                f"{fmt_version(version)}, installed code: {'holds' if found else 'absent'} "
+                f"({'; '.join(x.detail for x in findings)})"
+            )
     return bad
 
 
@@ -605,8 +648,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--offline", action="store_true", help="use only cached wheels' files")
     ap.add_argument("--report", type=Path, default=REPORT)
     ap.add_argument("--check-installed", nargs=2, metavar=("SITE_PACKAGES", "VERSION"))
-    ap.add_argument("--strict-symbols", action="store_true",
-                    help="a row whose symbol the file does not define (where the fact holds) fails")
+    ap.add_argument(
+        "--strict-symbols",
+        action="store_true",
+        help="a row whose symbol the file does not define (where the fact holds) fails",
+    )
     args = ap.parse_args(argv)
     global STRICT_SYMBOLS
     STRICT_SYMBOLS = args.strict_symbols
@@ -619,8 +665,10 @@ def main(argv: list[str] | None = None) -> int:
     results = run(facts, known, args.offline)
     write_atomic(args.report, report(facts, known, results) + "\n")
     failed = [f.id for f in facts if not all(c.ok for c in results[f.id])]
-    print(f"[verify-engine-facts] wrote {args.report}: {len(facts) - len(failed)}/{len(facts)} facts hold"
-          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    print(
+        f"[verify-engine-facts] wrote {args.report}: {len(facts) - len(failed)}/{len(facts)} facts hold"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
     return 1 if failed else 0
 
 

@@ -12,9 +12,13 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 def pytest_addoption(parser):
-    parser.addoption("--require-all", action="store_true", default=False,
-                     help="a missing component (engine, Slurm, shellcheck, Kubernetes schemas) fails its "
-                          "tests instead of skipping them; CI=true does the same (tests/requirements.py)")
+    parser.addoption(
+        "--require-all",
+        action="store_true",
+        default=False,
+        help="a missing component (engine, Slurm, shellcheck, Kubernetes schemas) fails its "
+        "tests instead of skipping them; CI=true does the same (tests/requirements.py)",
+    )
 
 
 # The property tests explore new inputs on every developer run (a failure prints the case to
@@ -36,7 +40,8 @@ ENGINE_OR_SLURM_TIMEOUT_S = 3600
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("timeout") is None and (
-                item.get_closest_marker("engine") or item.get_closest_marker("slurm")):
+            item.get_closest_marker("engine") or item.get_closest_marker("slurm")
+        ):
             item.add_marker(pytest.mark.timeout(ENGINE_OR_SLURM_TIMEOUT_S))
 
 
@@ -77,8 +82,15 @@ def recipectl_cli():
 
     def run(*args: str, input: str | None = None, env: dict | None = None, timeout: float = 120):
         full_env = {**os.environ, **(env or {})}
-        return subprocess.run([sys.executable, "-m", "recipectl", *args], capture_output=True, text=True,
-                              input=input, env=full_env, timeout=timeout, cwd=ROOT)
+        return subprocess.run(
+            [sys.executable, "-m", "recipectl", *args],
+            capture_output=True,
+            text=True,
+            input=input,
+            env=full_env,
+            timeout=timeout,
+            cwd=ROOT,
+        )
 
     return run
 

@@ -33,24 +33,41 @@ class LocalPorts:
     router_metrics: int
 
     def all(self) -> tuple[int, ...]:
-        return (self.prefill, self.decode, self.prefill_side_channel, self.decode_side_channel, self.router,
-                self.router_metrics)
+        return (
+            self.prefill,
+            self.decode,
+            self.prefill_side_channel,
+            self.decode_side_channel,
+            self.router,
+            self.router_metrics,
+        )
 
 
 def local_recipe_on_free_ports(dest: Path, text: str | None = None) -> tuple[Path, LocalPorts]:
     """The local recipe (or ``text``, an edit of it) written to ``dest`` with every port it opens
     chosen free now; the router's metrics port too (its default, 29000, is fixed)."""
     ports = LocalPorts(*free_ports(6))
-    dest.write_text(edited(
-        LOCAL_RECIPE.read_text() if text is None else text,
-        ("  port: 8100\n", f"  port: {ports.prefill}\n"), ("  port: 8200\n", f"  port: {ports.decode}\n"),
-        ("side_channel_port: 5600", f"side_channel_port: {ports.prefill_side_channel}"),
-        ("side_channel_port: 5700", f"side_channel_port: {ports.decode_side_channel}"),
-        ("router:\n  port: 30000\n", f"router:\n  port: {ports.router}\n  prometheus_port: {ports.router_metrics}\n")))
+    dest.write_text(
+        edited(
+            LOCAL_RECIPE.read_text() if text is None else text,
+            ("  port: 8100\n", f"  port: {ports.prefill}\n"),
+            ("  port: 8200\n", f"  port: {ports.decode}\n"),
+            ("side_channel_port: 5600", f"side_channel_port: {ports.prefill_side_channel}"),
+            ("side_channel_port: 5700", f"side_channel_port: {ports.decode_side_channel}"),
+            (
+                "router:\n  port: 30000\n",
+                f"router:\n  port: {ports.router}\n  prometheus_port: {ports.router_metrics}\n",
+            ),
+        )
+    )
     return dest, ports
+
+
 # What vLLM prints at start-up about its cache (docs/engine-cpu.md, "Capacity lines")
-CAPACITY_LINE = re.compile(r"KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per "
-                           r"request: ([\d.]+)x")
+CAPACITY_LINE = re.compile(
+    r"KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per "
+    r"request: ([\d.]+)x"
+)
 
 
 # The tiny models the end-to-end tests use besides the local recipe's own (setup makes that one):
@@ -67,9 +84,13 @@ def tiny_model(name: str) -> Path:
     from recipectl.engine_env import engine_venv
 
     out = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "recipectl" / "models" / name
-    subprocess.run(["bash", str(ROOT / "scripts" / "make-tiny-model.sh"), str(out)], check=True,
-                   capture_output=True, timeout=MAKE_MODEL_TIMEOUT_S,
-                   env={**os.environ, "RECIPECTL_ENGINE_VENV": str(engine_venv()), **TEST_MODELS[name]})
+    subprocess.run(
+        ["bash", str(ROOT / "scripts" / "make-tiny-model.sh"), str(out)],
+        check=True,
+        capture_output=True,
+        timeout=MAKE_MODEL_TIMEOUT_S,
+        env={**os.environ, "RECIPECTL_ENGINE_VENV": str(engine_venv()), **TEST_MODELS[name]},
+    )
     return out
 
 
@@ -86,8 +107,15 @@ def make_test_models() -> None:
 
 
 def cli(*args: str, env: dict | None = None, timeout: float = 900, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "recipectl", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})}, cwd=ROOT, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "recipectl", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        cwd=ROOT,
+        **kw,
+    )
 
 
 def cli_watched(*args: str, env: dict | None = None, timeout: float = 120, dump_after: float = 30):
@@ -96,8 +124,14 @@ def cli_watched(*args: str, env: dict | None = None, timeout: float = 120, dump_
     import signal
     import threading
 
-    proc = subprocess.Popen([sys.executable, "-m", "recipectl", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "recipectl", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=ROOT,
+    )
     timer = threading.Timer(dump_after, lambda: proc.poll() is None and proc.send_signal(signal.SIGUSR1))
     timer.start()
     try:

@@ -33,8 +33,7 @@ class Request:
     """What the fake server saw: method, path, the JSON body (None for a GET or a non-JSON body),
     the raw handler (``client_address``, ``wfile``) and the ``release`` event."""
 
-    def __init__(self, method: str, path: str, body: Any, release: threading.Event,
-                 raw: BaseHTTPRequestHandler):
+    def __init__(self, method: str, path: str, body: Any, release: threading.Event, raw: BaseHTTPRequestHandler):
         self.method, self.path, self.body, self.release, self.raw = method, path, body, release, raw
 
 
@@ -104,8 +103,7 @@ class FakeServer:
 
         self.httpd = _Server(("127.0.0.1", 0), _Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     def start(self) -> FakeServer:
         self._thread.start()

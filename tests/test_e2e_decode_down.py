@@ -41,9 +41,24 @@ def test_decode_dying_makes_the_bench_level_invalid_and_doctor_name_decode(deplo
     recipe = tmp_path / "sweep.yaml"
     write_edited(deployment["recipe"], recipe, ("concurrency: [1, 2, 4]", "concurrency: [1, 4, 8]"))
     out = tmp_path / "bench"
-    proc = subprocess.Popen([sys.executable, "-m", "recipectl", "bench", str(recipe), "--out", str(out),
-                             "--run", deployment["state"]["run_dir"]], cwd=ROOT, text=True,
-                            env={**os.environ, **deployment["env"]}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "recipectl",
+            "bench",
+            str(recipe),
+            "--out",
+            str(out),
+            "--run",
+            deployment["state"]["run_dir"],
+        ],
+        cwd=ROOT,
+        text=True,
+        env={**os.environ, **deployment["env"]},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert wait_for(lambda: (out / "level-c1.json").exists() or proc.poll() is not None, 600, 0.5)
         _kill(processes["decode"])
@@ -59,8 +74,18 @@ def test_decode_dying_makes_the_bench_level_invalid_and_doctor_name_decode(deplo
     assert summary["valid"] is False and summary["levels"][0]["valid"] is True
 
     t0 = time.time()
-    r = cli_watched("doctor", str(deployment["recipe"]), "--no-env", "--format", "json", "--timeout", "10",
-                    env=deployment["env"], timeout=400, dump_after=45)
+    r = cli_watched(
+        "doctor",
+        str(deployment["recipe"]),
+        "--no-env",
+        "--format",
+        "json",
+        "--timeout",
+        "10",
+        env=deployment["env"],
+        timeout=400,
+        dump_after=45,
+    )
     elapsed = time.time() - t0
     body = json.loads(r.stdout)
     down = [c for c in body["checks"] if c["status"] == "fail" and c["name"].startswith("health decode")]

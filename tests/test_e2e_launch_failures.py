@@ -23,9 +23,15 @@ def _start_launch(run_root):
     """`recipectl launch` of the local recipe on free ports, and those ports."""
     recipe, ports = local_recipe_on_free_ports(run_root / "tiny-hybrid-cpu.yaml")
     env = {**os.environ, "RECIPECTL_RUN_DIR": str(run_root)}
-    return subprocess.Popen([sys.executable, "-m", "recipectl", "launch", str(recipe)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_ctrl_c_as_at_a_terminal), ports
+    return subprocess.Popen(
+        [sys.executable, "-m", "recipectl", "launch", str(recipe)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_ctrl_c_as_at_a_terminal,
+    ), ports
 
 
 def _ctrl_c_as_at_a_terminal() -> None:

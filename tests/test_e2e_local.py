@@ -38,14 +38,38 @@ def other_seed_server(tmp_path_factory):
     log_path = tmp_path_factory.mktemp("reference") / "reference.log"
     # Unbound threads, and patient: a third server on a host whose two cores the deployment pins,
     # one model step of which was seen to wait > 300 s (vLLM's default RPC timeout).
-    env = {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_CPU_KVCACHE_SPACE": "1",
-           "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "1800"}
+    env = {
+        **os.environ,
+        "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "1800",
+    }
     port = free_port()
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([str(engine_venv() / "bin" / "vllm"), "serve", str(model), "--served-model-name",
-                                 "tiny", "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16",
-                                 "--max-model-len", "4096", "--enforce-eager"],
-                                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                str(engine_venv() / "bin" / "vllm"),
+                "serve",
+                str(model),
+                "--served-model-name",
+                "tiny",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--dtype",
+                "bfloat16",
+                "--max-model-len",
+                "4096",
+                "--enforce-eager",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         yield f"http://127.0.0.1:{port}", proc, log_path
     finally:
@@ -62,8 +86,11 @@ def test_a_completion_through_the_router_arrives_by_nixl(deployment):
     decode = next(p["url"] for p in state["processes"] if p["kind"] == "decode")
     before = parse_metrics(httpx.get(decode + "/metrics", timeout=60).text)
     prompt = "the quick brown fox jumps over the lazy dog " * 10
-    r = httpx.post(state["router_url"] + "/v1/completions", timeout=300,
-                   json={"model": "tiny", "prompt": prompt, "max_tokens": 8, "temperature": 0})
+    r = httpx.post(
+        state["router_url"] + "/v1/completions",
+        timeout=300,
+        json={"model": "tiny", "prompt": prompt, "max_tokens": 8, "temperature": 0},
+    )
     assert r.status_code == 200, r.text
     assert r.json()["choices"][0]["text"]
     after = parse_metrics(httpx.get(decode + "/metrics", timeout=60).text)
@@ -128,10 +155,10 @@ def test_doctor_passes_every_check(deployment):
 def test_bench_sweep(deployment, tmp_path):
     """Two levels, not the recipe's three: each level is a `vllm bench serve` process, whose start
     (importing vLLM beside a running deployment) took minutes on a loaded 2-core host."""
-    recipe = write_edited(deployment["recipe"], tmp_path / "sweep.yaml",
-                          ("concurrency: [1, 2, 4]", "concurrency: [1, 2]"))
-    r = cli("bench", str(recipe), "--out", str(tmp_path), "--format", "json", env=deployment["env"],
-            timeout=1500)
+    recipe = write_edited(
+        deployment["recipe"], tmp_path / "sweep.yaml", ("concurrency: [1, 2, 4]", "concurrency: [1, 2]")
+    )
+    r = cli("bench", str(recipe), "--out", str(tmp_path), "--format", "json", env=deployment["env"], timeout=1500)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     body = json.loads(r.stdout)
     levels = body["levels"]
@@ -146,8 +173,7 @@ def test_bench_sweep(deployment, tmp_path):
         assert (tmp_path / name).stat().st_size > 0, name
 
 
-def test_parity_against_a_corrupted_reference_fails_with_positions_and_margins(deployment, other_seed_server,
-                                                                              tmp_path):
+def test_parity_against_a_corrupted_reference_fails_with_positions_and_margins(deployment, other_seed_server, tmp_path):
     """The same architecture with another seed's weights behind the reference URL: what a corrupted
     state looks like from the outside. Parity must fail and say where and by how much."""
     url, ref, log_path = other_seed_server
@@ -157,16 +183,33 @@ def test_parity_against_a_corrupted_reference_fails_with_positions_and_margins(d
             return httpx.get(url + "/health", timeout=2).status_code == 200
         except httpx.HTTPError:
             return ref.poll() is not None  # stop waiting if it died
+
     assert wait_for(healthy, 600, 1.0) and ref.poll() is None, log_path.read_text(errors="replace")[-3000:]
     # 6 prompts of 8 tokens: a different model diverges at once; more would only load the host.
     # The near-tie bar back at its default: the recipe's 1.5 nats is for the same weights'
     # numerical drift, and would call a wholly different model's low-margin picks near-ties.
     short = tmp_path / "short.yaml"
-    write_edited(deployment["recipe"], short, ("num_prompts: 20", "num_prompts: 6"),
-                 ("    max_tokens: 16\n    # Decode", "    max_tokens: 8\n    # Decode"),
-                 ("near_tie_nats: 1.5", "near_tie_nats: 0.1"))
-    r = cli("doctor", str(short), "--run", deployment["state"]["run_dir"], "--no-env", "--no-gsm8k",
-            "--reference", url, "--format", "json", env=deployment["env"], timeout=900)
+    write_edited(
+        deployment["recipe"],
+        short,
+        ("num_prompts: 20", "num_prompts: 6"),
+        ("    max_tokens: 16\n    # Decode", "    max_tokens: 8\n    # Decode"),
+        ("near_tie_nats: 1.5", "near_tie_nats: 0.1"),
+    )
+    r = cli(
+        "doctor",
+        str(short),
+        "--run",
+        deployment["state"]["run_dir"],
+        "--no-env",
+        "--no-gsm8k",
+        "--reference",
+        url,
+        "--format",
+        "json",
+        env=deployment["env"],
+        timeout=900,
+    )
     body = json.loads(r.stdout)
     parity = next(c for c in body["checks"] if c["name"].startswith("parity"))
     print(parity["detail"][:600])
@@ -194,8 +237,10 @@ def test_planner_matches_the_engines_own_capacity_lines(deployment):
         assert m, f"no capacity line in {proc['log']}"
         tokens, max_len, conc = int(m[1].replace(",", "")), int(m[2].replace(",", "")), float(m[3])
         plan = report["roles"][proc["kind"]]
-        print(f"{proc['name']}: engine {tokens:,} tokens, {conc}x @ {max_len}; "
-              f"planner {plan['cache_tokens']:,} tokens, {plan['max_concurrency']:.2f}x @ {plan['max_model_len']}")
+        print(
+            f"{proc['name']}: engine {tokens:,} tokens, {conc}x @ {max_len}; "
+            f"planner {plan['cache_tokens']:,} tokens, {plan['max_concurrency']:.2f}x @ {plan['max_model_len']}"
+        )
         assert max_len == plan["max_model_len"]
         assert plan["cache_tokens"] == tokens
         assert round(plan["max_concurrency"], 2) == conc
@@ -211,8 +256,9 @@ def test_doctor_holds_the_lock_against_what_the_servers_report(deployment):
     lock = lock_path(recipe)
     try:
         assert cli("lock", str(recipe), env=deployment["env"]).returncode == 0
-        r = cli("doctor", str(recipe), "--no-env", "--no-proofs", "--format", "json", env=deployment["env"],
-                timeout=600)
+        r = cli(
+            "doctor", str(recipe), "--no-env", "--no-proofs", "--format", "json", env=deployment["env"], timeout=600
+        )
         checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
         held = [c for n, c in checks.items() if n.startswith("lock (")]
         assert len(held) == 2 and all(c["status"] == "pass" for c in held), held
@@ -221,8 +267,9 @@ def test_doctor_holds_the_lock_against_what_the_servers_report(deployment):
         data["roles"]["decode"]["pages"]["block_size"] *= 2
         data["roles"]["decode"]["pages"]["ssm_state_dtype"] = "float32"
         lock.write_text(json.dumps(data))
-        r = cli("doctor", str(recipe), "--no-env", "--no-proofs", "--format", "json", env=deployment["env"],
-                timeout=600)
+        r = cli(
+            "doctor", str(recipe), "--no-env", "--no-proofs", "--format", "json", env=deployment["env"], timeout=600
+        )
         assert r.returncode == 1, r.stdout
         decode = next(c for c in json.loads(r.stdout)["checks"] if c["name"].startswith("lock (decode"))
         assert decode["status"] == "fail"

@@ -32,15 +32,20 @@ def test_local_recipe_through_slurm(slurm_cluster, tmp_path):
         assert r.returncode == 0, r.stdout + r.stderr[-4000:]
         print(f"slurm launch ready in {ready_s:.0f}s (job {state['job_id']})")
         assert state["target"] == "slurm" and state["job_id"]
-        out = httpx.post(state["router_url"] + "/v1/completions", timeout=300,
-                         json={"model": "tiny", "prompt": "the quick brown fox " * 12, "max_tokens": 8})
+        out = httpx.post(
+            state["router_url"] + "/v1/completions",
+            timeout=300,
+            json={"model": "tiny", "prompt": "the quick brown fox " * 12, "max_tokens": 8},
+        )
         assert out.status_code == 200 and out.json()["choices"][0]["text"], (
-            f"HTTP {out.status_code}: {out.text[:500]}\n" + log_tails(tmp_path / "runs"))
+            f"HTTP {out.status_code}: {out.text[:500]}\n" + log_tails(tmp_path / "runs")
+        )
         st = cli("status", "--format", "json", env=env)
         body = json.loads(st.stdout)
         assert body["job_state"] == "RUNNING" and all(p["healthy"] for p in body["processes"]), body
-        doc = cli("doctor", str(recipe), "--no-env", "--no-parity", "--no-gsm8k", "--format", "json",
-                  env=env, timeout=600)
+        doc = cli(
+            "doctor", str(recipe), "--no-env", "--no-parity", "--no-gsm8k", "--format", "json", env=env, timeout=600
+        )
         checks = json.loads(doc.stdout)["checks"]
         assert doc.returncode == 0, [c for c in checks if c["status"] == "fail"]
         assert any(c["name"] == "P/D transfer (NIXL)" and c["status"] == "pass" for c in checks), checks
@@ -59,8 +64,10 @@ def test_local_recipe_through_slurm(slurm_cluster, tmp_path):
 
 def test_a_job_whose_endpoint_cannot_start_is_reported_and_cancelled(slurm_cluster, tmp_path):
     require_engine()
-    bad, ports = local_recipe_on_free_ports(tmp_path / "bad.yaml", edited(
-        LOCAL_RECIPE.read_text(), ("~/.cache/recipectl/models/qwen3next-tiny", str(tmp_path / "no-such-model"))))
+    bad, ports = local_recipe_on_free_ports(
+        tmp_path / "bad.yaml",
+        edited(LOCAL_RECIPE.read_text(), ("~/.cache/recipectl/models/qwen3next-tiny", str(tmp_path / "no-such-model"))),
+    )
     env = slurm_cluster.full_env({"RECIPECTL_RUN_DIR": str(tmp_path / "runs")})
     t0 = time.time()
     r = cli("launch", str(bad), "--target", "slurm", "--detach", env=env, timeout=900)

@@ -38,8 +38,15 @@ def cli(c: SlurmCluster, *args: str, env: dict, timeout: float = 600) -> subproc
     """recipectl as a user runs it on the cluster's login node."""
     t0 = time.monotonic()
     try:
-        return subprocess.run(c.client_argv([sys.executable, "-m", "recipectl", *args]), capture_output=True,
-                              text=True, timeout=timeout, env=env, cwd=ROOT, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            c.client_argv([sys.executable, "-m", "recipectl", *args]),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+        )
     finally:
         # how long each command took, in the output of a failed run
         print(f"[slurm-2] recipectl {' '.join(args[:2])}: {time.monotonic() - t0:.1f} s")
@@ -55,8 +62,12 @@ with urllib.request.urlopen(req, timeout=float(sys.argv[3])) as r:
 
 def post(c: SlurmCluster, url: str, body: dict, timeout: float = 300) -> tuple[int, dict]:
     """POST from the login node (the router's address is the test network's)."""
-    r = subprocess.run(c.client_argv([sys.executable, "-c", POST, url, json.dumps(body), str(timeout)]),
-                       capture_output=True, text=True, timeout=timeout + 30)
+    r = subprocess.run(
+        c.client_argv([sys.executable, "-c", POST, url, json.dumps(body), str(timeout)]),
+        capture_output=True,
+        text=True,
+        timeout=timeout + 30,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     status, text = r.stdout.split(" ", 1)
     return int(status), json.loads(text)
@@ -80,8 +91,9 @@ def assert_nothing_left(c: SlurmCluster, job_id: str) -> None:
         in_ns = [pid for n in c.nodes for pid in c.net.pids(n.netns) if pid not in slurmd]
         return steps, in_ns
 
-    assert wait_for(lambda: leftovers() == ([], []), 60, 0.5) is not None or leftovers() == ([], []), \
+    assert wait_for(lambda: leftovers() == ([], []), 60, 0.5) is not None or leftovers() == ([], []), (
         f"left behind: {leftovers()}"
+    )
 
 
 def test_two_node_pd_launch_doctor_stop(slurm_cluster_2, tmp_path):
@@ -105,8 +117,11 @@ def test_two_node_pd_launch_doctor_stop(slurm_cluster_2, tmp_path):
         assert (run_dir / "nodes").read_text().split() == ["node1", "node2"]
 
         t1 = time.monotonic()
-        status, body = post(c, state["router_url"] + "/v1/completions",
-                            {"model": "tiny", "prompt": "the quick brown fox " * 12, "max_tokens": 8})
+        status, body = post(
+            c,
+            state["router_url"] + "/v1/completions",
+            {"model": "tiny", "prompt": "the quick brown fox " * 12, "max_tokens": 8},
+        )
         assert status == 200 and body["choices"][0]["text"], body
         print(f"[slurm-2] completion through the router in {time.monotonic() - t1:.1f} s")
 
@@ -120,8 +135,9 @@ def test_two_node_pd_launch_doctor_stop(slurm_cluster_2, tmp_path):
         assert logs.returncode == 0 and "NixlPullConnector" in logs.stdout, logs.stdout[-2000:] + logs.stderr
 
         t1 = time.monotonic()
-        doc = cli(c, "doctor", str(RECIPE), "--no-env", "--no-parity", "--no-gsm8k", "--format", "json",
-                  env=env, timeout=900)
+        doc = cli(
+            c, "doctor", str(RECIPE), "--no-env", "--no-parity", "--no-gsm8k", "--format", "json", env=env, timeout=900
+        )
         checks = {ch["name"]: ch for ch in json.loads(doc.stdout)["checks"]}
         print(f"[slurm-2] doctor in {time.monotonic() - t1:.0f} s")
         assert doc.returncode == 0, [ch for ch in checks.values() if ch["status"] == "fail"]

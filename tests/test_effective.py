@@ -33,19 +33,22 @@ def _recipe(prefill: str = "", decode: str = ""):
     return result.recipes[0].recipe
 
 
-@pytest.mark.parametrize("args, want", [
-    (["--max-num-seqs", "64"], [("max_num_seqs", 64, 0)]),
-    (["--max-num-seqs=64"], [("max_num_seqs", 64, 0)]),
-    (["--max_num_seqs", "64"], [("max_num_seqs", 64, 0)]),  # the engine's parser takes underscores too
-    (["--no-async-scheduling"], [("async_scheduling", False, 0)]),
-    (["--async-scheduling"], [("async_scheduling", True, 0)]),
-    (["-tp", "2"], [("tp", 2, 0)]),
-    (["--max-model-len", "16K"], [("max_model_len", 16384, 0)]),
-    (["--some-new-flag", "x", "--enforce-eager"], [("enforce_eager", True, 2)]),
-    (["--some-switch", "--block-size", "32"], [("block_size", 32, 1)]),
-    (["--served-model-name", "a", "b", "--port", "1"], [("served_model_name", ["a", "b"], 0), ("port", 1, 3)]),
-    (["--speculative-config", '{"method": "mtp"}'], [("speculative_config", {"method": "mtp"}, 0)]),
-])
+@pytest.mark.parametrize(
+    "args, want",
+    [
+        (["--max-num-seqs", "64"], [("max_num_seqs", 64, 0)]),
+        (["--max-num-seqs=64"], [("max_num_seqs", 64, 0)]),
+        (["--max_num_seqs", "64"], [("max_num_seqs", 64, 0)]),  # the engine's parser takes underscores too
+        (["--no-async-scheduling"], [("async_scheduling", False, 0)]),
+        (["--async-scheduling"], [("async_scheduling", True, 0)]),
+        (["-tp", "2"], [("tp", 2, 0)]),
+        (["--max-model-len", "16K"], [("max_model_len", 16384, 0)]),
+        (["--some-new-flag", "x", "--enforce-eager"], [("enforce_eager", True, 2)]),
+        (["--some-switch", "--block-size", "32"], [("block_size", 32, 1)]),
+        (["--served-model-name", "a", "b", "--port", "1"], [("served_model_name", ["a", "b"], 0), ("port", 1, 3)]),
+        (["--speculative-config", '{"method": "mtp"}'], [("speculative_config", {"method": "mtp"}, 0)]),
+    ],
+)
 def test_extra_args_are_read_as_the_engine_reads_them(args, want):
     found, problems = parse_extra_args(args)
     assert problems == []
@@ -106,14 +109,20 @@ def test_detect_host_cpu_reads_the_flag(tmp_path):
 
 def test_the_handshake_assertion_is_diagnosed_by_what_it_means(tmp_path):
     prefill_log, decode_log = tmp_path / "prefill-0.log", tmp_path / "decode-0.log"
-    prefill_log.write_text("WARNING Reset SSM cache type to float32 for accelerated GDN mamba backend 'x'.\n"
-                           + "INFO step\n" * 2000)  # the reset line is long out of the tail's reach
-    decode_log.write_text("ERROR nixl handshake failed\nAssertionError: Local block size 128 is not divisible "
-                          "by remote block size 256 or vice versa.\n")
-    procs = [SimpleNamespace(kind="prefill", log=str(prefill_log), argv=["vllm", "serve", "/m", "--enforce-eager"]),
-             SimpleNamespace(kind="decode", log=str(decode_log),
-                             argv=["vllm", "serve", "/m", "--mamba-ssm-cache-dtype", "bfloat16"]),
-             SimpleNamespace(kind="router", log=None, argv=[])]
+    prefill_log.write_text(
+        "WARNING Reset SSM cache type to float32 for accelerated GDN mamba backend 'x'.\n" + "INFO step\n" * 2000
+    )  # the reset line is long out of the tail's reach
+    decode_log.write_text(
+        "ERROR nixl handshake failed\nAssertionError: Local block size 128 is not divisible "
+        "by remote block size 256 or vice versa.\n"
+    )
+    procs = [
+        SimpleNamespace(kind="prefill", log=str(prefill_log), argv=["vllm", "serve", "/m", "--enforce-eager"]),
+        SimpleNamespace(
+            kind="decode", log=str(decode_log), argv=["vllm", "serve", "/m", "--mamba-ssm-cache-dtype", "bfloat16"]
+        ),
+        SimpleNamespace(kind="router", log=None, argv=[]),
+    ]
     culprit, d = diagnose_endpoints(procs)
     assert culprit.kind == "decode" and d.final
     assert "different attention block sizes (decode 128 tokens, prefill 256)" in d.cause

@@ -24,17 +24,20 @@ def test_newest_release_is_0_33():
     assert list(releases()) == sorted(releases())
 
 
-@pytest.mark.parametrize(("fact_id", "version", "expected"), [
-    ("hybrid-prefix-caching-default-on", (0, 27, 0), False),
-    ("hybrid-prefix-caching-default-on", (0, 28, 0), True),
-    ("nixl-ssm-one-local-block-assert", (0, 22, 1), False),
-    ("nixl-ssm-one-local-block-assert", (0, 23, 0), True),
-    ("nixl-ssm-one-local-block-assert", (0, 26, 9), True),
-    ("nixl-ssm-one-local-block-assert", (0, 27, 0), False),
-    ("gdn-prefill-backend-cutedsl", (0, 21, 0), False),
-    ("gdn-prefill-backend-cutedsl", (0, 22, 0), True),
-    ("hybrid-prefix-caching-default-on", None, None),
-])
+@pytest.mark.parametrize(
+    ("fact_id", "version", "expected"),
+    [
+        ("hybrid-prefix-caching-default-on", (0, 27, 0), False),
+        ("hybrid-prefix-caching-default-on", (0, 28, 0), True),
+        ("nixl-ssm-one-local-block-assert", (0, 22, 1), False),
+        ("nixl-ssm-one-local-block-assert", (0, 23, 0), True),
+        ("nixl-ssm-one-local-block-assert", (0, 26, 9), True),
+        ("nixl-ssm-one-local-block-assert", (0, 27, 0), False),
+        ("gdn-prefill-backend-cutedsl", (0, 21, 0), False),
+        ("gdn-prefill-backend-cutedsl", (0, 22, 0), True),
+        ("hybrid-prefix-caching-default-on", None, None),
+    ],
+)
 def test_holds_by_since_and_until(fact_id, version, expected):
     assert holds(fact_id, version) is expected
 
@@ -46,11 +49,25 @@ def test_unknown_id_is_a_key_error():
 
 def test_a_row_without_exactly_one_check_is_refused():
     with pytest.raises(ValueError, match="exactly one of"):
-        engine_facts._fact({"id": "x", "kind": "default", "what": "w", "evidence": [
-            {"file": "vllm/envs.py", "symbol": "X", "contains": "a", "lacks": "b"}]})
+        engine_facts._fact(
+            {
+                "id": "x",
+                "kind": "default",
+                "what": "w",
+                "evidence": [{"file": "vllm/envs.py", "symbol": "X", "contains": "a", "lacks": "b"}],
+            }
+        )
     with pytest.raises(ValueError, match="not after since"):
-        engine_facts._fact({"id": "x", "kind": "default", "what": "w", "since": "0.27.0", "until": "0.27.0",
-                            "evidence": [{"file": "vllm/envs.py", "symbol": "X", "contains": "a"}]})
+        engine_facts._fact(
+            {
+                "id": "x",
+                "kind": "default",
+                "what": "w",
+                "since": "0.27.0",
+                "until": "0.27.0",
+                "evidence": [{"file": "vllm/envs.py", "symbol": "X", "contains": "a"}],
+            }
+        )
 
 
 def test_code_that_moved_is_read_where_each_release_has_it():
@@ -70,12 +87,20 @@ def test_code_that_moved_is_read_where_each_release_has_it():
 
     f = fact("nixl-prefill-tp-above-decode")
     at = {v: [e.symbol for e in f.evidence if e.applies(v)] for v in ((0, 23, 0), (0, 24, 0))}
-    assert at == {(0, 23, 0): ["NixlConnectorWorker.add_remote_agent"],
-                  (0, 24, 0): ["NixlBaseConnectorWorker.add_remote_agent"]}
+    assert at == {
+        (0, 23, 0): ["NixlConnectorWorker.add_remote_agent"],
+        (0, 24, 0): ["NixlBaseConnectorWorker.add_remote_agent"],
+    }
     assert {(0, 23, 0), (0, 24, 0)} <= set(verifier.checked_releases(f, releases()))
-    raw = {"id": "x", "kind": "behaviour", "what": "w", "evidence": [
-        {"file": "vllm/a.py", "symbol": "A", "contains": "t", "until": "0.24.0"},
-        {"file": "vllm/b.py", "symbol": "B", "contains": "t", "since": "0.25.0"}]}
+    raw = {
+        "id": "x",
+        "kind": "behaviour",
+        "what": "w",
+        "evidence": [
+            {"file": "vllm/a.py", "symbol": "A", "contains": "t", "until": "0.24.0"},
+            {"file": "vllm/b.py", "symbol": "B", "contains": "t", "since": "0.25.0"},
+        ],
+    }
     with pytest.raises(ValueError, match="no evidence for 0.24.0"):
         engine_facts._check_evidence_ranges(engine_facts._fact(raw).evidence, releases(), "x")
 
@@ -86,8 +111,10 @@ def test_releases_text_for_messages():
     assert isinstance(fact("gdn-pd-nixl"), Fact)
 
 
-@pytest.mark.parametrize(("text", "tokens"), [
-    ("16k", 16_000), ("16K", 16_384), ("25.6k", 25_600), ("1m", 1_000_000), ("1M", 1_048_576), ("2048", 2048)])
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [("16k", 16_000), ("16K", 16_384), ("25.6k", 25_600), ("1m", 1_000_000), ("1M", 1_048_576), ("2048", 2048)],
+)
 def test_token_counts_read_as_vllms_human_readable_int(text, tokens):
     from recipectl.engine_flags import parse_extra_args
 
@@ -113,8 +140,11 @@ def test_max_model_len_auto_is_the_models_own_length(text):
 def test_the_probe_gets_where_each_release_keeps_the_serve_validator_newest_first():
     from recipectl.engine_env import serve_cli_args_modules
 
-    assert serve_cli_args_modules() == ["vllm.entrypoints.common.cli_args", "vllm.entrypoints.launchers.cli_args",
-                                        "vllm.entrypoints.openai.cli_args"]
+    assert serve_cli_args_modules() == [
+        "vllm.entrypoints.common.cli_args",
+        "vllm.entrypoints.launchers.cli_args",
+        "vllm.entrypoints.openai.cli_args",
+    ]
 
 
 def test_the_probe_takes_the_first_module_the_engine_has(monkeypatch):

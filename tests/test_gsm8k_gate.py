@@ -43,8 +43,10 @@ class ScriptedRouter(FakeServer):
             question = req.body["prompt"].rsplit("Question: ", 1)[1].removesuffix("\nAnswer:")
             label = LABELS[question]
             answer = label if right else label + 1
-            return 200, {"choices": [{"index": 0, "text": f" The total is {answer}.\n#### {answer}"}],
-                         "usage": {"completion_tokens": 9}}
+            return 200, {
+                "choices": [{"index": 0, "text": f" The total is {answer}.\n#### {answer}"}],
+                "usage": {"completion_tokens": 9},
+            }
 
         super().__init__(route)
 
@@ -55,13 +57,15 @@ class ScriptedRouter(FakeServer):
 
 def gated_recipe(tmp_path: Path, threshold: str = "0.5") -> Path:
     """The CPU recipe with a real bar: threshold 0.5 (its tolerance is 0; the edit must take)."""
-    return write_edited(LOCAL_RECIPE, tmp_path / "gated.yaml",
-                        ("    threshold: 0.0\n", f"    threshold: {threshold}\n"))
+    return write_edited(
+        LOCAL_RECIPE, tmp_path / "gated.yaml", ("    threshold: 0.0\n", f"    threshold: {threshold}\n")
+    )
 
 
 def doctor_gsm8k(recipectl_cli, recipe: Path, router: str) -> tuple[int, dict]:
-    r = recipectl_cli("doctor", str(recipe), "--router", router, "--no-env", "--no-parity",
-                      "--format", "json", timeout=300)
+    r = recipectl_cli(
+        "doctor", str(recipe), "--router", router, "--no-env", "--no-parity", "--format", "json", timeout=300
+    )
     assert r.stdout.strip(), r.stderr[-3000:]
     body = json.loads(r.stdout)
     checks = [c for c in body["checks"] if c["name"].startswith("GSM8K")]
@@ -88,8 +92,7 @@ def test_gsm8k_gate_passes_against_a_scripted_server_answering_right(recipectl_c
     assert "GSM8K PASS: accuracy 1.000 >= 0.500" in check["detail"], check["detail"]
 
 
-def test_cpu_recipe_check_is_named_a_pipeline_check_against_a_scripted_server_answering_wrong(
-        recipectl_cli):
+def test_cpu_recipe_check_is_named_a_pipeline_check_against_a_scripted_server_answering_wrong(recipectl_cli):
     """Threshold 0: every answer wrong still passes, so doctor must not call it a gate."""
     with ScriptedRouter(right=False) as server:
         rc, check = doctor_gsm8k(recipectl_cli, LOCAL_RECIPE, server.url)
@@ -97,11 +100,14 @@ def test_cpu_recipe_check_is_named_a_pipeline_check_against_a_scripted_server_an
     assert check["status"] == "pass" and rc == 0 and "accuracy 0.000" in check["detail"]
 
 
-@pytest.mark.parametrize(("recipe", "name"), [
-    ("recipes/local/tiny-hybrid-cpu.yaml", GSM8K_PIPELINE),
-    ("recipes/h200/tiny-qwen35-pd.yaml", GSM8K_PIPELINE),
-    ("recipes/h200/qwen3.5-35b-a3b-pd.yaml", GSM8K_GATE),
-])
+@pytest.mark.parametrize(
+    ("recipe", "name"),
+    [
+        ("recipes/local/tiny-hybrid-cpu.yaml", GSM8K_PIPELINE),
+        ("recipes/h200/tiny-qwen35-pd.yaml", GSM8K_PIPELINE),
+        ("recipes/h200/qwen3.5-35b-a3b-pd.yaml", GSM8K_GATE),
+    ],
+)
 def test_each_shipped_recipe_names_its_gsm8k_check_for_what_it_proves(recipe, name):
     assert gsm8k_check_name(load_one(str(ROOT / recipe)).recipe) == name
 
@@ -109,4 +115,3 @@ def test_each_shipped_recipe_names_its_gsm8k_check_for_what_it_proves(recipe, na
 def test_the_readme_does_not_call_the_cpu_check_gated():
     readme = (ROOT / "README.md").read_text()
     assert "gated GSM8K" not in readme and "accuracy is not gated" in readme
-

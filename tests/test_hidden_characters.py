@@ -14,8 +14,20 @@ name: hidden
 model: {path: Qwen/Qwen3.5-35B-A3B}
 cluster: {gpu: H200, nodes: 1}
 """
-HIDDEN = ["\x85", "\u2028", "\u2029", "\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067",
-          "\u2068", "\u2069"]
+HIDDEN = [
+    "\x85",
+    "\u2028",
+    "\u2029",
+    "\u202a",
+    "\u202b",
+    "\u202c",
+    "\u202d",
+    "\u202e",
+    "\u2066",
+    "\u2067",
+    "\u2068",
+    "\u2069",
+]
 
 
 def test_a_key_hidden_in_a_comment_is_what_yaml_would_read():
@@ -59,5 +71,5 @@ def test_the_cli_reports_it_compiler_style(recipectl_cli, tmp_path):
 
 
 def test_ordinary_unicode_is_fine():
-    text = BASE.replace("name: hidden", "name: hidden\ndescription: 'Modèle 混合 \U0001F600 — ok'") + "# café\n"
+    text = BASE.replace("name: hidden", "name: hidden\ndescription: 'Modèle 混合 \U0001f600 — ok'") + "# café\n"
     assert load_text(text, "r.yaml").diagnostics == []

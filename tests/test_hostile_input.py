@@ -47,8 +47,10 @@ REGRESSIONS: dict[str, tuple[str, str]] = {
     "alias bomb": (_bomb(), "expands to more than"),
     "recursive alias": ("version: 1\nname: &a [*a]\n", "recursive alias"),
     "deep flow nesting": ("a: " + "[" * 1000 + "]" * 1000 + "\n", "nesting depth"),
-    "deep block nesting": ("".join("  " * i + f"k{i}:\n" for i in range(1000)) + "  " * 1000 + "x: 1\n",
-                           "nesting depth"),
+    "deep block nesting": (
+        "".join("  " * i + f"k{i}:\n" for i in range(1000)) + "  " * 1000 + "x: 1\n",
+        "nesting depth",
+    ),
     "nesting past the limit libyaml takes": ("a: " + "[" * 200 + "]" * 200 + "\n", "nested deeper than 64"),
     "!!bool maybe": (_local("enforce_eager: true", "enforce_eager: !!bool maybe"), "not a valid !!bool"),
     "!!int abc": (_local("port: 8100", "port: !!int abc"), "not a valid !!int"),
@@ -57,21 +59,28 @@ REGRESSIONS: dict[str, tuple[str, str]] = {
     "10**400": (_local("isl: 64", "isl: " + "9" * 400), "out of range"),
     "5000 digits (past Python's int limit)": (_local("isl: 64", "isl: " + "9" * 5000), "not a valid !!int"),
     "10**400 as a string": (_local("isl: 64", f"isl: '{'9' * 400}'"), "less than or equal"),
-    "huge token count": (_local("max_num_batched_tokens: 4096", f"max_num_batched_tokens: '{'9' * 40}K'"),
-                         "less than or equal"),
+    "huge token count": (
+        _local("max_num_batched_tokens: 4096", f"max_num_batched_tokens: '{'9' * 40}K'"),
+        "less than or equal",
+    ),
     ".inf timeout": (_local("ready_timeout_s: 900", "ready_timeout_s: .inf"), "not a finite number"),
     ".nan timeout": (_local("stop_grace_s: 15", "stop_grace_s: .nan"), "not a finite number"),
     "'inf' timeout as a string": (_local("stop_grace_s: 15", "stop_grace_s: 'inf'"), "finite number"),
     "lone surrogate in a name": (_local("name: local-tiny-hybrid", 'name: "x\\udc80"'), "not valid Unicode"),
     "lone surrogate in a key": (_local("  UCX_NET_DEVICES: lo", '  "\\ud800": lo'), "not valid Unicode"),
-    "7-key matrix": (LOCAL + "matrix:\n" + "".join(
-        f"  prefill.env.X{i}: [{', '.join(repr(str(j)) for j in range(10))}]\n" for i in range(7)),
-        "the matrix makes 10,000,000 recipes"),
+    "7-key matrix": (
+        LOCAL
+        + "matrix:\n"
+        + "".join(f"  prefill.env.X{i}: [{', '.join(repr(str(j)) for j in range(10))}]\n" for i in range(7)),
+        "the matrix makes 10,000,000 recipes",
+    ),
     "matrix key that is not a path": (LOCAL + "matrix:\n  7: [1, 2]\n", "not a dotted field path"),
     "complex key": (_local("version: 1", "version: 1\n? [a, b]\n: c"), "plain name"),
     "top-level list": ("- 1\n- 2\n", "must be a mapping"),
     "1,024 endpoints of DP 4,096 on one host": (
-        re.sub(r"  cpu_cores: \['[01]'\].*\n", "  endpoints: 1024\n  parallel: DP4096\n", LOCAL), ""),
+        re.sub(r"  cpu_cores: \['[01]'\].*\n", "  endpoints: 1024\n  parallel: DP4096\n", LOCAL),
+        "",
+    ),
 }
 
 
@@ -105,12 +114,19 @@ def test_every_refusal_has_a_line_and_a_field(tmp_path):
 
 def _run_limited(args: list[str], cwd: Path, timeout: float = 60) -> tuple[int, float, float, str]:
     """Run the CLI; (exit code, CPU seconds, peak resident MB, stderr) of that process alone."""
+
     def limits():
         resource.setrlimit(resource.RLIMIT_CPU, (10, 10))  # a hang is a failure, not a stuck CI job
 
-    proc = subprocess.Popen([sys.executable, "-m", "recipectl", *args], cwd=cwd, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, preexec_fn=limits,
-                            env={**os.environ, "RECIPECTL_RUN_DIR": str(cwd / "runs")})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "recipectl", *args],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=limits,
+        env={**os.environ, "RECIPECTL_RUN_DIR": str(cwd / "runs")},
+    )
     deadline = time.monotonic() + timeout
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -127,8 +143,16 @@ def _run_limited(args: list[str], cwd: Path, timeout: float = 60) -> tuple[int, 
     return proc.returncode, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, stderr
 
 
-CLI_CASES = ["alias bomb", "recursive alias", "deep flow nesting", "!!bool maybe", "10**400", ".inf timeout",
-             "7-key matrix", "lone surrogate in a name"]
+CLI_CASES = [
+    "alias bomb",
+    "recursive alias",
+    "deep flow nesting",
+    "!!bool maybe",
+    "10**400",
+    ".inf timeout",
+    "7-key matrix",
+    "lone surrogate in a name",
+]
 
 
 @pytest.mark.parametrize("name", CLI_CASES)
@@ -170,11 +194,14 @@ def _model_dir(tmp_path: Path, config: str) -> Path:
     return recipe
 
 
-@pytest.mark.parametrize("config, phrase", [
-    ("{not json", "is not valid JSON"),
-    ("[1, 2]", "is not a JSON object"),
-    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
-])
+@pytest.mark.parametrize(
+    "config, phrase",
+    [
+        ("{not json", "is not valid JSON"),
+        ("[1, 2]", "is not a JSON object"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ],
+)
 def test_an_unreadable_model_config_is_a_schema_error(tmp_path, config, phrase):
     report, _ = validate_file(_model_dir(tmp_path, config))
     assert not report.valid
@@ -182,12 +209,15 @@ def test_an_unreadable_model_config_is_a_schema_error(tmp_path, config, phrase):
     assert phrase in d.message and d.path == "model.path" and d.line == 14
 
 
-@pytest.mark.parametrize("config", [
-    '{"architectures": "Qwen3NextForCausalLM", "text_config": 5, "layer_types": 7, "num_experts": "x"}',
-    '{"architectures": ["Qwen3NextForCausalLM"], "num_hidden_layers": 1e400, "hidden_size": 8}',
-    '{"architectures": ["X"], "num_hidden_layers": 100000000000, "hidden_size": 8, "num_attention_heads": 1,'
-    ' "vocab_size": 5}',
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        '{"architectures": "Qwen3NextForCausalLM", "text_config": 5, "layer_types": 7, "num_experts": "x"}',
+        '{"architectures": ["Qwen3NextForCausalLM"], "num_hidden_layers": 1e400, "hidden_size": 8}',
+        '{"architectures": ["X"], "num_hidden_layers": 100000000000, "hidden_size": 8, "num_attention_heads": 1,'
+        ' "vocab_size": 5}',
+    ],
+)
 def test_plan_reports_a_model_config_it_cannot_describe(recipectl_cli, tmp_path, config):
     recipe = _model_dir(tmp_path, config)
     r = recipectl_cli("plan", str(recipe))
@@ -207,12 +237,49 @@ def test_plan_reports_a_kv_cache_space_vllm_cannot_read(recipectl_cli, tmp_path,
 
 # ---------------------------------------------------------------------------------- mutator
 HOSTILE_VALUES = [
-    "!!bool maybe", "!!int abc", "!!float x", "!!null 3", "!foo bar", "!!binary aGk=", "!!set {a: null}",
-    "!!timestamp 2024-13-45", "2024-01-01", "1:2:3:4:5:6:7:8:9", ".inf", "-.inf", ".nan", "1.0e+400", "1e400",
-    "9" * 400, "-" + "9" * 25, "0x" + "f" * 40, "'" + "9" * 400 + "'", '"\\udc80"', '"\\ud800x"', "*nowhere",
-    "&x [*x]", "[" * 80 + "]" * 80, "{a: {b: {c: {d: [1, [2, [3]]]}}}}", "~", "''", "[]", "{}", "'inf'", "'nan'",
-    "'-1'", "0", "-1", "true", "'${HF_TOKEN:-hf_abcdefghijklmnopqrstuvwxyz0123}'", "x" * 5000, "DEP999999999",
-    "TP0", "'16K'", "'99999999999999999999M'", "[1, 2, 3]", "? [a]\n: b",
+    "!!bool maybe",
+    "!!int abc",
+    "!!float x",
+    "!!null 3",
+    "!foo bar",
+    "!!binary aGk=",
+    "!!set {a: null}",
+    "!!timestamp 2024-13-45",
+    "2024-01-01",
+    "1:2:3:4:5:6:7:8:9",
+    ".inf",
+    "-.inf",
+    ".nan",
+    "1.0e+400",
+    "1e400",
+    "9" * 400,
+    "-" + "9" * 25,
+    "0x" + "f" * 40,
+    "'" + "9" * 400 + "'",
+    '"\\udc80"',
+    '"\\ud800x"',
+    "*nowhere",
+    "&x [*x]",
+    "[" * 80 + "]" * 80,
+    "{a: {b: {c: {d: [1, [2, [3]]]}}}}",
+    "~",
+    "''",
+    "[]",
+    "{}",
+    "'inf'",
+    "'nan'",
+    "'-1'",
+    "0",
+    "-1",
+    "true",
+    "'${HF_TOKEN:-hf_abcdefghijklmnopqrstuvwxyz0123}'",
+    "x" * 5000,
+    "DEP999999999",
+    "TP0",
+    "'16K'",
+    "'99999999999999999999M'",
+    "[1, 2, 3]",
+    "? [a]\n: b",
 ]
 
 
@@ -234,15 +301,22 @@ def _mutate(text: str, rng: random.Random) -> str:
             lines.insert(0, _bomb(rng.randint(3, 10)).rstrip())
         elif action < 0.9:
             n = rng.randint(1, 9)
-            lines.append("matrix:\n" + "".join(
-                f"  prefill.env.K{k}: [{', '.join(str(v) for v in range(rng.randint(1, 12)))}]\n" for k in range(n)))
+            lines.append(
+                "matrix:\n"
+                + "".join(
+                    f"  prefill.env.K{k}: [{', '.join(str(v) for v in range(rng.randint(1, 12)))}]\n" for k in range(n)
+                )
+            )
         elif action < 0.95 and lines:
             cut = rng.randrange(len("\n".join(lines)) or 1)
             lines = "\n".join(lines)[:cut].splitlines()  # truncated
         else:
             i = rng.randrange(len(lines) or 1)
-            lines.insert(i, " " * rng.randint(0, 6) + rng.choice(["- x", "? a", "&a b: c", "<<: *a", "%YAML 1.1",
-                                                                   "---", "...", "\t: x", "key: 'unclosed"]))
+            lines.insert(
+                i,
+                " " * rng.randint(0, 6)
+                + rng.choice(["- x", "? a", "&a b: c", "<<: *a", "%YAML 1.1", "---", "...", "\t: x", "key: 'unclosed"]),
+            )
     return "\n".join(lines) + "\n"
 
 

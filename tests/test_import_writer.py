@@ -29,12 +29,62 @@ FIELD = ROOT / "tests" / "field"
 LOADER = FAST_LOADER or yaml.SafeLoader  # the recipe loader's parser
 
 # what turned values into structure before, and what YAML 1.1 reads as something other than text
-HOSTILE = ["\n", "\r", "\r\n", "\u2028", "\u2029", "\x85", "\t", "\x00", "\x7f", "\ufeff", "\u202e", "#", " #", ": ",
-           "- ", "-", "? ", "engine: {venv: /tmp/evil}", "ignore: {OPS001: x, OPS005: y}", "launch:\n  run_dir: /",
-           "'", '"', "\\", "{", "}", "[", "]", ",", "&a ", "*a", "!!python/object:os.system", "---", "...", "%YAML",
-           "yes", "on", "No", "~", "null", "0x1F", "0o17", "017", "1_000", "1e3", "1:20", "<<", "=", "|", ">", "@", "`"]
-text = st.lists(st.one_of(st.sampled_from(HOSTILE), st.text(st.characters(exclude_categories=("Cs",)), max_size=8)),
-                max_size=6).map("".join)
+HOSTILE = [
+    "\n",
+    "\r",
+    "\r\n",
+    "\u2028",
+    "\u2029",
+    "\x85",
+    "\t",
+    "\x00",
+    "\x7f",
+    "\ufeff",
+    "\u202e",
+    "#",
+    " #",
+    ": ",
+    "- ",
+    "-",
+    "? ",
+    "engine: {venv: /tmp/evil}",
+    "ignore: {OPS001: x, OPS005: y}",
+    "launch:\n  run_dir: /",
+    "'",
+    '"',
+    "\\",
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    "&a ",
+    "*a",
+    "!!python/object:os.system",
+    "---",
+    "...",
+    "%YAML",
+    "yes",
+    "on",
+    "No",
+    "~",
+    "null",
+    "0x1F",
+    "0o17",
+    "017",
+    "1_000",
+    "1e3",
+    "1:20",
+    "<<",
+    "=",
+    "|",
+    ">",
+    "@",
+    "`",
+]
+text = st.lists(
+    st.one_of(st.sampled_from(HOSTILE), st.text(st.characters(exclude_categories=("Cs",)), max_size=8)), max_size=6
+).map("".join)
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -82,11 +132,18 @@ wait
 @SETTINGS
 @given(st.fixed_dictionaries({k: text for k in ("env", "gpus", "word", "served", "flag", "dashed", "key", "value")}))
 def test_vllm_serve_words_and_json_keys_stay_values(x):
-    kv = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_producer",
-                     "kv_connector_extra_config": {x["key"]: x["value"]}})
-    script = PAIR.format(env=shlex.quote(x["env"]), gpus=shlex.quote(x["gpus"]), word=shlex.quote(x["word"]),
-                         served=shlex.quote(x["served"]), kv=shlex.quote(kv), flag=shlex.quote(x["flag"]),
-                         dashed=shlex.quote("--" + x["dashed"]))
+    kv = json.dumps(
+        {"kv_connector": "NixlConnector", "kv_role": "kv_producer", "kv_connector_extra_config": {x["key"]: x["value"]}}
+    )
+    script = PAIR.format(
+        env=shlex.quote(x["env"]),
+        gpus=shlex.quote(x["gpus"]),
+        word=shlex.quote(x["word"]),
+        served=shlex.quote(x["served"]),
+        kv=shlex.quote(kv),
+        flag=shlex.quote(x["flag"]),
+        dashed=shlex.quote("--" + x["dashed"]),
+    )
     _written(_import(script, "pair\n" + x["word"] + ".sh"))
 
 
@@ -98,7 +155,8 @@ SRT = (FIELD / "srt-slurm" / "qwen35-397b-gb200-4xdep2-1xdep8.yaml").read_text()
 def test_srt_slurm_precision_and_name_stay_values(precision, name):
     assert "precision: NVFP4" in SRT and "\nname: qwen35-397b-nvfp4-gb200-4xdep2-1xdep8\n" in SRT
     source = SRT.replace("precision: NVFP4", f"precision: {_yaml_scalar(precision)}").replace(
-        "\nname: qwen35-397b-nvfp4-gb200-4xdep2-1xdep8\n", f"\nname: {_yaml_scalar(name)}\n")
+        "\nname: qwen35-397b-nvfp4-gb200-4xdep2-1xdep8\n", f"\nname: {_yaml_scalar(name)}\n"
+    )
     _written(_import(source, "srt.yaml"))
 
 
@@ -111,19 +169,26 @@ DYNAMO_ENV = "- name: VLLM_SSM_CONV_STATE_LAYOUT\n              value: DS"
 def test_dynamo_service_and_env_names_stay_values(service, env_name, env_value):
     assert "    Frontend:" in DYNAMO and DYNAMO_ENV in DYNAMO
     source = DYNAMO.replace("    Frontend:", f"    {_yaml_scalar(service)}:").replace(
-        DYNAMO_ENV, f"- name: {_yaml_scalar(env_name)}\n              value: {_yaml_scalar(env_value)}\n"
-                    f"            {DYNAMO_ENV}")
+        DYNAMO_ENV,
+        f"- name: {_yaml_scalar(env_name)}\n              value: {_yaml_scalar(env_value)}\n            {DYNAMO_ENV}",
+    )
     _written(_import(source, "dgd.yaml"))
 
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), text)
-trees = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                      st.dictionaries(text, inner, max_size=4)), max_leaves=20)
+trees = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(text, inner, max_size=4)),
+    max_leaves=20,
+)
 
 
 @SETTINGS
-@given(st.dictionaries(st.one_of(st.sampled_from(_ORDER), text), trees, min_size=1, max_size=5),
-       st.lists(st.tuples(text, text, text), max_size=4), text)
+@given(
+    st.dictionaries(st.one_of(st.sampled_from(_ORDER), text), trees, min_size=1, max_size=5),
+    st.lists(st.tuples(text, text, text), max_size=4),
+    text,
+)
 def test_any_data_and_any_comment_text_round_trip(data, notes, file):
     """The writer on its own: any keys and values, any origin, note and file name in the comments."""
     imported = Imported(format="dynamo", file=file, data=data, files=[file])
@@ -162,8 +227,9 @@ def test_comment_text_is_one_line_and_shows_what_it_escaped():
 
 
 def _recipectl(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "recipectl", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "recipectl", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
 
 
 def _codes(result: subprocess.CompletedProcess) -> list[str]:

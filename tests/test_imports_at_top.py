@@ -14,16 +14,24 @@ PACKAGE = Path(__file__).resolve().parent.parent / "recipectl"
 
 # Modules that may be imported inside a function, each because importing it costs a command that
 # does not use it (python -X importtime, over the yaml + pydantic floor that validate pays anyway).
-LAZY_ALLOWED = frozenset({
-    "vllm", "vllm_router", "torch", "transformers", "tokenizers",  # the engine's, in its own environment
-    "matplotlib",  # bench's plots
-    "httpx",  # doctor, bench, launch: tens of ms that validate, fix, render never need
-    "jinja2",  # render's templates
-    "rich", "typer", "click",  # presentation; the plain validate path prints without them
-    "ruamel",  # fix and import write YAML back; validate reads it with PyYAML
-    "pynvml",  # the GPU's NVML binding: absent on a CPU host, where nvidia-smi is asked instead
-    "tomllib",  # 15-25 ms of regex compiling, only when a recipectl.toml or pyproject.toml is read
-})
+LAZY_ALLOWED = frozenset(
+    {
+        "vllm",
+        "vllm_router",
+        "torch",
+        "transformers",
+        "tokenizers",  # the engine's, in its own environment
+        "matplotlib",  # bench's plots
+        "httpx",  # doctor, bench, launch: tens of ms that validate, fix, render never need
+        "jinja2",  # render's templates
+        "rich",
+        "typer",
+        "click",  # presentation; the plain validate path prints without them
+        "ruamel",  # fix and import write YAML back; validate reads it with PyYAML
+        "pynvml",  # the GPU's NVML binding: absent on a CPU host, where nvidia-smi is asked instead
+        "tomllib",  # 15-25 ms of regex compiling, only when a recipectl.toml or pyproject.toml is read
+    }
+)
 
 # Imports inside functions of other modules (recipectl's own, or cheap ones): none.
 LIMIT = 0
@@ -63,7 +71,8 @@ def test_imports_inside_functions_are_only_of_the_named_heavy_modules():
     print(listing)
     assert len(offending) <= LIMIT, (
         f"{len(offending)} imports inside functions (limit {LIMIT}); move them to the top of their modules "
-        f"(only {', '.join(sorted(LAZY_ALLOWED))} may be imported late):\n{listing}")
+        f"(only {', '.join(sorted(LAZY_ALLOWED))} may be imported late):\n{listing}"
+    )
 
 
 def test_imports_inside_functions_are_few():

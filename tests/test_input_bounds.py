@@ -40,13 +40,20 @@ def _edit(text: str, old: str, new: str) -> str:
 
 def _run(args: list[str], cwd: Path) -> tuple[int, float, str]:
     """`recipectl ARGS` under the bounds: (exit code, CPU seconds, stdout + stderr)."""
+
     def limits():
         resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT_MB << 20, AS_LIMIT_MB << 20))
         resource.setrlimit(resource.RLIMIT_CPU, (20, 20))
 
-    proc = subprocess.Popen([sys.executable, "-m", "recipectl", *args], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=limits,
-                            env={**os.environ, "TMPDIR": str(cwd), "COLUMNS": "200"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "recipectl", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=limits,
+        env={**os.environ, "TMPDIR": str(cwd), "COLUMNS": "200"},
+    )
     try:
         out, _ = proc.communicate(timeout=WALL_LIMIT_S)
     except subprocess.TimeoutExpired:
@@ -67,14 +74,17 @@ def _bounded(args: list[str], cwd: Path) -> tuple[int, str]:
 
 
 # ------------------------------------------------------------------------------------ JSON
-@pytest.mark.parametrize("text, refused", [
-    ("[" * 1000 + "]" * 1000, "nested too deeply (more than 32 levels)"),
-    ("[" * 60_000, "nested too deeply"),
-    ("[" * (JSON_MAX_DEPTH + 1) + "]" * (JSON_MAX_DEPTH + 1), "nested too deeply"),
-    ('{"a": ' * 40 + "1" + "}" * 40, "nested too deeply"),
-    ('"' + "x" * (65 << 10) + '"', "larger than 64 KiB"),
-    ("{not json", "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "text, refused",
+    [
+        ("[" * 1000 + "]" * 1000, "nested too deeply (more than 32 levels)"),
+        ("[" * 60_000, "nested too deeply"),
+        ("[" * (JSON_MAX_DEPTH + 1) + "]" * (JSON_MAX_DEPTH + 1), "nested too deeply"),
+        ('{"a": ' * 40 + "1" + "}" * 40, "nested too deeply"),
+        ('"' + "x" * (65 << 10) + '"', "larger than 64 KiB"),
+        ("{not json", "not valid JSON"),
+    ],
+)
 def test_json_past_the_bounds_is_refused_quickly(text, refused):
     t0 = time.process_time()
     with pytest.raises(JsonRefused, match=re.escape(refused)):
@@ -104,18 +114,21 @@ def test_deep_json_in_extra_args_is_a_finding(tmp_path, flag):
 def test_a_huge_core_range_is_a_schema_error_not_gigabytes(tmp_path):
     recipe = tmp_path / "r.yaml"
     recipe.write_text(_edit(LOCAL, "cpu_cores: ['0']", "cpu_cores: ['0-100000000']"))
-    line = LOCAL[:LOCAL.index("cpu_cores: ['0']")].count("\n") + 1
+    line = LOCAL[: LOCAL.index("cpu_cores: ['0']")].count("\n") + 1
     for command in ("validate", "plan", "render"):
         code, out = _bounded([command, str(recipe)], tmp_path)
         assert code == 2, (command, out)
         assert f"r.yaml:{line}:" in out and "CPU ids are below 65,536" in out and "[prefill.cpu_cores]" in out, out
 
 
-@pytest.mark.parametrize("cores, phrase", [
-    ("'0-65536'", "CPU 65536"),
-    ("'" + "9" * 900 + "'", "CPU 999999999999..."),
-    ("'" + "0," * 600 + "1'", "a core list of 1,201 characters"),
-])
+@pytest.mark.parametrize(
+    "cores, phrase",
+    [
+        ("'0-65536'", "CPU 65536"),
+        ("'" + "9" * 900 + "'", "CPU 999999999999..."),
+        ("'" + "0," * 600 + "1'", "a core list of 1,201 characters"),
+    ],
+)
 def test_core_lists_are_bounded(cores, phrase):
     result = load_text(_edit(LOCAL, "cpu_cores: ['0']", f"cpu_cores: [{cores}]"), "r.yaml")
     assert not result.ok and phrase in result.diagnostics[0].message, result.diagnostics
@@ -159,15 +172,18 @@ def test_the_most_ignore_entries_allowed_are_checked_fast(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------- paths
-@pytest.mark.parametrize("path, phrase", [
-    ("/" + "a" * 5000, "a path of 5,001 bytes: the system takes at most 4,095"),
-    ("/models/" + "b" * 300, "a name of 300 bytes in the path: the system takes at most 255 per name"),
-])
+@pytest.mark.parametrize(
+    "path, phrase",
+    [
+        ("/" + "a" * 5000, "a path of 5,001 bytes: the system takes at most 4,095"),
+        ("/models/" + "b" * 300, "a name of 300 bytes in the path: the system takes at most 255 per name"),
+    ],
+)
 def test_a_path_the_system_cannot_open_is_a_schema_error(recipectl_in_process, tmp_path, path, phrase):
     """A 5,000-character model path was an OSError (File name too long) from the model lookup."""
     recipe = tmp_path / "r.yaml"
     recipe.write_text(_edit(LOCAL, "path: ~/.cache/recipectl/models/qwen3next-tiny", f"path: {path}"))
-    line = LOCAL[:LOCAL.index("path: ~/.cache")].count("\n") + 1
+    line = LOCAL[: LOCAL.index("path: ~/.cache")].count("\n") + 1
     for command in ("validate", "plan", "render"):
         code, out, err = recipectl_in_process(command, str(recipe))
         assert code == 2 and phrase in out + err and f"r.yaml:{line}:" in out + err, (command, out, err)
@@ -175,8 +191,10 @@ def test_a_path_the_system_cannot_open_is_a_schema_error(recipectl_in_process, t
 
 
 def test_long_venv_and_run_dir_are_schema_errors():
-    for old, new, field in (("launch:\n", "launch:\n  run_dir: " + "r" * 4200 + "\n", "launch.run_dir"),
-                            ("venv: ~/.cache/recipectl/engine", "venv: /" + "v" * 256, "engine.venv")):
+    for old, new, field in (
+        ("launch:\n", "launch:\n  run_dir: " + "r" * 4200 + "\n", "launch.run_dir"),
+        ("venv: ~/.cache/recipectl/engine", "venv: /" + "v" * 256, "engine.venv"),
+    ):
         result = load_text(_edit(LOCAL, old, new), "r.yaml")
         assert not result.ok and result.diagnostics[0].path == field, result.diagnostics
 
@@ -202,10 +220,13 @@ def test_plan_says_when_a_role_cannot_hold_one_request(recipectl_in_process, tmp
     assert code == 0 and "cannot hold" not in out, out + err
 
 
-@pytest.mark.parametrize("edit, phrase", [
-    (("decode:\n", "decode:\n  kv_cache_dtype: word\n"), "unsupported dtype 'word'"),
-    (("decode:\n", "decode:\n  parallel: TP7\n"), "not divisible by tensor parallel size 7"),
-])
+@pytest.mark.parametrize(
+    "edit, phrase",
+    [
+        (("decode:\n", "decode:\n  kv_cache_dtype: word\n"), "unsupported dtype 'word'"),
+        (("decode:\n", "decode:\n  parallel: TP7\n"), "not divisible by tensor parallel size 7"),
+    ],
+)
 def test_plan_refuses_what_it_cannot_size(recipectl_in_process, tmp_path, edit, phrase):
     """The planner's refusals (a cache dtype it has no size for, a TP that splits no head) were
     internal errors (ValueError, exit 3); they are the recipe's fault: exit 2, said plainly."""
@@ -248,10 +269,13 @@ def test_a_fifo_pyproject_is_passed_over(tmp_path):
     assert code == 0, out
 
 
-@pytest.mark.parametrize("text, phrase", [
-    ("select = " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
-    ("# " + "x" * (2 << 20) + "\n", "larger than 1 MiB"),
-])
+@pytest.mark.parametrize(
+    "text, phrase",
+    [
+        ("select = " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+        ("# " + "x" * (2 << 20) + "\n", "larger than 1 MiB"),
+    ],
+)
 def test_a_config_past_the_bounds_is_refused(tmp_path, text, phrase):
     recipe = _recipe_in(tmp_path / "project")
     (tmp_path / "project" / "recipectl.toml").write_text(text)
@@ -285,8 +309,12 @@ def test_a_nul_byte_in_an_imported_model_path_is_a_value_not_a_crash(recipectl_i
     (an internal error); no file can have such a name, so it is looked up as missing."""
     kv = '{"kv_connector":"NixlConnector","kv_role":"%s"}'
     script = tmp_path / "pair.sh"
-    script.write_text("".join(f"vllm serve 'x\x00y/Qwen/Qwen3.5-35B-A3B' --port {port} --kv-transfer-config "
-                              f"'{kv % role}'\n" for port, role in ((8000, "kv_producer"), (8001, "kv_consumer"))))
+    script.write_text(
+        "".join(
+            f"vllm serve 'x\x00y/Qwen/Qwen3.5-35B-A3B' --port {port} --kv-transfer-config '{kv % role}'\n"
+            for port, role in ((8000, "kv_producer"), (8001, "kv_consumer"))
+        )
+    )
     code, out, err = recipectl_in_process("import", str(script))
     assert code in (0, 1, 2) and "internal error" not in err, err
     assert "connector: NixlConnector" in out, out

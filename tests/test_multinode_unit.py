@@ -13,8 +13,10 @@ from recipectl.checks.endpoints import NIXL_PATH, nixl_path
 from recipectl.launch import slurm as slurm_launch
 from recipectl.runs.state import ProcessState, RunState
 
-NODE2_DOWN = ("NodeName=node2 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 State=DOWN+NOT_RESPONDING "
-              "ThreadsPerCore=1 Reason=Not responding [slurm@2026-11-30T15:50:00] Comment=(null)")
+NODE2_DOWN = (
+    "NodeName=node2 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 State=DOWN+NOT_RESPONDING "
+    "ThreadsPerCore=1 Reason=Not responding [slurm@2026-11-30T15:50:00] Comment=(null)"
+)
 
 
 def test_scontrol_fields_keep_a_reason_with_spaces():
@@ -31,23 +33,51 @@ def test_which_node_states_are_down():
 
 
 def _state(tmp_path) -> RunState:
-    procs = [ProcessState(name=n, kind=k, host=node, port=port, url=f"http://{node}:{port}", log=str(tmp_path / n),
-                          argv=[], env={}, node=node)
-             for n, k, node, port in (("prefill-0", "prefill", "node1", 8100), ("decode-0", "decode", "node2", 8200),
-                                      ("router", "router", "node1", 30000))]
-    return RunState(run_id="r", recipe_name="x", recipe_path="x.yaml", recipe_hash="h", run_dir=str(tmp_path),
-                    target="slurm", job_id="7", processes=procs)
+    procs = [
+        ProcessState(
+            name=n,
+            kind=k,
+            host=node,
+            port=port,
+            url=f"http://{node}:{port}",
+            log=str(tmp_path / n),
+            argv=[],
+            env={},
+            node=node,
+        )
+        for n, k, node, port in (
+            ("prefill-0", "prefill", "node1", 8100),
+            ("decode-0", "decode", "node2", 8200),
+            ("router", "router", "node1", 30000),
+        )
+    ]
+    return RunState(
+        run_id="r",
+        recipe_name="x",
+        recipe_path="x.yaml",
+        recipe_hash="h",
+        run_dir=str(tmp_path),
+        target="slurm",
+        job_id="7",
+        processes=procs,
+    )
 
 
 def test_status_names_a_down_node_and_the_jobs_end(tmp_path, monkeypatch):
     from recipectl.commands.launch import _slurm_status
 
     monkeypatch.setattr(slurm_launch, "job_state", lambda job: None)
-    monkeypatch.setattr(slurm_launch, "job_info",
-                        lambda job: {"JobState": "NODE_FAIL", "Reason": "NodeDown", "ExitCode": "0:0"})
-    monkeypatch.setattr(slurm_launch, "node_states", lambda names: {
-        "node1": {"state": "IDLE", "reason": ""},
-        "node2": {"state": "DOWN+NOT_RESPONDING", "reason": "Not responding"}})
+    monkeypatch.setattr(
+        slurm_launch, "job_info", lambda job: {"JobState": "NODE_FAIL", "Reason": "NodeDown", "ExitCode": "0:0"}
+    )
+    monkeypatch.setattr(
+        slurm_launch,
+        "node_states",
+        lambda names: {
+            "node1": {"state": "IDLE", "reason": ""},
+            "node2": {"state": "DOWN+NOT_RESPONDING", "reason": "Not responding"},
+        },
+    )
     s = _slurm_status(_state(tmp_path))
     assert s["job_state"] is None and s["job_end_state"] == "NODE_FAIL"
     assert s["nodes"]["node2"]["down"] and not s["nodes"]["node1"]["down"]
@@ -67,12 +97,14 @@ def test_status_of_a_stopped_job_says_nothing_is_wrong(tmp_path, monkeypatch):
 
 
 def _metrics(ext: float, nbytes: float) -> str:
-    return ("# TYPE vllm:prompt_tokens_by_source counter\n"
-            f'vllm:prompt_tokens_by_source_total{{engine="0",source="external_kv_transfer"}} {ext}\n'
-            'vllm:prompt_tokens_by_source_total{engine="0",source="local_compute"} 1.0\n'
-            "# TYPE vllm:nixl_bytes_transferred histogram\n"
-            f'vllm:nixl_bytes_transferred_sum{{engine="0"}} {nbytes}\n'
-            f'vllm:nixl_bytes_transferred_count{{engine="0"}} {1.0 if nbytes else 0.0}\n')
+    return (
+        "# TYPE vllm:prompt_tokens_by_source counter\n"
+        f'vllm:prompt_tokens_by_source_total{{engine="0",source="external_kv_transfer"}} {ext}\n'
+        'vllm:prompt_tokens_by_source_total{engine="0",source="local_compute"} 1.0\n'
+        "# TYPE vllm:nixl_bytes_transferred histogram\n"
+        f'vllm:nixl_bytes_transferred_sum{{engine="0"}} {nbytes}\n'
+        f'vllm:nixl_bytes_transferred_count{{engine="0"}} {1.0 if nbytes else 0.0}\n'
+    )
 
 
 def _servers(remote_host: str, moves: bool):
@@ -83,9 +115,19 @@ def _servers(remote_host: str, moves: bool):
         if request.url.host == "prefill" and request.method == "POST":
             body = json.loads(request.content)
             assert body["kv_transfer_params"]["do_remote_decode"] is True and body["max_tokens"] == 1
-            return httpx.Response(200, json={"choices": [{"text": "x"}], "kv_transfer_params": {
-                "do_remote_prefill": True, "remote_host": remote_host, "remote_port": 5600,
-                "remote_block_ids": [[1]], "remote_engine_id": "e"}})
+            return httpx.Response(
+                200,
+                json={
+                    "choices": [{"text": "x"}],
+                    "kv_transfer_params": {
+                        "do_remote_prefill": True,
+                        "remote_host": remote_host,
+                        "remote_port": 5600,
+                        "remote_block_ids": [[1]],
+                        "remote_engine_id": "e",
+                    },
+                },
+            )
         if request.url.host == "decode" and request.method == "POST":
             seen["decode_params"] = json.loads(request.content)["kv_transfer_params"]
             return httpx.Response(200, json={"choices": [{"text": "y"}]})
@@ -106,6 +148,7 @@ def _run(handler, monkeypatch, addresses):
     async def go():
         async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
             return await nixl_path(targets, client, 10)
+
     return asyncio.run(go())
 
 

@@ -75,6 +75,7 @@ def test_plan_without_workload_shows_capacity_at_max_model_len(recipectl_cli, tm
 def test_plan_without_max_model_len_plans_the_models_context(recipectl_cli, tmp_path):
     """A server without --max-model-len takes the model's context (262,144 for Qwen3.5): the plan says
     so and plans that, with or without a workload."""
+
     def edit(d):
         d.pop("workload")
         d["model"].pop("max_model_len")
@@ -93,8 +94,10 @@ def test_plan_without_max_model_len_plans_the_models_context(recipectl_cli, tmp_
 def _local_model_without_context(tmp_path: Path) -> Path:
     from tests.test_plan_model_spec import QWEN35_MOE_CONFIG
 
-    cfg = {**QWEN35_MOE_CONFIG, "text_config": {k: v for k, v in QWEN35_MOE_CONFIG["text_config"].items()
-                                                 if k != "max_position_embeddings"}}
+    cfg = {
+        **QWEN35_MOE_CONFIG,
+        "text_config": {k: v for k, v in QWEN35_MOE_CONFIG["text_config"].items() if k != "max_position_embeddings"},
+    }
     model_dir = tmp_path / "no-context-model"
     model_dir.mkdir()
     (model_dir / "config.json").write_text(json.dumps(cfg))
@@ -152,8 +155,9 @@ def test_bench_of_a_run_without_a_router_yet_says_so(recipectl_cli, tmp_path):
 
     run = tmp_path / "runs" / "r1"
     run.mkdir(parents=True)
-    RunState(run_id="r1", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(run),
-             target="slurm").save()
+    RunState(
+        run_id="r1", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(run), target="slurm"
+    ).save()
     r = recipectl_cli("bench", str(H200), "--run", str(run), "-o", str(tmp_path / "out"))
     assert r.returncode == 2, r.stdout + r.stderr
     assert "no router yet" in r.stderr and "--router" in r.stderr and "Traceback" not in r.stderr

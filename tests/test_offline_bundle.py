@@ -46,16 +46,21 @@ def make_bundle(out: Path, python: str = PY, part_size: int = 300, fmt: str = "x
     sums = []
     for i in range(0, len(blob), part_size):
         name = f"engine.tar.{fmt}.part-a{chr(ord('a') + i // part_size)}"
-        (out / name).write_bytes(blob[i:i + part_size])
-        sums.append(f"{hashlib.sha256(blob[i:i + part_size]).hexdigest()}  {name}")
+        (out / name).write_bytes(blob[i : i + part_size])
+        sums.append(f"{hashlib.sha256(blob[i : i + part_size]).hexdigest()}  {name}")
     (out / "SHA256SUMS").write_text("\n".join(sums) + "\n")
     (out / "BUNDLE").write_text(f"python={python}\nrequirements=test.txt\n")
     return out
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHON": sys.executable, **(env or {})})
+    return subprocess.run(
+        ["bash", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHON": sys.executable, **(env or {})},
+    )
 
 
 @pytest.mark.parametrize("fmt", ["zst", "xz"])
@@ -100,8 +105,11 @@ def test_build_refuses_a_pip_that_cannot_install_for_another_platform(tmp_path):
     fake_pip = tmp_path / "pip"
     fake_pip.write_text("#!/bin/sh\necho 'pip 23.2.1 from /somewhere (python 3.11)'\n")
     fake_pip.chmod(0o755)
-    r = run(str(BUILD), str(ROOT / "scripts/bundles/vllm-0.26.0-cu130-py312.txt"),
-            env={"PIP": str(fake_pip), "OUT": str(tmp_path / "out")})
+    r = run(
+        str(BUILD),
+        str(ROOT / "scripts/bundles/vllm-0.26.0-cu130-py312.txt"),
+        env={"PIP": str(fake_pip), "OUT": str(tmp_path / "out")},
+    )
     assert r.returncode == 2 and "pip >= 26" in r.stderr and "fix:" in r.stderr
 
 
@@ -112,8 +120,12 @@ def test_evidence_summary_reads_a_partial_run(tmp_path, folder):
     if folder == "partial":
         (ev / "driver.log").write_text("[00:00:00 +0s] launch: exit 1 in 3s\n")
         (ev / "launch.err").write_text("launch failed: prefill-0 exited with code 1\n")
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "evidence-summary.py"), str(ev)],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "evidence-summary.py"), str(ev)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     assert "# recipectl GPU evidence" in r.stdout and "(no bench summary)" in r.stdout
 
@@ -144,15 +156,15 @@ def test_the_bundle_carries_what_recipectl_imports_and_nothing_the_image_has():
     assert not missing, f"recipectl needs {missing}: run scripts/bundle-requirements.py"
     assert not sorted(set(carried) & set(image)), "the image has these already"
     engine = _names(BUNDLES / "vllm-0.26.0-cu130-py312.in")
-    assert all(carried.get(n) == line for n, line in engine.items() if n not in image), \
+    assert all(carried.get(n) == line for n, line in engine.items() if n not in image), (
         "the .txt is older than the .in: run scripts/bundle-requirements.py"
+    )
     assert all("==" in line for line in carried.values())  # pinned: nothing is resolved on the host
     assert {"tenacity", "ruamel-yaml", "vllm", "nixl-cu13", "vllm-router"} <= set(carried)
 
 
 def _names_of(requirements: list[str]) -> list[str]:
-    return [re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", r).group(0)).lower()
-            for r in requirements]
+    return [re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", r).group(0)).lower() for r in requirements]
 
 
 # ------------------------------------------------------------------------ scripts/gpu-evidence.sh
@@ -160,10 +172,18 @@ EVIDENCE = ROOT / "scripts" / "gpu-evidence.sh"
 
 
 def _evidence(tmp_path: Path, path: str) -> tuple[subprocess.CompletedProcess, str]:
-    env = {**os.environ, "PATH": path, "OUT": str(tmp_path / "out"), "ENGINE": str(tmp_path / "engine"),
-           "MODELS": str(tmp_path / "models"), "HOME": str(tmp_path), "BUDGET": "120"}
-    r = subprocess.run([shutil.which("bash"), str(EVIDENCE), "main"], capture_output=True, text=True,
-                       timeout=300, env=env)
+    env = {
+        **os.environ,
+        "PATH": path,
+        "OUT": str(tmp_path / "out"),
+        "ENGINE": str(tmp_path / "engine"),
+        "MODELS": str(tmp_path / "models"),
+        "HOME": str(tmp_path),
+        "BUDGET": "120",
+    }
+    r = subprocess.run(
+        [shutil.which("bash"), str(EVIDENCE), "main"], capture_output=True, text=True, timeout=300, env=env
+    )
     log = tmp_path / "out" / "evidence" / "driver.log"
     return r, log.read_text() if log.exists() else ""
 
@@ -184,8 +204,10 @@ def test_gpu_evidence_starts_nothing_else_after_a_failed_launch(tmp_path):
     bin_ = tmp_path / "fakebin"
     bin_.mkdir()
     smi = bin_ / "nvidia-smi"
-    smi.write_text('#!/bin/sh\ncase "$*" in *index,name*) echo "0, NVIDIA H200, 143771";; '
-                   '*name*) echo "NVIDIA H200";; *) echo "fake nvidia-smi";; esac\n')
+    smi.write_text(
+        '#!/bin/sh\ncase "$*" in *index,name*) echo "0, NVIDIA H200, 143771";; '
+        '*name*) echo "NVIDIA H200";; *) echo "fake nvidia-smi";; esac\n'
+    )
     engine = tmp_path / "engine" / "bin"
     engine.mkdir(parents=True)
     (engine / "python").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')

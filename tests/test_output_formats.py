@@ -97,8 +97,9 @@ def test_github_annotations(capsys, files):
 
 
 def test_github_escaping_and_levels():
-    d = Diagnostic(code="PRF001", severity=Severity.INFO, message="50% done,\nnext: x", file="a:b,c.yaml",
-                   line=3, col=7)
+    d = Diagnostic(
+        code="PRF001", severity=Severity.INFO, message="50% done,\nnext: x", file="a:b,c.yaml", line=3, col=7
+    )
     out = format_reports_github([FileReport(file="a:b,c.yaml", diagnostics=[d])])
     assert out == "::notice file=a%3Ab%2Cc.yaml,line=3,col=7,title=PRF001::50%25 done,%0Anext: x\n"
     assert format_reports_github([FileReport(file="x.yaml")]) == ""

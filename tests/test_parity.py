@@ -31,8 +31,14 @@ def steps(*tokens: str, margin: float = 3.0) -> list[Step]:
 
 COMPARE = [
     ("identical", steps("a", "b", "c"), steps("a", "b", "c"), "match", None, None),
-    ("near tie", [*steps("a"), Step("b", {"b": -0.70, "x": -0.73}), *steps("c")],
-     steps("a", "x", "y"), "near_tie", 1, 0.03),
+    (
+        "near tie",
+        [*steps("a"), Step("b", {"b": -0.70, "x": -0.73}), *steps("c")],
+        steps("a", "x", "y"),
+        "near_tie",
+        1,
+        0.03,
+    ),
     ("confident", steps("a", "b", margin=6.0), steps("a", "z"), "confident", 1, 6.0),
     ("first token", steps("Paris", margin=9.0), steps("zzz"), "confident", 0, 9.0),
     ("candidate shorter", steps("a", "b", "c", margin=0.01), steps("a", "b"), "near_tie", 2, 0.01),
@@ -42,10 +48,12 @@ COMPARE = [
 ]
 
 
-@pytest.mark.parametrize(("ref", "cand", "kind", "position", "margin"),
-                         [c[1:] for c in COMPARE], ids=[c[0] for c in COMPARE])
-def test_compare_steps(ref: list[Step], cand: list[Step], kind: str, position: int | None,
-                       margin: float | None) -> None:
+@pytest.mark.parametrize(
+    ("ref", "cand", "kind", "position", "margin"), [c[1:] for c in COMPARE], ids=[c[0] for c in COMPARE]
+)
+def test_compare_steps(
+    ref: list[Step], cand: list[Step], kind: str, position: int | None, margin: float | None
+) -> None:
     out = compare_steps("p", ref, cand, near_tie_nats=0.1)
     assert out.classification == kind and out.match is (kind == "match")
     assert out.first_divergence == position
@@ -56,16 +64,30 @@ def test_compare_steps(ref: list[Step], cand: list[Step], kind: str, position: i
 
 
 def test_parse_completions_shape_including_null_entries() -> None:
-    choice = {"text": "ab", "logprobs": {
-        "tokens": ["a", "b"], "token_logprobs": [-0.1, -0.2],
-        "top_logprobs": [{"a": -0.1, "c": -2.0}, None], "text_offset": [0, 1]}}
+    choice = {
+        "text": "ab",
+        "logprobs": {
+            "tokens": ["a", "b"],
+            "token_logprobs": [-0.1, -0.2],
+            "top_logprobs": [{"a": -0.1, "c": -2.0}, None],
+            "text_offset": [0, 1],
+        },
+    }
     assert parse_steps(choice) == [Step("a", {"a": -0.1, "c": -2.0}), Step("b", {})]
 
 
 def test_parse_chat_shape() -> None:
-    choice = {"logprobs": {"content": [
-        {"token": "a", "logprob": -0.1, "top_logprobs": [
-            {"token": "a", "logprob": -0.1}, {"token": "c", "logprob": -1.5}]}]}}
+    choice = {
+        "logprobs": {
+            "content": [
+                {
+                    "token": "a",
+                    "logprob": -0.1,
+                    "top_logprobs": [{"token": "a", "logprob": -0.1}, {"token": "c", "logprob": -1.5}],
+                }
+            ]
+        }
+    }
     assert parse_steps(choice) == [Step("a", {"a": -0.1, "c": -1.5})]
     assert parse_steps(choice)[0].margin() == pytest.approx(1.4)
 
@@ -104,9 +126,20 @@ def tokens_for(prompt: str, n: int) -> list[str]:
 
 
 def answer(tokens: list[str], tops: list[dict[str, float]]) -> tuple[int, Any]:
-    return 200, {"choices": [{"index": 0, "text": "".join(tokens), "logprobs": {
-        "tokens": tokens, "token_logprobs": [t[k] for t, k in zip(tops, tokens, strict=True)],
-        "top_logprobs": tops, "text_offset": list(range(len(tokens)))}}]}
+    return 200, {
+        "choices": [
+            {
+                "index": 0,
+                "text": "".join(tokens),
+                "logprobs": {
+                    "tokens": tokens,
+                    "token_logprobs": [t[k] for t, k in zip(tops, tokens, strict=True)],
+                    "top_logprobs": tops,
+                    "text_offset": list(range(len(tokens))),
+                },
+            }
+        ]
+    }
 
 
 TIE, BROKEN = DEFAULT_PROMPTS[3], DEFAULT_PROMPTS[7]
@@ -135,8 +168,7 @@ def candidate(corrupt: bool) -> Script:
 def parity(cand_url: str, ref_url: str, **kw: Any) -> ParityResult:
     async def go() -> ParityResult:
         async with make_client(concurrency=8) as client:
-            return await run_parity(client, cand_url, ref_url, "tiny", max_tokens=12,
-                                    request_timeout_s=5, **kw)
+            return await run_parity(client, cand_url, ref_url, "tiny", max_tokens=12, request_timeout_s=5, **kw)
 
     return asyncio.run(go())
 
@@ -174,8 +206,7 @@ def test_the_match_rate_bar_and_the_near_tie_threshold_are_configurable() -> Non
 
 
 def test_a_failing_candidate_is_an_error_not_a_match() -> None:
-    with CompletionsServer(reference) as ref, \
-         CompletionsServer(lambda p, b: (500, {"error": "router down"})) as cand:
+    with CompletionsServer(reference) as ref, CompletionsServer(lambda p, b: (500, {"error": "router down"})) as cand:
         result = parity(cand.url, ref.url, prompts=DEFAULT_PROMPTS[:3], retries=0)
     assert not result.passed and result.errors == 3
     assert "HTTP 500" in result.message and result.prompts[0].classification == "error"

@@ -29,8 +29,9 @@ def _findings(path: Path) -> list[tuple[str, str, str, str]]:
 
 
 def _recipectl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "recipectl", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "recipectl", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
 
 
 # ------------------------------------------------------------------------------------- Dynamo
@@ -112,15 +113,17 @@ def test_an_unresolved_model_is_a_warning_that_says_the_model_rules_did_not_run(
 # ----------------------------------------------------------------------------- srt-slurm sa-bench
 def _srt(tmp_path, bench: str) -> Path:
     base = (FIELD / "srt-slurm" / "qwen35-397b-gb200-4xdep2-1xdep8.yaml").read_text()
-    text = base[:base.index("benchmark:")] + bench
+    text = base[: base.index("benchmark:")] + bench
     path = tmp_path / "srt.yaml"
     path.write_text(text)
     return path
 
 
 def test_sa_bench_fixed_lengths_are_ratio_one(tmp_path):
-    path = _srt(tmp_path, "benchmark:\n  type: sa-bench\n  isl: 8192\n  osl: 1024\n  concurrencies: '64'\n"
-                          "  random_range_ratio: 1.0\n")
+    path = _srt(
+        tmp_path,
+        "benchmark:\n  type: sa-bench\n  isl: 8192\n  osl: 1024\n  concurrencies: '64'\n  random_range_ratio: 1.0\n",
+    )
     imp = import_text(path.read_text(), str(path))
     assert imp.get(("workload",)) == {"isl": 8192, "osl": 1024, "random_range_ratio": 0.0, "concurrency": [64]}
 
@@ -129,8 +132,11 @@ def test_sa_bench_lengths_lie_in_ratio_times_isl_to_isl(tmp_path):
     """0.8: sa-bench's longest request is ISL itself (8192), not vLLM's ISL x 1.8."""
     from recipectl.schema import WorkloadSection
 
-    path = _srt(tmp_path, "benchmark:\n  type: sa-bench\n  isl: 8192\n  osl: 1024\n  concurrencies: '64'\n"
-                          "  random_range_ratio: 0.8\n  repeat: 2\n  num_warmup_mult: 1\n")
+    path = _srt(
+        tmp_path,
+        "benchmark:\n  type: sa-bench\n  isl: 8192\n  osl: 1024\n  concurrencies: '64'\n"
+        "  random_range_ratio: 0.8\n  repeat: 2\n  num_warmup_mult: 1\n",
+    )
     imp = import_text(path.read_text(), str(path))
     w = WorkloadSection.model_validate(imp.get(("workload",)))
     assert (w.max_isl, w.max_osl) == (8192, 1024)
@@ -149,10 +155,15 @@ def test_an_accuracy_run_gets_no_invented_workload(tmp_path):
 
 
 # ----------------------------------------------------------------------------- other backends
-@pytest.mark.parametrize("name,backend", [("srt-slurm-sglang-qwen35-1p1d.yaml", "sglang"),
-                                          ("srt-slurm-trtllm-typed.yaml", "trtllm"),
-                                          ("dynamo-sglang-v1beta1.yaml", "sglang"),
-                                          ("dynamo-trtllm-worker.yaml", "trtllm")])
+@pytest.mark.parametrize(
+    "name,backend",
+    [
+        ("srt-slurm-sglang-qwen35-1p1d.yaml", "sglang"),
+        ("srt-slurm-trtllm-typed.yaml", "trtllm"),
+        ("dynamo-sglang-v1beta1.yaml", "sglang"),
+        ("dynamo-trtllm-worker.yaml", "trtllm"),
+    ],
+)
 @pytest.mark.parametrize("command", [["validate"], ["plan"], ["render", "-t", "bash", "-o", "{tmp}"], ["import"]])
 def test_other_backends_are_refused_in_one_line(name, backend, command, tmp_path):
     args = [a.replace("{tmp}", str(tmp_path / "out")) for a in command]
@@ -166,8 +177,10 @@ def test_other_backends_are_refused_in_one_line(name, backend, command, tmp_path
 # --------------------------------------------------------------------------- hybrid-ness
 def _serve_pair(model: str) -> str:
     kv = '{"kv_connector":"NixlConnector","kv_role":"kv_%s"}'
-    return "".join(f"VLLM_SSM_CONV_STATE_LAYOUT=DS vllm serve {model} --port {port} --kv-transfer-config "
-                   f"'{kv % role}' &\n" for port, role in ((8100, "producer"), (8200, "consumer")))
+    return "".join(
+        f"VLLM_SSM_CONV_STATE_LAYOUT=DS vllm serve {model} --port {port} --kv-transfer-config '{kv % role}' &\n"
+        for port, role in ((8100, "producer"), (8200, "consumer"))
+    )
 
 
 def test_hybrid_from_the_architecture_under_any_name(tmp_path):

@@ -66,8 +66,11 @@ def mutated(text: str):
 
 
 def _cases() -> list[tuple[str, tuple, object, str]]:
-    return [(f.relative_to(FIELD).as_posix(), path, value, text)
-            for f in PEER_FILES for path, value, text in mutated(f.read_text())]
+    return [
+        (f.relative_to(FIELD).as_posix(), path, value, text)
+        for f in PEER_FILES
+        for path, value, text in mutated(f.read_text())
+    ]
 
 
 ALL_CASES = _cases()
@@ -82,10 +85,14 @@ def _sample(n: int, salt: str) -> list:
 def test_the_mutator_reaches_every_kind_of_position():
     assert len(PEER_FILES) >= 15 and len(ALL_CASES) > 5000
     paths = {(name, path) for name, path, _, _ in ALL_CASES}
-    for name, path in (("srt-slurm/qwen35-397b-gb200-4xdep2-1xdep8.yaml", (0, "resources", "prefill_nodes")),
-                       ("srt-slurm/qwen35-397b-gb200-4xdep2-1xdep8.yaml", (0, "backend", "vllm_config")),
-                       ("dynamo/qwen35-397b-fp8-h100-disagg.yaml",
-                        (0, "spec", "services", "VllmDecodeWorker", "extraPodSpec", "mainContainer", "args", 0))):
+    for name, path in (
+        ("srt-slurm/qwen35-397b-gb200-4xdep2-1xdep8.yaml", (0, "resources", "prefill_nodes")),
+        ("srt-slurm/qwen35-397b-gb200-4xdep2-1xdep8.yaml", (0, "backend", "vllm_config")),
+        (
+            "dynamo/qwen35-397b-fp8-h100-disagg.yaml",
+            (0, "spec", "services", "VllmDecodeWorker", "extraPodSpec", "mainContainer", "args", 0),
+        ),
+    ):
         assert (name, path) in paths, (name, path)
 
 
@@ -125,8 +132,12 @@ def test_type_mutations_through_the_commands(recipectl_in_process, tmp_path):
         name, _, _, text = case
         path = tmp_path / f"{n}-{Path(name).name}"
         path.write_text(text)
-        for argv in (["validate", str(path)], ["plan", str(path)], ["render", str(path), "-t", "bash"],
-                     ["import", str(path)]):
+        for argv in (
+            ["validate", str(path)],
+            ["plan", str(path)],
+            ["render", str(path), "-t", "bash"],
+            ["import", str(path)],
+        ):
             t0 = time.process_time()
             code, _, err = recipectl_in_process(*argv)
             cpu = time.process_time() - t0
@@ -144,25 +155,38 @@ DYNAMO = FIELD / "dynamo" / "qwen35-397b-fp8-h100-disagg.yaml"
 
 
 def _line_of(text: str, needle: str) -> int:
-    return text[:text.index(needle)].count("\n") + 1
+    return text[: text.index(needle)].count("\n") + 1
 
 
-@pytest.mark.parametrize("src, old, new, field", [
-    (SRT, "  prefill_nodes: 2", "  prefill_nodes: nan", "resources.prefill_nodes"),
-    (SRT, "  gpus_per_decode: 8", "  gpus_per_decode: {a: 1}", "resources.gpus_per_decode"),
-    (SRT, "  isl: 8192", "  isl: [1, 2]", "benchmark.isl"),
-    (SRT, "  vllm_config:\n    prefill:", "  vllm_config: word\n  unused:\n    prefill:", "backend.vllm_config"),
-    (DYNAMO, '  subComponentType: prefill\n      replicas: 1\n      resources:\n        limits:\n          gpu: "8"',
-     "  subComponentType: prefill\n      replicas: 1\n      resources:\n        limits:\n          gpu: eight",
-     "spec.services.VllmPrefillWorker.resources.limits.gpu"),
-    (DYNAMO, "  subComponentType: prefill\n      replicas: 1", "  subComponentType: prefill\n      replicas: true",
-     "spec.services.VllmPrefillWorker.replicas"),
-    (DYNAMO, "          args:\n            - |\n              exec python3 -m dynamo.vllm \\\n"
-             "                --model Qwen/Qwen3.5-397B-A17B-FP8 \\\n                --disaggregation-mode decode",
-     "          args: {a: 1}\n          unused:\n            - |\n              exec python3 -m dynamo.vllm \\\n"
-     "                --model Qwen/Qwen3.5-397B-A17B-FP8 \\\n                --disaggregation-mode decode",
-     "spec.services.VllmDecodeWorker.extraPodSpec.mainContainer.args"),
-])
+@pytest.mark.parametrize(
+    "src, old, new, field",
+    [
+        (SRT, "  prefill_nodes: 2", "  prefill_nodes: nan", "resources.prefill_nodes"),
+        (SRT, "  gpus_per_decode: 8", "  gpus_per_decode: {a: 1}", "resources.gpus_per_decode"),
+        (SRT, "  isl: 8192", "  isl: [1, 2]", "benchmark.isl"),
+        (SRT, "  vllm_config:\n    prefill:", "  vllm_config: word\n  unused:\n    prefill:", "backend.vllm_config"),
+        (
+            DYNAMO,
+            '  subComponentType: prefill\n      replicas: 1\n      resources:\n        limits:\n          gpu: "8"',
+            "  subComponentType: prefill\n      replicas: 1\n      resources:\n        limits:\n          gpu: eight",
+            "spec.services.VllmPrefillWorker.resources.limits.gpu",
+        ),
+        (
+            DYNAMO,
+            "  subComponentType: prefill\n      replicas: 1",
+            "  subComponentType: prefill\n      replicas: true",
+            "spec.services.VllmPrefillWorker.replicas",
+        ),
+        (
+            DYNAMO,
+            "          args:\n            - |\n              exec python3 -m dynamo.vllm \\\n"
+            "                --model Qwen/Qwen3.5-397B-A17B-FP8 \\\n                --disaggregation-mode decode",
+            "          args: {a: 1}\n          unused:\n            - |\n              exec python3 -m dynamo.vllm \\\n"
+            "                --model Qwen/Qwen3.5-397B-A17B-FP8 \\\n                --disaggregation-mode decode",
+            "spec.services.VllmDecodeWorker.extraPodSpec.mainContainer.args",
+        ),
+    ],
+)
 def test_a_value_of_the_wrong_type_is_named_at_its_line(recipectl_in_process, tmp_path, src, old, new, field):
     """Each of these was an internal error (int('nan'), 'str'.get, a dict indexed by 0): now the
     field and its line in the original file, exit 2, from validate and from import."""
@@ -190,8 +214,10 @@ DEEP = "[" * 1000 + "]" * 1000
 def test_deep_json_in_an_srt_slurm_flag_is_a_finding(recipectl_in_process, tmp_path):
     text = SRT.read_text()
     kv = '{"kv_connector": "NixlConnector", "kv_role": "kv_both", "kv_load_failure_policy": "fail"}'
-    old = f"      kv-transfer-config: '{kv}'\n      served-model-name: Qwen3.5-397B-A17B-NVFP4\n" \
-          "      tensor-parallel-size: 1\n      pipeline-parallel-size: 1\n      data-parallel-size: 8"
+    old = (
+        f"      kv-transfer-config: '{kv}'\n      served-model-name: Qwen3.5-397B-A17B-NVFP4\n"
+        "      tensor-parallel-size: 1\n      pipeline-parallel-size: 1\n      data-parallel-size: 8"
+    )
     assert text.count(old) == 1  # decode's
     path = tmp_path / "deep.yaml"
     path.write_text(text.replace(old, old.replace(kv, DEEP)))
@@ -208,8 +234,9 @@ def test_deep_json_in_a_vllm_serve_script_is_refused(recipectl_in_process, tmp_p
     script = tmp_path / "pd.sh"
     script.write_text(
         "vllm serve Qwen/Qwen3.5-27B --port 8100 --kv-transfer-config "
-        "'{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_producer\"}'\n"
-        f"vllm serve Qwen/Qwen3.5-27B --port 8200 {flag} '{DEEP}'\n")
+        '\'{"kv_connector":"NixlConnector","kv_role":"kv_producer"}\'\n'
+        f"vllm serve Qwen/Qwen3.5-27B --port 8200 {flag} '{DEEP}'\n"
+    )
     for command in ("validate", "import"):
         code, out, err = recipectl_in_process(command, str(script))
         assert code in (0, 1, 2) and "internal error" not in err and "Traceback" not in err, (command, out, err)
@@ -218,7 +245,7 @@ def test_deep_json_in_a_vllm_serve_script_is_refused(recipectl_in_process, tmp_p
 
 def test_deep_json_in_a_dynamo_argument_is_a_finding(recipectl_in_process, tmp_path):
     text = DYNAMO.read_text()
-    old = "--kv-transfer-config '{\"kv_connector\": \"NixlConnector\", \"kv_role\": \"kv_consumer\"}'"
+    old = '--kv-transfer-config \'{"kv_connector": "NixlConnector", "kv_role": "kv_consumer"}\''
     assert text.count(old) == 1
     path = tmp_path / "deep.yaml"
     path.write_text(text.replace(old, f"--speculative-config '{DEEP}'"))
@@ -231,10 +258,13 @@ def test_deep_json_in_a_dynamo_argument_is_a_finding(recipectl_in_process, tmp_p
 PREFILL_SCRIPT = FIELD / "vllm-serve" / "qwen35-27b-gb200-tp1-prefill.sh"
 
 
-@pytest.mark.parametrize("partner, reason", [
-    (b"vllm serve \xff\xfe\x00\x01 --port 8200\n", "not UTF-8 text (byte 11)"),
-    (b"# " + b"x" * (20 << 20) + b"\n", "larger than 1 MiB"),
-])
+@pytest.mark.parametrize(
+    "partner, reason",
+    [
+        (b"vllm serve \xff\xfe\x00\x01 --port 8200\n", "not UTF-8 text (byte 11)"),
+        (b"# " + b"x" * (20 << 20) + b"\n", "larger than 1 MiB"),
+    ],
+)
 def test_an_unreadable_partner_script_is_refused(recipectl_in_process, tmp_path, partner, reason):
     """The decode script paired with a prefill one is read as the first was: a binary one was a
     UnicodeDecodeError, a 20 MB one was read whole (7-10 s)."""

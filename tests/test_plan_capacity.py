@@ -44,9 +44,18 @@ FULL, LINEAR = LayerType.FULL_ATTENTION, LayerType.LINEAR_ATTENTION
 
 # The dense row: 2 layers, 2 KV heads x 64, bf16.
 TINY_LLAMA = ModelSpec(
-    name="tiny-llama", architecture="LlamaForCausalLM", family=ModelFamily.DENSE,
-    num_hidden_layers=2, layer_types=(FULL, FULL), hidden_size=128, num_attention_heads=2,
-    num_key_value_heads=2, head_dim=64, intermediate_size=256, vocab_size=512)
+    name="tiny-llama",
+    architecture="LlamaForCausalLM",
+    family=ModelFamily.DENSE,
+    num_hidden_layers=2,
+    layer_types=(FULL, FULL),
+    hidden_size=128,
+    num_attention_heads=2,
+    num_key_value_heads=2,
+    head_dim=64,
+    intermediate_size=256,
+    vocab_size=512,
+)
 
 # The hybrid row, worked back from its numbers: attention page 163,840 B at block 640 is
 # 256 B/token = 2 (K,V) x kv_heads x head_dim x 2 B, so kv_heads x head_dim = 64 (1 x 64 here);
@@ -54,19 +63,41 @@ TINY_LLAMA = ModelSpec(
 # x 2 B (bf16 state: no mamba_ssm_dtype in the config), with 2 key heads x 128:
 # conv_dim = 2*128*2 + 128*4 = 1024. Mamba page 137,216 B, padded to 163,840 (+19.4%).
 TINY_HYBRID = ModelSpec(
-    name="tiny-hybrid", architecture="Qwen3NextForCausalLM", family=ModelFamily.HYBRID,
-    num_hidden_layers=4, layer_types=(LINEAR, LINEAR, LINEAR, FULL), hidden_size=256,
-    num_attention_heads=4, num_key_value_heads=1, head_dim=64, attn_output_gate=True,
-    linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=128,
-    linear_value_head_dim=128, linear_conv_kernel_dim=4, num_experts=4, num_experts_per_tok=2,
-    moe_intermediate_size=128, shared_expert_intermediate_size=128, vocab_size=512)
+    name="tiny-hybrid",
+    architecture="Qwen3NextForCausalLM",
+    family=ModelFamily.HYBRID,
+    num_hidden_layers=4,
+    layer_types=(LINEAR, LINEAR, LINEAR, FULL),
+    hidden_size=256,
+    num_attention_heads=4,
+    num_key_value_heads=1,
+    head_dim=64,
+    attn_output_gate=True,
+    linear_num_key_heads=2,
+    linear_num_value_heads=4,
+    linear_key_head_dim=128,
+    linear_value_head_dim=128,
+    linear_conv_kernel_dim=4,
+    num_experts=4,
+    num_experts_per_tok=2,
+    moe_intermediate_size=128,
+    shared_expert_intermediate_size=128,
+    vocab_size=512,
+)
 
 # The H200 reference model (make_models.py): 2 KV heads x 128, same GDN dims.
 H200_TINY_NEXT = TINY_HYBRID.model_copy(update={"num_key_value_heads": 2, "head_dim": 128})
 
-GB200_DECODE = PlanInput(tp=1, dp=8, ep=True, max_model_len=16_590, gpu_memory_bytes=GB200_HBM_BYTES,
-                         gpu_memory_utilization=0.9, quantization="nvfp4",
-                         workload=Workload(isl=8192, osl=1024, range_ratio=0.8))
+GB200_DECODE = PlanInput(
+    tp=1,
+    dp=8,
+    ep=True,
+    max_model_len=16_590,
+    gpu_memory_bytes=GB200_HBM_BYTES,
+    gpu_memory_utilization=0.9,
+    quantization="nvfp4",
+    workload=Workload(isl=8192, osl=1024, range_ratio=0.8),
+)
 
 
 def test_qwen35_397b_kv_bytes_per_token():
@@ -101,8 +132,10 @@ def test_cpu_dense_row_reproduced_exactly():
 
 
 def test_cpu_hybrid_row_reproduced_exactly():
-    p = plan_role(TINY_HYBRID, PlanInput(platform="cpu", cache_bytes_override=1 * GiB, max_model_len=512,
-                                         enable_prefix_caching=True))  # vLLM's default: mamba "align" mode
+    p = plan_role(
+        TINY_HYBRID,
+        PlanInput(platform="cpu", cache_bytes_override=1 * GiB, max_model_len=512, enable_prefix_caching=True),
+    )  # vLLM's default: mamba "align" mode
     assert p.gdn_conv_bytes_per_layer == 6_144 and p.gdn_ssm_bytes_per_layer == 131_072
     assert p.mamba_page_bytes == 137_216
     assert p.block_size == 640
@@ -130,15 +163,26 @@ def test_group_sizes_follow_vllm():
     assert [g.num_layers for g in kv_cache_groups(15, 45)] == [15, 15, 15, 15]
     # MTP adds an attention layer: group size 16, GDN still splits in 3 (15 each)
     assert [(g.kind, g.num_layers) for g in kv_cache_groups(16, 45)] == [
-        ("attention", 16), ("mamba", 15), ("mamba", 15), ("mamba", 15)]
+        ("attention", 16),
+        ("mamba", 15),
+        ("mamba", 15),
+        ("mamba", 15),
+    ]
     # within 1.5x of each other: the larger count is the group size (13 full + 12 other)
     assert [g.num_layers for g in kv_cache_groups(13, 12)] == [13, 12]
     assert [g.num_layers for g in kv_cache_groups(4, 0)] == [4]
 
 
 def test_speculative_tokens_grow_conv_state_and_groups():
-    p = plan_role(QWEN3_5_397B_A17B, PlanInput(num_speculative_tokens=1, cache_bytes_override=100 * GiB,
-                                               max_model_len=8192, mamba_ssm_cache_dtype="bfloat16"))
+    p = plan_role(
+        QWEN3_5_397B_A17B,
+        PlanInput(
+            num_speculative_tokens=1,
+            cache_bytes_override=100 * GiB,
+            max_model_len=8192,
+            mamba_ssm_cache_dtype="bfloat16",
+        ),
+    )
     assert p.gdn_conv_bytes_per_layer == 12_288 * 4 * 2
     assert p.page_bytes == 16 * p.attention_page_bytes
     assert p.mamba_blocks_per_request == 2
@@ -189,8 +233,12 @@ def test_gb200_decode_saturation():
     assert p.saturation_concurrency == 2_384
     assert p.decode_gpus_for(5_120) == 18
     # Even with the whole 186 GB of every GPU as cache, 8 GPUs cannot keep 5,120 resident.
-    ceiling = plan_role(QWEN3_5_397B_A17B, replace(GB200_DECODE, mamba_ssm_cache_dtype="bfloat16",
-                                                   gpu_memory_bytes=None, cache_bytes_override=GB200_HBM_BYTES))
+    ceiling = plan_role(
+        QWEN3_5_397B_A17B,
+        replace(
+            GB200_DECODE, mamba_ssm_cache_dtype="bfloat16", gpu_memory_bytes=None, cache_bytes_override=GB200_HBM_BYTES
+        ),
+    )
     assert ceiling.saturation_concurrency < 5_120
 
 
@@ -271,14 +319,18 @@ def test_every_builtin_name_plans_from_a_recipe(name, suffix):
     assert quantization(recipe) == (suffix[1:].lower() or "bf16")
 
 
-@pytest.mark.parametrize(("version", "prefix_caching", "backend", "block"), [
-    ("0.32.0", True, None, 1072),  # no checkpoint grid before 0.33
-    ("0.33.0", True, None, 1088),  # auto reaches FlashInfer on GB200 (head_k_dim 128): a 64-token grid
-    ("0.33.0", True, "triton", 1072),  # Triton's GDN prefill declares no checkpoint alignment
-    ("0.33.0", False, None, 1072),  # no prefix caching: not align mode
-])
+@pytest.mark.parametrize(
+    ("version", "prefix_caching", "backend", "block"),
+    [
+        ("0.32.0", True, None, 1072),  # no checkpoint grid before 0.33
+        ("0.33.0", True, None, 1088),  # auto reaches FlashInfer on GB200 (head_k_dim 128): a 64-token grid
+        ("0.33.0", True, "triton", 1072),  # Triton's GDN prefill declares no checkpoint alignment
+        ("0.33.0", False, None, 1072),  # no prefix caching: not align mode
+    ],
+)
 def test_0_33_aligns_the_hybrid_block_to_64_tokens_with_prefix_caching_and_flashinfer_gdn(
-        version, prefix_caching, backend, block):
+    version, prefix_caching, backend, block
+):
     import yaml
 
     from recipectl.effective import resolve_role

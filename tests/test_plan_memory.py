@@ -48,25 +48,39 @@ ROOT = Path(__file__).resolve().parent.parent
 H200 = GPU_FACTS[GpuType.H200]
 
 ENGINE_TOKENS = {
-    ("35b", "prefill"): 2_762_729, ("35b", "decode"): 2_787_689,
-    ("tiny", "prefill"): 80_492_283, ("tiny", "decode"): 80_472_920,
+    ("35b", "prefill"): 2_762_729,
+    ("35b", "decode"): 2_787_689,
+    ("tiny", "prefill"): 80_492_283,
+    ("tiny", "decode"): 80_472_920,
 }
 # (max_num_batched_tokens, max_num_seqs) each role ran with: the recipes' prefill budgets, the
 # engine's `vllm serve` defaults on an H200 elsewhere (8,192 / 1,024).
-BATCH = {("35b", "prefill"): (16384, 1024), ("35b", "decode"): (8192, 1024),
-         ("tiny", "prefill"): (4096, 1024), ("tiny", "decode"): (8192, 1024)}
+BATCH = {
+    ("35b", "prefill"): (16384, 1024),
+    ("35b", "decode"): (8192, 1024),
+    ("tiny", "prefill"): (4096, 1024),
+    ("tiny", "decode"): (8192, 1024),
+}
 # The engine's own lines, GiB to 2 decimals: peak activation, CUDA-graph estimate.
-ENGINE_PEAK_GIB = {("35b", "prefill"): 4.54, ("35b", "decode"): 4.01,
-                   ("tiny", "prefill"): 0.29, ("tiny", "decode"): 0.30}
+ENGINE_PEAK_GIB = {
+    ("35b", "prefill"): 4.54,
+    ("35b", "decode"): 4.01,
+    ("tiny", "prefill"): 0.29,
+    ("tiny", "decode"): 0.30,
+}
 ENGINE_CUDAGRAPH_GIB = {"35b": 0.64, "tiny": 0.18}
 
 
 def _tiny_spec() -> ModelSpec:
     p = {k: v for k, v in QWEN35_PARAMS.items() if k not in ("architecture", "vision")}
-    return ModelSpec.from_config_dict({"architectures": [QWEN35_PARAMS["architecture"]],
-                                       "tie_word_embeddings": False,
-                                       "text_config": {**p, "model_type": "qwen3_5_moe_text"}},
-                                      name="tiny")
+    return ModelSpec.from_config_dict(
+        {
+            "architectures": [QWEN35_PARAMS["architecture"]],
+            "tie_word_embeddings": False,
+            "text_config": {**p, "model_type": "qwen3_5_moe_text"},
+        },
+        name="tiny",
+    )
 
 
 SPECS = {"35b": QWEN3_5_35B_A3B, "tiny": _tiny_spec()}
@@ -81,9 +95,15 @@ def _tiny_recipe(tmp_path: Path) -> Path:
     model = tmp_path / "qwen35-tiny"
     model.mkdir()
     p = {k: v for k, v in QWEN35_PARAMS.items() if k not in ("architecture", "vision")}
-    (model / "config.json").write_text(json.dumps({
-        "architectures": [QWEN35_PARAMS["architecture"]], "tie_word_embeddings": False,
-        "text_config": {**p, "model_type": "qwen3_5_moe_text"}}))
+    (model / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": [QWEN35_PARAMS["architecture"]],
+                "tie_word_embeddings": False,
+                "text_config": {**p, "model_type": "qwen3_5_moe_text"},
+            }
+        )
+    )
     data = yaml.safe_load((ROOT / "recipes/h200/tiny-qwen35-pd.yaml").read_text())
     data["model"]["path"] = str(model)
     assert "enable_prefix_caching" not in data["prefill"]
@@ -122,8 +142,7 @@ def test_activation_peak_matches_the_engines_line(key):
     """Derived from the source only; 0.02 GiB covers the log's rounding and small buffers."""
     spec = SPECS[key[0]]
     tokens, seqs = BATCH[key]
-    peak = activation_peak_bytes(spec, max_num_batched_tokens=tokens, max_num_seqs=seqs, tp=1,
-                                 sm_count=H200.sm_count)
+    peak = activation_peak_bytes(spec, max_num_batched_tokens=tokens, max_num_seqs=seqs, tp=1, sm_count=H200.sm_count)
     assert abs(peak / GiB - ENGINE_PEAK_GIB[key]) <= 0.02, (key, peak / GiB)
 
 
@@ -141,7 +160,7 @@ def test_non_torch_held_out_on_the_tiny_model():
 
 
 def test_capture_sizes_as_the_engine_logged():
-    """"Profiling CUDA graph memory: PIECEWISE=51 (largest=512), FULL=51 (largest=512)"."""
+    """ "Profiling CUDA graph memory: PIECEWISE=51 (largest=512), FULL=51 (largest=512)"."""
     sizes = cudagraph_capture_sizes(1024, 8192)
     assert len(sizes) == 51 and max(sizes) == 512
     assert len(cudagraph_capture_sizes(256, 8192)) == 51  # min(256 x 2, 512)
@@ -153,8 +172,9 @@ def test_cudagraph_estimate_matches_the_engines_line(name):
     """Both measurements set this term's two assumptions: this only checks the arithmetic."""
     est = cudagraph_estimate_bytes(SPECS[name], max_num_seqs=1024, max_num_batched_tokens=8192)
     assert abs(est / GiB - ENGINE_CUDAGRAPH_GIB[name]) <= 0.01
-    assert cudagraph_estimate_bytes(SPECS[name], max_num_seqs=1024, max_num_batched_tokens=8192,
-                                    enforce_eager=True) == 0
+    assert (
+        cudagraph_estimate_bytes(SPECS[name], max_num_seqs=1024, max_num_batched_tokens=8192, enforce_eager=True) == 0
+    )
 
 
 @pytest.mark.parametrize("scale", [0.0, 2.0])
@@ -186,8 +206,11 @@ HELD_OUT = {
     # --enforce-eager --max-num-batched-tokens 4096: no CUDA-graph term, a third token budget
     "35b-eager-4096": ({"enforce_eager": True, "max_num_batched_tokens": 4096}, 2_831_736, 544),
     # the same with a float32 SSM cache: a larger GDN page, so a larger attention block
-    "35b-eager-ssm-fp32": ({"enforce_eager": True, "max_num_batched_tokens": 4096,
-                            "mamba_ssm_cache_dtype": "float32"}, 2_609_852, 1056),
+    "35b-eager-ssm-fp32": (
+        {"enforce_eager": True, "max_num_batched_tokens": 4096, "mamba_ssm_cache_dtype": "float32"},
+        2_609_852,
+        1056,
+    ),
 }
 
 
@@ -214,8 +237,13 @@ def test_held_out_real_vocabulary_isolates_the_sampler():
     from recipectl.tinymodel import QWEN35_VOCAB_PARAMS
 
     p = {k: v for k, v in QWEN35_VOCAB_PARAMS.items() if k not in ("architecture", "vision", "config_only")}
-    spec = ModelSpec.from_config_dict({"architectures": [QWEN35_VOCAB_PARAMS["architecture"]],
-                                       "tie_word_embeddings": False,
-                                       "text_config": {**p, "model_type": "qwen3_5_moe_text"}}, name="tiny-vocab")
+    spec = ModelSpec.from_config_dict(
+        {
+            "architectures": [QWEN35_VOCAB_PARAMS["architecture"]],
+            "tie_word_embeddings": False,
+            "text_config": {**p, "model_type": "qwen3_5_moe_text"},
+        },
+        name="tiny-vocab",
+    )
     peak = activation_peak_bytes(spec, max_num_batched_tokens=8192, max_num_seqs=1024, tp=1, sm_count=H200.sm_count)
     assert abs(peak / GiB - 3.49) <= 0.02, peak / GiB

@@ -38,43 +38,90 @@ QWEN35_MOE_CONFIG = {
     "model_type": "qwen3_5_moe",
     "tie_word_embeddings": False,
     "text_config": {
-        "model_type": "qwen3_5_moe_text", "dtype": "bfloat16", "hidden_size": 2048,
-        "num_hidden_layers": 40, "layer_types": _every_fourth(40), "num_attention_heads": 16,
-        "num_key_value_heads": 2, "head_dim": 256, "attn_output_gate": True,
-        "linear_conv_kernel_dim": 4, "linear_num_key_heads": 16, "linear_key_head_dim": 128,
-        "linear_num_value_heads": 32, "linear_value_head_dim": 128, "mamba_ssm_dtype": "float32",
-        "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 512,
-        "shared_expert_intermediate_size": 512, "vocab_size": 248320,
-        "full_attention_interval": 4, "mtp_num_hidden_layers": 1, "max_position_embeddings": 262144,
+        "model_type": "qwen3_5_moe_text",
+        "dtype": "bfloat16",
+        "hidden_size": 2048,
+        "num_hidden_layers": 40,
+        "layer_types": _every_fourth(40),
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "attn_output_gate": True,
+        "linear_conv_kernel_dim": 4,
+        "linear_num_key_heads": 16,
+        "linear_key_head_dim": 128,
+        "linear_num_value_heads": 32,
+        "linear_value_head_dim": 128,
+        "mamba_ssm_dtype": "float32",
+        "num_experts": 256,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512,
+        "vocab_size": 248320,
+        "full_attention_interval": 4,
+        "mtp_num_hidden_layers": 1,
+        "max_position_embeddings": 262144,
     },
     "vision_config": {"depth": 27, "hidden_size": 1152},
 }
 
 QWEN3_NEXT_CONFIG = {  # no layer_types: only full_attention_interval
-    "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next",
-    "hidden_size": 2048, "intermediate_size": 5120, "num_hidden_layers": 48,
-    "full_attention_interval": 4, "num_attention_heads": 16, "num_key_value_heads": 2,
-    "head_dim": 256, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
-    "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
-    "num_experts": 512, "num_experts_per_tok": 10, "moe_intermediate_size": 512,
-    "shared_expert_intermediate_size": 512, "decoder_sparse_step": 1, "mlp_only_layers": [],
-    "vocab_size": 151936, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "architectures": ["Qwen3NextForCausalLM"],
+    "model_type": "qwen3_next",
+    "hidden_size": 2048,
+    "intermediate_size": 5120,
+    "num_hidden_layers": 48,
+    "full_attention_interval": 4,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 2,
+    "head_dim": 256,
+    "linear_num_key_heads": 16,
+    "linear_num_value_heads": 32,
+    "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128,
+    "linear_conv_kernel_dim": 4,
+    "num_experts": 512,
+    "num_experts_per_tok": 10,
+    "moe_intermediate_size": 512,
+    "shared_expert_intermediate_size": 512,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+    "vocab_size": 151936,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
     "max_position_embeddings": 262144,
 }
 
 LLAMA_CONFIG = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
-    "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
-    "num_key_value_heads": 8, "vocab_size": 128256, "tie_word_embeddings": False,
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "tie_word_embeddings": False,
     "torch_dtype": "bfloat16",
 }
 
 QWEN3_MOE_CONFIG = {
-    "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,
-    "intermediate_size": 6144, "moe_intermediate_size": 768, "num_hidden_layers": 48,
-    "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128, "num_experts": 128,
-    "num_experts_per_tok": 8, "decoder_sparse_step": 1, "mlp_only_layers": [],
-    "vocab_size": 151936, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "architectures": ["Qwen3MoeForCausalLM"],
+    "model_type": "qwen3_moe",
+    "hidden_size": 2048,
+    "intermediate_size": 6144,
+    "moe_intermediate_size": 768,
+    "num_hidden_layers": 48,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 4,
+    "head_dim": 128,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+    "vocab_size": 151936,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
 }
 
 
@@ -95,8 +142,9 @@ def test_qwen35_nested_text_config(tmp_path):
     assert spec.attn_output_gate and not spec.tie_word_embeddings
     assert spec.gdn_conv_dim == 2 * 128 * 16 + 128 * 32
     # The parsed config and the built-in spec describe the same shape.
-    assert spec.model_dump(exclude={"name", "total_params", "active_params"}) == \
-        QWEN3_5_35B_A3B.model_dump(exclude={"name", "total_params", "active_params"})
+    assert spec.model_dump(exclude={"name", "total_params", "active_params"}) == QWEN3_5_35B_A3B.model_dump(
+        exclude={"name", "total_params", "active_params"}
+    )
 
 
 def test_qwen3_next_interval_only(tmp_path):
@@ -123,17 +171,25 @@ def test_moe_qwen3(tmp_path):
 
 
 def test_mixtral_experts_use_intermediate_size():
-    spec = ModelSpec.from_config_dict({
-        "architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "hidden_size": 4096,
-        "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
-        "num_key_value_heads": 8, "num_local_experts": 8, "num_experts_per_tok": 2,
-        "vocab_size": 32000})
+    spec = ModelSpec.from_config_dict(
+        {
+            "architectures": ["MixtralForCausalLM"],
+            "model_type": "mixtral",
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "num_local_experts": 8,
+            "num_experts_per_tok": 2,
+            "vocab_size": 32000,
+        }
+    )
     assert spec.num_experts == 8 and spec.moe_intermediate_size == 14336
     assert spec.param_counts().total == pytest.approx(46.7e9, rel=0.01)
 
 
-@pytest.mark.parametrize("spec", [s for s in BUILTIN_MODELS.values() if s.total_params],
-                         ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", [s for s in BUILTIN_MODELS.values() if s.total_params], ids=lambda s: s.name)
 def test_builtin_param_counts_match_published(spec: ModelSpec):
     assert spec.param_counts().total == pytest.approx(spec.total_params, rel=0.02)
     assert spec.active_param_estimate() == pytest.approx(spec.active_params, rel=0.3)
@@ -141,13 +197,10 @@ def test_builtin_param_counts_match_published(spec: ModelSpec):
 
 def test_builtin_397b_numbers():
     s = QWEN3_5_397B_A17B
-    assert (s.num_hidden_layers, s.num_full_attention_layers, s.num_linear_attention_layers) == (
-        60, 15, 45)
-    assert (s.hidden_size, s.num_attention_heads, s.num_key_value_heads, s.head_dim) == (
-        4096, 32, 2, 256)
+    assert (s.num_hidden_layers, s.num_full_attention_layers, s.num_linear_attention_layers) == (60, 15, 45)
+    assert (s.hidden_size, s.num_attention_heads, s.num_key_value_heads, s.head_dim) == (4096, 32, 2, 256)
     assert (s.linear_num_key_heads, s.linear_num_value_heads) == (16, 64)
-    assert (s.linear_key_head_dim, s.linear_value_head_dim, s.linear_conv_kernel_dim) == (
-        128, 128, 4)
+    assert (s.linear_key_head_dim, s.linear_value_head_dim, s.linear_conv_kernel_dim) == (128, 128, 4)
     assert (s.num_experts, s.num_experts_per_tok) == (512, 10)
     assert s.active_param_estimate() == pytest.approx(17e9, rel=0.03)
 
@@ -159,20 +212,23 @@ def test_builtin_lookup():
         builtin_model("Qwen3-0.6B")
 
 
-@pytest.mark.parametrize(("name", "spec", "quant"), [
-    ("Qwen/Qwen3.5-397B-A17B", QWEN3_5_397B_A17B, None),
-    ("nvidia/Qwen3.5-397B-A17B-NVFP4", QWEN3_5_397B_A17B, "nvfp4"),
-    ("Qwen/Qwen3.5-397B-A17B-FP8", QWEN3_5_397B_A17B, "fp8"),
-    ("qwen3.5-122b-a10b-fp8", QWEN3_5_122B_A10B, "fp8"),
-    ("Qwen/Qwen3.5-35B-A3B-Base", QWEN3_5_35B_A3B, None),
-    ("Qwen/Qwen3.5-27B-FP8", QWEN3_5_27B, "fp8"),
-    ("QWEN/QWEN3.5-9B", QWEN3_5_9B, None),
-    ("/models/Qwen3.5-4B/", QWEN3_5_4B, None),
-    ("Qwen/Qwen3.5-0.8B", QWEN3_5_0_8B, None),
-    ("Qwen/Qwen3-Next-80B-A3B-Thinking", QWEN3_NEXT_80B_A3B, None),
-    ("Qwen/Qwen3-Next-80B-A3B-Instruct-FP8", QWEN3_NEXT_80B_A3B, "fp8"),
-    ("Qwen/Qwen3.5-27B-AWQ", QWEN3_5_27B, None),
-])
+@pytest.mark.parametrize(
+    ("name", "spec", "quant"),
+    [
+        ("Qwen/Qwen3.5-397B-A17B", QWEN3_5_397B_A17B, None),
+        ("nvidia/Qwen3.5-397B-A17B-NVFP4", QWEN3_5_397B_A17B, "nvfp4"),
+        ("Qwen/Qwen3.5-397B-A17B-FP8", QWEN3_5_397B_A17B, "fp8"),
+        ("qwen3.5-122b-a10b-fp8", QWEN3_5_122B_A10B, "fp8"),
+        ("Qwen/Qwen3.5-35B-A3B-Base", QWEN3_5_35B_A3B, None),
+        ("Qwen/Qwen3.5-27B-FP8", QWEN3_5_27B, "fp8"),
+        ("QWEN/QWEN3.5-9B", QWEN3_5_9B, None),
+        ("/models/Qwen3.5-4B/", QWEN3_5_4B, None),
+        ("Qwen/Qwen3.5-0.8B", QWEN3_5_0_8B, None),
+        ("Qwen/Qwen3-Next-80B-A3B-Thinking", QWEN3_NEXT_80B_A3B, None),
+        ("Qwen/Qwen3-Next-80B-A3B-Instruct-FP8", QWEN3_NEXT_80B_A3B, "fp8"),
+        ("Qwen/Qwen3.5-27B-AWQ", QWEN3_5_27B, None),
+    ],
+)
 def test_published_names_resolve_with_their_quantization(name, spec, quant):
     assert find_builtin(name) == (spec, quant)
 

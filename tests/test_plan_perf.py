@@ -28,14 +28,22 @@ from recipectl.plan.sla import Sla, SlaError, binding_constraint, parse_sla, ran
 from .e2e_support import LOCAL_RECIPE, cli
 
 PRE = RoleShape(endpoints=1, gpus_per_endpoint=1, kv_bytes_per_token=1024, gdn_state_bytes_per_request=1 << 20)
-DEC = RoleShape(endpoints=1, gpus_per_endpoint=1, kv_bytes_per_token=1024, gdn_state_bytes_per_request=1 << 20,
-                max_concurrency_per_endpoint=256)
+DEC = RoleShape(
+    endpoints=1,
+    gpus_per_endpoint=1,
+    kv_bytes_per_token=1024,
+    gdn_state_bytes_per_request=1 << 20,
+    max_concurrency_per_endpoint=256,
+)
 
 
 def model(prefill=(0.02, 50e-6), decode=(0.01, 0.5e-3, 1e-8), transfer=(0.005, 1e9)) -> PerfModel:
-    return PerfModel(prefill=PrefillCoeffs(overhead_s=prefill[0], per_token_s=prefill[1]),
-                     decode=DecodeCoeffs(step_s=decode[0], per_seq_s=decode[1], per_ctx_token_s=decode[2]),
-                     transfer=TransferCoeffs(latency_s=transfer[0], bytes_per_s=transfer[1]), calibrated=True)
+    return PerfModel(
+        prefill=PrefillCoeffs(overhead_s=prefill[0], per_token_s=prefill[1]),
+        decode=DecodeCoeffs(step_s=decode[0], per_seq_s=decode[1], per_ctx_token_s=decode[2]),
+        transfer=TransferCoeffs(latency_s=transfer[0], bytes_per_s=transfer[1]),
+        calibrated=True,
+    )
 
 
 def test_the_fit_recovers_the_coefficients_that_made_the_points():
@@ -44,14 +52,18 @@ def test_the_fit_recovers_the_coefficients_that_made_the_points():
     pre = fit_prefill([PrefillPoint(isl=n, seconds=(0.03 + 80e-6 * n) * noise()) for n in (32, 500, 2000, 2000)])
     assert pre.overhead_s == pytest.approx(0.03, rel=0.1) and pre.per_token_s == pytest.approx(80e-6, rel=0.03)
     truth = DecodeCoeffs(step_s=0.012, per_seq_s=0.002, per_ctx_token_s=3e-6)
-    pts = [DecodePoint(concurrency=c, context=L, itl_s=truth.itl_s(c, L) * noise())
-           for c, L in ((1, 40), (1, 2000), (4, 40), (4, 500), (8, 1000))]
+    pts = [
+        DecodePoint(concurrency=c, context=L, itl_s=truth.itl_s(c, L) * noise())
+        for c, L in ((1, 40), (1, 2000), (4, 40), (4, 500), (8, 1000))
+    ]
     dec = fit_decode(pts)
     assert dec.step_s == pytest.approx(0.012, rel=0.1)
     assert dec.per_seq_s == pytest.approx(0.002, rel=0.15)
     assert dec.per_ctx_token_s == pytest.approx(3e-6, rel=0.15)
-    tr = fit_transfer([TransferPoint(nbytes=b, seconds=0.004 + b / 2e9) for b in (1 << 20, 1 << 26, 1 << 28)],
-                      TransferCoeffs(latency_s=1, bytes_per_s=1))
+    tr = fit_transfer(
+        [TransferPoint(nbytes=b, seconds=0.004 + b / 2e9) for b in (1 << 20, 1 << 26, 1 << 28)],
+        TransferCoeffs(latency_s=1, bytes_per_s=1),
+    )
     assert tr.latency_s == pytest.approx(0.004, rel=1e-3) and tr.bytes_per_s == pytest.approx(2e9, rel=1e-3)
 
 
@@ -80,16 +92,25 @@ def test_ttft_is_its_parts_at_one_user_and_queueing_grows_it_with_users():
     assert 0 < many.prefill_utilisation <= 1
 
 
-@pytest.mark.parametrize("text, ttft, itl", [("ttft=2s,itl=50ms", 2.0, 0.05), ("itl=20ms", None, 0.02),
-                                             ("TTFT=1500ms", 1.5, None), ("ttft=0.5s, itl=7.5ms", 0.5, 0.0075)])
+@pytest.mark.parametrize(
+    "text, ttft, itl",
+    [
+        ("ttft=2s,itl=50ms", 2.0, 0.05),
+        ("itl=20ms", None, 0.02),
+        ("TTFT=1500ms", 1.5, None),
+        ("ttft=0.5s, itl=7.5ms", 0.5, 0.0075),
+    ],
+)
 def test_an_sla_is_read_with_its_units(text, ttft, itl):
     sla = parse_sla(text)
     assert sla.ttft_s == pytest.approx(ttft) if ttft else sla.ttft_s is None
     assert sla.itl_s == pytest.approx(itl) if itl else sla.itl_s is None
 
 
-@pytest.mark.parametrize("text", ["ttft=2", "ttft=2m", "tpot=50ms", "ttft=2s,ttft=3s", "ttft=0s", "", "ttft=2s,",
-                                  "ttft=-1s", "ttft=2s;itl=50ms"])
+@pytest.mark.parametrize(
+    "text",
+    ["ttft=2", "ttft=2m", "tpot=50ms", "ttft=2s,ttft=3s", "ttft=0s", "", "ttft=2s,", "ttft=-1s", "ttft=2s;itl=50ms"],
+)
 def test_an_sla_that_cannot_be_read_is_refused(text):
     with pytest.raises(SlaError):
         parse_sla(text)
@@ -101,13 +122,16 @@ def test_plan_refuses_a_bad_sla_with_exit_2_and_the_form():
     assert "ttft=2s,itl=50ms" in r.stderr and "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("m, sla, cap, expected", [
-    (model(), Sla(ttft_s=10, itl_s=10), 3, "KV capacity"),
-    (model(), Sla(itl_s=0.02), None, "decode compute"),
-    (model(prefill=(0.02, 1e-3)), Sla(ttft_s=1.2), None, "prefill compute"),
-    (model(transfer=(0.005, 2e6)), Sla(ttft_s=1.5), None, "transfer"),
-    (model(prefill=(0.05, 1e-4)), Sla(ttft_s=0.5), None, "queueing"),
-])
+@pytest.mark.parametrize(
+    "m, sla, cap, expected",
+    [
+        (model(), Sla(ttft_s=10, itl_s=10), 3, "KV capacity"),
+        (model(), Sla(itl_s=0.02), None, "decode compute"),
+        (model(prefill=(0.02, 1e-3)), Sla(ttft_s=1.2), None, "prefill compute"),
+        (model(transfer=(0.005, 2e6)), Sla(ttft_s=1.5), None, "transfer"),
+        (model(prefill=(0.05, 1e-4)), Sla(ttft_s=0.5), None, "queueing"),
+    ],
+)
 def test_the_binding_constraint_is_what_stops_one_more_user(m, sla, cap, expected):
     from recipectl.plan.sla import best_concurrency
 
@@ -171,7 +195,12 @@ def test_plan_sla_json_says_whether_it_is_calibrated(tmp_path):
         assert body["calibrated"] is calibrated
         best = body["configurations"][0]
         assert best["concurrency"] >= 1 and best["binding"] in (
-            "prefill compute", "decode compute", "KV capacity", "transfer", "queueing")
+            "prefill compute",
+            "decode compute",
+            "KV capacity",
+            "transfer",
+            "queueing",
+        )
         assert best["prediction"]["ttft_s"] <= 2 and best["prediction"]["itl_s"] <= 0.05
 
 
@@ -189,17 +218,35 @@ def test_decode_residents_count_the_requests_decoding_together_not_the_users():
     prompt, and decode's step time saw fewer than four."""
     from recipectl.bench.probe import PointResult, Sample
 
-    together = PointResult(isl=1, osl=9, concurrency=2, samples=[
-        Sample(ttft_s=1, itl_s=0.1, output_tokens=9, e2e_s=2, start_s=0),
-        Sample(ttft_s=1, itl_s=0.1, output_tokens=9, e2e_s=2, start_s=0)])
+    together = PointResult(
+        isl=1,
+        osl=9,
+        concurrency=2,
+        samples=[
+            Sample(ttft_s=1, itl_s=0.1, output_tokens=9, e2e_s=2, start_s=0),
+            Sample(ttft_s=1, itl_s=0.1, output_tokens=9, e2e_s=2, start_s=0),
+        ],
+    )
     assert together.decode_residents == pytest.approx(2)
-    queued = PointResult(isl=1, osl=9, concurrency=2, samples=[  # the second decodes after the first
-        Sample(ttft_s=1, itl_s=0.1, output_tokens=9, e2e_s=2, start_s=0),
-        Sample(ttft_s=2, itl_s=0.1, output_tokens=9, e2e_s=3, start_s=0)])
+    queued = PointResult(
+        isl=1,
+        osl=9,
+        concurrency=2,
+        samples=[  # the second decodes after the first
+            Sample(ttft_s=1, itl_s=0.1, output_tokens=9, e2e_s=2, start_s=0),
+            Sample(ttft_s=2, itl_s=0.1, output_tokens=9, e2e_s=3, start_s=0),
+        ],
+    )
     assert queued.decode_residents == pytest.approx(1)
-    half = PointResult(isl=1, osl=9, concurrency=2, samples=[
-        Sample(ttft_s=1, itl_s=0.1, output_tokens=9, e2e_s=3, start_s=0),
-        Sample(ttft_s=2, itl_s=0.1, output_tokens=9, e2e_s=4, start_s=0)])
+    half = PointResult(
+        isl=1,
+        osl=9,
+        concurrency=2,
+        samples=[
+            Sample(ttft_s=1, itl_s=0.1, output_tokens=9, e2e_s=3, start_s=0),
+            Sample(ttft_s=2, itl_s=0.1, output_tokens=9, e2e_s=4, start_s=0),
+        ],
+    )
     assert half.decode_residents == pytest.approx(1.5)
 
 

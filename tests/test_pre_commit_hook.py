@@ -23,10 +23,16 @@ PRE_COMMIT = Path(sys.executable).parent / "pre-commit"
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.com"}
-    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True,
-                          timeout=60).stdout.strip()
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
+    return subprocess.run(
+        ["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True, timeout=60
+    ).stdout.strip()
 
 
 def test_hooks_file_declares_the_recipectl_hook():
@@ -36,8 +42,7 @@ def test_hooks_file_declares_the_recipectl_hook():
 
 @pytest.mark.timeout(900)
 def test_pre_commit_runs_the_hook_on_a_scratch_repository(tmp_path):
-    require(PRE_COMMIT.exists() and shutil.which("git") is not None, "pre-commit",
-            ".venv/bin/pip install -e '.[test]'")
+    require(PRE_COMMIT.exists() and shutil.which("git") is not None, "pre-commit", ".venv/bin/pip install -e '.[test]'")
     rev = _git(ROOT, "rev-parse", "HEAD")
     if "recipectl" not in _git(ROOT, "show", f"{rev}:.pre-commit-hooks.yaml"):
         pytest.fail("HEAD has no .pre-commit-hooks.yaml: commit it first")
@@ -45,7 +50,8 @@ def test_pre_commit_runs_the_hook_on_a_scratch_repository(tmp_path):
     (repo / "recipes").mkdir(parents=True)
     _git(repo, "init", "-q")
     (repo / ".pre-commit-config.yaml").write_text(
-        f"repos:\n  - repo: {ROOT}\n    rev: {rev}\n    hooks: [{{id: recipectl}}]\n")
+        f"repos:\n  - repo: {ROOT}\n    rev: {rev}\n    hooks: [{{id: recipectl}}]\n"
+    )
     shutil.copy(LOCAL, repo / "recipes" / "local.yaml")
     (repo / "ci.yaml").write_text("on: push\njobs: {}\n")  # YAML that is no recipe: not the hook's
     _git(repo, "add", "-A")
@@ -53,8 +59,9 @@ def test_pre_commit_runs_the_hook_on_a_scratch_repository(tmp_path):
     env.pop("CI", None)  # pre-commit would change nothing, but keep its output plain
 
     def run() -> subprocess.CompletedProcess:
-        return subprocess.run([str(PRE_COMMIT), "run", "--all-files"], cwd=repo, env=env, capture_output=True,
-                              text=True, timeout=800)
+        return subprocess.run(
+            [str(PRE_COMMIT), "run", "--all-files"], cwd=repo, env=env, capture_output=True, text=True, timeout=800
+        )
 
     r = run()
     assert r.returncode == 0, r.stdout + r.stderr

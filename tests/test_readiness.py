@@ -16,10 +16,26 @@ def healthy_url(fake_server):
 
 
 def _state(tmp_path, target: str, url: str, pid: int | None) -> RunState:
-    proc = ProcessState(name="prefill-0", kind="prefill", host="127.0.0.1", port=1, url=url,
-                        log=str(tmp_path / "prefill-0.log"), argv=[], env={}, pid=pid)
-    return RunState(run_id="r", recipe_name="r", recipe_path="r.yaml", recipe_hash="0", run_dir=str(tmp_path),
-                    target=target, processes=[proc])
+    proc = ProcessState(
+        name="prefill-0",
+        kind="prefill",
+        host="127.0.0.1",
+        port=1,
+        url=url,
+        log=str(tmp_path / "prefill-0.log"),
+        argv=[],
+        env={},
+        pid=pid,
+    )
+    return RunState(
+        run_id="r",
+        recipe_name="r",
+        recipe_path="r.yaml",
+        recipe_hash="0",
+        run_dir=str(tmp_path),
+        target=target,
+        processes=[proc],
+    )
 
 
 def test_a_slurm_step_without_a_pid_is_healthy_once_it_answers(tmp_path, healthy_url):

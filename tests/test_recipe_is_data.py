@@ -77,9 +77,22 @@ FIELDS = string_fields()
 
 def test_the_property_covers_the_schemas_text_fields():
     paths = {p for p, _ in FIELDS}
-    assert {"name", "description", "model.path", "model.served_name", "engine.vllm_version", "engine.image",
-            "engine.env", "engine.serve_command", "cluster.hosts", "prefill.env", "decode.extra_args",
-            "router.extra_args", "kv_transfer.backends", "launch.run_dir"} <= paths
+    assert {
+        "name",
+        "description",
+        "model.path",
+        "model.served_name",
+        "engine.vllm_version",
+        "engine.image",
+        "engine.env",
+        "engine.serve_command",
+        "cluster.hosts",
+        "prefill.env",
+        "decode.extra_args",
+        "router.extra_args",
+        "kv_transfer.backends",
+        "launch.run_dir",
+    } <= paths
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -96,15 +109,21 @@ for _ in $(seq 250); do
   sleep 0.02
 done
 """
-SRUN = "#!/usr/bin/env bash\nwhile [[ $# -gt 0 && $1 == -* ]]; do shift; done\nexec \"$@\"\n"
+SRUN = '#!/usr/bin/env bash\nwhile [[ $# -gt 0 && $1 == -* ]]; do shift; done\nexec "$@"\n'
 SCONTROL = "#!/usr/bin/env bash\nprintf '%s\\n' node-a\n"
 
 
 def fake_bin(root: Path) -> Path:
     bin_dir = root / "fakebin"
     bin_dir.mkdir(exist_ok=True)
-    for name, text in {"vllm": RECORDER, "vllm-router": RECORDER, "srun": SRUN, "scontrol": SCONTROL,
-                       "curl": "#!/bin/sh\nexit 0\n", "scancel": "#!/bin/sh\nexit 0\n"}.items():
+    for name, text in {
+        "vllm": RECORDER,
+        "vllm-router": RECORDER,
+        "srun": SRUN,
+        "scontrol": SCONTROL,
+        "curl": "#!/bin/sh\nexit 0\n",
+        "scancel": "#!/bin/sh\nexit 0\n",
+    }.items():
         p = bin_dir / name
         p.write_text(text)
         p.chmod(p.stat().st_mode | stat.S_IXUSR)
@@ -114,9 +133,18 @@ def fake_bin(root: Path) -> Path:
 def run_script(script: Path, root: Path, expected: int, extra: dict[str, str]) -> list[tuple[list[str], dict]]:
     argv_dir = root / f"argv-{script.suffix.lstrip('.')}"
     argv_dir.mkdir()
-    env = {"PATH": f"{root / 'fakebin'}:{os.environ['PATH']}", "HOME": str(root), "ARGV_DIR": str(argv_dir),
-           "EXPECTED": str(expected), "LOG_DIR": str(root / "logs" / script.name), "READY_TIMEOUT": "20",
-           "SLURM_JOB_ID": "1", "SLURM_JOB_NODELIST": "node-a", "SLURM_SUBMIT_DIR": str(root), **extra}
+    env = {
+        "PATH": f"{root / 'fakebin'}:{os.environ['PATH']}",
+        "HOME": str(root),
+        "ARGV_DIR": str(argv_dir),
+        "EXPECTED": str(expected),
+        "LOG_DIR": str(root / "logs" / script.name),
+        "READY_TIMEOUT": "20",
+        "SLURM_JOB_ID": "1",
+        "SLURM_JOB_NODELIST": "node-a",
+        "SLURM_SUBMIT_DIR": str(root),
+        **extra,
+    }
     r = subprocess.run(["bash", str(script)], env=env, cwd=root, capture_output=True, timeout=60)
     out = []
     for p in sorted(argv_dir.glob("*.argv")):
@@ -184,11 +212,63 @@ def k8s_shape(dep: Deployment) -> list:
 # ---------------------------------------------------------------------------------------------------
 # the property
 
-PIECES = ["$(touch PWNED)", "`touch PWNED`", "; touch PWNED #", "&& touch PWNED", "| touch PWNED", "'", '"',
-          "\\", "$HOME", "${HOME}", "$$", "$(", "!", "*", "?", "~", "{a,b}", "#", "<", ">", "%", "=", ":", ": ",
-          "- ", "---", "...", "&anchor", "*alias", "!!python/object:os.system", "{x: 1}", "[1, 2]", "null",
-          "true", "0x1", "1e3", " ", "\t", "\n", "\r\n", "\x00", "\x1b[2J", "\u2028", "\u202e", "é", "混",
-          "\U0001F600", "-", "--", "/", "../", ".", "a", "Z9", "_"]
+PIECES = [
+    "$(touch PWNED)",
+    "`touch PWNED`",
+    "; touch PWNED #",
+    "&& touch PWNED",
+    "| touch PWNED",
+    "'",
+    '"',
+    "\\",
+    "$HOME",
+    "${HOME}",
+    "$$",
+    "$(",
+    "!",
+    "*",
+    "?",
+    "~",
+    "{a,b}",
+    "#",
+    "<",
+    ">",
+    "%",
+    "=",
+    ":",
+    ": ",
+    "- ",
+    "---",
+    "...",
+    "&anchor",
+    "*alias",
+    "!!python/object:os.system",
+    "{x: 1}",
+    "[1, 2]",
+    "null",
+    "true",
+    "0x1",
+    "1e3",
+    " ",
+    "\t",
+    "\n",
+    "\r\n",
+    "\x00",
+    "\x1b[2J",
+    "\u2028",
+    "\u202e",
+    "é",
+    "混",
+    "\U0001f600",
+    "-",
+    "--",
+    "/",
+    "../",
+    ".",
+    "a",
+    "Z9",
+    "_",
+]
 values = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=3)), min_size=1, max_size=5).map("".join)
 names = st.from_regex(r"[A-Z_][A-Z0-9_]{0,8}", fullmatch=True)
 BENIGN = ["benign", "0.32.0", "vllm/vllm-openai:v0.32.0", "127.0.0.1"]
@@ -217,21 +297,40 @@ def load(data: dict):
     return load_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), "fuzz.yaml")
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(field=st.sampled_from(FIELDS), value=values, key=st.one_of(st.none(), names))
 def test_a_value_is_rejected_at_its_field_or_passed_as_data(tmp_path_factory, field, value, key):
     path, kind = field
-    assume(key not in ("PATH", "HOME", "IFS", "ARGV_DIR", "EXPECTED", "LOG_DIR", "READY_TIMEOUT", "BASH_ENV",
-                       "ENV", "LD_PRELOAD", "LD_LIBRARY_PATH", "SHELLOPTS"))
+    assume(
+        key
+        not in (
+            "PATH",
+            "HOME",
+            "IFS",
+            "ARGV_DIR",
+            "EXPECTED",
+            "LOG_DIR",
+            "READY_TIMEOUT",
+            "BASH_ENV",
+            "ENV",
+            "LD_PRELOAD",
+            "LD_LIBRARY_PATH",
+            "SHELLOPTS",
+        )
+    )
     data = copy.deepcopy(BASE)
     apply(data, path, kind, value, key)
     result = load(data)
     if not result.ok:
         event("rejected")
         found = [d.path for d in result.diagnostics]
-        assert any(d and (path == d or path.startswith(d + ".") or d.startswith(path)) for d in found), \
-            (path, value, found)
+        assert any(d and (path == d or path.startswith(d + ".") or d.startswith(path)) for d in found), (
+            path,
+            value,
+            found,
+        )
         return
     event("accepted")
     (loaded,) = result.recipes
@@ -239,8 +338,13 @@ def test_a_value_is_rejected_at_its_field_or_passed_as_data(tmp_path_factory, fi
     if path != "engine.venv":  # the stand-ins live on PATH, not in a venv
         check_scripts(dep, tmp_path_factory.mktemp("run"))
     ref = kind == "dict" and key and isinstance(parse_env_value(value), EnvRef)
-    if ref or path in ("engine.serve_command", "engine.router_command", "engine.venv") or \
-            path.endswith(("extra_args", "cpu_cores")) or kind == "dict" and path in ("ignore",):
+    if (
+        ref
+        or path in ("engine.serve_command", "engine.router_command", "engine.venv")
+        or path.endswith(("extra_args", "cpu_cores"))
+        or kind == "dict"
+        and path in ("ignore",)
+    ):
         return  # the value itself changes the argv or env structure (a reference, a program, an arg)
     for benign in BENIGN:
         other = copy.deepcopy(BASE)
@@ -298,8 +402,14 @@ def test_k8s_comment_and_values_stay_data():
     assert [d["kind"] for d in docs] == ["Service", "Deployment"] * 3
 
 
-@pytest.mark.parametrize("hosts,want", [(["127.0.0.1"], {"127.0.0.1"}), (None, {"0.0.0.0"}),
-                                        (["gpu-a.example", "gpu-b.example"], {"gpu-a.example", "gpu-b.example"})])
+@pytest.mark.parametrize(
+    "hosts,want",
+    [
+        (["127.0.0.1"], {"127.0.0.1"}),
+        (None, {"0.0.0.0"}),
+        (["gpu-a.example", "gpu-b.example"], {"gpu-a.example", "gpu-b.example"}),
+    ],
+)
 def test_servers_and_router_bind_to_the_recipes_hosts(hosts, want):
     data = copy.deepcopy(yaml.safe_load((ROOT / "tests" / "rule_cases" / "_bases.yaml").read_text())["dense_gpu"])
     nodes = len(hosts or [1, 2])

@@ -32,29 +32,64 @@ def test_codes_and_names_are_unique():
 
 def test_malformed_rules_are_refused():
     try:
-        @rule(code="ZZZ901", name="test.bad-doc", title="t", severity=Severity.ERROR,
-              category=Category.CRASH, applies="x", source="y")
+
+        @rule(
+            code="ZZZ901",
+            name="test.bad-doc",
+            title="t",
+            severity=Severity.ERROR,
+            category=Category.CRASH,
+            applies="x",
+            source="y",
+        )
         def bad(ctx):
             """What it checks: nothing."""
             yield Violation("a", "b", "c")
+
         # sections are parsed when the page is asked for; test_every_rule_is_complete asks for all
         with pytest.raises(TypeError, match="lacks section"):
             _ = REGISTRY["ZZZ901"].doc
     finally:
         REGISTRY.pop("ZZZ901", None)
     with pytest.raises(TypeError, match="no docstring"):
-        @rule(code="ZZZ902", name="test.no-doc", title="t", severity=Severity.ERROR,
-              category=Category.CRASH, applies="x", source="y")
+
+        @rule(
+            code="ZZZ902",
+            name="test.no-doc",
+            title="t",
+            severity=Severity.ERROR,
+            category=Category.CRASH,
+            applies="x",
+            source="y",
+        )
         def undocumented(ctx):
             yield Violation("a", "b", "c")
+
     with pytest.raises(TypeError, match="must look like"):
-        @rule(code="bad", name="test.bad-code", title="t", severity=Severity.ERROR,
-              category=Category.CRASH, applies="x", source="y")
+
+        @rule(
+            code="bad",
+            name="test.bad-code",
+            title="t",
+            severity=Severity.ERROR,
+            category=Category.CRASH,
+            applies="x",
+            source="y",
+        )
         def bad2(ctx):
             yield Violation("a", "b", "c")
+
     with pytest.raises(TypeError, match="registered twice"):
-        @rule(code="HYB001", name="test.dup", title="t", severity=Severity.ERROR,
-              category=Category.CRASH, applies="x", source="y")
+
+        @rule(
+            code="HYB001",
+            name="test.dup",
+            title="t",
+            severity=Severity.ERROR,
+            category=Category.CRASH,
+            applies="x",
+            source="y",
+        )
         def dup(ctx):
             """What it checks:
             x
@@ -80,8 +115,15 @@ def test_severity_follows_evidence():
 
     assert all(r.category in ERROR_CATEGORIES for r in all_rules() if r.severity is Severity.ERROR)
     with pytest.raises(TypeError, match="errors are for"):
-        rule(code="ZZZ902", name="zzz.performance-error", title="t", severity=Severity.ERROR,
-             category=Category.PERFORMANCE, applies="a", source="s")(_documented)
+        rule(
+            code="ZZZ902",
+            name="zzz.performance-error",
+            title="t",
+            severity=Severity.ERROR,
+            category=Category.PERFORMANCE,
+            applies="a",
+            source="s",
+        )(_documented)
     assert SEVERITY_POLICY in (ROOT / "docs" / "rules.md").read_text()
 
 
@@ -102,6 +144,7 @@ def _documented(ctx):
 
 
 # ------------------------------------------------------------------ render targets, launchers, importers
+
 
 def test_render_target_choices_and_help_come_from_the_registry():
     """`render -t` accepts exactly the registered targets (the first the default) and its help
@@ -177,6 +220,7 @@ def test_launch_chooses_the_launcher_by_its_key(monkeypatch, capsys):
 
     class Fake:
         """A launcher that is interrupted at once."""
+
         name = "fake"
         interrupted = "nothing was started"
 
@@ -203,6 +247,7 @@ def test_malformed_launchers_are_refused():
 
     class NoLaunch:
         """Not a launcher: no launch()."""
+
         name = "zz-nolaunch"
         interrupted = "x"
 
@@ -225,9 +270,11 @@ def test_importers_are_sniffed_in_registration_order():
     from recipectl.formats import FORMATS, IMPORTERS, NATIVE, sniff
 
     assert FORMATS == tuple(IMPORTERS) == ("dynamo", "srt-slurm", "vllm-serve")
-    both = ("apiVersion: nvidia.com/v1alpha1\nkind: DynamoGraphDeployment\nspec:\n  services:\n"
-            "    decode:\n      extraPodSpec:\n        mainContainer:\n          args:\n            - |\n"
-            "              vllm serve Qwen/Qwen3.5-27B\n")
+    both = (
+        "apiVersion: nvidia.com/v1alpha1\nkind: DynamoGraphDeployment\nspec:\n  services:\n"
+        "    decode:\n      extraPodSpec:\n        mainContainer:\n          args:\n            - |\n"
+        "              vllm serve Qwen/Qwen3.5-27B\n"
+    )
     assert sniff(both, "graph.yaml") == "dynamo"
     assert sniff("vllm serve Qwen/Qwen3.5-27B --port 8100\n", "serve.sh") == "vllm-serve"
     assert sniff("version: 1\nvllm serve x\n", "r.yaml") == sniff("hello\n", "x.txt") == NATIVE
@@ -243,8 +290,9 @@ def test_an_unrecognised_file_lists_the_registered_formats(tmp_path):
 
     f = tmp_path / "notes.txt"
     f.write_text("just some notes\n")
-    r = subprocess.run([sys.executable, "-m", "recipectl", "import", str(f)], capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "recipectl", "import", str(f)], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 2 and "not a format recipectl imports" in r.stderr
     for importer in IMPORTERS.values():
         assert f"{importer.name} ({importer.help})" in r.stderr
@@ -274,6 +322,12 @@ def test_validate_imports_no_importer_and_no_renderer():
 
     mods = _imported_modules("validate", GB200)
     assert "recipectl.formats" in mods and "recipectl.render.registry" in mods
-    loaded = mods & {"recipectl.formats.dynamo", "recipectl.formats.srt_slurm", "recipectl.formats.commandline",
-                     "recipectl.formats.common", "recipectl.render.targets", "recipectl.render.processes"}
+    loaded = mods & {
+        "recipectl.formats.dynamo",
+        "recipectl.formats.srt_slurm",
+        "recipectl.formats.commandline",
+        "recipectl.formats.common",
+        "recipectl.render.targets",
+        "recipectl.render.processes",
+    }
     assert not loaded, sorted(loaded)

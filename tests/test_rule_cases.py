@@ -69,8 +69,11 @@ def test_bases_are_clean_under_every_rule(base):
     text = yaml.safe_dump(BASES[base], sort_keys=False)
     result = load_text(text, f"{base}.yaml")
     assert result.ok
-    findings = [f"{d.code} {d.path}: {d.message}" for d in check_recipe(result.recipes[0])
-                if not (base == "cpu" and d.code == "HYB001")]
+    findings = [
+        f"{d.code} {d.path}: {d.message}"
+        for d in check_recipe(result.recipes[0])
+        if not (base == "cpu" and d.code == "HYB001")
+    ]
     assert findings == []
 
 
@@ -78,8 +81,11 @@ def test_every_rule_has_a_triggering_and_a_clean_case():
     kinds = defaultdict(set)
     for c in CASES:
         kinds[c["rule"]].add("trigger" if c["expect"] else "clean")
-    missing = {r.code: sorted({"trigger", "clean"} - kinds[r.code]) for r in all_rules()
-               if kinds[r.code] != {"trigger", "clean"}}
+    missing = {
+        r.code: sorted({"trigger", "clean"} - kinds[r.code])
+        for r in all_rules()
+        if kinds[r.code] != {"trigger", "clean"}
+    }
     assert missing == {}
 
 

@@ -39,10 +39,22 @@ def _run(root: Path, recipe: Path, name: str, argv: list[str] | None = None, *, 
     log = d / "p.log"
     p = procs.start(argv or ["sleep", "60"], {"PATH": os.environ["PATH"]}, log)
     start = procs.proc_start_time(p.pid) if record_start else None
-    ps = ProcessState(name="prefill-0", kind="prefill", host="127.0.0.1", port=None, url=None, log=str(log),
-                      argv=argv or ["sleep", "60"], env={}, pid=p.pid, start_time=start, started_at=time.time())
-    state = RunState(run_id=run_id, recipe_name=name, recipe_path=str(recipe), recipe_hash="0", run_dir=str(d),
-                     processes=[ps])
+    ps = ProcessState(
+        name="prefill-0",
+        kind="prefill",
+        host="127.0.0.1",
+        port=None,
+        url=None,
+        log=str(log),
+        argv=argv or ["sleep", "60"],
+        env={},
+        pid=p.pid,
+        start_time=start,
+        started_at=time.time(),
+    )
+    state = RunState(
+        run_id=run_id, recipe_name=name, recipe_path=str(recipe), recipe_hash="0", run_dir=str(d), processes=[ps]
+    )
     state.record_start(ps)
     state.save()
     return state, p
@@ -219,8 +231,15 @@ def test_a_slow_scancel_is_a_clear_error(monkeypatch, tmp_path):
 
     monkeypatch.setattr(slurm.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(slurm.subprocess, "run", slow)
-    state = RunState(run_id="r", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(tmp_path),
-                     target="slurm", job_id="42")
+    state = RunState(
+        run_id="r",
+        recipe_name="x",
+        recipe_path="x.yaml",
+        recipe_hash="0",
+        run_dir=str(tmp_path),
+        target="slurm",
+        job_id="42",
+    )
     with pytest.raises(RecipectlError) as e:
         slurm.cancel_job(state)
     assert "could not cancel Slurm job 42" in e.value.message and "did not answer within 30 s" in e.value.message
@@ -233,10 +252,27 @@ def test_launch_slurm_reports_a_slow_scancel_after_its_own_failure(monkeypatch, 
     from recipectl.launch import slurm
     from recipectl.validate import load_one
 
-    state = RunState(run_id="r", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(tmp_path),
-                     target="slurm", job_id="42",
-                     processes=[ProcessState(name="router", kind="router", host="h", port=1, url=None,
-                                             log=str(tmp_path / "router.log"), argv=[], env={})])
+    state = RunState(
+        run_id="r",
+        recipe_name="x",
+        recipe_path="x.yaml",
+        recipe_hash="0",
+        run_dir=str(tmp_path),
+        target="slurm",
+        job_id="42",
+        processes=[
+            ProcessState(
+                name="router",
+                kind="router",
+                host="h",
+                port=1,
+                url=None,
+                log=str(tmp_path / "router.log"),
+                argv=[],
+                env={},
+            )
+        ],
+    )
     monkeypatch.setattr(slurm, "submit", lambda path, recipe: state)
     monkeypatch.setattr(slurm, "wait_ready", lambda *a: (False, "job 42 ended before the deployment was ready"))
 
@@ -246,20 +282,24 @@ def test_launch_slurm_reports_a_slow_scancel_after_its_own_failure(monkeypatch, 
     monkeypatch.setattr(slurm, "cancel_job", cancel)
     from recipectl.commands.launch import launch_target
 
-    rc = launch_target("slurm", str(LOCAL_RECIPE), load_one(str(LOCAL_RECIPE)).recipe, detach=True, timeout=1,
-                       as_json=False)
+    rc = launch_target(
+        "slurm", str(LOCAL_RECIPE), load_one(str(LOCAL_RECIPE)).recipe, detach=True, timeout=1, as_json=False
+    )
     err = capsys.readouterr().err
     assert rc == 1 and "launch failed" in err and "could not cancel Slurm job 42" in err
 
 
-@pytest.mark.parametrize("damage", [
-    lambda d: "[]",
-    lambda d: json.dumps({**d, "processes": "x"}),
-    lambda d: json.dumps({**d, "processes": [{"name": "p"}]}),
-    lambda d: json.dumps({**d, "processes": [{**d["processes"][0], "pid": "123"}]}),
-    lambda d: json.dumps({**d, "processes": [{**d["processes"][0], "start_time": "yesterday"}]}),
-    lambda d: "\x00" * 10,
-])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: "[]",
+        lambda d: json.dumps({**d, "processes": "x"}),
+        lambda d: json.dumps({**d, "processes": [{"name": "p"}]}),
+        lambda d: json.dumps({**d, "processes": [{**d["processes"][0], "pid": "123"}]}),
+        lambda d: json.dumps({**d, "processes": [{**d["processes"][0], "start_time": "yesterday"}]}),
+        lambda d: "\x00" * 10,
+    ],
+)
 def test_a_state_of_the_wrong_shape_is_reported_and_the_run_stopped(cli, tmp_path, damage):
     root = tmp_path / "runs"
     state, p = _run(root, _recipe(tmp_path, "shape"), "shape")
@@ -309,14 +349,22 @@ def test_a_squeue_that_keeps_failing_leaves_a_healthy_job_running(monkeypatch, t
     from recipectl.launch import slurm
 
     calls = _squeue_answers(monkeypatch, [(1, "", "slurm_load_jobs error: Unable to contact slurm controller")])
-    state = RunState(run_id="r", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(tmp_path),
-                     target="slurm", job_id="42")
+    state = RunState(
+        run_id="r",
+        recipe_name="x",
+        recipe_path="x.yaml",
+        recipe_hash="0",
+        run_dir=str(tmp_path),
+        target="slurm",
+        job_id="42",
+    )
     monkeypatch.setattr(slurm, "submit", lambda path, recipe: state)
     cancelled = []
     monkeypatch.setattr(slurm, "cancel_job", lambda s, wait_s=60: cancelled.append(s.job_id))
 
     class Display:
         from rich.console import Console
+
         console = Console(file=open(os.devnull, "w"))
 
     with pytest.raises(slurm.SqueueFailed) as e:
@@ -337,8 +385,9 @@ print(" ".join(str(k.pid) for k in kids), flush=True)
 def _unrelated_group() -> tuple[int, list[psutil.Process]]:
     """A process group recipectl never started (setsid, as any daemon does): its id, and its members
     once its leader has exited and been reaped (so the group id is a pid nobody holds)."""
-    leader = subprocess.Popen([sys.executable, "-c", _UNRELATED_GROUP], stdout=subprocess.PIPE, text=True,
-                              start_new_session=True)
+    leader = subprocess.Popen(
+        [sys.executable, "-c", _UNRELATED_GROUP], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
     pids = [int(x) for x in leader.stdout.readline().split()]
     leader.wait(timeout=30)
     members = [psutil.Process(pid) for pid in pids]
@@ -358,10 +407,27 @@ def _kill(members: list[psutil.Process]) -> None:
 def _stale_run(root: Path, tmp_path: Path, name: str, pid: int, start: float) -> RunState:
     """A run whose record names `pid` with start time `start` (journal and state agree)."""
     run_id, d = new_run_dir(root, name)
-    ps = ProcessState(name="prefill-0", kind="prefill", host="127.0.0.1", port=None, url=None, log=str(d / "p.log"),
-                      argv=["sleep", "60"], env={}, pid=pid, start_time=start, started_at=start)
-    state = RunState(run_id=run_id, recipe_name=name, recipe_path=str(_recipe(tmp_path, name)), recipe_hash="0",
-                     run_dir=str(d), processes=[ps])
+    ps = ProcessState(
+        name="prefill-0",
+        kind="prefill",
+        host="127.0.0.1",
+        port=None,
+        url=None,
+        log=str(d / "p.log"),
+        argv=["sleep", "60"],
+        env={},
+        pid=pid,
+        start_time=start,
+        started_at=start,
+    )
+    state = RunState(
+        run_id=run_id,
+        recipe_name=name,
+        recipe_path=str(_recipe(tmp_path, name)),
+        recipe_hash="0",
+        run_dir=str(d),
+        processes=[ps],
+    )
     state.record_start(ps)
     state.save()
     return state
@@ -390,8 +456,11 @@ def test_stop_leaves_alone_a_live_process_that_reused_a_recorded_pid(cli, tmp_pa
         _stale_run(root, tmp_path, "reused", other.pid, procs.proc_start_time(other.pid) - 3600)
         r = cli("stop", "reused", root=root)
         assert r.returncode == 0 and other.poll() is None, r.stderr
-        assert re.search(rf"pid {other.pid} is no longer the process recipectl started \(started \d\d:\d\d:\d\d, "
-                         r"recorded \d\d:\d\d:\d\d\): not signalled", r.stderr), r.stderr
+        assert re.search(
+            rf"pid {other.pid} is no longer the process recipectl started \(started \d\d:\d\d:\d\d, "
+            r"recorded \d\d:\d\d:\d\d\): not signalled",
+            r.stderr,
+        ), r.stderr
     finally:
         _cleanup(other)
 
@@ -418,8 +487,15 @@ def test_a_job_id_that_is_not_one_never_reaches_slurm(recipectl_cli, tmp_path, j
     root = tmp_path / "runs"
     env, calls = _slurm_stand_ins(tmp_path)
     run_id, d = new_run_dir(root, "job")
-    state = RunState(run_id=run_id, recipe_name="job", recipe_path="job.yaml", recipe_hash="0", run_dir=str(d),
-                     target="slurm", job_id="1")
+    state = RunState(
+        run_id=run_id,
+        recipe_name="job",
+        recipe_path="job.yaml",
+        recipe_hash="0",
+        run_dir=str(d),
+        target="slurm",
+        job_id="1",
+    )
     state.save()
     f = d / STATE_FILE
     f.write_text(json.dumps({**json.loads(f.read_text()), "job_id": job_id}))
@@ -436,8 +512,15 @@ def test_scancel_gets_a_valid_job_id_after_the_end_of_its_options(recipectl_cli,
     root = tmp_path / "runs"
     env, calls = _slurm_stand_ins(tmp_path)
     run_id, d = new_run_dir(root, "job")
-    RunState(run_id=run_id, recipe_name="job", recipe_path="job.yaml", recipe_hash="0", run_dir=str(d),
-             target="slurm", job_id="123_4").save()
+    RunState(
+        run_id=run_id,
+        recipe_name="job",
+        recipe_path="job.yaml",
+        recipe_hash="0",
+        run_dir=str(d),
+        target="slurm",
+        job_id="123_4",
+    ).save()
     r = recipectl_cli("stop", run_id, env={**env, "RECIPECTL_RUN_DIR": str(root)}, timeout=60)
     assert r.returncode == 0 and "cancelled Slurm job 123_4" in r.stderr, r.stderr
     assert ["scancel", "--", "123_4"] in _called(calls)
@@ -460,17 +543,22 @@ def _deep(f: Path) -> None:
 def _edit(**fields):
     def damage(f: Path) -> None:
         f.write_text(json.dumps({**json.loads(f.read_text()), **fields}))
+
     return damage
 
 
-@pytest.mark.parametrize("damage, why", [
-    (_fifo, "not a regular file"),
-    (_dev_zero, "not a regular file"),
-    (_deep, "recursion limit"),
-    (_edit(processes=[]), "it does not list prefill-0"),
-    (_edit(target="slurm", job_id="123"), "target is slurm"),
-    (_edit(processes="x"), "processes"),
-], ids=["fifo", "dev-zero", "deep-json", "no-processes", "target-slurm", "processes-not-a-list"])
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        (_fifo, "not a regular file"),
+        (_dev_zero, "not a regular file"),
+        (_deep, "recursion limit"),
+        (_edit(processes=[]), "it does not list prefill-0"),
+        (_edit(target="slurm", job_id="123"), "target is slurm"),
+        (_edit(processes="x"), "processes"),
+    ],
+    ids=["fifo", "dev-zero", "deep-json", "no-processes", "target-slurm", "processes-not-a-list"],
+)
 def test_stop_falls_back_to_the_journal_on_state_it_cannot_trust(recipectl_cli, tmp_path, damage, why):
     """Exactly our live process is stopped (found by the journal's pid and start time), within a
     bounded time; an unrecorded bystander and Slurm are not touched."""
@@ -493,11 +581,21 @@ def test_stop_falls_back_to_the_journal_on_state_it_cannot_trust(recipectl_cli, 
         _cleanup(ours, bystander)
 
 
-@pytest.mark.parametrize("field, value", [
-    ("run_id", ["x"]), ("target", 5), ("job_id", 7), ("router_url", {"a": 1}), ("created_at", "soon"),
-    ("processes.0.log", 5), ("processes.0.port", "8100"), ("processes.0.pid", -4), ("processes.0.env", ["A=b"]),
-    ("processes.0.members", [{"pid": 3}]),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("run_id", ["x"]),
+        ("target", 5),
+        ("job_id", 7),
+        ("router_url", {"a": 1}),
+        ("created_at", "soon"),
+        ("processes.0.log", 5),
+        ("processes.0.port", "8100"),
+        ("processes.0.pid", -4),
+        ("processes.0.env", ["A=b"]),
+        ("processes.0.members", [{"pid": 3}]),
+    ],
+)
 def test_status_logs_and_top_name_a_wrong_typed_field(cli, tmp_path, field, value):
     root = tmp_path / "runs"
     state, p = _run(root, _recipe(tmp_path, "typed"), "typed")
@@ -509,8 +607,11 @@ def test_status_logs_and_top_name_a_wrong_typed_field(cli, tmp_path, field, valu
         else:
             data[field] = value
         f.write_text(json.dumps(data))
-        for args in (["status", state.run_id], ["logs", "--run", state.run_id],
-                     ["top", "--run", state.run_id, "--once"]):
+        for args in (
+            ["status", state.run_id],
+            ["logs", "--run", state.run_id],
+            ["top", "--run", state.run_id, "--once"],
+        ):
             r = cli(*args, root=root)
             assert r.returncode == 2 and field in r.stderr and "unreadable" in r.stderr, (args, r.stderr)
     finally:
@@ -557,8 +658,15 @@ def test_slurm_commands_refuse_what_is_not_a_job_id(tmp_path, monkeypatch, job_i
 
     env, calls = _slurm_stand_ins(tmp_path)
     monkeypatch.setenv("PATH", env["PATH"])
-    state = RunState(run_id="r", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(tmp_path),
-                     target="slurm", job_id=job_id)
+    state = RunState(
+        run_id="r",
+        recipe_name="x",
+        recipe_path="x.yaml",
+        recipe_hash="0",
+        run_dir=str(tmp_path),
+        target="slurm",
+        job_id=job_id,
+    )
     with pytest.raises(RecipectlError) as e:
         slurm.cancel_job(state, wait_s=0)
     assert "is not a Slurm job id" in e.value.message

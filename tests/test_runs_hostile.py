@@ -25,11 +25,27 @@ def _run(root: Path, name: str) -> tuple[Path, subprocess.Popen]:
     log = d / "prefill-0.log"
     log.write_text("engine started\n")
     p = procs.start(["sleep", "60"], {"PATH": os.environ["PATH"]}, log)
-    ps = ProcessState(name="prefill-0", kind="prefill", host="127.0.0.1", port=None, url=None, log=str(log),
-                      argv=["sleep", "60"], env={}, pid=p.pid, start_time=procs.proc_start_time(p.pid),
-                      started_at=time.time())
-    state = RunState(run_id=run_id, recipe_name=name, recipe_path=str(d / "none.yaml"), recipe_hash="0",
-                     run_dir=str(d), processes=[ps])
+    ps = ProcessState(
+        name="prefill-0",
+        kind="prefill",
+        host="127.0.0.1",
+        port=None,
+        url=None,
+        log=str(log),
+        argv=["sleep", "60"],
+        env={},
+        pid=p.pid,
+        start_time=procs.proc_start_time(p.pid),
+        started_at=time.time(),
+    )
+    state = RunState(
+        run_id=run_id,
+        recipe_name=name,
+        recipe_path=str(d / "none.yaml"),
+        recipe_hash="0",
+        run_dir=str(d),
+        processes=[ps],
+    )
     state.record_start(ps)
     state.save()
     return d, p
@@ -178,18 +194,41 @@ def test_a_node_that_is_not_a_node_name_never_reaches_scontrol(recipectl_cli, tm
     bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
     bin_dir.mkdir()
     for name in ("squeue", "scontrol"):
-        (bin_dir / name).write_text(f'#!/bin/sh\nprintf "%s\\0" {name} "$@" >> {calls}; echo >> {calls}\n'
-                                    + ("echo RUNNING\n" if name == "squeue" else ""))
+        (bin_dir / name).write_text(
+            f'#!/bin/sh\nprintf "%s\\0" {name} "$@" >> {calls}; echo >> {calls}\n'
+            + ("echo RUNNING\n" if name == "squeue" else "")
+        )
         (bin_dir / name).chmod(0o755)
     root = tmp_path / "runs"
     run_id, d = new_run_dir(root, "job")
-    ps = ProcessState(name="prefill-0", kind="prefill", host="n1", port=None, url=None, log=str(d / "p.log"),
-                      argv=[], env={}, node="n1")
-    RunState(run_id=run_id, recipe_name="job", recipe_path="job.yaml", recipe_hash="0", run_dir=str(d),
-             target="slurm", job_id="1", processes=[ps]).save()
+    ps = ProcessState(
+        name="prefill-0",
+        kind="prefill",
+        host="n1",
+        port=None,
+        url=None,
+        log=str(d / "p.log"),
+        argv=[],
+        env={},
+        node="n1",
+    )
+    RunState(
+        run_id=run_id,
+        recipe_name="job",
+        recipe_path="job.yaml",
+        recipe_hash="0",
+        run_dir=str(d),
+        target="slurm",
+        job_id="1",
+        processes=[ps],
+    ).save()
     _edit(d, lambda s: s["processes"][0].update(node=node))
-    r = recipectl_cli("status", run_id, env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-                                             "RECIPECTL_RUN_DIR": str(root)}, timeout=60)
+    r = recipectl_cli(
+        "status",
+        run_id,
+        env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "RECIPECTL_RUN_DIR": str(root)},
+        timeout=60,
+    )
     assert r.returncode == 2 and "processes.0.node" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not calls.exists() or node not in calls.read_text().split("\0")
 

@@ -89,7 +89,7 @@ ACCEPTED = [
     ("gpu", "engine.vllm_version", "0.26.0rc1.dev12+g1234abc"),
     ("gpu", "engine.vllm_version", "v0.26"),
     ("gpu", "engine.env", {"_UNDERSCORE": "1", "HF_TOKEN": "${HF_TOKEN}", "X": "a b; $(not code) `quoted`"}),
-    ("gpu", "model.path", "/models/my \"odd\" $model dir"),
+    ("gpu", "model.path", '/models/my "odd" $model dir'),
     ("gpu", "description", "Unicode is fine: Qwen3.5 — 混合注意力"),
 ]
 
@@ -112,12 +112,15 @@ def test_duplicate_hosts_are_rejected():
     assert found[0] == "cluster.hosts" and "listed twice" in found[1]
 
 
-@pytest.mark.parametrize("role,edit,message", [
-    # two endpoints on one host: the second listens on port + 1
-    ("prefill", lambda p: p.update(port=65535, endpoints=2, cpu_cores=["0", "1"]), "65536"),
-    # DP 2: the side channel uses base + rank
-    ("decode", lambda p: p.update(side_channel_port=65535, parallel="DP2"), "65536"),
-])
+@pytest.mark.parametrize(
+    "role,edit,message",
+    [
+        # two endpoints on one host: the second listens on port + 1
+        ("prefill", lambda p: p.update(port=65535, endpoints=2, cpu_cores=["0", "1"]), "65536"),
+        # DP 2: the side channel uses base + rank
+        ("decode", lambda p: p.update(side_channel_port=65535, parallel="DP2"), "65536"),
+    ],
+)
 def test_derived_ports_past_65535_are_rejected(role, edit, message):
     found = errors("cpu", lambda d: edit(d[role]))
     assert [p for p, _, _ in found] == [role], found
@@ -141,9 +144,10 @@ def test_gpu_endpoints_per_host_bound_the_ports():
     assert "65536" in found[1]
 
 
-@pytest.mark.parametrize("field,value", [("engine.env", {"A=1 true; touch x; X": "1"}),
-                                         ("cluster.hosts", ["$(touch x)"]),
-                                         ("model.path", "m\nx")])
+@pytest.mark.parametrize(
+    "field,value",
+    [("engine.env", {"A=1 true; touch x; X": "1"}), ("cluster.hosts", ["$(touch x)"]), ("model.path", "m\nx")],
+)
 def test_cli_exits_2_naming_the_field(recipectl_cli, tmp_path, field, value):
     data = copy.deepcopy(BASES["cpu"])
     set_path(data, field, value)

@@ -19,29 +19,54 @@ LOCAL = LOCAL_RECIPE.read_text()
 
 
 def test_what_counts_as_a_credential():
-    for name in ("HF_TOKEN", "HF_PASSWD", "OPENAI_KEY", "GITHUB_PAT", "DB_PASSWORD", "AWS_SECRET_ACCESS_KEY",
-                 "VLLM_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS"):
+    for name in (
+        "HF_TOKEN",
+        "HF_PASSWD",
+        "OPENAI_KEY",
+        "GITHUB_PAT",
+        "DB_PASSWORD",
+        "AWS_SECRET_ACCESS_KEY",
+        "VLLM_API_KEY",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+    ):
         assert secret_name(name), name
     for name in ("UCX_NET_DEVICES", "VLLM_SSM_CONV_STATE_LAYOUT", "HF_HUB_OFFLINE", "KEY_PATH", "PATH", "PATCHES"):
         assert not secret_name(name), name
-    for value in (TOKEN, "sk-proj-0123456789abcdefghijklmn", "ghp_" + "a" * 36, "github_pat_" + "a" * 30,
-                  "AKIAIOSFODNN7EXAMPLE", "https://u:p4ss@host/x", "Bearer " + TOKEN):
+    for value in (
+        TOKEN,
+        "sk-proj-0123456789abcdefghijklmn",
+        "ghp_" + "a" * 36,
+        "github_pat_" + "a" * 30,
+        "AKIAIOSFODNN7EXAMPLE",
+        "https://u:p4ss@host/x",
+        "Bearer " + TOKEN,
+    ):
         assert secret_value(value), value
     for value in ("hf_hub", "sk-", "DS", "127.0.0.1", "https://host/x", "nvidia/Qwen3.5-397B-A17B-NVFP4"):
         assert not secret_value(value), value
     assert pure_reference("${HF_TOKEN}") and pure_reference("$HF_TOKEN") and pure_reference("${A:-}")
     assert not pure_reference("${HF_TOKEN:-hf_literal}") and not pure_reference("hf_x")
     argv = ["vllm", "--api-key", "s3cret", f"--token={TOKEN}", "--api-key", "${K}", f"--h=Bearer {TOKEN}"]
-    assert redact_argv(argv) == ["vllm", "--api-key", "<redacted>", "--token=<redacted>", "--api-key", "${K}",
-                                 "--h=Bearer <redacted>"]
+    assert redact_argv(argv) == [
+        "vllm",
+        "--api-key",
+        "<redacted>",
+        "--token=<redacted>",
+        "--api-key",
+        "${K}",
+        "--h=Bearer <redacted>",
+    ]
 
 
-@pytest.mark.parametrize("line, secret", [
-    (f"    HF_TOKEN: [{TOKEN}]", TOKEN),  # wrong type under a credential name
-    ("    DB_PASSWORD: !!int hunter2hunter2", "hunter2hunter2"),  # bad tag under a credential name
-    (f"    PLAIN: !!int {TOKEN}", TOKEN),  # credential-shaped, whatever the name
-    (f"    PLAIN: {{a: {TOKEN}}}", TOKEN),
-])
+@pytest.mark.parametrize(
+    "line, secret",
+    [
+        (f"    HF_TOKEN: [{TOKEN}]", TOKEN),  # wrong type under a credential name
+        ("    DB_PASSWORD: !!int hunter2hunter2", "hunter2hunter2"),  # bad tag under a credential name
+        (f"    PLAIN: !!int {TOKEN}", TOKEN),  # credential-shaped, whatever the name
+        (f"    PLAIN: {{a: {TOKEN}}}", TOKEN),
+    ],
+)
 def test_loader_errors_never_quote_a_credential(line, secret):
     text = LOCAL.replace('    HF_HUB_OFFLINE: "1"', line, 1)
     result = load_text(text, "r.yaml")
@@ -68,9 +93,13 @@ def _recipe_with(tmp_path, **replacements):
 
 def test_run_state_and_dry_run_hold_no_credential(tmp_path, recipectl_cli):
     path, recipe = _recipe_with(
-        tmp_path, **{'    HF_HUB_OFFLINE: "1"': f'    HF_HUB_OFFLINE: "1"\n    HF_TOKEN: {TOKEN}',
-                     "  enforce_eager: true\n  env:": "  enforce_eager: true\n  extra_args: [--api-key, "
-                                                       "s3cret-key-value]\n  env:"})
+        tmp_path,
+        **{
+            '    HF_HUB_OFFLINE: "1"': f'    HF_HUB_OFFLINE: "1"\n    HF_TOKEN: {TOKEN}',
+            "  enforce_eager: true\n  env:": "  enforce_eager: true\n  extra_args: [--api-key, "
+            "s3cret-key-value]\n  env:",
+        },
+    )
     state = create_state(str(path), recipe, local_processes(build_deployment(recipe)), tmp_path / "runs")
     written = (tmp_path / "runs" / state.run_id / "state.json").read_text()
     assert TOKEN not in written and "s3cret-key-value" not in written and "<redacted>" in written
@@ -90,8 +119,9 @@ def test_processes_start_with_a_minimal_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     monkeypatch.setenv("SOME_SHELL_STATE", "x")
     monkeypatch.setenv("LC_ALL", "C.UTF-8")
-    _, recipe = _recipe_with(tmp_path, **{'    HF_HUB_OFFLINE: "1"': '    HF_HUB_OFFLINE: "1"\n'
-                                                                    '    HF_TOKEN: ${HF_TOKEN}'})
+    _, recipe = _recipe_with(
+        tmp_path, **{'    HF_HUB_OFFLINE: "1"': '    HF_HUB_OFFLINE: "1"\n    HF_TOKEN: ${HF_TOKEN}'}
+    )
     specs = {s.name: s for s in local_processes(build_deployment(recipe))}
     router = process_environ(recipe, specs["router"])
     prefill = process_environ(recipe, specs["prefill-0"])
@@ -124,11 +154,30 @@ def test_a_slurm_job_gets_a_minimal_environment(tmp_path, monkeypatch):
     recipe's references, never the rest of the caller's shell."""
     from recipectl.launch.slurm import submit_environ
 
-    environ = {"PATH": "/bin", "HOME": "/h", "HF_HOME": "/hf", "LC_ALL": "C.UTF-8", "AWS_SECRET_ACCESS_KEY": "aws",
-               "HF_TOKEN": TOKEN, "OTHER_TOKEN": "x", "SOME_SHELL_STATE": "x", "SLURM_CONF": "/etc/s.conf",
-               "SBATCH_PARTITION": "gpu", "CONTAINER_MOUNTS": "/data:/data"}
-    _, recipe = _recipe_with(tmp_path, **{'    HF_HUB_OFFLINE: "1"': '    HF_HUB_OFFLINE: "1"\n'
-                                                                    '    HF_TOKEN: ${HF_TOKEN}'})
+    environ = {
+        "PATH": "/bin",
+        "HOME": "/h",
+        "HF_HOME": "/hf",
+        "LC_ALL": "C.UTF-8",
+        "AWS_SECRET_ACCESS_KEY": "aws",
+        "HF_TOKEN": TOKEN,
+        "OTHER_TOKEN": "x",
+        "SOME_SHELL_STATE": "x",
+        "SLURM_CONF": "/etc/s.conf",
+        "SBATCH_PARTITION": "gpu",
+        "CONTAINER_MOUNTS": "/data:/data",
+    }
+    _, recipe = _recipe_with(
+        tmp_path, **{'    HF_HUB_OFFLINE: "1"': '    HF_HUB_OFFLINE: "1"\n    HF_TOKEN: ${HF_TOKEN}'}
+    )
     env = submit_environ(build_deployment(recipe), environ)
-    assert env == {"PATH": "/bin", "HOME": "/h", "HF_HOME": "/hf", "LC_ALL": "C.UTF-8", "HF_TOKEN": TOKEN,
-                   "SLURM_CONF": "/etc/s.conf", "SBATCH_PARTITION": "gpu", "CONTAINER_MOUNTS": "/data:/data"}
+    assert env == {
+        "PATH": "/bin",
+        "HOME": "/h",
+        "HF_HOME": "/hf",
+        "LC_ALL": "C.UTF-8",
+        "HF_TOKEN": TOKEN,
+        "SLURM_CONF": "/etc/s.conf",
+        "SBATCH_PARTITION": "gpu",
+        "CONTAINER_MOUNTS": "/data:/data",
+    }

@@ -58,17 +58,34 @@ def run_cli(*args: str) -> tuple[int, str]:
 # what counts as a credential
 
 CREDENTIALS = [
-    TOKEN, "hf_test1234", "hf_ABCDEFGHIJ", "hf_" + "a" * 20, "hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567",
-    "--hf-token=hf_Ab12Cd34", f"https://user:{PASSWORD}@hub.example/org/model",
-    "https://hub.example/model?token=abc123", "https://hub.example/x?rev=1&api_key=abc123",
-    "https://hub.example/x?access_token=abc123", "access_token=abc123",
-    "https://bucket.example/obj?X-Amz-Signature=deadbeef", "https://h.example/x?sig=abc",
+    TOKEN,
+    "hf_test1234",
+    "hf_ABCDEFGHIJ",
+    "hf_" + "a" * 20,
+    "hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567",
+    "--hf-token=hf_Ab12Cd34",
+    f"https://user:{PASSWORD}@hub.example/org/model",
+    "https://hub.example/model?token=abc123",
+    "https://hub.example/x?rev=1&api_key=abc123",
+    "https://hub.example/x?access_token=abc123",
+    "access_token=abc123",
+    "https://bucket.example/obj?X-Amz-Signature=deadbeef",
+    "https://h.example/x?sig=abc",
 ]
 ORDINARY = [
-    "hf_checkpoints", "/data/hf_download/model", "hf_abc", "my_hf_Ab12Cd34", "hf_cache",
-    "https://hub.example/model?revision=main", "https://h.example/?sort_key=name&monkey=1",
-    "--tokenizer=org/tok", "key=value", "https://hub.example/x?token=${HF_TOKEN}", "tokens=8192",
-    "Qwen/Qwen3.5-35B-A3B", "http://127.0.0.1:8100/health",
+    "hf_checkpoints",
+    "/data/hf_download/model",
+    "hf_abc",
+    "my_hf_Ab12Cd34",
+    "hf_cache",
+    "https://hub.example/model?revision=main",
+    "https://h.example/?sort_key=name&monkey=1",
+    "--tokenizer=org/tok",
+    "key=value",
+    "https://hub.example/x?token=${HF_TOKEN}",
+    "tokens=8192",
+    "Qwen/Qwen3.5-35B-A3B",
+    "http://127.0.0.1:8100/health",
 ]
 
 
@@ -91,8 +108,11 @@ def test_a_url_parameter_keeps_its_name_and_a_url_its_host():
 
 
 def test_redacted_data_hides_credential_named_literals_and_flag_values():
-    data = {"env": {"DB_PASSWD": "hunter2", "HF_TOKEN": "${HF_TOKEN}", "PLAIN": "1"},
-            "extra_args": ["--api-key", "hunter3", "--x", "y"], "path": f"https://u:{PASSWORD}@h/m"}
+    data = {
+        "env": {"DB_PASSWD": "hunter2", "HF_TOKEN": "${HF_TOKEN}", "PLAIN": "1"},
+        "extra_args": ["--api-key", "hunter3", "--x", "y"],
+        "path": f"https://u:{PASSWORD}@h/m",
+    }
     shown = json.dumps(redact_data(data))
     assert "hunter2" not in shown and "hunter3" not in shown and PASSWORD not in shown
     assert '"${HF_TOKEN}"' in shown and '"PLAIN": "1"' in shown and '"--x", "y"' in shown
@@ -141,6 +161,7 @@ def test_plan_error_hides_the_password_of_a_model_url(recipectl_cli, tmp_path):
 def _crash(exc: BaseException):
     def fn():
         raise exc
+
     return fn
 
 
@@ -187,6 +208,7 @@ def test_a_long_internal_error_message_is_cut(capsys, tmp_path, monkeypatch):
 def test_findings_and_ignore_reasons_never_carry_a_credential(tmp_path, fmt):
     """A rule that quotes a value (CON004 quotes both roles' attention backends) and the reason of
     an ignore are printed by every format of validate."""
+
     def edit(d):
         d["decode"]["attention_backend"] = TOKEN
         d["ignore"] = {"OPS002": f"see https://me:{PASSWORD}@wiki.example/page"}
@@ -206,7 +228,8 @@ LITERALS = {
     "a credential flag's literal": lambda d: d["decode"].update(extra_args=["--api-key", "plain-key-5678"]),
     "a token in an argument": lambda d: d["router"].update(extra_args=[f"--x={TOKEN}"]),
     "a password in the model's URL": lambda d: d["model"].update(
-        path=f"https://me:{PASSWORD}@hub.example/org/m", spec="Qwen3-Next-80B-A3B"),
+        path=f"https://me:{PASSWORD}@hub.example/org/m", spec="Qwen3-Next-80B-A3B"
+    ),
 }
 
 
@@ -233,6 +256,7 @@ def test_render_refuses_a_literal_credential_whatever_the_ignore(tmp_path, case)
 
 def test_render_writes_a_reference_to_a_credential(recipectl_cli, tmp_path):
     """The control: the same recipe with references renders."""
+
     def edit(d):
         d["engine"]["env"].update(HF_TOKEN="${HF_TOKEN}")
         d["decode"]["extra_args"] = ["--api-key", "${VLLM_API_KEY}"]
@@ -263,11 +287,28 @@ secrets = st.one_of(
 wrappers = st.sampled_from(["{}", "x {} y", "/opt/{}", "--flag={}", "{}/tail"])
 
 # (where, how a value is put there) for every string field of the local recipe
-FIELDS = ["description", "model.path", "model.served_name", "model.load_format", "engine.venv",
-          "engine.env.HF_TOKEN", "engine.env.HUB_CONFIG", "prefill.env.MY_PASSWORD", "decode.env.PLAIN",
-          "engine.serve_command", "prefill.extra_args", "decode.extra_args", "decode.extra_args.api-key",
-          "router.extra_args", "kv_transfer.extra_config.note", "prefill.kv_cache_dtype",
-          "decode.attention_backend", "checks.parity.reference", "launch.run_dir", "ignore.OPS002"]
+FIELDS = [
+    "description",
+    "model.path",
+    "model.served_name",
+    "model.load_format",
+    "engine.venv",
+    "engine.env.HF_TOKEN",
+    "engine.env.HUB_CONFIG",
+    "prefill.env.MY_PASSWORD",
+    "decode.env.PLAIN",
+    "engine.serve_command",
+    "prefill.extra_args",
+    "decode.extra_args",
+    "decode.extra_args.api-key",
+    "router.extra_args",
+    "kv_transfer.extra_config.note",
+    "prefill.kv_cache_dtype",
+    "decode.attention_backend",
+    "checks.parity.reference",
+    "launch.run_dir",
+    "ignore.OPS002",
+]
 
 
 def place(data: dict, field: str, value: str) -> None:
@@ -289,13 +330,21 @@ def place(data: dict, field: str, value: str) -> None:
     node[last] = value
 
 
-COMMANDS = [("show", "--resolved"), ("show", "--resolved", "--format", "json"), ("plan",),
-            ("plan", "--format", "json"), ("render", "-t", "bash"), ("render", "-t", "slurm"),
-            ("render", "-t", "k8s"), ("validate", "--format", "json")]
+COMMANDS = [
+    ("show", "--resolved"),
+    ("show", "--resolved", "--format", "json"),
+    ("plan",),
+    ("plan", "--format", "json"),
+    ("render", "-t", "bash"),
+    ("render", "-t", "slurm"),
+    ("render", "-t", "k8s"),
+    ("validate", "--format", "json"),
+]
 
 
-@settings(max_examples=30, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(field=st.sampled_from(FIELDS), secret=secrets, wrap=wrappers)
 def test_no_output_holds_a_secret_from_any_field(tmp_path_factory, field, secret, wrap):
     value, needle = secret

@@ -63,9 +63,17 @@ def test_the_more_specific_selector_wins():
     assert Selection(ignore=(("ALL", "x"),)).ignored_by(hyb1) == "x"  # a tie is ignored
 
 
-@pytest.mark.parametrize("selector, suggestion", [("HYX", "HYB"), ("HYB01", "HYB001"), ("VER9", "VER"), ("QQQ", None),
-                                                  ("hybrid.ds-layout", "hybrid.ds-layout-missing"),
-                                                  ("SCH002", None)])
+@pytest.mark.parametrize(
+    "selector, suggestion",
+    [
+        ("HYX", "HYB"),
+        ("HYB01", "HYB001"),
+        ("VER9", "VER"),
+        ("QQQ", None),
+        ("hybrid.ds-layout", "hybrid.ds-layout-missing"),
+        ("SCH002", None),
+    ],
+)
 def test_unknown_selectors_suggest_the_nearest(selector, suggestion):
     with pytest.raises(UnknownSelector) as e:
         matching(selector)
@@ -92,16 +100,21 @@ def test_select_extend_select_ignore_on_the_command_line(project, capsys):
     body = json.loads(out)
     assert rc == 0 and _codes(out) == set() and body["summary"]["ignored"] == 6
     assert {(f["code"], f["ignored"]) for f in body["files"][0]["ignored"]} >= {
-        ("HYB001", "--ignore"), ("PRF002", "--ignore"), ("CON004", "--ignore")}
+        ("HYB001", "--ignore"),
+        ("PRF002", "--ignore"),
+        ("CON004", "--ignore"),
+    }
 
 
 def test_unknown_selectors_on_the_command_line_are_usage_errors(project, capsys):
     r = str(project / "recipes" / "r.yaml")
-    for kw, text in ((dict(select=["HYX"]), "--select: unknown rule selector 'HYX'"),
-                     (dict(extend_select=["HYB01"]), "did you mean HYB001?"),
-                     (dict(ignore=["SCH002"]), "schema findings (SCH...) always apply"),
-                     (dict(severity=["PRF002"]), "expected CODE=error"),
-                     (dict(severity=["PRF02=error"]), "did you mean PRF002?")):
+    for kw, text in (
+        (dict(select=["HYX"]), "--select: unknown rule selector 'HYX'"),
+        (dict(extend_select=["HYB01"]), "did you mean HYB001?"),
+        (dict(ignore=["SCH002"]), "schema findings (SCH...) always apply"),
+        (dict(severity=["PRF002"]), "expected CODE=error"),
+        (dict(severity=["PRF02=error"]), "did you mean PRF002?"),
+    ):
         with pytest.raises(RecipectlError) as e:
             validate([r], **kw)
         assert e.value.exit_code == 2 and text in e.value.message, kw
@@ -124,13 +137,15 @@ def test_severity_overrides(project, capsys):
 
 def test_pyproject_settings_are_found_above_the_recipe(project, capsys):
     r = project / "recipes" / "r.yaml"
-    (project / "pyproject.toml").write_text('[project]\nname = "x"\n\n[tool.recipectl]\nignore = ["HYB001", "CON"]\n'
-                                           'severity = { PRF002 = "error" }\n')
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n\n[tool.recipectl]\nignore = ["HYB001", "CON"]\nseverity = { PRF002 = "error" }\n'
+    )
     rc, out = _run(capsys, r, format="json", show_ignored=True)
     body = json.loads(out)
     assert rc == 1 and _codes(out) == {"PRF002"} and body["files"][0]["findings"][0]["severity"] == "error"
     assert {f["ignored"] for f in body["files"][0]["ignored"] if f["code"] == "HYB001"} == {
-        f"ignore in {project / 'pyproject.toml'} [tool.recipectl]"}
+        f"ignore in {project / 'pyproject.toml'} [tool.recipectl]"
+    }
     # --select replaces the file's select; --ignore adds to its ignore; --severity overrides it
     rc, out = _run(capsys, r, format="json", select=["HYB"], severity=["PRF002=warning"])
     assert rc == 0 and _codes(out) == set()
@@ -156,13 +171,16 @@ def test_recipectl_toml_is_nearer_and_comes_first(project, capsys):
     assert _codes(out) == {"CON004", "HYB001", "PRF002"}
 
 
-@pytest.mark.parametrize("text, message", [
-    ('selct = ["HYB"]\n', "unknown key 'selct'"),
-    ('select = ["HYX"]\n', "select: unknown rule selector 'HYX': no rule matches it; did you mean HYB?"),
-    ('select = "HYB"\n', "select must be a list"),
-    ('severity = { PRF002 = "loud" }\n', "expected CODE=error"),
-    ('select = [\n', "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('selct = ["HYB"]\n', "unknown key 'selct'"),
+        ('select = ["HYX"]\n', "select: unknown rule selector 'HYX': no rule matches it; did you mean HYB?"),
+        ('select = "HYB"\n', "select must be a list"),
+        ('severity = { PRF002 = "loud" }\n', "expected CODE=error"),
+        ("select = [\n", "not valid TOML"),
+    ],
+)
 def test_a_wrong_config_file_is_a_usage_error(project, text, message):
     (project / "recipes" / "recipectl.toml").write_text(text)
     with pytest.raises(RecipectlError) as e:
@@ -172,8 +190,9 @@ def test_a_wrong_config_file_is_a_usage_error(project, text, message):
 
 def test_recipe_ignore_entries_are_checked_and_counted(project, capsys):
     r = project / "recipes" / "r.yaml"
-    text = r.read_text().replace("ignore:\n", "ignore:\n  HYB01: conv state layout is handled by the image\n"
-                                 "  PRF: tuned elsewhere\n", 1)
+    text = r.read_text().replace(
+        "ignore:\n", "ignore:\n  HYB01: conv state layout is handled by the image\n  PRF: tuned elsewhere\n", 1
+    )
     r.write_text(text)
     rc, out = _run(capsys, r, format="json", show_ignored=True)
     body = json.loads(out)

@@ -46,10 +46,14 @@ EXPECTED = {
     # the recipe already has the seed's 2 x ISL and bfloat16: those seed arms change nothing
     "prefill-mnbt": ({}, {("prefill", "max_num_batched_tokens"): None}),
     "stream-interval": ({("decode", "stream_interval"): 100}, {("decode", "stream_interval"): 1}),
-    "async-scheduling": ({("prefill", "async_scheduling"): True, ("decode", "async_scheduling"): True},
-                         {("prefill", "async_scheduling"): False, ("decode", "async_scheduling"): False}),
-    "ssm-dtype": ({}, {("prefill", "mamba_ssm_cache_dtype"): "float32",
-                       ("decode", "mamba_ssm_cache_dtype"): "float32"}),
+    "async-scheduling": (
+        {("prefill", "async_scheduling"): True, ("decode", "async_scheduling"): True},
+        {("prefill", "async_scheduling"): False, ("decode", "async_scheduling"): False},
+    ),
+    "ssm-dtype": (
+        {},
+        {("prefill", "mamba_ssm_cache_dtype"): "float32", ("decode", "mamba_ssm_cache_dtype"): "float32"},
+    ),
 }
 
 
@@ -61,8 +65,9 @@ def test_each_arm_changes_that_setting_only_and_passes_the_launch_rules(setting,
         path = tmp_path / f"{setting}-{arm}.yaml"
         written = yaml.safe_load(path.read_text())
         assert _changes(base, written) == expected
-        assert {k: v for k, v in written.items() if k not in ("prefill", "decode", "name")} == \
-               {k: v for k, v in base.items() if k not in ("prefill", "decode", "name")}
+        assert {k: v for k, v in written.items() if k not in ("prefill", "decode", "name")} == {
+            k: v for k, v in base.items() if k not in ("prefill", "decode", "name")
+        }
         loaded = load_one(str(path))
         refuse_rule_errors(loaded, str(path))  # raises on a rule error: launch would refuse it
 
@@ -79,8 +84,9 @@ def test_the_ssm_dtype_arm_reaches_the_planner(tmp_path):
 
 
 def test_the_workload_is_scaled_only_when_asked(tmp_path):
-    arms_script.main([str(CPU_RECIPE), "stream-interval", str(tmp_path), "--isl", "32", "--osl", "8",
-                      "--concurrency", "1,2"])
+    arms_script.main(
+        [str(CPU_RECIPE), "stream-interval", str(tmp_path), "--isl", "32", "--osl", "8", "--concurrency", "1,2"]
+    )
     w = yaml.safe_load((tmp_path / "stream-interval-seed.yaml").read_text())["workload"]
     assert (w["isl"], w["osl"], w["concurrency"]) == (32, 8, [1, 2])
     arms_script.main([str(CPU_RECIPE), "stream-interval", str(tmp_path)])
@@ -95,9 +101,22 @@ def test_an_unknown_setting_is_refused(tmp_path):
 
 def _bench(out: Path, name: str, levels: list[tuple[int, float, bool]]) -> None:
     (out / name).mkdir(parents=True)
-    (out / name / "summary.json").write_text(json.dumps({"levels": [
-        {"concurrency": c, "tps_per_gpu": tps, "valid": valid, "ttft_median_ms": 10.0, "tpot_median_ms": 5.0}
-        for c, tps, valid in levels]}))
+    (out / name / "summary.json").write_text(
+        json.dumps(
+            {
+                "levels": [
+                    {
+                        "concurrency": c,
+                        "tps_per_gpu": tps,
+                        "valid": valid,
+                        "ttft_median_ms": 10.0,
+                        "tpot_median_ms": 5.0,
+                    }
+                    for c, tps, valid in levels
+                ]
+            }
+        )
+    )
 
 
 def test_the_summary_compares_valid_levels_and_marks_the_rest(tmp_path):
@@ -116,8 +135,11 @@ def test_a_second_run_confirms_a_sign_or_calls_the_effect_noise(tmp_path):
     _bench(first, "ssm-dtype-seed", [(1, 110.0, True), (8, 380.0, True), (16, 550.0, True)])
     _bench(second, "ssm-dtype-default", [(1, 100.0, True), (8, 400.0, True)])
     _bench(second, "ssm-dtype-seed", [(1, 105.0, True), (8, 420.0, True)])
-    rows = {ln.split("|")[1].strip(): ln for ln in summary_script.section(first, "ssm-dtype", second)
-            if ln.startswith("| ") and ln.split("|")[1].strip().isdigit()}
+    rows = {
+        ln.split("|")[1].strip(): ln
+        for ln in summary_script.section(first, "ssm-dtype", second)
+        if ln.startswith("| ") and ln.split("|")[1].strip().isdigit()
+    }
     assert rows["1"].endswith("| +5.0% | same sign |")
     assert rows["8"].endswith("| +5.0% | noise: the sign flips |")  # -5.0% first, +5.0% again
     assert rows["16"].endswith("| – | not repeated |")

@@ -48,8 +48,11 @@ def test_the_one_gpu_recipe_validates_and_the_shares_that_cannot_fit_are_an_erro
 
 def test_devices_must_name_one_gpu_list_per_endpoint(recipectl_cli, tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text(ONE_GPU.read_text().replace("  devices: [[0]]                     # the same GPU as prefill",
-                                               "  devices: [[0], [0]]"))
+    bad.write_text(
+        ONE_GPU.read_text().replace(
+            "  devices: [[0]]                     # the same GPU as prefill", "  devices: [[0], [0]]"
+        )
+    )
     r = recipectl_cli("validate", str(bad))
     assert r.returncode == 2 and "2 devices entries for 1 endpoint(s)" in r.stdout + r.stderr
     assert "Traceback" not in r.stderr
@@ -67,8 +70,10 @@ def test_preflight_counts_gpus_by_id_and_shares_by_memory(monkeypatch):
 
     assert gpu_problems(one_gpu()) == []
     problems = gpu_problems(one_gpu(prefill={"gpu_memory_utilization": 0.5}, decode={"gpu_memory_utilization": 0.48}))
-    assert problems == ["GPU 0 is shared by prefill-0 0.5 + decode-0 0.48 = 0.98 of its memory; at most 0.95 "
-                        "leaves room for each server's CUDA context"]
+    assert problems == [
+        "GPU 0 is shared by prefill-0 0.5 + decode-0 0.48 = 0.98 of its memory; at most 0.95 "
+        "leaves room for each server's CUDA context"
+    ]
     two = Recipe.model_validate(yaml.safe_load(TWO_GPU.read_text()))
     fixes = local._gpu_preflight(two, build_deployment(two).workers)
     assert fixes[0].message == "2 GPU(s) needed (GPU ids up to 1), 1 visible" and "devices: [[0]]" in fixes[0].fix
@@ -81,13 +86,32 @@ def test_a_server_on_a_shared_gpu_starts_once_the_one_before_it_is_ready(tmp_pat
 
     recipe = one_gpu()
     specs = build_deployment(recipe).processes
-    state = RunState(run_id="r", recipe_name="x", recipe_path="x.yaml", recipe_hash="0", run_dir=str(tmp_path),
-                     processes=[ProcessState(name=s.name, kind=s.kind, host=s.host, port=s.port, url=None,
-                                             log=str(tmp_path / s.name), argv=[], env={}) for s in specs])
+    state = RunState(
+        run_id="r",
+        recipe_name="x",
+        recipe_path="x.yaml",
+        recipe_hash="0",
+        run_dir=str(tmp_path),
+        processes=[
+            ProcessState(
+                name=s.name,
+                kind=s.kind,
+                host=s.host,
+                port=s.port,
+                url=None,
+                log=str(tmp_path / s.name),
+                argv=[],
+                env={},
+            )
+            for s in specs
+        ],
+    )
     sup = Supervisor(recipe, state, specs)
     started: list[str] = []
-    sup.start = lambda name: (started.append(name),
-                              setattr(next(p for p in state.processes if p.name == name), "pid", 1))
+    sup.start = lambda name: (
+        started.append(name),
+        setattr(next(p for p in state.processes if p.name == name), "pid", 1),
+    )
     sup.start_ready_workers()
     assert started == ["prefill-0"]
     sup.start_ready_workers()

@@ -27,8 +27,7 @@ def test_sbatch_wrap_with_srun_step(slurm_cluster: SlurmCluster, tmp_path: Path)
     c = slurm_cluster
     out = tmp_path / "hello.out"
     t0 = time.monotonic()
-    job = c.sbatch("--job-name=hello", f"--output={out}", "--wrap",
-                   "echo hello; srun --overlap hostname", cwd=tmp_path)
+    job = c.sbatch("--job-name=hello", f"--output={out}", "--wrap", "echo hello; srun --overlap hostname", cwd=tmp_path)
     state = c.wait_gone(job, JOB_TIMEOUT)
     print(f"[slurm] job {job}: {state} in {time.monotonic() - t0:.1f} s (submit to out of queue)")
     assert state == "COMPLETED", f"{c.job_info(job)}\n{_read(out)}\n{c.logs()}"
@@ -88,8 +87,13 @@ def test_two_overlapping_steps(slurm_cluster: SlurmCluster, tmp_path: Path) -> N
 
 def test_scancel_ends_running_job(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     c = slurm_cluster
-    job = c.sbatch("--job-name=sleeper", f"--output={tmp_path / 'sleep.out'}", "--wrap",
-                   "srun --overlap sleep 300 & sleep 300; wait", cwd=tmp_path)
+    job = c.sbatch(
+        "--job-name=sleeper",
+        f"--output={tmp_path / 'sleep.out'}",
+        "--wrap",
+        "srun --overlap sleep 300 & sleep 300; wait",
+        cwd=tmp_path,
+    )
     c.wait_running(job, JOB_TIMEOUT)
     deadline = time.monotonic() + JOB_TIMEOUT
     while f"{job}.0" not in c.run(["squeue", "-h", "-s", "-j", job, "-o", "%i"]).stdout:
@@ -139,16 +143,19 @@ def test_rendered_local_script_runs_all_steps(slurm_cluster: SlurmCluster, tmp_p
     the job and Slurm kills the other steps."""
     c = slurm_cluster
     script = subprocess.run(
-        [sys.executable, "-m", "recipectl", "render", "recipes/local/tiny-hybrid-cpu.yaml",
-         "--target", "slurm"], capture_output=True, text=True, cwd=ROOT, timeout=300, check=True,
+        [sys.executable, "-m", "recipectl", "render", "recipes/local/tiny-hybrid-cpu.yaml", "--target", "slurm"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        check=True,
         stdin=subprocess.DEVNULL,
     ).stdout
     fake = tmp_path / "fake_engine.py"
     fake.write_text(FAKE_ENGINE)
     stop = tmp_path / "stop-router"
-    script, n_serve = re.subn(r'\S*/bin/vllm serve \S+', f"{sys.executable} {fake} serve", script)
-    script, n_router = re.subn(r'\S*/bin/vllm-router\b', f"{sys.executable} {fake} router "
-                              f"--stop-file {stop}", script)
+    script, n_serve = re.subn(r"\S*/bin/vllm serve \S+", f"{sys.executable} {fake} serve", script)
+    script, n_router = re.subn(r"\S*/bin/vllm-router\b", f"{sys.executable} {fake} router --stop-file {stop}", script)
     assert (n_serve, n_router) == (2, 1), script
     # Other tests may be running the real deployment on the recipe's ports: use free ones.
     wanted = sorted(set(re.findall(r"--port (\d+)", script)))
@@ -164,20 +171,26 @@ def test_rendered_local_script_runs_all_steps(slurm_cluster: SlurmCluster, tmp_p
     deadline = time.monotonic() + JOB_TIMEOUT
     while not want <= set(steps := c.steps(job)):
         assert c.job_state(job) == "RUNNING" and time.monotonic() < deadline, (
-            f"steps {steps}, job {c.job_info(job)}\n"
-            f"{_read(tmp_path / f'local-tiny-hybrid-{job}.out')}\n{c.logs()}")
+            f"steps {steps}, job {c.job_info(job)}\n{_read(tmp_path / f'local-tiny-hybrid-{job}.out')}\n{c.logs()}"
+        )
         time.sleep(0.5)
-    print(f"[slurm] rendered script {job}: steps {sorted(steps)} up after "
-          f"{time.monotonic() - t0:.1f} s")
+    print(f"[slurm] rendered script {job}: steps {sorted(steps)} up after {time.monotonic() - t0:.1f} s")
     stop.touch()  # the router exits: `wait -n` returns, the script exits 1
     state = c.wait_gone(job, JOB_TIMEOUT)
     out = _read(tmp_path / f"local-tiny-hybrid-{job}.out")
     logs = tmp_path / "logs" / f"local-tiny-hybrid-{job}"
-    detail = f"{c.job_info(job)}\n{out}\n" + "\n".join(
-        f"--- {f.name}\n{f.read_text()}" for f in sorted(logs.glob("*"))) + f"\n{c.logs()}"
+    detail = (
+        f"{c.job_info(job)}\n{out}\n"
+        + "\n".join(f"--- {f.name}\n{f.read_text()}" for f in sorted(logs.glob("*")))
+        + f"\n{c.logs()}"
+    )
     assert state == "FAILED" and c.job_info(job).get("ExitCode") == "1:0", detail
-    for line in (f"started prefill-0 on {c.node}", f"started decode-0 on {c.node}",
-                 f"router on {c.node}", "a step exited; stopping the job"):
+    for line in (
+        f"started prefill-0 on {c.node}",
+        f"started decode-0 on {c.node}",
+        f"router on {c.node}",
+        "a step exited; stopping the job",
+    ):
         assert line in out, detail
     assert (logs / "nodes").read_text() == f"{c.node}\n", detail
     # the local recipe names its host (127.0.0.1): URLs use it rather than the node's name

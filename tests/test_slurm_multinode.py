@@ -48,7 +48,8 @@ def test_a_step_on_each_node_talks_to_the_other(slurm_cluster_2: SlurmCluster, t
     state = c.wait_gone(job, JOB_TIMEOUT)
     print(f"[slurm] job {job}: {state} in {time.monotonic() - t0:.1f} s (2 nodes)")
     logs = {f.name: f.read_text() for f in tmp_path.glob("*.log")} | {
-        f.name: f.read_text() for f in tmp_path.glob("*.out")}
+        f.name: f.read_text() for f in tmp_path.glob("*.out")
+    }
     detail = f"{c.job_info(job)}\n{logs}\n{c.logs()}"
     assert state == "COMPLETED", detail
     a1, a2 = c.address("node1"), c.address("node2")

@@ -20,18 +20,22 @@ NEVER = ("vllm", "torch", "httpx", "numpy", "transformers")
 def _python(code: str, **env: str) -> str:
     """stdout of `python -c CODE` in the repository, with the caller's PYDANTIC_DISABLE_PLUGINS left out."""
     clean = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                       env={**clean, **env})
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120, env={**clean, **env}
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     return r.stdout.strip()
 
 
 def _imported_modules(*argv: str, **env: str) -> set[str]:
     """Every module a `recipectl ARGV` process has imported when it exits."""
-    out = _python(f"import sys, runpy; sys.argv=['recipectl', *{list(argv)!r}]\n"
-                  "try:\n    runpy.run_module('recipectl', run_name='__main__')\nexcept SystemExit as e:\n"
-                  "    assert e.code == 0, e.code\n"
-                  "print('MODULES', ' '.join(sorted(sys.modules)))", **env)
+    out = _python(
+        f"import sys, runpy; sys.argv=['recipectl', *{list(argv)!r}]\n"
+        "try:\n    runpy.run_module('recipectl', run_name='__main__')\nexcept SystemExit as e:\n"
+        "    assert e.code == 0, e.code\n"
+        "print('MODULES', ' '.join(sorted(sys.modules)))",
+        **env,
+    )
     line = next((ln for ln in out.splitlines() if ln.startswith("MODULES ")), None)
     assert line, out
     return set(line.split()[1:])

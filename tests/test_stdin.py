@@ -16,8 +16,9 @@ LOCAL = ROOT / "recipes" / "local" / "tiny-hybrid-cpu.yaml"
 
 
 def _validate(*args: str, input: bytes, module: str = "recipectl", cwd: Path = ROOT) -> tuple[int, str, str]:
-    r = subprocess.run([sys.executable, "-m", module, "validate", *args], input=input, capture_output=True,
-                       cwd=cwd, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", module, "validate", *args], input=input, capture_output=True, cwd=cwd, timeout=120
+    )
     return r.returncode, r.stdout.decode(), r.stderr.decode()
 
 

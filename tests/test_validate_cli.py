@@ -41,6 +41,7 @@ def test_gb200_on_vllm_025_with_async_fails(recipectl_cli, tmp_path):
     def edit(d):
         d["engine"]["vllm_version"] = "0.25.0"
         d["engine"].pop("image")
+
     path = _gb200_variant(tmp_path, edit)
     r = recipectl_cli("validate", str(path), "--format", "json")
     assert r.returncode == 1
@@ -86,8 +87,9 @@ def test_wrong_type_and_duplicate_key(recipectl_cli, tmp_path):
 
 def test_strict_makes_warnings_fail(recipectl_cli, tmp_path):
     # off on both roles: a capacity warning (PRF002); off on decode only would be CON004's error
-    path = _gb200_variant(tmp_path, lambda d: (d["decode"].pop("mamba_ssm_cache_dtype"),
-                                               d["prefill"].pop("mamba_ssm_cache_dtype")))
+    path = _gb200_variant(
+        tmp_path, lambda d: (d["decode"].pop("mamba_ssm_cache_dtype"), d["prefill"].pop("mamba_ssm_cache_dtype"))
+    )
     assert recipectl_cli("validate", str(path)).returncode == 0
     r = recipectl_cli("validate", str(path), "--strict")
     assert r.returncode == 1 and "PRF002 warning" in r.stdout
@@ -162,8 +164,7 @@ def test_a_syntax_error_is_reported_in_the_python_parsers_words():
     _, _, diags = loader.parse_yaml(text, "bad.yaml")
     (d,) = diags
     assert (d.line, d.col) == (5, 8)
-    assert d.message == ("YAML syntax error: expected ',' or ']', but got ':' "
-                         "(while parsing a flow sequence)")
+    assert d.message == ("YAML syntax error: expected ',' or ']', but got ':' (while parsing a flow sequence)")
 
 
 def test_text_libyaml_cannot_take_is_a_diagnostic_not_a_traceback():
@@ -179,14 +180,14 @@ def test_a_key_left_without_a_value_says_so(recipectl_cli, tmp_path):
     lines = text.splitlines()
     ds = [i for i, ln in enumerate(lines) if "VLLM_SSM_CONV_STATE_LAYOUT: DS" in ln][-1]  # decode's
     bad = tmp_path / "no-ds.yaml"
-    bad.write_text("\n".join(lines[:ds] + lines[ds + 1:]) + "\n")
+    bad.write_text("\n".join(lines[:ds] + lines[ds + 1 :]) + "\n")
     r = recipectl_cli("validate", str(bad))
     assert r.returncode == 2 and "Traceback" not in r.stdout + r.stderr
     assert f"no-ds.yaml:{ds}:3 SCH001 error: 'env' has no value" in r.stdout
     assert "[decode.env]" in r.stdout
     assert "fix: remove the key to use its default, or write env: {}" in r.stdout
     # and with `env: {}` the rule about the missing variable speaks instead
-    bad.write_text("\n".join(lines[:ds - 1] + ["  env: {}"] + lines[ds + 1:]) + "\n")
+    bad.write_text("\n".join(lines[: ds - 1] + ["  env: {}"] + lines[ds + 1 :]) + "\n")
     r = recipectl_cli("validate", str(bad))
     assert r.returncode == 1 and "HYB001 error" in r.stdout
 

@@ -45,6 +45,7 @@ def _set(dotted: str, value):
         for p in parents:
             node = node.setdefault(p, {})
         node[last] = value
+
     return edit
 
 
@@ -84,9 +85,16 @@ def test_a_proxy_command_is_a_program():
     assert [(d.code, d.path) for d in result.diagnostics] == [("SCH001", "router.proxy_command")]
 
 
-@pytest.mark.parametrize("field,value", [("engine.venv", "~/.cache/recipectl/engine"),
-                                         ("engine.venv", "./-odd/venv"), ("model.path", "org/Model-1.5B"),
-                                         ("launch.run_dir", "runs/-x"), ("engine.serve_command", ["./vllm", "serve"])])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("engine.venv", "~/.cache/recipectl/engine"),
+        ("engine.venv", "./-odd/venv"),
+        ("model.path", "org/Model-1.5B"),
+        ("launch.run_dir", "runs/-x"),
+        ("engine.serve_command", ["./vllm", "serve"]),
+    ],
+)
 def test_ordinary_paths_stay_valid(field, value):
     result = load_text(_local(_set(field, value)), "recipe.yaml")
     assert [d for d in result.diagnostics if d.code.startswith("SCH")] == []
@@ -114,11 +122,15 @@ def _env_calls(text: str) -> list[str]:
     return [words[i + 1] for i, w in enumerate(words) if w == "env" and i + 1 < len(words)]
 
 
-@pytest.mark.parametrize("recipe,variant,target", [(LOCAL, None, "bash"), (TWO_NODE, None, "slurm"),
-                                                   (ROOT / "recipes/gb200/qwen3.5-397b-nvfp4-pd.yaml",
-                                                    "prefill-endpoints-4", "bash"),
-                                                   (ROOT / "recipes/gb200/qwen3.5-397b-nvfp4-pd.yaml",
-                                                    "prefill-endpoints-4", "slurm")])
+@pytest.mark.parametrize(
+    "recipe,variant,target",
+    [
+        (LOCAL, None, "bash"),
+        (TWO_NODE, None, "slurm"),
+        (ROOT / "recipes/gb200/qwen3.5-397b-nvfp4-pd.yaml", "prefill-endpoints-4", "bash"),
+        (ROOT / "recipes/gb200/qwen3.5-397b-nvfp4-pd.yaml", "prefill-endpoints-4", "slurm"),
+    ],
+)
 def test_env_ends_its_options_before_the_program(recipe, variant, target):
     dep = build_deployment(load_variant(str(recipe), variant).recipe)
     files = render(dep, target)
@@ -136,13 +148,14 @@ def test_a_dash_venv_past_the_schema_is_never_an_option_of_env(tmp_path):
     dep = build_deployment(loaded.recipe.model_copy(update={"engine": engine}))
     (script,) = render(dep, "bash")
     # the router's command as the script writes it, run as it would run there
-    block = script.text[script.text.index("# router: starts"):]
-    block = block[block.index("setsid env"):block.index('pids+=("$!")')]
+    block = script.text[script.text.index("# router: starts") :]
+    block = block[block.index("setsid env") : block.index('pids+=("$!")')]
     assert payload in block  # the value is there, as a word
     run = tmp_path / "run"
     run.mkdir()
-    r = subprocess.run(["bash", "-c", 'set -u; LOG_DIR=.; ' + block + "\nwait $!"], cwd=run,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        ["bash", "-c", "set -u; LOG_DIR=.; " + block + "\nwait $!"], cwd=run, capture_output=True, text=True, timeout=60
+    )
     assert not (run / "PWNED").exists(), "env ran the venv as -S"
     assert r.returncode != 0  # env: '-S sh -c ...': No such file or directory
     assert "No such file" in (run / "router.log").read_text()
@@ -157,6 +170,7 @@ HOSTILE = "x; touch PWNED #$(touch PWNED2)`touch PWNED3`"
 
 def _follower(tmp_path: Path) -> tuple[dict, dict]:
     """The LWS worker container of the two-node decode endpoint, and its LWS template."""
+
     def edit(d):
         d["engine"]["serve_command"] = [STAND_IN, "serve"]
         d["decode"]["extra_args"] = ["--api-key", "${VLLM_API_KEY}"]
@@ -177,8 +191,10 @@ def test_a_follower_takes_the_secret_from_its_environment(tmp_path):
     assert (sh, c) == ("sh", "-c")
     assert "$(VLLM_API_KEY)" not in script  # the kubelet never expands a Secret into shell text
     assert "$(" not in script.replace("$$(", "")  # nor anything else
-    assert {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "vllm-api-key", "key": "value"}}} \
-        in container["env"]
+    assert {
+        "name": "VLLM_API_KEY",
+        "valueFrom": {"secretKeyRef": {"name": "vllm-api-key", "key": "value"}},
+    } in container["env"]
     env = {"VLLM_API_KEY": HOSTILE, "LWS_LEADER_ADDRESS": "10.0.0.1", "LWS_WORKER_INDEX": "1"}
     text = kubelet_expand(script, env)
     assert HOSTILE not in text and "touch" not in text  # the value is not part of the command text
@@ -233,8 +249,14 @@ def test_a_follower_literal_with_kubelet_and_shell_syntax_arrives_unchanged(tmp_
     work = tmp_path / "work"
     work.mkdir()
     argv = [kubelet_expand(a, env) for a in container["command"]]
-    r = subprocess.run(argv, env={**env, "PATH": f"{bin_dir}:{os.environ['PATH']}", "ARGS_OUT": str(tmp_path / "a")},
-                       cwd=work, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        argv,
+        env={**env, "PATH": f"{bin_dir}:{os.environ['PATH']}", "ARGS_OUT": str(tmp_path / "a")},
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     assert list(work.iterdir()) == []
     args = (tmp_path / "a").read_text().splitlines()

@@ -34,16 +34,29 @@ def _run_of(name: str, root: Path, recipe: Path, url: str | None = None) -> RunS
     """A run state of `name` whose one process is this test process (alive, and ours by start time)."""
     run_id, d = new_run_dir(root, name)
     pid = os.getpid()
-    ps = ProcessState(name="prefill-0", kind="prefill", host="127.0.0.1", port=None, url=url, log=str(d / "p.log"),
-                      argv=["pytest"], env={}, pid=pid, start_time=procs.proc_start_time(pid))
-    state = RunState(run_id=run_id, recipe_name=name, recipe_path=str(recipe), recipe_hash="0", run_dir=str(d),
-                     processes=[ps])
+    ps = ProcessState(
+        name="prefill-0",
+        kind="prefill",
+        host="127.0.0.1",
+        port=None,
+        url=url,
+        log=str(d / "p.log"),
+        argv=["pytest"],
+        env={},
+        pid=pid,
+        start_time=procs.proc_start_time(pid),
+    )
+    state = RunState(
+        run_id=run_id, recipe_name=name, recipe_path=str(recipe), recipe_hash="0", run_dir=str(d), processes=[ps]
+    )
     state.save()
     return state
 
 
-@pytest.mark.parametrize("argv", [["show"], ["render"], ["launch"], ["plan"], ["doctor"], ["bench", "run"],
-                                  ["status"], ["stop"], ["logs"], ["top"]])
+@pytest.mark.parametrize(
+    "argv",
+    [["show"], ["render"], ["launch"], ["plan"], ["doctor"], ["bench", "run"], ["status"], ["stop"], ["logs"], ["top"]],
+)
 def test_every_command_that_reads_one_recipe_takes_variant(argv):
     r = CliRunner().invoke(app, [*argv, "--help"], env={"COLUMNS": "200"})
     assert r.exit_code == 0 and "--variant" in r.output, r.output

@@ -25,8 +25,17 @@ ROOT = Path(__file__).resolve().parent.parent
 FIELD = ROOT / "tests" / "field"
 LOADER = FAST_LOADER or yaml.SafeLoader  # the recipe loader's parser
 
-SECRETS = ["hf_SECRETSECRETSECRETSECRET01", "hunter2hunter2", "pa55word", "s3cr3tAPIKEY", "hf_SECRETSECRETSECRET02x",
-           "PWsecretJSON", "QUERYTOKEN123", "tok_abcdefSECRET9", "pw0rdXYZ"]
+SECRETS = [
+    "hf_SECRETSECRETSECRETSECRET01",
+    "hunter2hunter2",
+    "pa55word",
+    "s3cr3tAPIKEY",
+    "hf_SECRETSECRETSECRET02x",
+    "PWsecretJSON",
+    "QUERYTOKEN123",
+    "tok_abcdefSECRET9",
+    "pw0rdXYZ",
+]
 
 PAIR = """#!/bin/bash
 export VLLM_SSM_CONV_STATE_LAYOUT=DS
@@ -41,8 +50,11 @@ CUDA_VISIBLE_DEVICES=0 vllm serve Qwen/Qwen3.5-35B-A3B --port 8100 --no-enable-p
 CUDA_VISIBLE_DEVICES=1 vllm serve Qwen/Qwen3.5-35B-A3B --port 8200 --no-enable-prefix-caching \\
   --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}' &
 wait
-""".replace("KV", '{"kv_connector":"NixlConnector","kv_role":"kv_producer",'
-                  '"kv_connector_extra_config":{"token":"tok_abcdefSECRET9"}}')
+""".replace(
+    "KV",
+    '{"kv_connector":"NixlConnector","kv_role":"kv_producer",'
+    '"kv_connector_extra_config":{"token":"tok_abcdefSECRET9"}}',
+)
 
 
 def _import(tmp_path: Path, name: str, text: str, capsys) -> tuple[dict, str]:
@@ -79,16 +91,23 @@ def test_vllm_serve_credentials_become_references_or_are_not_carried(tmp_path, c
 
 def test_dynamo_env_and_args_credentials(tmp_path, capsys):
     text = (FIELD / "dynamo" / "qwen35-27b-h100-disagg-tp1-async-off.yaml").read_text()
-    text = text.replace("""            - name: VLLM_SSM_CONV_STATE_LAYOUT
+    text = text.replace(
+        """            - name: VLLM_SSM_CONV_STATE_LAYOUT
               value: DS
-""", """            - name: VLLM_SSM_CONV_STATE_LAYOUT
+""",
+        """            - name: VLLM_SSM_CONV_STATE_LAYOUT
               value: DS
             - name: HF_TOKEN
               value: hf_SECRETSECRETSECRETSECRET01
             - name: STORE
               value: "https://al:pa55word@h/x"
-""", 1).replace("            - --no-async-scheduling\n",
-                "            - --no-async-scheduling\n            - --api-key\n            - s3cr3tAPIKEY\n", 1)
+""",
+        1,
+    ).replace(
+        "            - --no-async-scheduling\n",
+        "            - --no-async-scheduling\n            - --api-key\n            - s3cr3tAPIKEY\n",
+        1,
+    )
     recipe, _ = _import(tmp_path, "dgd.yaml", text, capsys)
     assert recipe["prefill"]["env"]["HF_TOKEN"] == "${HF_TOKEN}"
     assert recipe["prefill"]["env"]["STORE"] == "${STORE}"
@@ -97,9 +116,12 @@ def test_dynamo_env_and_args_credentials(tmp_path, capsys):
 def test_srt_slurm_environment_credentials(tmp_path, capsys):
     text = (FIELD / "srt-slurm" / "qwen35-397b-gb200-4xdep2-1xdep8.yaml").read_text()
     assert "  prefill_environment:\n" in text
-    text = text.replace("  prefill_environment:\n",
-                        "  prefill_environment:\n    HF_TOKEN: hf_SECRETSECRETSECRETSECRET01\n"
-                        "    AWS_SECRET_ACCESS_KEY: hunter2hunter2\n", 1)
+    text = text.replace(
+        "  prefill_environment:\n",
+        "  prefill_environment:\n    HF_TOKEN: hf_SECRETSECRETSECRETSECRET01\n"
+        "    AWS_SECRET_ACCESS_KEY: hunter2hunter2\n",
+        1,
+    )
     recipe, _ = _import(tmp_path, "srt.yaml", text, capsys)
     assert recipe["prefill"]["env"]["AWS_SECRET_ACCESS_KEY"] == "${AWS_SECRET_ACCESS_KEY}"
 
@@ -107,14 +129,42 @@ def test_srt_slurm_environment_credentials(tmp_path, capsys):
 # keys and values that begin with a YAML indicator: written plain inside a flow collection (a
 # list item's mapping, kv_transfer.extra_config), `? a` read back as the key `a` and `: *a` as no
 # recipe at all
-INDICATOR_TEXTS = [": *a", "? a", "?", ":", ": x: y", "? [a]", "-", "- a", "-a", ":a", "?a", "! a", "%a", "@a", "`a",
-                   "&a b", "*a", "|", ">", "#", "[a", "{a", ",a", "]", "}"]
+INDICATOR_TEXTS = [
+    ": *a",
+    "? a",
+    "?",
+    ":",
+    ": x: y",
+    "? [a]",
+    "-",
+    "- a",
+    "-a",
+    ":a",
+    "?a",
+    "! a",
+    "%a",
+    "@a",
+    "`a",
+    "&a b",
+    "*a",
+    "|",
+    ">",
+    "#",
+    "[a",
+    "{a",
+    ",a",
+    "]",
+    "}",
+]
 
 
 @pytest.mark.parametrize("text", INDICATOR_TEXTS)
 def test_text_starting_with_an_indicator_survives_in_flow_and_block(text):
-    data = {"version": [{text: None, "k": text}], "kv_transfer": {"extra_config": {text: text}},
-            "prefill": {text: text, "extra_args": [text, "--x", text]}}
+    data = {
+        "version": [{text: None, "k": text}],
+        "kv_transfer": {"extra_config": {text: text}},
+        "prefill": {text: text, "extra_args": [text, "--x", text]},
+    }
     written = to_yaml(Imported(format="vllm-serve", file="f.sh", data=data))
     assert yaml.load(written, Loader=LOADER) == data, written
 
@@ -175,8 +225,9 @@ def test_fix_leaves_a_file_the_user_may_not_write(tmp_path, capsys, monkeypatch)
     recipe = _fixable(tmp_path, capsys)
     before = recipe.read_bytes()
     real_access = os.access
-    monkeypatch.setattr(os, "access", lambda p, m, **k: False if Path(p) == recipe and m == os.W_OK
-                        else real_access(p, m, **k))
+    monkeypatch.setattr(
+        os, "access", lambda p, m, **k: False if Path(p) == recipe and m == os.W_OK else real_access(p, m, **k)
+    )
     with pytest.raises(RecipectlError, match="read-only; the file is unchanged"):
         fix([str(recipe)])
     assert recipe.read_bytes() == before

@@ -69,17 +69,18 @@ def random_prompt(rng: random.Random, isl: int, vocab_size: int) -> list[int]:
     return [rng.randrange(lo, vocab_size) for _ in range(isl)]
 
 
-async def _request(client: httpx.AsyncClient, url: str, model: str, prompt: list[int], osl: int,
-                   stream: bool) -> Sample:
-    body = {"model": model, "prompt": prompt, "max_tokens": osl, "temperature": 0, "ignore_eos": True,
-            "stream": stream}
+async def _request(
+    client: httpx.AsyncClient, url: str, model: str, prompt: list[int], osl: int, stream: bool
+) -> Sample:
+    body = {"model": model, "prompt": prompt, "max_tokens": osl, "temperature": 0, "ignore_eos": True, "stream": stream}
     t0 = time.perf_counter()
     if not stream:
         r = await client.post(url + "/v1/completions", json=body)
         r.raise_for_status()
         t = time.perf_counter() - t0
-        return Sample(ttft_s=t, itl_s=None, output_tokens=int(r.json()["usage"]["completion_tokens"]), e2e_s=t,
-                      start_s=t0)
+        return Sample(
+            ttft_s=t, itl_s=None, output_tokens=int(r.json()["usage"]["completion_tokens"]), e2e_s=t, start_s=t0
+        )
     body["stream_options"] = {"include_usage": True}
     first: float | None = None
     last: float | None = None
@@ -105,8 +106,19 @@ async def _request(client: httpx.AsyncClient, url: str, model: str, prompt: list
     return Sample(ttft_s=first - t0, itl_s=itl, output_tokens=n, e2e_s=last - t0, start_s=t0)
 
 
-async def _run(url: str, model: str, *, isl: int, osl: int, concurrency: int, num_requests: int, vocab_size: int,
-               seed: int, stream: bool, timeout_s: float) -> PointResult:
+async def _run(
+    url: str,
+    model: str,
+    *,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    num_requests: int,
+    vocab_size: int,
+    seed: int,
+    stream: bool,
+    timeout_s: float,
+) -> PointResult:
     rng = random.Random(seed)
     prompts = [random_prompt(rng, isl, vocab_size) for _ in range(num_requests)]
     result = PointResult(isl=isl, osl=osl, concurrency=concurrency)
@@ -128,9 +140,32 @@ async def _run(url: str, model: str, *, isl: int, osl: int, concurrency: int, nu
     return result
 
 
-def run_point(url: str, model: str, *, isl: int, osl: int, concurrency: int, num_requests: int, vocab_size: int,
-              seed: int = 0, stream: bool = True, timeout_s: float = 600) -> PointResult:
+def run_point(
+    url: str,
+    model: str,
+    *,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    num_requests: int,
+    vocab_size: int,
+    seed: int = 0,
+    stream: bool = True,
+    timeout_s: float = 600,
+) -> PointResult:
     """One point: ``num_requests`` requests by ``concurrency`` closed-loop users against ``url``
     (the router, or one endpoint), streamed (TTFT and ITL) or not (the whole request's time)."""
-    return asyncio.run(_run(url, model, isl=isl, osl=osl, concurrency=concurrency, num_requests=num_requests,
-                            vocab_size=vocab_size, seed=seed, stream=stream, timeout_s=timeout_s))
+    return asyncio.run(
+        _run(
+            url,
+            model,
+            isl=isl,
+            osl=osl,
+            concurrency=concurrency,
+            num_requests=num_requests,
+            vocab_size=vocab_size,
+            seed=seed,
+            stream=stream,
+            timeout_s=timeout_s,
+        )
+    )

@@ -67,19 +67,52 @@ def _workload(recipe: Recipe) -> WorkloadSection:
     return recipe.workload
 
 
-def bench_argv(recipe: Recipe, router_url: str, concurrency: int, num_prompts: int, out_dir: Path,
-               result_file: str) -> list[str]:
+def bench_argv(
+    recipe: Recipe, router_url: str, concurrency: int, num_prompts: int, out_dir: Path, result_file: str
+) -> list[str]:
     w = _workload(recipe)
     model = os.path.expanduser(recipe.model.path)
     exe = engine_venv(recipe.engine.venv) / "bin" / "vllm"
-    return [str(exe) if exe.exists() else "vllm", "bench", "serve",
-            "--backend", "vllm", "--base-url", router_url, "--endpoint", "/v1/completions",
-            "--model", model, "--served-model-name", recipe.served_name, "--tokenizer", model,
-            "--dataset-name", "random", "--random-input-len", str(w.isl), "--random-output-len", str(w.osl),
-            "--random-range-ratio", str(w.random_range_ratio), "--max-concurrency", str(concurrency),
-            "--num-prompts", str(num_prompts), "--ignore-eos", "--percentile-metrics", "ttft,tpot,itl,e2el",
-            "--save-result", "--result-dir", str(out_dir), "--result-filename", result_file,
-            "--disable-tqdm", "--seed", "0"]
+    return [
+        str(exe) if exe.exists() else "vllm",
+        "bench",
+        "serve",
+        "--backend",
+        "vllm",
+        "--base-url",
+        router_url,
+        "--endpoint",
+        "/v1/completions",
+        "--model",
+        model,
+        "--served-model-name",
+        recipe.served_name,
+        "--tokenizer",
+        model,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(w.isl),
+        "--random-output-len",
+        str(w.osl),
+        "--random-range-ratio",
+        str(w.random_range_ratio),
+        "--max-concurrency",
+        str(concurrency),
+        "--num-prompts",
+        str(num_prompts),
+        "--ignore-eos",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--save-result",
+        "--result-dir",
+        str(out_dir),
+        "--result-filename",
+        result_file,
+        "--disable-tqdm",
+        "--seed",
+        "0",
+    ]
 
 
 def summarise(raw: dict[str, Any], level: Level, gpus: int, max_failed_ratio: float) -> Level:
@@ -109,8 +142,15 @@ def summarise(raw: dict[str, Any], level: Level, gpus: int, max_failed_ratio: fl
     return level
 
 
-def run_sweep(recipe: Recipe, router_url: str, out_dir: Path, *, on_level: Callable[[Level], None] | None = None,
-              max_failed_ratio: float = 0.0, level_timeout_s: float = 3600) -> list[Level]:
+def run_sweep(
+    recipe: Recipe,
+    router_url: str,
+    out_dir: Path,
+    *,
+    on_level: Callable[[Level], None] | None = None,
+    max_failed_ratio: float = 0.0,
+    level_timeout_s: float = 3600,
+) -> list[Level]:
     workload = _workload(recipe)
     out_dir.mkdir(parents=True, exist_ok=True)
     gpus = devices(recipe)
@@ -124,8 +164,13 @@ def run_sweep(recipe: Recipe, router_url: str, out_dir: Path, *, on_level: Calla
             f.write("$ " + " ".join(argv) + "\n")
             f.flush()
             try:
-                proc = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, timeout=level_timeout_s,
-                                      env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+                proc = subprocess.run(
+                    argv,
+                    stdout=f,
+                    stderr=subprocess.STDOUT,
+                    timeout=level_timeout_s,
+                    env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+                )
                 rc = proc.returncode
             except subprocess.TimeoutExpired:
                 rc = 124
@@ -145,9 +190,14 @@ def run_sweep(recipe: Recipe, router_url: str, out_dir: Path, *, on_level: Calla
 
 
 def write_outputs(recipe: Recipe, levels: list[Level], out_dir: Path, router_url: str) -> dict[str, Any]:
-    summary = {"recipe": recipe.name, "router": router_url, "gpus": devices(recipe),
-               "workload": _workload(recipe).model_dump(), "valid": all(lv.valid for lv in levels),
-               "levels": [asdict(lv) for lv in levels]}
+    summary = {
+        "recipe": recipe.name,
+        "router": router_url,
+        "gpus": devices(recipe),
+        "workload": _workload(recipe).model_dump(),
+        "valid": all(lv.valid for lv in levels),
+        "levels": [asdict(lv) for lv in levels],
+    }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     fields = [f for f in asdict(levels[0]).keys() if f != "problems"] if levels else []
     with open(out_dir / "summary.csv", "w", newline="") as f:
@@ -171,8 +221,9 @@ def plot(levels: list[Level], out_dir: Path, title: str) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        (out_dir / "throughput.png.missing").write_text("no plot: matplotlib is not installed "
-                                                        "(pip install 'recipectl[plot]')\n")
+        (out_dir / "throughput.png.missing").write_text(
+            "no plot: matplotlib is not installed (pip install 'recipectl[plot]')\n"
+        )
         return
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot([lv.concurrency for lv in ok], [lv.tps_per_gpu for lv in ok], marker="o")
@@ -211,11 +262,21 @@ def plot_pareto(plt: ModuleType, levels: list[Level], path: Path, title: str) ->
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.scatter([lv.tps_per_user for lv in pts], [lv.tps_per_gpu for lv in pts], color="tab:blue", zorder=3)
     front = pareto(pts)
-    ax.plot([lv.tps_per_user for lv in front], [lv.tps_per_gpu for lv in front], color="tab:orange",
-            label="Pareto frontier", zorder=2)
+    ax.plot(
+        [lv.tps_per_user for lv in front],
+        [lv.tps_per_gpu for lv in front],
+        color="tab:orange",
+        label="Pareto frontier",
+        zorder=2,
+    )
     for lv in pts:
-        ax.annotate(f"c={lv.concurrency}", (lv.tps_per_user, lv.tps_per_gpu), fontsize=7, xytext=(3, 3),
-                    textcoords="offset points")
+        ax.annotate(
+            f"c={lv.concurrency}",
+            (lv.tps_per_user, lv.tps_per_gpu),
+            fontsize=7,
+            xytext=(3, 3),
+            textcoords="offset points",
+        )
     ax.legend(fontsize=7)
     _finish(plt, fig, ax, "tokens/s per user  (1000 / median TPOT)", title, path)
 
@@ -239,11 +300,17 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
         base = by_c.get(lv["concurrency"])
         if not base:
             continue
-        rows.append({"concurrency": lv["concurrency"], "tps_per_gpu_a": base["tps_per_gpu"],
-                     "tps_per_gpu_b": lv["tps_per_gpu"], "tps_per_gpu_ratio": _ratio(base, lv, "tps_per_gpu"),
-                     "tps_per_user_ratio": _ratio(base, lv, "tps_per_user"),
-                     "tpot_median_ratio": _ratio(base, lv, "tpot_median_ms"),
-                     "ttft_median_ratio": _ratio(base, lv, "ttft_median_ms")})
+        rows.append(
+            {
+                "concurrency": lv["concurrency"],
+                "tps_per_gpu_a": base["tps_per_gpu"],
+                "tps_per_gpu_b": lv["tps_per_gpu"],
+                "tps_per_gpu_ratio": _ratio(base, lv, "tps_per_gpu"),
+                "tps_per_user_ratio": _ratio(base, lv, "tps_per_user"),
+                "tpot_median_ratio": _ratio(base, lv, "tpot_median_ms"),
+                "ttft_median_ratio": _ratio(base, lv, "ttft_median_ms"),
+            }
+        )
     return rows
 
 

@@ -88,8 +88,13 @@ class ShardedTransport(httpx.AsyncBaseTransport):
         self.capacity = tuple(base + (i < extra) for i in range(count))
         ssl_context = httpx.create_ssl_context()  # loads the CA bundle: build it once, not per shard
         self.shards = [
-            httpx.AsyncHTTPTransport(verify=ssl_context, retries=retries, limits=httpx.Limits(
-                max_connections=size, max_keepalive_connections=size, keepalive_expiry=keepalive_expiry))
+            httpx.AsyncHTTPTransport(
+                verify=ssl_context,
+                retries=retries,
+                limits=httpx.Limits(
+                    max_connections=size, max_keepalive_connections=size, keepalive_expiry=keepalive_expiry
+                ),
+            )
             for size in self.capacity
         ]
         self._inflight = [0] * count

@@ -45,10 +45,12 @@ class Stage:
 
 
 #: In this order; rows keep it.
-STAGES = (Stage("environment", True, "environment checks ..."),
-          Stage("endpoints", True, "endpoint checks ..."),
-          Stage("lock", True, "the lock against what the servers report ..."),
-          Stage("proofs", False))
+STAGES = (
+    Stage("environment", True, "environment checks ..."),
+    Stage("endpoints", True, "endpoint checks ..."),
+    Stage("lock", True, "the lock against what the servers report ..."),
+    Stage("proofs", False),
+)
 
 
 @dataclass
@@ -141,11 +143,21 @@ def _one(run: DoctorRun) -> list[Subject]:
     return ONE
 
 
-def check(*, key: str, name: str, stage: str, timeout: float | Callable[[DoctorRun], float],
-          subjects: Callable[[DoctorRun], list[Subject]] = _one, wanted: Callable[[DoctorRun], bool] = _always,
-          needs: tuple[str, ...] = (), title: Callable[[DoctorRun], str] | None = None, status: str | None = None,
-          progress_total: Callable[[DoctorRun], int] | None = None, interleave: str | None = None,
-          explained_by_logs: bool = False) -> Callable[[CheckFn], CheckFn]:
+def check(
+    *,
+    key: str,
+    name: str,
+    stage: str,
+    timeout: float | Callable[[DoctorRun], float],
+    subjects: Callable[[DoctorRun], list[Subject]] = _one,
+    wanted: Callable[[DoctorRun], bool] = _always,
+    needs: tuple[str, ...] = (),
+    title: Callable[[DoctorRun], str] | None = None,
+    status: str | None = None,
+    progress_total: Callable[[DoctorRun], int] | None = None,
+    interleave: str | None = None,
+    explained_by_logs: bool = False,
+) -> Callable[[CheckFn], CheckFn]:
     """Register a check; a duplicate key or name, or a malformed one, is refused at import."""
 
     def register(fn: CheckFn) -> CheckFn:
@@ -170,10 +182,22 @@ def check(*, key: str, name: str, stage: str, timeout: float | Callable[[DoctorR
         if not asyncio.iscoroutinefunction(fn):
             raise TypeError(f"doctor check {key!r}: {fn.__name__} must be an async function")
         limit = timeout if callable(timeout) else (lambda _run, t=float(timeout): t)
-        REGISTRY[key] = Check(key=key, group=key.split(".", 1)[0], name=name, stage=stage, timeout=limit, run=fn,
-                              subjects=subjects, wanted=wanted, needs=tuple(needs), title=title, status=status,
-                              progress_total=progress_total, interleave=interleave,
-                              explained_by_logs=explained_by_logs)
+        REGISTRY[key] = Check(
+            key=key,
+            group=key.split(".", 1)[0],
+            name=name,
+            stage=stage,
+            timeout=limit,
+            run=fn,
+            subjects=subjects,
+            wanted=wanted,
+            needs=tuple(needs),
+            title=title,
+            status=status,
+            progress_total=progress_total,
+            interleave=interleave,
+            explained_by_logs=explained_by_logs,
+        )
         return fn
 
     return register
@@ -191,12 +215,14 @@ async def timed(check_: Check, run: DoctorRun, subject: Subject) -> CheckResult:
     try:
         r = await asyncio.wait_for(check_.run(run, subject), timeout)
     except asyncio.TimeoutError:
-        r = found(Status.FAIL, f"no answer within {timeout:.0f}s",
-                  "the endpoint hangs or is overloaded: recipectl logs")
+        r = found(
+            Status.FAIL, f"no answer within {timeout:.0f}s", "the endpoint hangs or is overloaded: recipectl logs"
+        )
     except Exception as e:  # noqa: BLE001 - a check that breaks is a failed check, reported
         r = found(Status.FAIL, f"{type(e).__name__}: {e}")
-    return replace(r, code=check_.key, group=check_.group, name=check_.row_name(run, subject),
-                   seconds=time.monotonic() - t0)
+    return replace(
+        r, code=check_.key, group=check_.group, name=check_.row_name(run, subject), seconds=time.monotonic() - t0
+    )
 
 
 class Display(Protocol):
@@ -240,15 +266,25 @@ def _unmet(c: Check, results: list[CheckResult]) -> list[str]:
 
 
 def _skipped(c: Check, run: DoctorRun, subject: Subject, failed: list[str]) -> CheckResult:
-    return CheckResult(code=c.key, group=c.group, name=c.row_name(run, subject), status=Status.SKIP,
-                       message=f"skipped: {', '.join(failed)} failed")
+    return CheckResult(
+        code=c.key,
+        group=c.group,
+        name=c.row_name(run, subject),
+        status=Status.SKIP,
+        message=f"skipped: {', '.join(failed)} failed",
+    )
 
 
 async def run_checks(run: DoctorRun, checks: list[Check], display: Display) -> list[CheckResult]:
     """Every wanted check, stage by stage; then failures explained from the run's logs."""
     results: list[CheckResult] = []
-    client = make_client(concurrency=64, timeout_s=max(run.timeout, 600), connect_timeout_s=min(run.timeout, 10),
-                         connect_retries=1) if run.targets.any else None
+    client = (
+        make_client(
+            concurrency=64, timeout_s=max(run.timeout, 600), connect_timeout_s=min(run.timeout, 10), connect_retries=1
+        )
+        if run.targets.any
+        else None
+    )
     async with client if client is not None else contextlib.nullcontext():
         run = replace(run, client=client)
         for stage in STAGES:
@@ -264,8 +300,9 @@ async def run_checks(run: DoctorRun, checks: list[Check], display: Display) -> l
     return explain_from_logs(results, checks, run.targets)
 
 
-async def _one_row(c: Check, run: DoctorRun, subject: Subject, before: list[CheckResult],
-                   display: Display) -> CheckResult:
+async def _one_row(
+    c: Check, run: DoctorRun, subject: Subject, before: list[CheckResult], display: Display
+) -> CheckResult:
     failed = _unmet(c, before)
     if failed:
         return _skipped(c, run, subject, failed)
@@ -290,6 +327,9 @@ def explain_from_logs(results: list[CheckResult], checks: list[Check], targets: 
         return results
     process, cause = hit
     ids = {id(r) for r in failed}
-    return [replace(r, message=f"{r.message}; cause (from {Path(process.log).name}): {cause.message}", fix=cause.fix)
-            if id(r) in ids else r for r in results]
-
+    return [
+        replace(r, message=f"{r.message}; cause (from {Path(process.log).name}): {cause.message}", fix=cause.fix)
+        if id(r) in ids
+        else r
+        for r in results
+    ]

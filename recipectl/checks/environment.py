@@ -43,8 +43,11 @@ def _site_packages(venv: Path) -> list[str]:
                 lines = pth.read_text().splitlines()
             except OSError:
                 continue
-            extra += [ln.strip() for ln in lines if ln.strip() and not ln.startswith(("#", "import"))
-                      and Path(ln.strip()).is_dir()]
+            extra += [
+                ln.strip()
+                for ln in lines
+                if ln.strip() and not ln.startswith(("#", "import")) and Path(ln.strip()).is_dir()
+            ]
     return [str(p) for p in own] + [e for e in extra if e not in map(str, own)]
 
 
@@ -59,8 +62,9 @@ def engine_versions(venv: Path) -> dict[str, str]:
 
 
 async def _run(argv: list[str], timeout: float, env: dict | None = None) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.STDOUT, env=env)
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env
+    )
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), timeout)
     except asyncio.TimeoutError:
@@ -83,18 +87,19 @@ def gdn_backend_problem(recipe: Recipe, venv: Path, family: str, gpu_name: str) 
     wants = [role for role, spec in recipe.roles.items() if spec.gdn_prefill_backend in (None, "auto", "flashinfer")]
     if not wants or "flashinfer-python" in engine_versions(venv):
         return None
-    return Problem(code="environment.gdn-backend",
-                   message=f"{' and '.join(wants)}: GDN prefill backend "
-                   f"{recipe.roles[wants[0]].gdn_prefill_backend or 'auto'} means FlashInfer on {gpu_name}, and "
-                   "FlashInfer is not installed in the engine: every request would fail with HTTP 500",
-                   fix="install flashinfer-python in the engine, or set gdn_prefill_backend: triton on both roles")
+    return Problem(
+        code="environment.gdn-backend",
+        message=f"{' and '.join(wants)}: GDN prefill backend "
+        f"{recipe.roles[wants[0]].gdn_prefill_backend or 'auto'} means FlashInfer on {gpu_name}, and "
+        "FlashInfer is not installed in the engine: every request would fail with HTTP 500",
+        fix="install flashinfer-python in the engine, or set gdn_prefill_backend: triton on both roles",
+    )
 
 
 @check(key="environment.python", name="python", stage=E, timeout=5, wanted=_asked)
 async def _python(run: DoctorRun, on: Subject) -> CheckResult:
     ok = sys.version_info >= (3, 11)
-    return found(PASS if ok else FAIL, f"Python {sys.version.split()[0]}",
-                 "" if ok else "use Python 3.11 or newer")
+    return found(PASS if ok else FAIL, f"Python {sys.version.split()[0]}", "" if ok else "use Python 3.11 or newer")
 
 
 @check(key="environment.vllm", name="vllm", stage=E, timeout=10, wanted=_asked)
@@ -107,9 +112,12 @@ async def _vllm(run: DoctorRun, on: Subject) -> CheckResult:
     detail = f"vLLM {have} (torch {v.get('torch', '?')}) in {venv}"
     if recipe and recipe.engine.vllm_version:
         if parse_version(have) != recipe.engine.version:
-            return found(FAIL, f"{detail}; the recipe says {recipe.engine.vllm_version}",
-                         "install the recipe's version, or update engine.vllm_version "
-                         "(version-gated rules were judged against it)")
+            return found(
+                FAIL,
+                f"{detail}; the recipe says {recipe.engine.vllm_version}",
+                "install the recipe's version, or update engine.vllm_version "
+                "(version-gated rules were judged against it)",
+            )
     return found(PASS, detail)
 
 
@@ -126,8 +134,10 @@ async def _nixl(run: DoctorRun, on: Subject) -> CheckResult:
     py = venv / "bin" / "python"
     if not py.exists():
         return found(FAIL, "no engine Python", "bash scripts/install-engine.sh")
-    code = ("from nixl._api import nixl_agent, nixl_agent_config; "
-            "a = nixl_agent('recipectl-doctor', nixl_agent_config(backends=['UCX'])); print('UCX ok')")
+    code = (
+        "from nixl._api import nixl_agent, nixl_agent_config; "
+        "a = nixl_agent('recipectl-doctor', nixl_agent_config(backends=['UCX'])); print('UCX ok')"
+    )
     # The agent is made with the UCX settings the endpoints get (the recipe's, else the
     # environment's): a CPU host needs tcp/self/sm, a GPU host UCX's own choice.
     env = {**os.environ, **(recipe.role_env("prefill") if recipe else {})}
@@ -139,10 +149,12 @@ async def _nixl(run: DoctorRun, on: Subject) -> CheckResult:
     if rc == 0 and "UCX ok" in out:
         return found(PASS, f"nixl {ver}: agent with the UCX backend created")
     tls = env.get("UCX_TLS", "UCX's default")
-    return found(FAIL, f"nixl {ver} (UCX_TLS={tls}): "
-                 f"{out.strip().splitlines()[-1] if out.strip() else rc}",
-                 "check UCX_TLS / UCX_NET_DEVICES for this host; else pip install "
-                 f"nixl=={engine_pins()['NIXL_VERSION']} in the engine venv")
+    return found(
+        FAIL,
+        f"nixl {ver} (UCX_TLS={tls}): {out.strip().splitlines()[-1] if out.strip() else rc}",
+        "check UCX_TLS / UCX_NET_DEVICES for this host; else pip install "
+        f"nixl=={engine_pins()['NIXL_VERSION']} in the engine venv",
+    )
 
 
 @check(key="environment.vllm-router", name="vllm-router", stage=E, timeout=10, wanted=_asked)
@@ -151,8 +163,11 @@ async def _router(run: DoctorRun, on: Subject) -> CheckResult:
     v = engine_versions(venv).get("vllm-router")
     if v and (venv / "bin" / "vllm-router").exists():
         return found(PASS, f"vllm-router {v}")
-    return found(FAIL, "vllm-router not installed",
-                 f"pip install vllm-router=={engine_pins()['ROUTER_VERSION']} in the engine venv")
+    return found(
+        FAIL,
+        "vllm-router not installed",
+        f"pip install vllm-router=={engine_pins()['ROUTER_VERSION']} in the engine venv",
+    )
 
 
 @check(key="environment.gpus", name="GPUs", stage=E, timeout=30, wanted=_asked)
@@ -168,12 +183,21 @@ async def _gpus(run: DoctorRun, on: Subject) -> CheckResult:
     if recipe is not None:
         want = recipe.cluster.gpu
         if want.family != gpus[0].family or want.value.lower() not in gpus[0].name.lower():
-            return found(FAIL, f"{desc}; the recipe is for {want.value}",
-                         "set cluster.gpu to the GPUs you have, or run where the recipe's GPUs are", data=data)
+            return found(
+                FAIL,
+                f"{desc}; the recipe is for {want.value}",
+                "set cluster.gpu to the GPUs you have, or run where the recipe's GPUs are",
+                data=data,
+            )
         # the GPUs the recipe's servers use on one node (servers that share a GPU count it once)
         placement = place(recipe)
-        per_node = max((len({g for p in placement.processes if p.node == n for g in p.gpus})
-                        for n in {p.node for p in placement.processes}), default=recipe.cluster.gpus_per_node)
+        per_node = max(
+            (
+                len({g for p in placement.processes if p.node == n for g in p.gpus})
+                for n in {p.node for p in placement.processes}
+            ),
+            default=recipe.cluster.gpus_per_node,
+        )
         if len(gpus) < per_node:
             return found(WARN, f"{desc}; the recipe uses {per_node} per node", data=data)
     return found(PASS, desc, data=data)
@@ -192,8 +216,12 @@ async def _role_env(run: DoctorRun, on: Subject) -> CheckResult:
     if not (recipe.is_hybrid and recipe.kv_transfer.connector.startswith("Nixl")):
         return found(SKIP, "not a hybrid NIXL deployment")
     ctx = RuleContext(recipe)
-    errors = [v for rule in map(get_rule, ROLE_ENV_RULES) for v in rule.check(ctx)
-              if (v.severity or rule.severity) is Severity.ERROR]
+    errors = [
+        v
+        for rule in map(get_rule, ROLE_ENV_RULES)
+        for v in rule.check(ctx)
+        if (v.severity or rule.severity) is Severity.ERROR
+    ]
     if errors:
         return found(FAIL, "; ".join(v.message for v in errors), errors[0].fix.replace("\n", " "))
     return found(PASS, "the conv-state layout is DS (or the CPU platform's own) on prefill and decode")
@@ -240,8 +268,11 @@ async def _ports(run: DoctorRun, on: Subject) -> CheckResult:
     if recipe is None:
         return found(SKIP, "no recipe")
     dep = build_deployment(recipe)
-    busy = {p.port: p.name for p in dep.processes
-            if p.port and p.host in ("127.0.0.1", "localhost", "0.0.0.0") and port_in_use(p.host, p.port)}
+    busy = {
+        p.port: p.name
+        for p in dep.processes
+        if p.port and p.host in ("127.0.0.1", "localhost", "0.0.0.0") and port_in_use(p.host, p.port)
+    }
     if not busy:
         return found(PASS, "the recipe's local ports are free")
     state = run.targets.run_state
@@ -250,11 +281,9 @@ async def _ports(run: DoctorRun, on: Subject) -> CheckResult:
     foreign = {port: name for port, name in busy.items() if not _is_or_descends_from(listeners.get(port), ours)}
     if not foreign:
         held = ", ".join(f"{n}:{p}" for p, n in sorted(busy.items()))
-        return found(PASS, f"held by this recipe's running deployment ({getattr(state, 'run_id', '')}): "
-                     f"{held}")
+        return found(PASS, f"held by this recipe's running deployment ({getattr(state, 'run_id', '')}): {held}")
     taken = ", ".join(f"{n}:{p}" for p, n in sorted(foreign.items()))
-    return found(WARN, f"in use by another process: {taken}",
-                 "stop what holds them, or give the recipe other ports")
+    return found(WARN, f"in use by another process: {taken}", "stop what holds them, or give the recipe other ports")
 
 
 @check(key="environment.cpu-cores", name="CPU cores per endpoint", stage=E, timeout=10, wanted=_asked)
@@ -273,12 +302,17 @@ async def _cpu_cores(run: DoctorRun, on: Subject) -> CheckResult:
     names = list(sets)
     unbound = [n for n in names if not sets[n]]
     if len(names) > 1 and unbound:
-        return found(FAIL,
-                     f"{', '.join(unbound)}: compute threads not bound "
-                     "(VLLM_CPU_OMP_THREADS_BIND auto/unset)",
-                     "set cpu_cores per endpoint")
-    clashes = [f"{a} and {b} share cores {sorted(sets[a] & sets[b])}"
-               for i, a in enumerate(names) for b in names[i + 1:] if sets[a] & sets[b]]
+        return found(
+            FAIL,
+            f"{', '.join(unbound)}: compute threads not bound (VLLM_CPU_OMP_THREADS_BIND auto/unset)",
+            "set cpu_cores per endpoint",
+        )
+    clashes = [
+        f"{a} and {b} share cores {sorted(sets[a] & sets[b])}"
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+        if sets[a] & sets[b]
+    ]
     if clashes:
         return found(FAIL, "; ".join(clashes), "give each endpoint its own cpu_cores")
     detail = ", ".join(f"{n}: cores {sorted(c or [])}" for n, c in sets.items())

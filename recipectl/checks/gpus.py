@@ -46,8 +46,12 @@ def query_gpus() -> list[Gpu] | None:
     if not shutil.which("nvidia-smi"):
         return None
     try:
-        res = subprocess.run(["nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=20)
+        res = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if res.returncode != 0:

@@ -174,9 +174,7 @@ class GateVerdict(BaseModel):
     message: str
 
 
-def gate(
-    result: GSM8KResult, threshold: float, tolerance: float = DEFAULT_TOLERANCE
-) -> GateVerdict:
+def gate(result: GSM8KResult, threshold: float, tolerance: float = DEFAULT_TOLERANCE) -> GateVerdict:
     """Pass when ``accuracy >= threshold - tolerance`` (vLLM CI's rule); say why either way."""
     bar = threshold - tolerance
     passed = result.accuracy >= bar
@@ -195,8 +193,12 @@ def gate(
         )
     message = head + ("; " + "; ".join(notes) if notes else "")
     return GateVerdict(
-        passed=passed, accuracy=result.accuracy, threshold=threshold, tolerance=tolerance,
-        bar=bar, message=message,
+        passed=passed,
+        accuracy=result.accuracy,
+        threshold=threshold,
+        tolerance=tolerance,
+        bar=bar,
+        message=message,
     )
 
 
@@ -265,12 +267,19 @@ async def run_gsm8k(
     async def worker() -> None:
         nonlocal done, correct
         for i in pending:  # shared iterator: each index is taken by exactly one worker
-            payload = {"model": model, "prompt": prompts[i], "max_tokens": max_tokens,
-                       "temperature": 0.0, "seed": SEED, "stop": list(STOP)}
+            payload = {
+                "model": model,
+                "prompt": prompts[i],
+                "max_tokens": max_tokens,
+                "temperature": 0.0,
+                "seed": SEED,
+                "stop": list(STOP),
+            }
             started = time.perf_counter()
             try:
-                data = await post_json(client, url, payload, timeout_s=request_timeout_s, retries=retries,
-                                       backoff_s=backoff_s)
+                data = await post_json(
+                    client, url, payload, timeout_s=request_timeout_s, retries=retries, backoff_s=backoff_s
+                )
                 text, tokens[i] = _completion(data)
             except RequestFailed as exc:
                 failures.append(f"question {i}: {exc}")
@@ -288,19 +297,37 @@ async def run_gsm8k(
     return _result(preds, correct, tokens, latencies, failures, duration, num_shots=num_shots, max_tokens=max_tokens)
 
 
-def _result(preds: list[int | None], correct: int, tokens: list[int], latencies: list[float], failures: list[str],
-            duration: float, *, num_shots: int, max_tokens: int) -> GSM8KResult:
+def _result(
+    preds: list[int | None],
+    correct: int,
+    tokens: list[int],
+    latencies: list[float],
+    failures: list[str],
+    duration: float,
+    *,
+    num_shots: int,
+    max_tokens: int,
+) -> GSM8KResult:
     """A finished run's score, latency percentiles and rates."""
     total = len(preds)
     latencies = sorted(latencies)
     out_tokens = sum(tokens)
     return GSM8KResult(
-        n=total, correct=correct, accuracy=correct / total, invalid_rate=sum(p is None for p in preds) / total,
-        errors=len(failures), latency_p50_s=_percentile(latencies, 0.50),
-        latency_p90_s=_percentile(latencies, 0.90), latency_p99_s=_percentile(latencies, 0.99),
-        output_tokens=out_tokens, output_tokens_per_s=out_tokens / duration if duration > 0 else 0.0,
-        questions_per_s=total / duration if duration > 0 else 0.0, duration_s=duration,
-        num_shots=num_shots, max_tokens=max_tokens, error_samples=tuple(failures[:5]),
+        n=total,
+        correct=correct,
+        accuracy=correct / total,
+        invalid_rate=sum(p is None for p in preds) / total,
+        errors=len(failures),
+        latency_p50_s=_percentile(latencies, 0.50),
+        latency_p90_s=_percentile(latencies, 0.90),
+        latency_p99_s=_percentile(latencies, 0.99),
+        output_tokens=out_tokens,
+        output_tokens_per_s=out_tokens / duration if duration > 0 else 0.0,
+        questions_per_s=total / duration if duration > 0 else 0.0,
+        duration_s=duration,
+        num_shots=num_shots,
+        max_tokens=max_tokens,
+        error_samples=tuple(failures[:5]),
     )
 
 

@@ -119,9 +119,7 @@ def parse_metrics(text: str) -> MetricsSnapshot:
         requests_waiting=_sum(samples, (WAITING,)),
         prompt_tokens_local_compute=_counter(samples, PROMPT_BY_SOURCE, source="local_compute"),
         prompt_tokens_local_cache_hit=_counter(samples, PROMPT_BY_SOURCE, source="local_cache_hit"),
-        prompt_tokens_external_transfer=_counter(
-            samples, PROMPT_BY_SOURCE, source="external_kv_transfer"
-        ),
+        prompt_tokens_external_transfer=_counter(samples, PROMPT_BY_SOURCE, source="external_kv_transfer"),
         generation_tokens=_counter(samples, GENERATION),
         nixl_bytes_transferred=_sum(samples, (NIXL_BYTES + "_sum",)),
         nixl_transfers=_sum(samples, (NIXL_BYTES + "_count",)),
@@ -130,17 +128,16 @@ def parse_metrics(text: str) -> MetricsSnapshot:
     )
 
 
-async def scrape_metrics(
-    client: httpx.AsyncClient, base_url: str, *, timeout_s: float = 10.0
-) -> MetricsSnapshot:
+async def scrape_metrics(client: httpx.AsyncClient, base_url: str, *, timeout_s: float = 10.0) -> MetricsSnapshot:
     """GET ``{base_url}/metrics`` and parse it; :class:`CheckError` if it cannot be read."""
     url = endpoint(base_url, "/metrics")
     try:
         # A GET on a kept-alive connection that the server closes at that moment (uvicorn drops idle
         # ones after 5 s) fails with "Server disconnected without sending a response"; a GET is safe
         # to send again, on a new connection.
-        response = await retry_transient_async(lambda: client.get(url, timeout=timeout_s),
-                                               httpx.RemoteProtocolError, attempts=2, wait_s=0.2)
+        response = await retry_transient_async(
+            lambda: client.get(url, timeout=timeout_s), httpx.RemoteProtocolError, attempts=2, wait_s=0.2
+        )
         response.raise_for_status()
         return parse_metrics(response.text)
     except httpx.HTTPError as exc:
@@ -212,8 +209,12 @@ def transfer_evidence(before: MetricsSnapshot, after: MetricsSnapshot) -> Transf
         transferred = False
         why = "no prompt tokens were processed between the snapshots (send requests in between)"
     return TransferEvidence(
-        transferred=transferred, external_transfer_tokens=ext, local_compute_tokens=local,
-        nixl_bytes=nbytes, nixl_transfers=count, failed_transfers=failed,
+        transferred=transferred,
+        external_transfer_tokens=ext,
+        local_compute_tokens=local,
+        nixl_bytes=nbytes,
+        nixl_transfers=count,
+        failed_transfers=failed,
         message=f"{why} ({numbers})",
     )
 

@@ -40,15 +40,14 @@ def _long_prompt() -> str:
     """~1,000 tokens, so the transferred KV spans several blocks (and GDN state chunks)."""
     colours = ("red", "green", "blue", "yellow", "black", "white", "orange")
     lines = [
-        f"{i}. The {colours[i % len(colours)]} box on shelf {i % 9} holds {(i * 7) % 13} marbles."
-        for i in range(1, 61)
+        f"{i}. The {colours[i % len(colours)]} box on shelf {i % 9} holds {(i * 7) % 13} marbles." for i in range(1, 61)
     ]
     return "Inventory list:\n" + "\n".join(lines) + "\nThe box on shelf 4 that is blue holds"
 
 
 DEFAULT_PROMPTS: tuple[str, ...] = (
     "The capital of France is",
-    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+    'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n',
     "Q: What is 17 multiplied by 23?\nA:",
     "The three primary colors are",
     "Once upon a time, in a small village by the sea,",
@@ -133,8 +132,9 @@ def compare_steps(
     pairs = enumerate(zip(reference, candidate, strict=False))
     k = next((i for i, (r, c) in pairs if r.token != c.token), min(n_ref, n_cand))
     if k == n_ref == n_cand:
-        return PromptParity(prompt=prompt, match=True, classification="match",
-                            reference_tokens=n_ref, candidate_tokens=n_cand)
+        return PromptParity(
+            prompt=prompt, match=True, classification="match", reference_tokens=n_ref, candidate_tokens=n_cand
+        )
     ref_tok = reference[k].token if k < len(reference) else None
     cand_tok = candidate[k].token if k < len(candidate) else None
     margin = reference[k].margin() if k < len(reference) else None
@@ -145,9 +145,15 @@ def compare_steps(
     else:
         kind = "confident"
     return PromptParity(
-        prompt=prompt, match=False, classification=kind, first_divergence=k,
-        reference_token=ref_tok, candidate_token=cand_tok, margin_nats=margin,
-        reference_tokens=n_ref, candidate_tokens=n_cand,
+        prompt=prompt,
+        match=False,
+        classification=kind,
+        first_divergence=k,
+        reference_token=ref_tok,
+        candidate_token=cand_tok,
+        margin_nats=margin,
+        reference_tokens=n_ref,
+        candidate_tokens=n_cand,
     )
 
 
@@ -168,11 +174,10 @@ class ParityResult(BaseModel):
     message: str
 
 
-def _verdict(
-    outcomes: Sequence[PromptParity], min_rate: float, near_tie_nats: float
-) -> ParityResult:
-    count = {c: sum(o.classification == c for o in outcomes) for c in
-             ("match", "near_tie", "confident", "unknown", "error")}
+def _verdict(outcomes: Sequence[PromptParity], min_rate: float, near_tie_nats: float) -> ParityResult:
+    count = {
+        c: sum(o.classification == c for o in outcomes) for c in ("match", "near_tie", "confident", "unknown", "error")
+    }
     rate = count["match"] / len(outcomes)
     problems: list[str] = []
     if count["error"]:
@@ -196,14 +201,22 @@ def _verdict(
     if passed:
         message = f"parity PASS: {summary}"
     else:
-        message = (f"parity FAIL: {summary}; " + "; ".join(problems[:5])
-                   + ("; confident divergences mean corrupted transferred state"
-                      if count["confident"] else ""))
+        message = (
+            f"parity FAIL: {summary}; "
+            + "; ".join(problems[:5])
+            + ("; confident divergences mean corrupted transferred state" if count["confident"] else "")
+        )
     return ParityResult(
-        prompts=tuple(outcomes), exact_match_rate=rate, near_ties=count["near_tie"],
-        confident_divergences=count["confident"], unknown_divergences=count["unknown"],
-        errors=count["error"], min_exact_match_rate=min_rate, near_tie_nats=near_tie_nats,
-        passed=passed, message=message,
+        prompts=tuple(outcomes),
+        exact_match_rate=rate,
+        near_ties=count["near_tie"],
+        confident_divergences=count["confident"],
+        unknown_divergences=count["unknown"],
+        errors=count["error"],
+        min_exact_match_rate=min_rate,
+        near_tie_nats=near_tie_nats,
+        passed=passed,
+        message=message,
     )
 
 
@@ -239,11 +252,18 @@ async def run_parity(
     limit = asyncio.Semaphore(max(1, concurrency))
 
     async def generate(url: str, name: str, prompt: str) -> list[Step]:
-        payload: dict[str, Any] = {"model": name, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
-                                   "logprobs": logprobs, **({"return_tokens_as_token_ids": True} if token_ids else {})}
+        payload: dict[str, Any] = {
+            "model": name,
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+            "temperature": 0.0,
+            "logprobs": logprobs,
+            **({"return_tokens_as_token_ids": True} if token_ids else {}),
+        }
         async with limit:
-            data = await post_json(client, endpoint(url, "/v1/completions"), payload,
-                                   timeout_s=request_timeout_s, retries=retries)
+            data = await post_json(
+                client, endpoint(url, "/v1/completions"), payload, timeout_s=request_timeout_s, retries=retries
+            )
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise RequestFailed(f"{url}: response has no choices")

@@ -20,6 +20,8 @@ def load_recipe_or_none(recipe_path: str | None, variant: str | None, command: s
     if recipe_path:
         return load_variant(recipe_path, variant).recipe
     if variant:
-        raise RecipectlError("--variant picks one variant of a matrix recipe, and no recipe was given",
-                             fix=f"recipectl {command} RECIPE --variant NAME")
+        raise RecipectlError(
+            "--variant picks one variant of a matrix recipe, and no recipe was given",
+            fix=f"recipectl {command} RECIPE --variant NAME",
+        )
     return None

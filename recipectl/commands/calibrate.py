@@ -69,16 +69,25 @@ def describe(loaded, recipe_path: str) -> dict:
         "model": {"spec": lock["model"]["spec"], "config_sha256": lock["model"]["config_sha256"]},
         "device": recipe.cluster.gpu.value,
         "host_cpu": host.label if host else None,
-        "roles": {role: {"settings": {k: v["value"] for k, v in r["settings"].items()}, "pages": r["pages"],
-                         "env": redact_env(recipe.role_env(role)),
-                         "cores_per_endpoint": sorted({_cores(c) for c in recipe.roles[role].cpu_cores or ()})}
-                  for role, r in lock["roles"].items()},
+        "roles": {
+            role: {
+                "settings": {k: v["value"] for k, v in r["settings"].items()},
+                "pages": r["pages"],
+                "env": redact_env(recipe.role_env(role)),
+                "cores_per_endpoint": sorted({_cores(c) for c in recipe.roles[role].cpu_cores or ()}),
+            }
+            for role, r in lock["roles"].items()
+        },
     }
     text = json.dumps(config, sort_keys=True, default=str)
-    return {"engine_release": lock["engine"]["packages"].get("vllm") or recipe.engine.vllm_version,
-            "device": recipe.cluster.gpu.value, "host_cpu": config["host_cpu"],
-            "model_spec": lock["model"]["spec"], "fingerprint": hashlib.sha256(text.encode()).hexdigest(),
-            "configuration": json.loads(text)}
+    return {
+        "engine_release": lock["engine"]["packages"].get("vllm") or recipe.engine.vllm_version,
+        "device": recipe.cluster.gpu.value,
+        "host_cpu": config["host_cpu"],
+        "model_spec": lock["model"]["spec"],
+        "fingerprint": hashlib.sha256(text.encode()).hexdigest(),
+        "configuration": json.loads(text),
+    }
 
 
 def _cores(spec: str) -> int:
@@ -112,8 +121,11 @@ def read_calibration(path: str, current: dict) -> PerfModel:
         diff = sorted(k for k in theirs.keys() | ours.keys() if theirs.get(k) != ours.get(k))
         shown = "; ".join(f"{k}: calibrated {theirs.get(k)!r}, now {ours.get(k)!r}" for k in diff[:5])
         more = f" (and {len(diff) - 5} more)" if len(diff) > 5 else ""
-        raise RecipectlError(f"{path} describes another configuration than this recipe on this host: "
-                             f"{shown or 'fingerprints differ'}{more}", fix=fix)
+        raise RecipectlError(
+            f"{path} describes another configuration than this recipe on this host: "
+            f"{shown or 'fingerprints differ'}{more}",
+            fix=fix,
+        )
     try:
         return PerfModel.model_validate({**data["model"], "calibrated": True})
     except (KeyError, ValueError) as e:
@@ -133,10 +145,14 @@ def role_shapes(recipe: Recipe, recipe_path: str) -> tuple[dict[str, RoleShape],
     for role, rp in plans.items():
         p = rp.plan
         cap = p.saturation_concurrency if p.saturation_concurrency is not None else int(p.max_concurrency) * p.dp
-        shapes[role] = RoleShape(endpoints=rp.endpoints, gpus_per_endpoint=p.tp * p.dp, tp=p.tp,
-                                 kv_bytes_per_token=p.kv_bytes_per_token,
-                                 gdn_state_bytes_per_request=p.gdn_state_bytes_per_request,
-                                 max_concurrency_per_endpoint=cap)
+        shapes[role] = RoleShape(
+            endpoints=rp.endpoints,
+            gpus_per_endpoint=p.tp * p.dp,
+            tp=p.tp,
+            kv_bytes_per_token=p.kv_bytes_per_token,
+            gdn_state_bytes_per_request=p.gdn_state_bytes_per_request,
+            max_concurrency_per_endpoint=cap,
+        )
     spec = model_spec(recipe, Path(recipe_path).parent)
     assert spec is not None  # plan_recipe planned, so the model has a spec
     return shapes, plans, spec
@@ -153,9 +169,14 @@ def analytic_for(recipe, plans: dict, spec):
     """The uncalibrated model of the recipe's device, sized by decode's capacity plan."""
 
     d = plans["decode"].plan
-    return analytic_model(recipe.cluster.gpu.value, active_params=spec.active_params or spec.active_param_estimate(),
-                          weight_bytes_per_gpu=d.weight_bytes_per_gpu, kv_bytes_per_token=d.kv_bytes_per_token,
-                          gdn_state_bytes_per_request=d.gdn_state_bytes_per_request, tp=d.tp)
+    return analytic_model(
+        recipe.cluster.gpu.value,
+        active_params=spec.active_params or spec.active_param_estimate(),
+        weight_bytes_per_gpu=d.weight_bytes_per_gpu,
+        kv_bytes_per_token=d.kv_bytes_per_token,
+        gdn_state_bytes_per_request=d.gdn_state_bytes_per_request,
+        tp=d.tp,
+    )
 
 
 # ----- measuring ---------------------------------------------------------------------------------
@@ -171,24 +192,46 @@ def calibration_lengths(max_model_len: int, max_batched: int | None, osl: int, *
     if cpu:
         top = min(top, CPU_MAX_CALIBRATION_ISL)
     if top < 64:
-        raise RecipectlError(f"prompts of at most {top} tokens are too few to tell a prefill's cost per token "
-                             "from its overhead", fix="max_model_len and max_num_batched_tokens of 256 or more")
+        raise RecipectlError(
+            f"prompts of at most {top} tokens are too few to tell a prefill's cost per token from its overhead",
+            fix="max_model_len and max_num_batched_tokens of 256 or more",
+        )
     return [top // 16, top // 4, top]
 
 
-def measure(router: str, prefill_url: str, model: str, *, vocab_size: int, lengths: list[int], shape,
-            progress: Callable[[str], None]) -> dict:
+def measure(
+    router: str,
+    prefill_url: str,
+    model: str,
+    *,
+    vocab_size: int,
+    lengths: list[int],
+    shape,
+    progress: Callable[[str], None],
+) -> dict:
     """Every point, and the fit. ``shape``: the prefill role's RoleShape (bytes per request)."""
 
     def point(url, isl, osl, c, n, stream=True, seed=0):
-        run_point(url, model, isl=isl, osl=osl, concurrency=1, num_requests=WARMUP_REQUESTS, vocab_size=vocab_size,
-                  seed=10_000 + seed, stream=stream)
-        r = run_point(url, model, isl=isl, osl=osl, concurrency=c, num_requests=n, vocab_size=vocab_size,
-                      seed=seed, stream=stream)
+        run_point(
+            url,
+            model,
+            isl=isl,
+            osl=osl,
+            concurrency=1,
+            num_requests=WARMUP_REQUESTS,
+            vocab_size=vocab_size,
+            seed=10_000 + seed,
+            stream=stream,
+        )
+        r = run_point(
+            url, model, isl=isl, osl=osl, concurrency=c, num_requests=n, vocab_size=vocab_size, seed=seed, stream=stream
+        )
         if r.errors or not r.samples:
-            raise RecipectlError(f"calibration point isl={isl} osl={osl} c={c} failed: {'; '.join(r.errors[:3])}",
-                                 fix="recipectl doctor RECIPE   (is the deployment serving?)",
-                                 exit_code=ExitCode.FINDINGS)
+            raise RecipectlError(
+                f"calibration point isl={isl} osl={osl} c={c} failed: {'; '.join(r.errors[:3])}",
+                fix="recipectl doctor RECIPE   (is the deployment serving?)",
+                exit_code=ExitCode.FINDINGS,
+            )
         return r
 
     raw: list[dict] = []
@@ -197,8 +240,7 @@ def measure(router: str, prefill_url: str, model: str, *, vocab_size: int, lengt
         progress(f"prefill alone, {isl} tokens")
         r = point(prefill_url, isl, 1, 1, REPEATS, stream=False, seed=i)
         prefill_pts.append(PrefillPoint(isl=isl, seconds=r.ttft_s))
-        raw.append({"kind": "prefill", "isl": isl, "osl": 1, "concurrency": 1,
-                    "seconds": [s.e2e_s for s in r.samples]})
+        raw.append({"kind": "prefill", "isl": isl, "osl": 1, "concurrency": 1, "seconds": [s.e2e_s for s in r.samples]})
         progress(f"through the router, {isl} tokens")
         r = point(router, isl, 8, 1, REPEATS, seed=100 + i)
         routed.append((isl, r))
@@ -212,23 +254,37 @@ def measure(router: str, prefill_url: str, model: str, *, vocab_size: int, lengt
     prefill = fit_prefill(prefill_pts)
     decode = fit_decode(decode_pts)
     dev = ANALYTIC_DEVICES["CPU"]  # replaced below wherever the points pin it
-    transfer_pts = [TransferPoint(nbytes=transfer_bytes(shape, isl),
-                                  seconds=r.ttft_s - prefill.time_s(isl) - decode.itl_s(1, isl))
-                    for isl, r in routed]
-    transfer = fit_transfer(transfer_pts, TransferCoeffs(latency_s=dev.link_latency_s,
-                                                         bytes_per_s=dev.link_bytes_per_s))
+    transfer_pts = [
+        TransferPoint(nbytes=transfer_bytes(shape, isl), seconds=r.ttft_s - prefill.time_s(isl) - decode.itl_s(1, isl))
+        for isl, r in routed
+    ]
+    transfer = fit_transfer(
+        transfer_pts, TransferCoeffs(latency_s=dev.link_latency_s, bytes_per_s=dev.link_bytes_per_s)
+    )
     fitted = PerfModel(prefill=prefill, decode=decode, transfer=transfer, calibrated=True)
-    return {"model": fitted.model_dump(mode="json"), "points": raw,
-            "fit_points": {"prefill": [p.model_dump() for p in prefill_pts],
-                           "decode": [p.model_dump() for p in decode_pts],
-                           "transfer": [p.model_dump() for p in transfer_pts]}}
+    return {
+        "model": fitted.model_dump(mode="json"),
+        "points": raw,
+        "fit_points": {
+            "prefill": [p.model_dump() for p in prefill_pts],
+            "decode": [p.model_dump() for p in decode_pts],
+            "transfer": [p.model_dump() for p in transfer_pts],
+        },
+    }
 
 
 def _raw(kind: str, r) -> dict:
-    return {"kind": kind, "isl": r.isl, "osl": r.osl, "concurrency": r.concurrency,
-            "decode_residents": r.decode_residents,
-            "ttft_s": [s.ttft_s for s in r.samples], "itl_s": [s.itl_s for s in r.samples],
-            "duration_s": r.duration_s, "output_tps": r.output_tps}
+    return {
+        "kind": kind,
+        "isl": r.isl,
+        "osl": r.osl,
+        "concurrency": r.concurrency,
+        "decode_residents": r.decode_residents,
+        "ttft_s": [s.ttft_s for s in r.samples],
+        "itl_s": [s.itl_s for s in r.samples],
+        "duration_s": r.duration_s,
+        "output_tps": r.output_tps,
+    }
 
 
 # ----- the command -------------------------------------------------------------------------------
@@ -236,7 +292,6 @@ def calibrate(recipe_path: str, *, out: str, variant: str | None, attach: str | 
     """Launch (or, with ``attach``, use a running deployment of) the recipe, measure, stop what it
     launched, write ``out``."""
     from rich.console import Console
-
 
     loaded = load_variant(recipe_path, variant)
     recipe = loaded.recipe
@@ -257,24 +312,40 @@ def calibrate(recipe_path: str, *, out: str, variant: str | None, attach: str | 
         def progress(what: str) -> None:
             console.print(f"[{time.monotonic() - t0:6.1f}s] {what}", highlight=False)
 
-        result = measure(state.router_url, prefill_url, recipe.served_name, vocab_size=spec.vocab_size,
-                         lengths=lengths, shape=shapes["prefill"], progress=progress)
+        result = measure(
+            state.router_url,
+            prefill_url,
+            recipe.served_name,
+            vocab_size=spec.vocab_size,
+            lengths=lengths,
+            shape=shapes["prefill"],
+            progress=progress,
+        )
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]" + (": stopping the deployment" if launched else ""))
         return int(ExitCode.INTERRUPTED)
     finally:
         if launched is not None:
             _stop(launched, console)
-    doc = {"calibration_version": CALIBRATION_VERSION, **identity, "recipe": recipe.name,
-           "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "load_average": list(os.getloadavg()), "cpu_count": os.cpu_count(), **result}
+    doc = {
+        "calibration_version": CALIBRATION_VERSION,
+        **identity,
+        "recipe": recipe.name,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "load_average": list(os.getloadavg()),
+        "cpu_count": os.cpu_count(),
+        **result,
+    }
     write_atomic(out, json.dumps(doc, indent=2, sort_keys=True) + "\n")
     m = result["model"]
-    console.print(f"[green]calibrated[/]: prefill {m['prefill']['overhead_s'] * 1e3:.1f} ms + "
-                  f"{m['prefill']['per_token_s'] * 1e6:.1f} us/token; decode step {m['decode']['step_s'] * 1e3:.1f} ms "
-                  f"+ {m['decode']['per_seq_s'] * 1e3:.2f} ms/request + {m['decode']['per_ctx_token_s'] * 1e6:.3f} "
-                  f"us/resident token; transfer {m['transfer']['latency_s'] * 1e3:.1f} ms + "
-                  f"{m['transfer']['bytes_per_s'] / 1e9:.2f} GB/s -> {out}", highlight=False)
+    console.print(
+        f"[green]calibrated[/]: prefill {m['prefill']['overhead_s'] * 1e3:.1f} ms + "
+        f"{m['prefill']['per_token_s'] * 1e6:.1f} us/token; decode step {m['decode']['step_s'] * 1e3:.1f} ms "
+        f"+ {m['decode']['per_seq_s'] * 1e3:.2f} ms/request + {m['decode']['per_ctx_token_s'] * 1e6:.3f} "
+        f"us/resident token; transfer {m['transfer']['latency_s'] * 1e3:.1f} ms + "
+        f"{m['transfer']['bytes_per_s'] / 1e9:.2f} GB/s -> {out}",
+        highlight=False,
+    )
     return 0
 
 
@@ -288,14 +359,16 @@ def _lengths_limits(recipe, spec) -> tuple[int, int | None]:
 def _deployment(recipe_path: str, recipe, attach: str | None, console):
 
     if attach is not None:
-        return find_run(attach or recipe_path, runs_root(recipe.launch.run_dir),
-                        lambda _: (recipe.name, recipe.launch.run_dir))
+        return find_run(
+            attach or recipe_path, runs_root(recipe.launch.run_dir), lambda _: (recipe.name, recipe.launch.run_dir)
+        )
 
     console.print(f"launching {recipe.name} to calibrate (Ctrl-C stops it)")
     result = launch(recipe_path, recipe, detach=True, timeout_s=None, display=Display(), check_first=True)
     if not result.ok:
-        raise RecipectlError(f"launch failed: {result.message}", fix=result.fix or "recipectl launch RECIPE",
-                             exit_code=ExitCode.FINDINGS)
+        raise RecipectlError(
+            f"launch failed: {result.message}", fix=result.fix or "recipectl launch RECIPE", exit_code=ExitCode.FINDINGS
+        )
     return result.state
 
 

@@ -31,6 +31,7 @@ Candidates = list[Any]  # str or (value, help)
 
 def quietly(fn: Callable[..., Candidates]) -> Callable[..., Candidates]:
     """A completer that breaks offers nothing rather than a traceback in the user's shell."""
+
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Candidates:
         try:
@@ -46,7 +47,7 @@ def paths(incomplete: str, suffixes: tuple[str, ...] = RECIPE_SUFFIXES) -> Candi
     Hidden entries only when `incomplete` names them. A lone directory is left to the shell (an
     empty answer): its own file completion enters it without the space a completed word gets."""
     directory, prefix = os.path.split(incomplete)
-    shown = incomplete[:len(incomplete) - len(prefix)]
+    shown = incomplete[: len(incomplete) - len(prefix)]
     files, dirs = [], []
     with os.scandir(os.path.expanduser(directory) or ".") as entries:
         for e in entries:
@@ -86,7 +87,7 @@ def variant_names(path: str) -> list[tuple[str, str]]:
         return []
     variants, _ = expand_matrix(data, smap)
     base = f"{data.get('name', 'recipe')}."
-    return [(name[len(base):] if name.startswith(base) else name, name) for name, _ in variants if name]
+    return [(name[len(base) :] if name.startswith(base) else name, name) for name, _ in variants if name]
 
 
 @quietly
@@ -97,8 +98,7 @@ def variants(ctx: Any, incomplete: str) -> Candidates:
     the positional words are left unparsed, in `ctx.args`)."""
     params = getattr(ctx, "params", None) or {}
     given = [params.get("recipe"), params.get("run"), *(getattr(ctx, "args", None) or [])]
-    path = next((p for p in given if isinstance(p, str) and p.endswith(RECIPE_SUFFIXES) and os.path.isfile(p)),
-                None)
+    path = next((p for p in given if isinstance(p, str) and p.endswith(RECIPE_SUFFIXES) and os.path.isfile(p)), None)
     if path is None:
         return []
     found = variant_names(path)
@@ -155,4 +155,3 @@ def rule_codes(incomplete: str) -> Candidates:
 @quietly
 def launch_targets(incomplete: str) -> Candidates:
     return [(t, h) for t, h in (("local", "this host"), ("slurm", "an sbatch job")) if t.startswith(incomplete)]
-

@@ -33,32 +33,42 @@ def run_refs(ctx: Any, incomplete: str) -> complete.Candidates:
     root = runs_root(params.get("run_dir"))
     ids: complete.Candidates = []
     if "/" not in incomplete and root.is_dir():
-        ids = sorted(d.name for d in root.iterdir()
-                     if d.name.startswith(incomplete) and (d / STATE_FILE).is_file())
+        ids = sorted(d.name for d in root.iterdir() if d.name.startswith(incomplete) and (d / STATE_FILE).is_file())
     return ids + complete.paths(incomplete)
 
 
-RunRef = Annotated[str | None, typer.Argument(help="run id, recipe or run directory (default: the latest run)",
-                                              autocompletion=run_refs)]
+RunRef = Annotated[
+    str | None,
+    typer.Argument(help="run id, recipe or run directory (default: the latest run)", autocompletion=run_refs),
+]
 
 
 def launch(
     recipe: Annotated[str, recipe_argument()],
-    target: Annotated[str, typer.Option("--target", "-t", help="local (this host) or slurm",
-                                        autocompletion=complete.launch_targets)] = "local",
-    dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="print every process (host, env, command); start nothing")] = False,
-    detach: Annotated[bool, typer.Option(
-        "--detach", "-d", help="return once ready; stop later with recipectl stop")] = False,
+    target: Annotated[
+        str, typer.Option("--target", "-t", help="local (this host) or slurm", autocompletion=complete.launch_targets)
+    ] = "local",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="print every process (host, env, command); start nothing")
+    ] = False,
+    detach: Annotated[
+        bool, typer.Option("--detach", "-d", help="return once ready; stop later with recipectl stop")
+    ] = False,
     timeout: Annotated[float | None, typer.Option("--timeout", help="seconds to wait for readiness")] = None,
     variant: Variant = None,
-    format: Annotated[TextOrJsonValue, typer.Option(
-        "--format", "-f", help="json: the run state on stdout")] = "text",
-    preflight: Annotated[bool, typer.Option(
-        "--preflight/--no-preflight",
-        help="refuse to start when the host checks find a problem (local target)")] = True,
-    locked: Annotated[bool, typer.Option(
-        "--locked", help="refuse to start when the recipe no longer resolves to its lock (recipectl lock)")] = False,
+    format: Annotated[TextOrJsonValue, typer.Option("--format", "-f", help="json: the run state on stdout")] = "text",
+    preflight: Annotated[
+        bool,
+        typer.Option(
+            "--preflight/--no-preflight", help="refuse to start when the host checks find a problem (local target)"
+        ),
+    ] = True,
+    locked: Annotated[
+        bool,
+        typer.Option(
+            "--locked", help="refuse to start when the recipe no longer resolves to its lock (recipectl lock)"
+        ),
+    ] = False,
 ) -> int:
     loaded = load_variant(recipe, variant, refuse_errors=not dry_run)
     if locked:
@@ -66,21 +76,30 @@ def launch(
     if dry_run:
         print_dry_run(loaded.recipe, as_json=format == "json")
         return 0
-    return launch_target(target, recipe, loaded.recipe, detach=detach, timeout=timeout, as_json=format == "json",
-                         preflight=preflight)
+    return launch_target(
+        target, recipe, loaded.recipe, detach=detach, timeout=timeout, as_json=format == "json", preflight=preflight
+    )
 
 
 def lock(
-    paths: Annotated[list[str], typer.Argument(
-        metavar="RECIPE | LOCK_A LOCK_B", help="the recipe to lock or check; with --diff, two lock files",
-        autocompletion=complete.recipe_files)],
-    check: Annotated[bool, typer.Option(
-        "--check", help="exit 1 when the recipe no longer resolves to its lock")] = False,
+    paths: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="RECIPE | LOCK_A LOCK_B",
+            help="the recipe to lock or check; with --diff, two lock files",
+            autocompletion=complete.recipe_files,
+        ),
+    ],
+    check: Annotated[
+        bool, typer.Option("--check", help="exit 1 when the recipe no longer resolves to its lock")
+    ] = False,
     diff: Annotated[bool, typer.Option("--diff", help="compare two lock files")] = False,
-    out: Annotated[str | None, typer.Option(
-        "--out", "-o", help="the lock file (default: beside the recipe, NAME.lock.json)")] = None,
-    host_cpu: Annotated[str, typer.Option(
-        "--host-cpu", help="resolve for this kind of host: this-host, avx512-bf16, no-avx512-bf16")] = "this-host",
+    out: Annotated[
+        str | None, typer.Option("--out", "-o", help="the lock file (default: beside the recipe, NAME.lock.json)")
+    ] = None,
+    host_cpu: Annotated[
+        str, typer.Option("--host-cpu", help="resolve for this kind of host: this-host, avx512-bf16, no-avx512-bf16")
+    ] = "this-host",
     variant: Variant = None,
     format: TextOrJson = "text",
 ) -> int:
@@ -101,8 +120,10 @@ def status(run: RunRef = None, format: TextOrJson = "text", run_dir: RunDir = No
 
 
 def stop(
-    run: Annotated[str | None, typer.Argument(help="run id, recipe or run directory (default: the latest)",
-                                              autocompletion=run_refs)] = None,
+    run: Annotated[
+        str | None,
+        typer.Argument(help="run id, recipe or run directory (default: the latest)", autocompletion=run_refs),
+    ] = None,
     run_dir: RunDir = None,
     variant: Variant = None,
 ) -> int:
@@ -110,13 +131,16 @@ def stop(
 
 
 def logs(
-    process: Annotated[str | None, typer.Argument(
-        help="prefill, decode, router or a process name (default: all)")] = None,
-    follow: Annotated[bool, typer.Option(
-        "--follow", help="keep printing new lines (-f is --format elsewhere)")] = False,
+    process: Annotated[
+        str | None, typer.Argument(help="prefill, decode, router or a process name (default: all)")
+    ] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", help="keep printing new lines (-f is --format elsewhere)")
+    ] = False,
     lines: Annotated[int, typer.Option("--lines", "-n")] = 40,
-    run: Annotated[str | None, typer.Option("--run", help="run id, recipe or run directory",
-                                            autocompletion=run_refs)] = None,
+    run: Annotated[
+        str | None, typer.Option("--run", help="run id, recipe or run directory", autocompletion=run_refs)
+    ] = None,
     run_dir: RunDir = None,
     variant: Variant = None,
 ) -> int:
@@ -127,26 +151,38 @@ def plan(
     recipe: Annotated[str, recipe_argument()],
     format: TextOrJson = "text",
     variant: Variant = None,
-    sla: Annotated[str | None, typer.Option(
-        "--sla", help="rank P/D configurations that meet e.g. ttft=2s,itl=50ms")] = None,
-    calibration: Annotated[str | None, typer.Option(
-        "--calibration", help="with --sla: a file of recipectl calibrate")] = None,
-    gpus: Annotated[int | None, typer.Option(
-        "--gpus", min=2, help="with --sla: devices to split (default: the recipe's)")] = None,
-    isl: Annotated[int | None, typer.Option(
-        "--isl", min=1, help="with --sla: prompt tokens (default: the workload's)")] = None,
-    osl: Annotated[int | None, typer.Option(
-        "--osl", min=1, help="with --sla: output tokens (default: the workload's)")] = None,
+    sla: Annotated[
+        str | None, typer.Option("--sla", help="rank P/D configurations that meet e.g. ttft=2s,itl=50ms")
+    ] = None,
+    calibration: Annotated[
+        str | None, typer.Option("--calibration", help="with --sla: a file of recipectl calibrate")
+    ] = None,
+    gpus: Annotated[
+        int | None, typer.Option("--gpus", min=2, help="with --sla: devices to split (default: the recipe's)")
+    ] = None,
+    isl: Annotated[
+        int | None, typer.Option("--isl", min=1, help="with --sla: prompt tokens (default: the workload's)")
+    ] = None,
+    osl: Annotated[
+        int | None, typer.Option("--osl", min=1, help="with --sla: output tokens (default: the workload's)")
+    ] = None,
 ) -> int:
-    return plan_command(recipe, as_json=format == "json", variant=variant, sla=sla, calibration=calibration, gpus=gpus,
-                        isl=isl, osl=osl)
+    return plan_command(
+        recipe, as_json=format == "json", variant=variant, sla=sla, calibration=calibration, gpus=gpus, isl=isl, osl=osl
+    )
 
 
 def calibrate(
     recipe: Annotated[str, recipe_argument("the recipe to launch and measure")],
     out: Annotated[str, typer.Option("--out", "-o", help="the calibration file to write (JSON)")],
-    run: Annotated[str | None, typer.Option("--run", help="measure this running deployment (run id, or the recipe "
-                                                           "file for its newest run) instead of launching one")] = None,
+    run: Annotated[
+        str | None,
+        typer.Option(
+            "--run",
+            help="measure this running deployment (run id, or the recipe "
+            "file for its newest run) instead of launching one",
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="replace OUT if it exists")] = False,
     variant: Variant = None,
 ) -> int:
@@ -163,17 +199,32 @@ def doctor(
     proofs: Annotated[bool, typer.Option("--proofs/--no-proofs", help="P/D transfer proof, parity, GSM8K")] = True,
     parity: Annotated[bool, typer.Option("--parity/--no-parity")] = True,
     gsm8k: Annotated[bool, typer.Option("--gsm8k/--no-gsm8k")] = True,
-    gsm8k_questions: Annotated[int | None, typer.Option(
-        "--gsm8k-questions", help="override the recipe's sample size")] = None,
-    reference: Annotated[str | None, typer.Option(
-        "--reference", help="parity reference URL (default: prefill)")] = None,
+    gsm8k_questions: Annotated[
+        int | None, typer.Option("--gsm8k-questions", help="override the recipe's sample size")
+    ] = None,
+    reference: Annotated[
+        str | None, typer.Option("--reference", help="parity reference URL (default: prefill)")
+    ] = None,
     timeout: Annotated[float | None, typer.Option("--timeout", help="seconds per endpoint check")] = None,
     format: TextOrJson = "text",
     variant: Variant = None,
 ) -> int:
-    return run_doctor(recipe, run=run, router=router, prefill=prefill, decode=decode, env=env, proofs=proofs,
-                      parity=parity, gsm8k=gsm8k, gsm8k_questions=gsm8k_questions, reference=reference,
-                      timeout=timeout, as_json=format == "json", variant=variant)
+    return run_doctor(
+        recipe,
+        run=run,
+        router=router,
+        prefill=prefill,
+        decode=decode,
+        env=env,
+        proofs=proofs,
+        parity=parity,
+        gsm8k=gsm8k,
+        gsm8k_questions=gsm8k_questions,
+        reference=reference,
+        timeout=timeout,
+        as_json=format == "json",
+        variant=variant,
+    )
 
 
 def top(
@@ -181,8 +232,7 @@ def top(
     run: Annotated[str | None, typer.Option("--run")] = None,
     interval: Annotated[float, typer.Option("--interval", "-i", help="seconds between refreshes")] = 2.0,
     once: Annotated[bool, typer.Option("--once", help="one snapshot, then exit")] = False,
-    format: Annotated[TextOrJsonValue, typer.Option(
-        "--format", "-f", help="json: one snapshot")] = "text",
+    format: Annotated[TextOrJsonValue, typer.Option("--format", "-f", help="json: one snapshot")] = "text",
     variant: Variant = None,
 ) -> int:
     return run_top(recipe, run=run, interval=interval, once=once, as_json=format == "json", variant=variant)
@@ -199,8 +249,10 @@ class _RunByDefault(TyperGroup):
 
     def shell_complete(self, ctx: Any, incomplete: str) -> list:
         """`recipectl bench <TAB>`: the subcommands, and the recipe files `bench RECIPE` takes."""
-        return [*super().shell_complete(ctx, incomplete),
-                *(CompletionItem(path) for path in complete.recipe_files(incomplete))]
+        return [
+            *super().shell_complete(ctx, incomplete),
+            *(CompletionItem(path) for path in complete.recipe_files(incomplete)),
+        ]
 
 
 bench_app = typer.Typer(cls=_RunByDefault, no_args_is_help=True, add_completion=False)
@@ -209,19 +261,29 @@ bench_app = typer.Typer(cls=_RunByDefault, no_args_is_help=True, add_completion=
 @bench_app.command("run")
 def bench_run(
     recipe: Annotated[str, recipe_argument("the recipe whose deployment to measure")],
-    out: Annotated[str | None, typer.Option(
-        "--out", "-o", help="output directory (default: in the run directory)")] = None,
+    out: Annotated[
+        str | None, typer.Option("--out", "-o", help="output directory (default: in the run directory)")
+    ] = None,
     run: Annotated[str | None, typer.Option("--run", help="run id or directory (default: the recipe's latest)")] = None,
-    router: Annotated[str | None, typer.Option(
-        "--router", help="router URL of a deployment not started here")] = None,
-    max_failed_ratio: Annotated[float, typer.Option(
-        "--max-failed-ratio", help="failed requests tolerated per level")] = 0.0,
+    router: Annotated[str | None, typer.Option("--router", help="router URL of a deployment not started here")] = None,
+    max_failed_ratio: Annotated[
+        float, typer.Option("--max-failed-ratio", help="failed requests tolerated per level")
+    ] = 0.0,
     format: TextOrJson = "text",
     variant: Variant = None,
 ) -> None:
     """The concurrency sweep with `vllm bench serve`: TPS/GPU, latencies, CSV/JSON/plots, validity gates."""
-    raise typer.Exit(benches.bench(recipe, out=out, run=run, router=router, max_failed_ratio=max_failed_ratio,
-                                   as_json=format == "json", variant=variant))
+    raise typer.Exit(
+        benches.bench(
+            recipe,
+            out=out,
+            run=run,
+            router=router,
+            max_failed_ratio=max_failed_ratio,
+            as_json=format == "json",
+            variant=variant,
+        )
+    )
 
 
 @bench_app.command("compare")

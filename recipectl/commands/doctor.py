@@ -32,16 +32,24 @@ from . import load_recipe_or_none
 PASS, FAIL, WARN, SKIP = Status.PASS, Status.FAIL, Status.WARN, Status.SKIP
 
 
-def resolve_targets(recipe: Recipe | None, recipe_path: str | None, run: str | None, router: str | None,
-                    prefill: list[str], decode: list[str]) -> Targets:
+def resolve_targets(
+    recipe: Recipe | None,
+    recipe_path: str | None,
+    run: str | None,
+    router: str | None,
+    prefill: list[str],
+    decode: list[str],
+) -> Targets:
     """URLs given on the command line win; else the run state of the recipe (or --run)."""
-    t = Targets(router=router, prefill=list(prefill), decode=list(decode),
-                model=recipe.served_name if recipe else None)
+    t = Targets(router=router, prefill=list(prefill), decode=list(decode), model=recipe.served_name if recipe else None)
     if router or prefill or decode:
         return t
     try:
-        state = find_run(run or recipe_path, runs_root(recipe.launch.run_dir if recipe else None),
-                         (lambda _: (recipe.name, recipe.launch.run_dir)) if recipe else None)
+        state = find_run(
+            run or recipe_path,
+            runs_root(recipe.launch.run_dir if recipe else None),
+            (lambda _: (recipe.name, recipe.launch.run_dir)) if recipe else None,
+        )
     except RecipectlError:
         if run:
             raise
@@ -70,8 +78,15 @@ class RichDisplay:
 
     @contextlib.contextmanager
     def progress(self, name: str, total: int) -> Iterator[OnProgress]:
-        with Progress(TextColumn(name), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                      TimeElapsedColumn(), console=self.console, transient=True) as bar:
+        with Progress(
+            TextColumn(name),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+        ) as bar:
             task = bar.add_task("", total=total)
 
             def progress(done: int, total: int, correct: int) -> None:
@@ -80,14 +95,34 @@ class RichDisplay:
             yield progress
 
 
-async def run_doctor(recipe: Recipe | None, targets: Targets, *, env: bool, proofs: bool, parity: bool,
-                     gsm8k: bool, gsm8k_questions: int | None, reference: str | None, timeout: float,
-                     console, lock_file: Path | None = None) -> list[CheckResult]:
-    run = DoctorRun(recipe, targets, timeout, env=env, proofs=proofs, parity=parity, gsm8k=gsm8k,
-                    gsm8k_questions=gsm8k_questions, reference=reference,
-                    # read once: every endpoint is held against the same lock
-                    lock=read_lock(lock_file) if lock_file is not None and targets.any else None,
-                    lock_name=lock_file.name if lock_file is not None else "")
+async def run_doctor(
+    recipe: Recipe | None,
+    targets: Targets,
+    *,
+    env: bool,
+    proofs: bool,
+    parity: bool,
+    gsm8k: bool,
+    gsm8k_questions: int | None,
+    reference: str | None,
+    timeout: float,
+    console,
+    lock_file: Path | None = None,
+) -> list[CheckResult]:
+    run = DoctorRun(
+        recipe,
+        targets,
+        timeout,
+        env=env,
+        proofs=proofs,
+        parity=parity,
+        gsm8k=gsm8k,
+        gsm8k_questions=gsm8k_questions,
+        reference=reference,
+        # read once: every endpoint is held against the same lock
+        lock=read_lock(lock_file) if lock_file is not None and targets.any else None,
+        lock_name=lock_file.name if lock_file is not None else "",
+    )
     return await run_checks(run, all_checks(), RichDisplay(console))
 
 
@@ -100,8 +135,16 @@ def _endpoints(run: DoctorRun) -> list[Subject]:
 
 
 # Registered here, not in checks/: the lock (recipectl.lock) sits above the checks' layer.
-@check(key="endpoints.lock", name="lock ({label})", stage="lock", timeout=lambda run: run.timeout,
-       subjects=_endpoints, wanted=_lock_wanted, needs=(HEALTH,), explained_by_logs=True)
+@check(
+    key="endpoints.lock",
+    name="lock ({label})",
+    stage="lock",
+    timeout=lambda run: run.timeout,
+    subjects=_endpoints,
+    wanted=_lock_wanted,
+    needs=(HEALTH,),
+    explained_by_logs=True,
+)
 async def _lock(run: DoctorRun, on: Subject) -> CheckResult:
     role, url = on[0].split(" ", 1)[0], on[1]
     return await lock_check(run.lock or {}, run.lock_name, role, url, run.client)
@@ -118,10 +161,16 @@ async def lock_check(lock: dict, lock_name: str, role: str, url: str, client) ->
     version = version_response.json().get("version") if version_response.status_code == 200 else None
     drift = server_drift(lock, role, labels, version)
     if not drift:
-        return found(PASS, f"as locked in {lock_name}: block size {labels.get('block_size')}, "
-                     f"SSM {labels.get('mamba_ssm_cache_dtype')}, vLLM {version}")
-    return found(FAIL, "; ".join(f"{d.field}: locked {d.locked}, the server runs {d.current} ({d.why})" for d in drift),
-                 f"the servers do not run what {lock_name} pinned: recipectl lock --check and relaunch")
+        return found(
+            PASS,
+            f"as locked in {lock_name}: block size {labels.get('block_size')}, "
+            f"SSM {labels.get('mamba_ssm_cache_dtype')}, vLLM {version}",
+        )
+    return found(
+        FAIL,
+        "; ".join(f"{d.field}: locked {d.locked}, the server runs {d.current} ({d.why})" for d in drift),
+        f"the servers do not run what {lock_name} pinned: recipectl lock --check and relaunch",
+    )
 
 
 STYLE = {PASS: "green", FAIL: "red", WARN: "yellow", SKIP: "dim"}
@@ -135,8 +184,14 @@ def _wrapped(text: str, width: int, first: str = INDENT, rest: str = INDENT) -> 
     longer than a line (a URL, a path) broken rather than cut."""
     out: list[str] = []
     for para in text.splitlines() or [""]:
-        lines = textwrap.wrap(para, width=width, initial_indent=first if not out else rest, subsequent_indent=rest,
-                              break_long_words=True, break_on_hyphens=False) or [first if not out else rest]
+        lines = textwrap.wrap(
+            para,
+            width=width,
+            initial_indent=first if not out else rest,
+            subsequent_indent=rest,
+            break_long_words=True,
+            break_on_hyphens=False,
+        ) or [first if not out else rest]
         out += [ln.rstrip() for ln in lines]
     return out
 
@@ -157,8 +212,10 @@ def report_lines(results: list[CheckResult], width: int) -> list[str]:
 def verdict(results: list[CheckResult]) -> tuple[str, str]:
     """The last line: its words, and the style of its first."""
     failed = sum(r.status == FAIL for r in results)
-    counts = (f"{sum(r.status == PASS for r in results)} passed, {failed} failed, "
-              f"{sum(r.status == WARN for r in results)} warnings, {sum(r.status == SKIP for r in results)} skipped")
+    counts = (
+        f"{sum(r.status == PASS for r in results)} passed, {failed} failed, "
+        f"{sum(r.status == WARN for r in results)} warnings, {sum(r.status == SKIP for r in results)} skipped"
+    )
     return (f"FAILED: {counts}", "red") if failed else (f"all checks passed: {counts}", "green")
 
 
@@ -191,9 +248,23 @@ def present(results: list[CheckResult], *, as_json: bool, console) -> int:
     return 1 if failed else 0
 
 
-def doctor(recipe_path: str | None, *, run: str | None, router: str | None, prefill: list[str], decode: list[str],
-           env: bool, proofs: bool, parity: bool, gsm8k: bool, gsm8k_questions: int | None, reference: str | None,
-           timeout: float | None, as_json: bool, variant: str | None = None) -> int:
+def doctor(
+    recipe_path: str | None,
+    *,
+    run: str | None,
+    router: str | None,
+    prefill: list[str],
+    decode: list[str],
+    env: bool,
+    proofs: bool,
+    parity: bool,
+    gsm8k: bool,
+    gsm8k_questions: int | None,
+    reference: str | None,
+    timeout: float | None,
+    as_json: bool,
+    variant: str | None = None,
+) -> int:
     console = Console(stderr=True)
     recipe = load_recipe_or_none(recipe_path, variant, "doctor")
     timeout = timeout or (recipe.checks.timeout_s if recipe else 30)
@@ -201,7 +272,19 @@ def doctor(recipe_path: str | None, *, run: str | None, router: str | None, pref
     lock_file = lock_path(recipe_path, variant) if recipe_path else None
     if lock_file is not None and not lock_file.exists():
         lock_file = None  # no lock beside the recipe: nothing pinned to compare
-    results = asyncio.run(run_doctor(recipe, targets, env=env, proofs=proofs, parity=parity, gsm8k=gsm8k,
-                                     gsm8k_questions=gsm8k_questions, reference=reference, timeout=timeout,
-                                     console=console, lock_file=lock_file))
+    results = asyncio.run(
+        run_doctor(
+            recipe,
+            targets,
+            env=env,
+            proofs=proofs,
+            parity=parity,
+            gsm8k=gsm8k,
+            gsm8k_questions=gsm8k_questions,
+            reference=reference,
+            timeout=timeout,
+            console=console,
+            lock_file=lock_file,
+        )
+    )
     return present(results, as_json=as_json, console=console)

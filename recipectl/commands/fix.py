@@ -21,30 +21,43 @@ from .options import Config, ExtendSelect, Select, ignore_option
 
 
 def fix(
-    recipes: Annotated[list[str], typer.Argument(
-        help="recipe files or directories (recipectl's own recipes; other formats are refused)",
-        autocompletion=complete.recipe_files)],
+    recipes: Annotated[
+        list[str],
+        typer.Argument(
+            help="recipe files or directories (recipectl's own recipes; other formats are refused)",
+            autocompletion=complete.recipe_files,
+        ),
+    ],
     diff: Annotated[bool, typer.Option("--diff", help="print a unified diff of the fixes and change no file")] = False,
-    unsafe_fixes: Annotated[bool, typer.Option(
-        "--unsafe-fixes", help="also apply the fixes that change more than the finding (memory, numerics, a "
-                               "feature turned off); docs/rules.md says which")] = False,
-    format: Annotated[Literal["text", "json"], typer.Option(
-        "--format", "-f", help="text or json (what was fixed, what remains)")] = "text",
+    unsafe_fixes: Annotated[
+        bool,
+        typer.Option(
+            "--unsafe-fixes",
+            help="also apply the fixes that change more than the finding (memory, numerics, a "
+            "feature turned off); docs/rules.md says which",
+        ),
+    ] = False,
+    format: Annotated[
+        Literal["text", "json"], typer.Option("--format", "-f", help="text or json (what was fixed, what remains)")
+    ] = "text",
     strict: Annotated[bool, typer.Option("--strict", help="remaining warnings fail too (exit 1)")] = False,
     select: Select = None,
     extend_select: ExtendSelect = None,
     ignore: Annotated[list[str] | None, ignore_option("turn these rules off: neither fixed nor reported")] = None,
     config: Config = None,
-    quiet: Annotated[bool, typer.Option(
-        "--quiet", "-q", help="text: the summary and remaining errors and warnings only")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="text: the summary and remaining errors and warnings only")
+    ] = False,
 ) -> int:
     """Exit 0: nothing remains that `validate` fails on (errors; warnings too with `strict`); 1:
     something does, or with `diff` a fix would change a file; 2: a file is invalid or not a
     recipectl recipe, or a selector, setting or config file is wrong (before any file is read)."""
     check_command_line(select, extend_select, ignore, None)
     if "-" in recipes:
-        raise RecipectlError("fix edits files; - (standard input) is not one",
-                             fix="name the recipe file, or see the fixes with recipectl validate -")
+        raise RecipectlError(
+            "fix edits files; - (standard input) is not one",
+            fix="name the recipe file, or see the fixes with recipectl validate -",
+        )
     forget()
     results = []
     for f in collect_files(recipes):
@@ -76,18 +89,25 @@ def _write(path, text: str) -> None:
     the directory), where writing in place was refused."""
     target = os.path.realpath(path)
     if not os.access(target, os.W_OK):
-        raise RecipectlError(f"{path}: cannot write the fixed recipe: the file is read-only; the file is unchanged",
-                             fix="make the file writable (chmod u+w), or see the fixes with --diff")
+        raise RecipectlError(
+            f"{path}: cannot write the fixed recipe: the file is read-only; the file is unchanged",
+            fix="make the file writable (chmod u+w), or see the fixes with --diff",
+        )
     try:
         write_atomic(target, text)
     except OSError as e:
-        raise RecipectlError(f"{path}: cannot write the fixed recipe: {(e.strerror or type(e).__name__).lower()}; "
-                             "the file is unchanged", fix="make the file and its directory writable") from None
+        raise RecipectlError(
+            f"{path}: cannot write the fixed recipe: {(e.strerror or type(e).__name__).lower()}; the file is unchanged",
+            fix="make the file and its directory writable",
+        ) from None
 
 
 def _diff(r) -> str:
-    return "".join(difflib.unified_diff(r.text.splitlines(keepends=True), r.new_text.splitlines(keepends=True),
-                                        fromfile=r.file, tofile=r.file))
+    return "".join(
+        difflib.unified_diff(
+            r.text.splitlines(keepends=True), r.new_text.splitlines(keepends=True), fromfile=r.file, tofile=r.file
+        )
+    )
 
 
 def _text(results: list, *, quiet: bool) -> None:
@@ -109,23 +129,33 @@ def _summary(results: list, *, diff: bool) -> str:
     files = sum(1 for r in results if r.changed)
     hidden = sum(len(r.unsafe_available) for r in results)
     left = sum(len(r.report.diagnostics) for r in results if r.report.valid)
-    line = (f"{'would fix' if diff else 'fixed'} {fixed} finding(s) in {files} of {len(results)} file(s); "
-            f"{left} remain")
+    line = f"{'would fix' if diff else 'fixed'} {fixed} finding(s) in {files} of {len(results)} file(s); {left} remain"
     if hidden:
         line += f"; {hidden} more fixable with --unsafe-fixes"
     return line
 
 
 def _json(results: list, *, diff: bool) -> str:
-    files = [{"file": r.file, "valid": r.report.valid, "changed": r.changed, "written": r.changed and not diff,
-              "fixed": [f.to_json() for f in r.fixed],
-              "remaining": [d.to_json() for d in sorted_diagnostics(r.report.diagnostics)],
-              "unsafe_fixes_available": [d.to_json() for d in sorted_diagnostics(r.unsafe_available)],
-              "not_applied": r.not_applied, "diff": _diff(r) if diff else None} for r in results]
-    summary = {"files": len(results), "changed_files": sum(1 for r in results if r.changed),
-               "invalid_files": sum(1 for r in results if not r.report.valid),
-               "fixed": sum(len(r.fixed) for r in results),
-               "remaining": sum(len(r.report.diagnostics) for r in results if r.report.valid),
-               "unsafe_fixes_available": sum(len(r.unsafe_available) for r in results)}
+    files = [
+        {
+            "file": r.file,
+            "valid": r.report.valid,
+            "changed": r.changed,
+            "written": r.changed and not diff,
+            "fixed": [f.to_json() for f in r.fixed],
+            "remaining": [d.to_json() for d in sorted_diagnostics(r.report.diagnostics)],
+            "unsafe_fixes_available": [d.to_json() for d in sorted_diagnostics(r.unsafe_available)],
+            "not_applied": r.not_applied,
+            "diff": _diff(r) if diff else None,
+        }
+        for r in results
+    ]
+    summary = {
+        "files": len(results),
+        "changed_files": sum(1 for r in results if r.changed),
+        "invalid_files": sum(1 for r in results if not r.report.valid),
+        "fixed": sum(len(r.fixed) for r in results),
+        "remaining": sum(len(r.report.diagnostics) for r in results if r.report.valid),
+        "unsafe_fixes_available": sum(len(r.unsafe_available) for r in results),
+    }
     return json.dumps({"schema_version": JSON_SCHEMA_VERSION, "files": files, "summary": summary}, indent=2)
-

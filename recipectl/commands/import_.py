@@ -33,8 +33,21 @@ from ..secretscan import pure_reference, redact_text, secret_flag, secret_name
 from . import echo
 
 # the order a reader expects, as in recipes/
-_ORDER = ("version", "name", "description", "model", "engine", "cluster", "prefill", "decode", "kv_transfer",
-          "router", "workload", "checks", "launch")
+_ORDER = (
+    "version",
+    "name",
+    "description",
+    "model",
+    "engine",
+    "cluster",
+    "prefill",
+    "decode",
+    "kv_transfer",
+    "router",
+    "workload",
+    "checks",
+    "launch",
+)
 
 # what a YAML parser takes for the end of a line, or refuses in a stream, besides the C0 controls
 _LINE_BREAKS = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -45,8 +58,10 @@ def import_recipe(file: str, *, out: str | None = None, force: bool = False) -> 
     try:
         text = read_text_bounded(file)
     except UnreadableFile as e:
-        raise RecipectlError(f"{file}: cannot read the file: {e.reason}",
-                             fix="name an srt-slurm recipe, a Dynamo manifest or vllm serve lines") from None
+        raise RecipectlError(
+            f"{file}: cannot read the file: {e.reason}",
+            fix="name an srt-slurm recipe, a Dynamo manifest or vllm serve lines",
+        ) from None
     if is_native(text):
         raise RecipectlError(f"{file} is a recipectl recipe already", fix=f"recipectl validate {file}")
     imported = import_text(text, file)  # NotImportable, listing the formats it reads, for any other file
@@ -63,8 +78,10 @@ def import_recipe(file: str, *, out: str | None = None, force: bool = False) -> 
         try:
             write_atomic(out, yaml_text)
         except OSError as e:
-            raise RecipectlError(f"{out}: cannot write the recipe: {(e.strerror or type(e).__name__).lower()}",
-                                 fix="-o names a file in a directory that exists and you can write to") from None
+            raise RecipectlError(
+                f"{out}: cannot write the recipe: {(e.strerror or type(e).__name__).lower()}",
+                fix="-o names a file in a directory that exists and you can write to",
+            ) from None
         sys.stderr.write(f"wrote {out}\n")
     return 0
 
@@ -82,28 +99,36 @@ def _check_out(out: str, inputs: list[str], *, force: bool) -> None:
     except FileNotFoundError:
         return
     except OSError as e:
-        raise RecipectlError(f"{out}: cannot write the recipe: {(e.strerror or type(e).__name__).lower()}",
-                             fix="-o names a file in a directory that exists and you can write to") from None
+        raise RecipectlError(
+            f"{out}: cannot write the recipe: {(e.strerror or type(e).__name__).lower()}",
+            fix="-o names a file in a directory that exists and you can write to",
+        ) from None
     if stat.S_ISLNK(st.st_mode):
-        raise RecipectlError(f"{out} is a symbolic link; nothing was written",
-                             fix="name the file itself with -o (or remove the link); --force never writes through "
-                                 "or over a link")
+        raise RecipectlError(
+            f"{out} is a symbolic link; nothing was written",
+            fix="name the file itself with -o (or remove the link); --force never writes through or over a link",
+        )
     if stat.S_ISDIR(st.st_mode):
         raise RecipectlError(f"{out} is a directory; nothing was written", fix="-o names the recipe file to write")
     if not stat.S_ISREG(st.st_mode):
-        raise RecipectlError(f"{out} is not a regular file (a FIFO, socket or device); nothing was written",
-                             fix="-o names the recipe file to write; without -o the recipe goes to standard output")
+        raise RecipectlError(
+            f"{out} is not a regular file (a FIFO, socket or device); nothing was written",
+            fix="-o names the recipe file to write; without -o the recipe goes to standard output",
+        )
     for f in inputs:
         try:
             same = os.path.samestat(st, os.stat(f))
         except OSError:
             continue
         if same:
-            raise RecipectlError(f"{out} is {f}, the file being imported; nothing was written",
-                                 fix="write the recipe to another file, e.g. -o recipe.yaml")
+            raise RecipectlError(
+                f"{out} is {f}, the file being imported; nothing was written",
+                fix="write the recipe to another file, e.g. -o recipe.yaml",
+            )
     if not force:
-        raise RecipectlError(f"{out} already exists; nothing was written",
-                             fix="name a new file, or pass --force to replace it")
+        raise RecipectlError(
+            f"{out} already exists; nothing was written", fix="name a new file, or pass --force to replace it"
+        )
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -121,8 +146,10 @@ def withhold_secrets(imported) -> None:
     not carried. The texts quoted from the original have such values as `<redacted>`."""
     withheld: set[tuple] = set()
     _withhold(imported, (), imported.data, withheld)
-    imported.origins = {path: replace(o, text="" if path in withheld else redact(o.text), note=redact(o.note))
-                        for path, o in imported.origins.items()}
+    imported.origins = {
+        path: replace(o, text="" if path in withheld else redact(o.text), note=redact(o.note))
+        for path, o in imported.origins.items()
+    }
     imported.dropped = [replace(d, what=redact(d.what), why=redact(d.why)) for d in imported.dropped]
 
 
@@ -137,8 +164,9 @@ def _withhold(imported, path: tuple, node: Any, withheld: set[tuple]) -> None:
                     node[key] = f"${{{key}}}"
                     withheld.add(here)
                     if here in imported.origins:
-                        imported.origins[here] = replace(imported.origins[here],
-                                                         note=f"{_WITHHELD}: set {key} where it runs")
+                        imported.origins[here] = replace(
+                            imported.origins[here], note=f"{_WITHHELD}: set {key} where it runs"
+                        )
                 else:
                     del node[key]
                     _dropped_secret(imported, here, Dropped)
@@ -164,8 +192,11 @@ def _withhold(imported, path: tuple, node: Any, withheld: set[tuple]) -> None:
             hide_next = _flag_variable(flag) if flag and "=" not in item else None
         gone = {i for i, item in enumerate(node) if item == "<redacted>" and path + (i,) in withheld}
         # a flag whose value is not carried goes with it: alone it would take the next word as its value
-        flags = {i - 1 for i in gone if i and isinstance(node[i - 1], str) and node[i - 1].startswith("-")
-                 and "=" not in node[i - 1]}
+        flags = {
+            i - 1
+            for i in gone
+            if i and isinstance(node[i - 1], str) and node[i - 1].startswith("-") and "=" not in node[i - 1]
+        }
         gone |= flags
         for i in sorted(gone):
             withheld.discard(path + (i,))
@@ -178,19 +209,27 @@ def _withhold(imported, path: tuple, node: Any, withheld: set[tuple]) -> None:
             kept = [i for i in range(len(node)) if i not in gone]
             moved = {old: new for new, old in enumerate(kept)}
             n = len(path)
-            imported.origins = {(p[:n] + (moved[p[n]],) + p[n + 1:] if p[:n] == path and len(p) > n
-                                 and p[n] in moved else p): o for p, o in imported.origins.items()}
+            imported.origins = {
+                (p[:n] + (moved[p[n]],) + p[n + 1 :] if p[:n] == path and len(p) > n and p[n] in moved else p): o
+                for p, o in imported.origins.items()
+            }
             withheld_here = {p for p in withheld if p[:n] == path and len(p) > n and p[n] in moved}
             withheld -= withheld_here
-            withheld |= {p[:n] + (moved[p[n]],) + p[n + 1:] for p in withheld_here}
+            withheld |= {p[:n] + (moved[p[n]],) + p[n + 1 :] for p in withheld_here}
             node[:] = [node[i] for i in kept]
 
 
 def _dropped_secret(imported, path: tuple, dropped_type: Any, word: Any = None) -> None:
     origin = imported.origins.pop(path, None)
     what = word if isinstance(word, str) and word.startswith("-") else ".".join(str(p) for p in path)
-    imported.dropped.append(dropped_type(origin.file if origin else imported.file, origin.line if origin else None,
-                                         redact(what), f"{_WITHHELD}; pass it by reference"))
+    imported.dropped.append(
+        dropped_type(
+            origin.file if origin else imported.file,
+            origin.line if origin else None,
+            redact(what),
+            f"{_WITHHELD}; pass it by reference",
+        )
+    )
 
 
 def _flag_variable(flag: str) -> str:
@@ -205,11 +244,13 @@ def redact(text: str) -> str:
     if not text:
         return text
     text = redact_text(text)
-    text = _ASSIGNMENT.sub(lambda m: f"{m[1]}=<redacted>" if secret_name(m[1]) and not pure_reference(m[2])
-                           else m[0], text)
+    text = _ASSIGNMENT.sub(
+        lambda m: f"{m[1]}=<redacted>" if secret_name(m[1]) and not pure_reference(m[2]) else m[0], text
+    )
     text = _JSON_PAIR.sub(lambda m: f'"{m[1]}"{m[2]}"<redacted>"' if secret_name(m[1]) else m[0], text)
-    return _FLAG_VALUE.sub(lambda m: f"{m[1]}{m[2]}<redacted>" if secret_flag(m[1]) and not pure_reference(m[3])
-                           else m[0], text)
+    return _FLAG_VALUE.sub(
+        lambda m: f"{m[1]}{m[2]}<redacted>" if secret_flag(m[1]) and not pure_reference(m[3]) else m[0], text
+    )
 
 
 def comment_text(text: str) -> str:
@@ -235,10 +276,16 @@ def to_yaml(imported) -> str:
     for key in [k for k in _ORDER if k in data] + [k for k in data if k not in _ORDER]:
         doc[key] = _node(imported, (key,), data[key], flow=False)
         _add_comment(doc, imported, (key,))
-    doc.yaml_set_start_comment("\n".join([
-        comment_text(f"Imported by recipectl from {', '.join(imported.files)} ({imported.format})."),
-        "Each value says where it came from in the original; values without a comment are recipectl's.",
-        "", ""]))
+    doc.yaml_set_start_comment(
+        "\n".join(
+            [
+                comment_text(f"Imported by recipectl from {', '.join(imported.files)} ({imported.format})."),
+                "Each value says where it came from in the original; values without a comment are recipectl's.",
+                "",
+                "",
+            ]
+        )
+    )
     if imported.dropped:
         lines = ["Not carried over:"]
         for d in imported.dropped:
@@ -297,6 +344,7 @@ def _dumper() -> Any:
     """ruamel.yaml's round-trip dumper, quoting as YAML 1.1 reads: the loader (PyYAML) takes
     `yes`, `on`, `0o17`-less octals and `1_000` as 1.1 says, so a string spelled like one of
     them must be quoted even where YAML 1.2 would not."""
+
     class Yaml11Resolver(VersionedResolver):
         @property
         def processing_version(self) -> Any:

@@ -52,10 +52,12 @@ def _recipe_runs(ref: str | None, variant: str | None):
     if variant is None:
         return recipe_runs
     if ref is None or Path(ref).suffix not in (".yaml", ".yml") or not Path(ref).is_file():
-        raise RecipectlError(f"--variant picks one variant of a matrix recipe file, and {ref or 'no recipe'} "
-                             "was given", fix="give the recipe file with --variant; a run id or run directory "
-                             "names one run without it")
+        raise RecipectlError(
+            f"--variant picks one variant of a matrix recipe file, and {ref or 'no recipe'} was given",
+            fix="give the recipe file with --variant; a run id or run directory names one run without it",
+        )
     return lambda path: recipe_runs(path, variant)
+
 
 def print_dry_run(recipe: Recipe, *, as_json: bool) -> None:
     dep = build_deployment(recipe)
@@ -67,12 +69,22 @@ def print_dry_run(recipe: Recipe, *, as_json: bool) -> None:
             others = ", ".join(q.name for q, _ in shared.users if q is not proc)
             after = f"; starts once {shared.users[k - 1][0].name} is ready" if k else ""
             shares.setdefault(proc.name, []).append(
-                f"GPU {shared.gpu}: {share:g} of its memory, shared with {others}{after}")
+                f"GPU {shared.gpu}: {share:g} of its memory, shared with {others}{after}"
+            )
     if as_json:
-        out = [{"name": p.name, "kind": p.kind, "host": p.host, "port": p.port, "gpus": list(p.gpus),
+        out = [
+            {
+                "name": p.name,
+                "kind": p.kind,
+                "host": p.host,
+                "port": p.port,
+                "gpus": list(p.gpus),
                 **({"shared_gpus": shares[p.name]} if p.name in shares else {}),
-                "env": recipe_env(recipe, p), "argv": shown_argv(recipe, p)}
-               for p in dep.processes]
+                "env": recipe_env(recipe, p),
+                "argv": shown_argv(recipe, p),
+            }
+            for p in dep.processes
+        ]
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         return
     # The same redaction as the JSON form and the run state: a dry run is pasted into tickets.
@@ -93,14 +105,23 @@ def print_dry_run(recipe: Recipe, *, as_json: bool) -> None:
         sys.stdout.write("\n")
 
 
-def launch_target(target: str, recipe_path: str, recipe: Recipe, *, detach: bool, timeout: float | None,
-                  as_json: bool, preflight: bool = True) -> int:
+def launch_target(
+    target: str,
+    recipe_path: str,
+    recipe: Recipe,
+    *,
+    detach: bool,
+    timeout: float | None,
+    as_json: bool,
+    preflight: bool = True,
+) -> int:
     """`recipectl launch`: run the target's Launcher (recipectl.launch), then say what happened."""
     launcher = get_launcher(target)
     display = Display()
     try:
-        result = launcher.launch(recipe_path, recipe, detach=detach, timeout_s=timeout, display=display,
-                                 check_first=preflight)
+        result = launcher.launch(
+            recipe_path, recipe, detach=detach, timeout_s=timeout, display=display, check_first=preflight
+        )
     except KeyboardInterrupt:
         display.console.print(f"[yellow]interrupted[/]: {launcher.interrupted}")
         return int(ExitCode.INTERRUPTED)
@@ -109,8 +130,9 @@ def launch_target(target: str, recipe_path: str, recipe: Recipe, *, detach: bool
     if result.ok:
         if detach:
             where = f"run {result.state.run_id}" + (f", job {result.state.job_id}" if result.state.job_id else "")
-            display.console.print(f"[green]ready[/] — router {result.state.router_url}  "
-                                  f"({where}; stop with: recipectl stop)")
+            display.console.print(
+                f"[green]ready[/] — router {result.state.router_url}  ({where}; stop with: recipectl stop)"
+            )
         return 0
     c = display.console
     c.print(f"[red]launch failed[/]: {result.message}")
@@ -156,16 +178,29 @@ def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None, v
                     healthy = client.get(p.url + "/health").status_code == 200
                 except (httpx.HTTPError, httpx.InvalidURL):  # a url the state file made up: not healthy
                     healthy = False
-            row = {"name": p.name, "kind": p.kind, "pid": p.pid, "alive": alive, "healthy": healthy,
-                   "url": p.url, "log": p.log}
+            row = {
+                "name": p.name,
+                "kind": p.kind,
+                "pid": p.pid,
+                "alive": alive,
+                "healthy": healthy,
+                "url": p.url,
+                "log": p.log,
+            }
             if state.target == "slurm":
                 row |= {"node": p.node, "node_state": node.get("state")}
             rows.append(row)
     running = any(r["alive"] for r in rows)
     problems = slurm.get("problems", [])
     if as_json:
-        out = {"run_id": state.run_id, "run_dir": state.run_dir, "router_url": state.router_url,
-               "target": state.target, "job_id": state.job_id, "job_state": job}
+        out = {
+            "run_id": state.run_id,
+            "run_dir": state.run_dir,
+            "router_url": state.router_url,
+            "target": state.target,
+            "job_id": state.job_id,
+            "job_state": job,
+        }
         if state.target == "slurm":
             out |= {"job_end_state": slurm["job_end_state"], "job_reason": slurm["job_reason"], "nodes": nodes}
         out |= {"running": running, "problems": problems, "processes": rows}
@@ -181,8 +216,15 @@ def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None, v
         for col in ("process", *(("node",) if slurm_cols else ()), "pid", "state", "url", "log"):
             t.add_column(col)
         for r in rows:
-            st = ("[green]healthy[/]" if r["healthy"] else "[yellow]up, not healthy[/]" if r["alive"] and r["url"]
-                  else "[green]up[/]" if r["alive"] else "[dim]stopped[/]")
+            st = (
+                "[green]healthy[/]"
+                if r["healthy"]
+                else "[yellow]up, not healthy[/]"
+                if r["alive"] and r["url"]
+                else "[green]up[/]"
+                if r["alive"]
+                else "[dim]stopped[/]"
+            )
             if slurm_cols and nodes.get(r["node"] or "", {}).get("down"):
                 st = f"[red]node {escape(str(r['node_state']))}[/]"
             node_col = (escape(r["node"] or "-"),) if slurm_cols else ()
@@ -212,11 +254,19 @@ def _slurm_status(state) -> dict:
     end = info.get("JobState") if job is None else None
     if job is None and not state.stopped_at:
         how = slurm.how_it_ended(info)
-        problems.append(f"Slurm job {state.job_id} ended" + (f" {how}" if how else "")
-                        + (f", exit code {info['ExitCode']}" if info.get("ExitCode") else "")
-                        + "; nothing of it runs: recipectl logs shows why, recipectl launch starts it again")
-    return {"job_state": job, "job_end_state": end, "job_reason": info.get("Reason"), "nodes": nodes,
-            "problems": problems}
+        problems.append(
+            f"Slurm job {state.job_id} ended"
+            + (f" {how}" if how else "")
+            + (f", exit code {info['ExitCode']}" if info.get("ExitCode") else "")
+            + "; nothing of it runs: recipectl logs shows why, recipectl launch starts it again"
+        )
+    return {
+        "job_state": job,
+        "job_end_state": end,
+        "job_reason": info.get("Reason"),
+        "nodes": nodes,
+        "problems": problems,
+    }
 
 
 DEFAULT_STOP_GRACE_S = 20.0  # for a run whose recipe cannot be read
@@ -239,8 +289,11 @@ def stop_run(ref: str | None, run_dir: str | None = None, variant: str | None = 
     if state.target == "slurm":
         return _cancel(state, c)
     owner = _owner(d / STATE_FILE)
-    groups = [procs.Group(p.name, p.pid, p.start_time, [(m.pid, m.start_time) for m in p.members], owner)
-              for p in state.processes if p.pid]
+    groups = [
+        procs.Group(p.name, p.pid, p.start_time, [(m.pid, m.start_time) for m in p.members], owner)
+        for p in state.processes
+        if p.pid
+    ]
     table = procs.process_table()
     found = [procs.find_ours(g, table) for g in groups]
     if not any(f.processes for f in found):
@@ -289,7 +342,8 @@ def _contradiction(state: RunState, entries: list[JournalEntry]) -> str | None:
     journal recorded (`processes: []`, `target: slurm` over a local run), or lists one that the
     journal never recorded. None when state and journal agree (or there is no journal)."""
     recorded = {(p.pid, p.start_time, p.name) for p in state.processes if p.pid} | {
-        (m.pid, m.start_time, p.name) for p in state.processes for m in p.members}
+        (m.pid, m.start_time, p.name) for p in state.processes for m in p.members
+    }
     for e in entries:
         if not procs.is_ours(e.pid, e.start_time):
             continue
@@ -308,8 +362,12 @@ def _stop_from_journal(run_dir: Path, why: str, c) -> int:
     """The state cannot be trusted: stop what the run's journal recorded (pid and start time of each
     process it started, and of what those led), then exit 2 (the state is invalid input)."""
     where = run_dir / JOURNAL_FILE
-    c.print(Text.assemble(("error", "red"), f": {run_dir / STATE_FILE} is damaged ({why}): stopping what the "
-                          f"journal recorded ({where})"))
+    c.print(
+        Text.assemble(
+            ("error", "red"),
+            f": {run_dir / STATE_FILE} is damaged ({why}): stopping what the journal recorded ({where})",
+        )
+    )
     groups: dict[int, procs.Group] = {}
     owner = _owner(where)
     for e in journal(run_dir):
@@ -335,8 +393,11 @@ def _report(groups: list[procs.Group], outcome: dict[int, tuple[str, str]], c, d
     """One line per recorded process: how it ended, and why anything was left alone."""
     for g in groups:
         how, note = outcome.get(g.pid, ("?", ""))
-        c.print(f"{g.name}: {note}" if how == "not signalled" else f"{g.name} (pid {g.pid}): {how}"
-                + (f"; {note}" if note else ""))
+        c.print(
+            f"{g.name}: {note}"
+            if how == "not signalled"
+            else f"{g.name} (pid {g.pid}): {how}" + (f"; {note}" if note else "")
+        )
     left = [g.name for g in groups if outcome.get(g.pid, ("",))[0] == "still running"]
     if left:
         c.print(Text.assemble(("still running", "red"), f": {', '.join(left)}"))
@@ -344,22 +405,32 @@ def _report(groups: list[procs.Group], outcome: dict[int, tuple[str, str]], c, d
     return done
 
 
-def show_logs(ref: str | None, which: str | None, *, follow: bool, lines: int, run_dir: str | None = None,
-              variant: str | None = None) -> int:
+def show_logs(
+    ref: str | None,
+    which: str | None,
+    *,
+    follow: bool,
+    lines: int,
+    run_dir: str | None = None,
+    variant: str | None = None,
+) -> int:
     if lines < 0:
         raise RecipectlError(f"--lines {lines}: a count of lines is 0 or more", fix="recipectl logs -n 40")
     state = find_run(ref, _root(run_dir), _recipe_runs(ref, variant))
     chosen = [p for p in state.processes if which in (None, p.kind, p.name)]
     if not chosen:
-        raise RecipectlError(f"no process {which!r} in {state.run_id}",
-                             fix="one of: " + ", ".join(sorted({p.kind for p in state.processes} |
-                                                               {p.name for p in state.processes})))
+        raise RecipectlError(
+            f"no process {which!r} in {state.run_id}",
+            fix="one of: " + ", ".join(sorted({p.kind for p in state.processes} | {p.name for p in state.processes})),
+        )
     for p in chosen:
         log = Path(p.log)
         if log.exists() and not log.is_file():
             i = state.processes.index(p)
-            raise RecipectlError(f"{state.path()}: processes.{i}.log is {p.log}, which is not a regular file",
-                                 fix="a run's logs are files in its run directory; this state file was edited")
+            raise RecipectlError(
+                f"{state.path()}: processes.{i}.log is {p.log}, which is not a regular file",
+                fix="a run's logs are files in its run directory; this state file was edited",
+            )
     prefix = len(chosen) > 1
     for p in chosen:
         for line in procs.tail(p.log, lines).splitlines():

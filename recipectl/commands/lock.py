@@ -25,8 +25,9 @@ def host_for(recipe: Recipe, host_cpu: str = "this-host") -> HostCpu | None:
     if host_cpu == "this-host":
         return detect_host_cpu()
     if host_cpu not in HOST_CPU_CHOICES:
-        raise RecipectlError(f"--host-cpu {host_cpu!r}: not a kind of host",
-                             fix="one of " + ", ".join(HOST_CPU_CHOICES))
+        raise RecipectlError(
+            f"--host-cpu {host_cpu!r}: not a kind of host", fix="one of " + ", ".join(HOST_CPU_CHOICES)
+        )
     return HostCpu(avx512_bf16=host_cpu == "avx512-bf16")
 
 
@@ -39,8 +40,9 @@ def write(recipe_file: str, *, variant: str | None, out: str | None, host_cpu: s
     lock = current_lock(recipe_file, variant, host_cpu)
     target = Path(out) if out else lock_path(recipe_file, variant)
     if target.is_symlink():
-        raise RecipectlError(f"{target} is a symbolic link: not written through",
-                             fix="name the file itself with -o, or remove the link")
+        raise RecipectlError(
+            f"{target} is a symbolic link: not written through", fix="name the file itself with -o, or remove the link"
+        )
     write_lock(lock, target)
     if as_json:
         echo(json.dumps({"lock": str(target), "roles": sorted(lock["roles"])}))
@@ -89,9 +91,11 @@ def refuse_drift(recipe_file: str, variant: str | None) -> None:
     drift = compare(read_lock(target), current_lock(recipe_file, variant))
     if drift:
         lines = [f"  {d.field}: locked {_shown(d.locked)}, now {_shown(d.current)} ({d.why})" for d in drift]
-        raise RecipectlError(f"{recipe_file} no longer resolves to {target}:\n" + "\n".join(lines),
-                             fix=f"recipectl lock {recipe_file} (once the change is wanted), or undo it",
-                             exit_code=ExitCode.FINDINGS)
+        raise RecipectlError(
+            f"{recipe_file} no longer resolves to {target}:\n" + "\n".join(lines),
+            fix=f"recipectl lock {recipe_file} (once the change is wanted), or undo it",
+            exit_code=ExitCode.FINDINGS,
+        )
 
 
 __all__ = ["check", "diff", "host_for", "refuse_drift", "write"]

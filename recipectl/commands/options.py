@@ -19,8 +19,9 @@ ReportFormat = Literal[FORMATS]  # type: ignore[valid-type]
 TargetName = Literal[TARGETS]  # type: ignore[valid-type]
 
 VARIANT_HELP = "one variant of a matrix recipe (its name, or the part after the recipe's name)"
-RUN_DIR_HELP = ("where runs are kept (a recipe's launch.run_dir); given a recipe file, its own launch.run_dir "
-                "is used without this")
+RUN_DIR_HELP = (
+    "where runs are kept (a recipe's launch.run_dir); given a recipe file, its own launch.run_dir is used without this"
+)
 
 # --format of the commands that print either text or JSON
 TextOrJsonValue = Literal["text", "json"]
@@ -32,16 +33,33 @@ Variant = Annotated[str | None, typer.Option("--variant", help=VARIANT_HELP, aut
 RunDir = Annotated[str | None, typer.Option("--run-dir", help=RUN_DIR_HELP)]
 
 # Rule selection, the same for every command that runs the rules (validate, fix).
-Select = Annotated[list[str] | None, typer.Option(
-    "--select", metavar="CODES", autocompletion=complete.rule_selectors,
-    help="only these rules: codes, prefixes (HYB, VER0) or names; replaces the configured selection "
-         "(repeatable, or comma-separated)")]
-ExtendSelect = Annotated[list[str] | None, typer.Option(
-    "--extend-select", metavar="CODES", autocompletion=complete.rule_selectors,
-    help="these rules as well as the selected ones")]
-Config = Annotated[str | None, typer.Option(
-    "--config", metavar="FILE", help="read settings from this pyproject.toml or recipectl.toml instead of the "
-                                     "nearest one")]
+Select = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--select",
+        metavar="CODES",
+        autocompletion=complete.rule_selectors,
+        help="only these rules: codes, prefixes (HYB, VER0) or names; replaces the configured selection "
+        "(repeatable, or comma-separated)",
+    ),
+]
+ExtendSelect = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--extend-select",
+        metavar="CODES",
+        autocompletion=complete.rule_selectors,
+        help="these rules as well as the selected ones",
+    ),
+]
+Config = Annotated[
+    str | None,
+    typer.Option(
+        "--config",
+        metavar="FILE",
+        help="read settings from this pyproject.toml or recipectl.toml instead of the nearest one",
+    ),
+]
 
 
 def ignore_option(help: str) -> typer.models.OptionInfo:

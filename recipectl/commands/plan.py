@@ -36,12 +36,18 @@ def plan_report(recipe: Recipe, recipe_path: str) -> dict[str, Any]:
     host = detect_host_cpu() if recipe.cluster.is_cpu else None
     plans = plan_recipe(recipe, Path(recipe_path).parent, host)
     if plans is None:
-        raise RecipectlError(unknown_model_error(recipe),
-                             fix="model:\n  path: /models/MyModel   # a local directory holding its config.json\n"
-                                 "or\nmodel:\n  spec: Qwen3.5-35B-A3B   # the built-in model of the same shape")
+        raise RecipectlError(
+            unknown_model_error(recipe),
+            fix="model:\n  path: /models/MyModel   # a local directory holding its config.json\n"
+            "or\nmodel:\n  spec: Qwen3.5-35B-A3B   # the built-in model of the same shape",
+        )
     roles: dict[str, dict[str, Any]] = {}
-    out: dict[str, Any] = {"recipe": recipe.name, "model": recipe.model.path,
-                           "host_cpu": host.label if host else None, "roles": roles}
+    out: dict[str, Any] = {
+        "recipe": recipe.name,
+        "model": recipe.model.path,
+        "host_cpu": host.label if host else None,
+        "roles": roles,
+    }
     for role, rp in plans.items():
         p = rp.plan
         entry = p.model_dump(mode="json")
@@ -65,8 +71,9 @@ def plan_report(recipe: Recipe, recipe_path: str) -> dict[str, Any]:
     target = max(recipe.workload.concurrency) if recipe.workload else None
     d = plans["decode"]
     out["target_concurrency"] = target
-    out["decode_gpus_for_target"] = (d.plan.decode_gpus_for(target)
-                                     if target and d.plan.saturation_concurrency_per_rank else None)
+    out["decode_gpus_for_target"] = (
+        d.plan.decode_gpus_for(target) if target and d.plan.saturation_concurrency_per_rank else None
+    )
     return out
 
 
@@ -76,8 +83,14 @@ def _add_gpu_shares(recipe: Recipe, roles: dict) -> None:
     for shared in shared_gpus(recipe, place(recipe)):
         for proc, share in shared.users:
             roles[proc.role].setdefault("gpu_shares", []).append(
-                {"node": shared.node, "gpu": shared.gpu, "share": share, "total_share": round(shared.total, 4),
-                 "with": [q.name for q, _ in shared.users if q is not proc]})
+                {
+                    "node": shared.node,
+                    "gpu": shared.gpu,
+                    "share": share,
+                    "total_share": round(shared.total, 4),
+                    "with": [q.name for q, _ in shared.users if q is not proc],
+                }
+            )
 
 
 def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool, loaded=None) -> int:
@@ -91,16 +104,20 @@ def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool, loaded=None) 
             where = loaded.diagnostic(path=e.field, code="SCH004", severity=Severity.ERROR, message="").location
         raise RecipectlError(f"{where}: {e} [{e.field}]", fix=e.fix) from None
     except ValueError as e:  # what the engine would refuse too: a dtype it has no size for, a TP that splits no head
-        raise RecipectlError(f"{recipe_path}: cannot plan this recipe: {e}",
-                             fix="check each role's cache dtypes and tensor parallel size against the model "
-                                 "(recipectl show --resolved prints what each role runs)") from None
+        raise RecipectlError(
+            f"{recipe_path}: cannot plan this recipe: {e}",
+            fix="check each role's cache dtypes and tensor parallel size against the model "
+            "(recipectl show --resolved prints what each role runs)",
+        ) from None
     # vLLM refuses to start an endpoint whose cache cannot hold one request of max_model_len tokens
     cannot = [role for role, v in report["roles"].items() if not v["holds_one_request"]]
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
         return 1 if cannot else 0
-    t = Table(title=f"{recipe.name}: cache per GPU rank (vLLM {recipe.engine.vllm_version or '?'} arithmetic)",
-              title_justify="left")
+    t = Table(
+        title=f"{recipe.name}: cache per GPU rank (vLLM {recipe.engine.vllm_version or '?'} arithmetic)",
+        title_justify="left",
+    )
     t.add_column("")
     roles = report["roles"]
     for role in roles:
@@ -111,55 +128,90 @@ def print_plan(recipe: Recipe, recipe_path: str, *, as_json: bool, loaded=None) 
 
     row("layout", lambda v: f"{v['endpoints']} x TP{v['tp']} DP{v['dp']}{' EP' if v['ep'] else ''}")
     if any("gpu_shares" in v for v in roles.values()):
-        row("GPU memory share", lambda v: ", ".join(
-            f"{s['share']:g} of GPU {s['gpu']} (with {', '.join(s['with'])})" for s in v.get("gpu_shares", ())) or "-")
+        row(
+            "GPU memory share",
+            lambda v: (
+                ", ".join(
+                    f"{s['share']:g} of GPU {s['gpu']} (with {', '.join(s['with'])})" for s in v.get("gpu_shares", ())
+                )
+                or "-"
+            ),
+        )
     row("weights per GPU", lambda v: f"{v['weight_bytes_per_gpu'] / 1e9:,.1f} GB")
     row("cache per GPU", lambda v: f"{v['cache_bytes'] / 1e9:,.2f} GB")
     row("KV bytes / token", lambda v: f"{v['kv_bytes_per_token']:,}")
-    row("GDN state / request",
-        lambda v: _mib(v["gdn_state_bytes_per_request"]) if v["gdn_state_bytes_per_request"] else "-")
+    row(
+        "GDN state / request",
+        lambda v: _mib(v["gdn_state_bytes_per_request"]) if v["gdn_state_bytes_per_request"] else "-",
+    )
     row("block size (tokens)", lambda v: str(v["block_size"]))
     row("blocks per rank", lambda v: f"{v['num_blocks']:,}")
     row("KV cache size (tokens)", lambda v: f"{v['cache_tokens']:,}")
     row("max concurrency @ max_model_len", lambda v: f"{v['max_concurrency']:.2f}x @ {v['max_model_len']:,}")
     if recipe.workload:
-        row("blocks / request (mean, worst)",
-            lambda v: f"{v['blocks_per_request_mean_length']}, {v['blocks_per_request_worst_case']}")
-        row("saturation (all endpoints)", lambda v: f"{v['saturation_concurrency_all_endpoints']:,}"
-            if v["saturation_concurrency_all_endpoints"] is not None else "-")
-    row("bf16 vs fp32 SSM cache", lambda v: (f"{v['ssm_bf16_vs_fp32']['concurrency_ratio']:.2f}x requests"
-                                              if v.get("ssm_bf16_vs_fp32", {}).get("concurrency_ratio") else "-"))
+        row(
+            "blocks / request (mean, worst)",
+            lambda v: f"{v['blocks_per_request_mean_length']}, {v['blocks_per_request_worst_case']}",
+        )
+        row(
+            "saturation (all endpoints)",
+            lambda v: (
+                f"{v['saturation_concurrency_all_endpoints']:,}"
+                if v["saturation_concurrency_all_endpoints"] is not None
+                else "-"
+            ),
+        )
+    row(
+        "bf16 vs fp32 SSM cache",
+        lambda v: (
+            f"{v['ssm_bf16_vs_fp32']['concurrency_ratio']:.2f}x requests"
+            if v.get("ssm_bf16_vs_fp32", {}).get("concurrency_ratio")
+            else "-"
+        ),
+    )
     c = Console()
     c.print(t)
     if report["host_cpu"]:
         c.print(f"planned for this host: {report['host_cpu']}")
     if not report["block_sizes_match"]:
         sizes = ", ".join(f"{role} {v['block_size']}" for role, v in roles.items())
-        c.print(f"[red]block sizes differ[/] ({sizes} tokens): the transferred pages do not match and decode's "
-                "NIXL handshake will refuse them — recipectl validate explains it (CON004)")
+        c.print(
+            f"[red]block sizes differ[/] ({sizes} tokens): the transferred pages do not match and decode's "
+            "NIXL handshake will refuse them — recipectl validate explains it (CON004)"
+        )
     for role, v in roles.items():
         if v["max_model_len_from"] == "model":
-            c.print(f"{role}: no max_model_len, so the server takes the model's context: planned at "
-                    f"{v['max_model_len']:,} tokens (set max_model_len to plan a shorter one)")
+            c.print(
+                f"{role}: no max_model_len, so the server takes the model's context: planned at "
+                f"{v['max_model_len']:,} tokens (set max_model_len to plan a shorter one)"
+            )
         elif v["max_model_len_from"] == "workload":
-            c.print(f"{role}: no max_model_len and the model's context is not known: planned at isl + osl = "
-                    f"{v['max_model_len']:,} tokens; the server will take the model's own (set max_model_len)")
+            c.print(
+                f"{role}: no max_model_len and the model's context is not known: planned at isl + osl = "
+                f"{v['max_model_len']:,} tokens; the server will take the model's own (set max_model_len)"
+            )
     for role in cannot:
         v = roles[role]
-        c.print(f"[red]{role} cannot hold one request[/]: {v['weight_bytes_per_gpu'] / 1e9:,.1f} GB of weights per "
-                f"GPU leave {max(0, v['cache_bytes']) / 1e9:,.2f} GB of cache, {v['max_concurrency']:.2f} requests of "
-                f"{v['max_model_len']:,} tokens; vLLM refuses to start it\n"
-                f"  fix: more tensor parallel per endpoint ({role}: {{parallel: TP{_tp_that_fits(v)}}} or more), a GPU "
-                "with more memory, a quantized checkpoint, or a shorter max_model_len")
+        c.print(
+            f"[red]{role} cannot hold one request[/]: {v['weight_bytes_per_gpu'] / 1e9:,.1f} GB of weights per "
+            f"GPU leave {max(0, v['cache_bytes']) / 1e9:,.2f} GB of cache, {v['max_concurrency']:.2f} requests of "
+            f"{v['max_model_len']:,} tokens; vLLM refuses to start it\n"
+            f"  fix: more tensor parallel per endpoint ({role}: {{parallel: TP{_tp_that_fits(v)}}} or more), a GPU "
+            "with more memory, a quantized checkpoint, or a shorter max_model_len"
+        )
     target = report["target_concurrency"]
     sat = roles["decode"]["saturation_concurrency_all_endpoints"]
     if target is None:
-        c.print("no workload: capacity at max_model_len only (add workload: {isl, osl, concurrency} for the "
-                "saturation figures)")
+        c.print(
+            "no workload: capacity at max_model_len only (add workload: {isl, osl, concurrency} for the "
+            "saturation figures)"
+        )
     elif sat is not None and "decode" not in cannot:
         verdict = "[green]fits[/]" if target <= sat else "[yellow]exceeds decode capacity[/]"
-        c.print(f"workload concurrency up to {target:,}: {verdict} (decode holds about {sat:,}); "
-                f"decode GPUs for {target:,}: {report['decode_gpus_for_target']}")
+        c.print(
+            f"workload concurrency up to {target:,}: {verdict} (decode holds about {sat:,}); "
+            f"decode GPUs for {target:,}: {report['decode_gpus_for_target']}"
+        )
     return 1 if cannot else 0
 
 
@@ -175,8 +227,17 @@ def _tp_that_fits(v: dict) -> int:
 
 
 # ----- plan --sla -------------------------------------------------------------------------------
-def sla_report(loaded, recipe_path: str, *, sla_text: str, calibration: str | None, gpus: int | None,
-               isl: int | None, osl: int | None, top: int = 10) -> dict:
+def sla_report(
+    loaded,
+    recipe_path: str,
+    *,
+    sla_text: str,
+    calibration: str | None,
+    gpus: int | None,
+    isl: int | None,
+    osl: int | None,
+    top: int = 10,
+) -> dict:
     """The ranked configurations as a dict (what --format json prints)."""
 
     recipe = loaded.recipe
@@ -187,8 +248,10 @@ def sla_report(loaded, recipe_path: str, *, sla_text: str, calibration: str | No
     w = recipe.workload
     isl, osl = isl or (w.isl if w else None), osl or (w.osl if w else None)
     if not isl or not osl:
-        raise RecipectlError(f"{recipe_path} has no workload: --sla plans for one request shape",
-                             fix="--isl 8192 --osl 1024, or workload: {isl: 8192, osl: 1024} in the recipe")
+        raise RecipectlError(
+            f"{recipe_path} has no workload: --sla plans for one request shape",
+            fix="--isl 8192 --osl 1024, or workload: {isl: 8192, osl: 1024} in the recipe",
+        )
     shapes, plans, spec = role_shapes(recipe, recipe_path)
     if calibration:
         model = read_calibration(calibration, describe(loaded, recipe_path))
@@ -197,33 +260,62 @@ def sla_report(loaded, recipe_path: str, *, sla_text: str, calibration: str | No
     budget = gpus or devices(recipe)
     need = shapes["prefill"].gpus_per_endpoint + shapes["decode"].gpus_per_endpoint
     if budget < need:
-        raise RecipectlError(f"--gpus {budget}: one prefill and one decode endpoint need {need}",
-                             fix=f"--gpus {need} or more")
+        raise RecipectlError(
+            f"--gpus {budget}: one prefill and one decode endpoint need {need}", fix=f"--gpus {need} or more"
+        )
     ranked = rank(model, sla, shapes["prefill"], shapes["decode"], isl=isl, osl=osl, gpus=budget)
-    return {"recipe": recipe.name, "sla": {"ttft_s": sla.ttft_s, "itl_s": sla.itl_s}, "isl": isl, "osl": osl,
-            "gpus": budget, "calibrated": model.calibrated, "calibration": calibration,
-            "layouts": {role: layout(rp.plan) for role, rp in plans.items()},
-            "model": model.model_dump(mode="json"),
-            "configurations": [c.model_dump(mode="json") for c in ranked[:top]],
-            "configurations_total": len(ranked)}
+    return {
+        "recipe": recipe.name,
+        "sla": {"ttft_s": sla.ttft_s, "itl_s": sla.itl_s},
+        "isl": isl,
+        "osl": osl,
+        "gpus": budget,
+        "calibrated": model.calibrated,
+        "calibration": calibration,
+        "layouts": {role: layout(rp.plan) for role, rp in plans.items()},
+        "model": model.model_dump(mode="json"),
+        "configurations": [c.model_dump(mode="json") for c in ranked[:top]],
+        "configurations_total": len(ranked),
+    }
 
 
-def plan_command(recipe_path: str, *, as_json: bool, variant: str | None, sla: str | None, calibration: str | None,
-                 gpus: int | None, isl: int | None, osl: int | None) -> int:
+def plan_command(
+    recipe_path: str,
+    *,
+    as_json: bool,
+    variant: str | None,
+    sla: str | None,
+    calibration: str | None,
+    gpus: int | None,
+    isl: int | None,
+    osl: int | None,
+) -> int:
     """`recipectl plan`: the capacity table, or with --sla the ranked configurations."""
 
     loaded = load_variant(recipe_path, variant)
     if sla is None:
         if calibration or gpus or isl or osl:
-            raise RecipectlError("--calibration, --gpus, --isl and --osl go with --sla",
-                                 fix=f"recipectl plan {recipe_path} --sla ttft=2s,itl=50ms ...")
+            raise RecipectlError(
+                "--calibration, --gpus, --isl and --osl go with --sla",
+                fix=f"recipectl plan {recipe_path} --sla ttft=2s,itl=50ms ...",
+            )
         return print_plan(loaded.recipe, recipe_path, as_json=as_json, loaded=loaded)
-    return print_sla_plan(loaded, recipe_path, sla_text=sla, calibration=calibration, gpus=gpus, isl=isl, osl=osl,
-                          as_json=as_json)
+    return print_sla_plan(
+        loaded, recipe_path, sla_text=sla, calibration=calibration, gpus=gpus, isl=isl, osl=osl, as_json=as_json
+    )
 
 
-def print_sla_plan(loaded, recipe_path: str, *, sla_text: str, calibration: str | None, gpus: int | None,
-                   isl: int | None, osl: int | None, as_json: bool) -> int:
+def print_sla_plan(
+    loaded,
+    recipe_path: str,
+    *,
+    sla_text: str,
+    calibration: str | None,
+    gpus: int | None,
+    isl: int | None,
+    osl: int | None,
+    as_json: bool,
+) -> int:
     """`recipectl plan RECIPE --sla ...`: exit 0 when a configuration meets the SLA, 1 when none does."""
     report = sla_report(loaded, recipe_path, sla_text=sla_text, calibration=calibration, gpus=gpus, isl=isl, osl=osl)
     met = [c for c in report["configurations"] if c["concurrency"]]
@@ -232,30 +324,49 @@ def print_sla_plan(loaded, recipe_path: str, *, sla_text: str, calibration: str 
         return 0 if met else 1
     from rich.console import Console
 
-
     how = "calibrated" if report["calibrated"] else "UNCALIBRATED: analytic defaults from peak figures"
     s = report["sla"]
-    sla = ", ".join(x for x in (f"TTFT <= {s['ttft_s'] * 1e3:g} ms" if s["ttft_s"] else "",
-                                f"ITL <= {s['itl_s'] * 1e3:g} ms" if s["itl_s"] else "") if x)
+    sla = ", ".join(
+        x
+        for x in (
+            f"TTFT <= {s['ttft_s'] * 1e3:g} ms" if s["ttft_s"] else "",
+            f"ITL <= {s['itl_s'] * 1e3:g} ms" if s["itl_s"] else "",
+        )
+        if x
+    )
     met_num = lambda key, d=1: lambda c: num(c["prediction"][key], d) if c["concurrency"] else "-"  # noqa: E731
-    groups = [[Col("prefill x layout", "prefill", lambda c: f"{c['prefill_endpoints']} x {c['prefill_layout']}"),
-               Col("decode x layout", "decode", lambda c: f"{c['decode_endpoints']} x {c['decode_layout']}"),
-               Col("devices", "dev.", lambda c: str(c["gpus"])),
-               Col("concurrency", "conc.", lambda c: str(c["concurrency"] or "none")),
-               Col("TPS/device", "TPS\n/dev.", met_num("tps_per_gpu")),
-               Col("tok/s/user", "tok/s\n/user", met_num("tps_per_user"))],
-              [Col("TTFT ms", "TTFT\nms", lambda c: num(c["prediction"]["ttft_s"] * 1e3, 0)),
-               Col("ITL ms", "ITL\nms", lambda c: num(c["prediction"]["itl_s"] * 1e3)),
-               Col("binding", "binding", lambda c: c["binding"])]]
-    rows = [{**c, "prefill_layout": report["layouts"]["prefill"], "decode_layout": report["layouts"]["decode"]}
-            for c in report["configurations"]]
-    print_fitted(f"{report['recipe']}: {sla} at ISL {report['isl']} / OSL {report['osl']}, {report['gpus']} "
-                 f"device(s) ({how})", rows, groups, ["configuration", "latency and what binds"],
-                 lambda c: f"{c['prefill_endpoints']} prefill + {c['decode_endpoints']} decode")
+    groups = [
+        [
+            Col("prefill x layout", "prefill", lambda c: f"{c['prefill_endpoints']} x {c['prefill_layout']}"),
+            Col("decode x layout", "decode", lambda c: f"{c['decode_endpoints']} x {c['decode_layout']}"),
+            Col("devices", "dev.", lambda c: str(c["gpus"])),
+            Col("concurrency", "conc.", lambda c: str(c["concurrency"] or "none")),
+            Col("TPS/device", "TPS\n/dev.", met_num("tps_per_gpu")),
+            Col("tok/s/user", "tok/s\n/user", met_num("tps_per_user")),
+        ],
+        [
+            Col("TTFT ms", "TTFT\nms", lambda c: num(c["prediction"]["ttft_s"] * 1e3, 0)),
+            Col("ITL ms", "ITL\nms", lambda c: num(c["prediction"]["itl_s"] * 1e3)),
+            Col("binding", "binding", lambda c: c["binding"]),
+        ],
+    ]
+    rows = [
+        {**c, "prefill_layout": report["layouts"]["prefill"], "decode_layout": report["layouts"]["decode"]}
+        for c in report["configurations"]
+    ]
+    print_fitted(
+        f"{report['recipe']}: {sla} at ISL {report['isl']} / OSL {report['osl']}, {report['gpus']} device(s) ({how})",
+        rows,
+        groups,
+        ["configuration", "latency and what binds"],
+        lambda c: f"{c['prefill_endpoints']} prefill + {c['decode_endpoints']} decode",
+    )
     console = Console()
     if not report["calibrated"]:
-        console.print("uncalibrated: these come from published peak figures and round efficiencies; measure this "
-                      f"deployment with: recipectl calibrate {recipe_path} -o calibration.json")
+        console.print(
+            "uncalibrated: these come from published peak figures and round efficiencies; measure this "
+            f"deployment with: recipectl calibrate {recipe_path} -o calibration.json"
+        )
     if not met:
         console.print("[red]no configuration meets the SLA[/] at one user; the binding column says what to relax")
     return 0 if met else 1

@@ -45,8 +45,9 @@ def list_rules(format: TextOrJson = "text") -> int:
     return 0
 
 
-def explain(code: Annotated[str, typer.Argument(help="rule code or name, e.g. HYB001",
-                                                autocompletion=complete.rule_codes)]) -> int:
+def explain(
+    code: Annotated[str, typer.Argument(help="rule code or name, e.g. HYB001", autocompletion=complete.rule_codes)],
+) -> int:
     r = get_rule(code)
     if r is None:
         names = [x.code for x in all_rules()] + [x.name for x in all_rules()]
@@ -88,11 +89,22 @@ def expand(
 
 
 def import_recipe(
-    file: Annotated[str, typer.Argument(help="an srt-slurm recipe, a Dynamo DynamoGraphDeployment or vllm serve "
-                                             "lines", autocompletion=complete.import_files)],
-    out: Annotated[str | None, typer.Option(
-        "--out", "-o", help="write the recipe here (default: stdout); never an existing file without --force, a "
-                            "symlink, or FILE itself")] = None,
+    file: Annotated[
+        str,
+        typer.Argument(
+            help="an srt-slurm recipe, a Dynamo DynamoGraphDeployment or vllm serve lines",
+            autocompletion=complete.import_files,
+        ),
+    ],
+    out: Annotated[
+        str | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="write the recipe here (default: stdout); never an existing file without --force, a "
+            "symlink, or FILE itself",
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="let -o replace an existing file")] = False,
 ) -> int:
     return write_imported(file, out=out, force=force)

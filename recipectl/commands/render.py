@@ -12,8 +12,9 @@ from ..validate import load_variant
 from . import echo
 
 
-def render(recipe: str, *, target: str = "bash", out: str | None = None, variant: str | None = None,
-           force: bool = False) -> int:
+def render(
+    recipe: str, *, target: str = "bash", out: str | None = None, variant: str | None = None, force: bool = False
+) -> int:
     files_out = render_target(build_deployment(load_variant(recipe, variant, refuse_errors=True).recipe), target)
     if out is None:
         for f in files_out:

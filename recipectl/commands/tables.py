@@ -38,8 +38,9 @@ def _table(rows: list[Any], cols: list[Col], *, narrow: bool, title: str | None 
     return t
 
 
-def fitted(console: Console, rows: list[Any], groups: list[list[Col]], *, titles: list[str],
-           label: Callable[[Any], str]) -> list[Table]:
+def fitted(
+    console: Console, rows: list[Any], groups: list[list[Col]], *, titles: list[str], label: Callable[[Any], str]
+) -> list[Table]:
     """The renderables that show `rows` whole at `console.width` (see the module's docstring).
     `titles`: one per group, for the split tables; `label`: a row's title in the list layout."""
     key, columns = groups[0][0], [c for g in groups for c in g][1:]

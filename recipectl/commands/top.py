@@ -37,13 +37,27 @@ def _rows(snap, prev, dt):
             continue
         p = prev.get(name)
         tps = None
-        if p is not None and not isinstance(p, Exception) and dt > 0 and m.generation_tokens is not None \
-                and p.generation_tokens is not None:
+        if (
+            p is not None
+            and not isinstance(p, Exception)
+            and dt > 0
+            and m.generation_tokens is not None
+            and p.generation_tokens is not None
+        ):
             tps = (m.generation_tokens - p.generation_tokens) / dt
-        rows.append({"endpoint": name, "url": url, "up": True, "kv_cache_usage": m.kv_cache_usage,
-                     "running": m.requests_running, "waiting": m.requests_waiting, "generation_tokens_per_s": tps,
-                     "external_transfer_prompt_tokens": m.prompt_tokens_external_transfer,
-                     "nixl_bytes": m.nixl_bytes_transferred})
+        rows.append(
+            {
+                "endpoint": name,
+                "url": url,
+                "up": True,
+                "kv_cache_usage": m.kv_cache_usage,
+                "running": m.requests_running,
+                "waiting": m.requests_waiting,
+                "generation_tokens_per_s": tps,
+                "external_transfer_prompt_tokens": m.prompt_tokens_external_transfer,
+                "nixl_bytes": m.nixl_bytes_transferred,
+            }
+        )
     return rows
 
 
@@ -56,14 +70,21 @@ def _table(rows):
         if not r["up"]:
             t.add_row(r["endpoint"], "[red]down[/]", "", "", "", "", r["error"])
             continue
-        t.add_row(r["endpoint"], f(r["kv_cache_usage"] and r["kv_cache_usage"] * 100, "{:.1f}%") if r["kv_cache_usage"]
-                  is not None else "-", f(r["running"]), f(r["waiting"]), f(r["generation_tokens_per_s"], "{:.1f}"),
-                  f(r["external_transfer_prompt_tokens"]), f(r["nixl_bytes"]))
+        t.add_row(
+            r["endpoint"],
+            f(r["kv_cache_usage"] and r["kv_cache_usage"] * 100, "{:.1f}%") if r["kv_cache_usage"] is not None else "-",
+            f(r["running"]),
+            f(r["waiting"]),
+            f(r["generation_tokens_per_s"], "{:.1f}"),
+            f(r["external_transfer_prompt_tokens"]),
+            f(r["nixl_bytes"]),
+        )
     return t
 
 
-def top(recipe_path: str | None, *, run: str | None, interval: float, once: bool, as_json: bool,
-        variant: str | None = None) -> int:
+def top(
+    recipe_path: str | None, *, run: str | None, interval: float, once: bool, as_json: bool, variant: str | None = None
+) -> int:
     recipe = load_recipe_or_none(recipe_path, variant, "top")
     t = resolve_targets(recipe, recipe_path, run, None, [], [])
     urls = [(f"prefill-{i}", u) for i, u in enumerate(t.prefill)] + [(f"decode-{i}", u) for i, u in enumerate(t.decode)]

@@ -76,7 +76,7 @@ class Layout:
 
     def __init__(self, text: str):
         self.bom = text.startswith(BOM)
-        body = text[len(BOM):] if self.bom else text
+        body = text[len(BOM) :] if self.bom else text
         self.endings = _ENDING.findall(body)
         self.lf = _ENDING.sub("\n", body)
         self.lines = _lines(self.lf)
@@ -135,8 +135,9 @@ class Document:
         node = self.data
         for depth, key in enumerate(dotted_to_key(edit.path)):
             if not isinstance(node, CommentedMap):
-                raise Unfixable(f"{edit.path}: {'.'.join(edit.path.split('.')[:depth]) or 'the document'} "
-                                "is not a mapping")
+                raise Unfixable(
+                    f"{edit.path}: {'.'.join(edit.path.split('.')[:depth]) or 'the document'} is not a mapping"
+                )
             if node.anchor.value is not None or getattr(node, "merge", None):
                 raise Unfixable(f"{edit.path}: the value is shared through a YAML anchor or merge key")
             if key not in node:
@@ -225,8 +226,10 @@ def merge(original: str, base: str, edited: str) -> str:
     o, a, b = (_lines(t) for t in (original, base, edited))
     ao = _opcodes(a, o)
     ab = _opcodes(a, b)
-    hunks = sorted([(i1, i2, "o") for tag, i1, i2, _, _ in ao if tag != "equal"]
-                   + [(i1, i2, "b") for tag, i1, i2, _, _ in ab if tag != "equal"])
+    hunks = sorted(
+        [(i1, i2, "o") for tag, i1, i2, _, _ in ao if tag != "equal"]
+        + [(i1, i2, "b") for tag, i1, i2, _, _ in ab if tag != "equal"]
+    )
     out: list[str] = []
     at = 0  # the next line of `a` not yet written
     k = 0
@@ -239,7 +242,7 @@ def merge(original: str, base: str, edited: str) -> str:
             k += 1
         out += a[at:s]
         source, ops = (b, ab) if "b" in kinds else (o, ao)
-        out += source[_start(ops, s):_end(ops, e)]
+        out += source[_start(ops, s) : _end(ops, e)]
         at = e
     out += a[at:]
     return "".join(out)

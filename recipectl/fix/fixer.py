@@ -29,18 +29,23 @@ MAX_PASSES = 4  # a fix may let another apply (rarely more than two passes are n
 @dataclass(frozen=True)
 class Fixed:
     """A finding that the fixes removed, where it stood before, and the edits that removed it."""
+
     diagnostic: Diagnostic
     applicability: Applicability
     edits: tuple[Edit, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.diagnostic.to_json(), "applicability": self.applicability.value,
-                "edits": [e.to_json() for e in self.edits]}
+        return {
+            **self.diagnostic.to_json(),
+            "applicability": self.applicability.value,
+            "edits": [e.to_json() for e in self.edits],
+        }
 
 
 @dataclass
 class FileFix:
     """What fixing one file did: its text before and after, what was fixed, what remains."""
+
     file: str
     report: FileReport  # the findings that remain (of the fixed text); not valid: nothing was fixed
     text: str = ""
@@ -63,13 +68,21 @@ def fix_file(path: Path, *, selection: Selection, unsafe: bool = False) -> FileF
     return fix_text(text, str(path), selection=selection, unsafe=unsafe, base_dir=path.parent)
 
 
-def fix_text(text: str, file: str, *, selection: Selection, unsafe: bool = False,
-             base_dir: Path | None = None) -> FileFix:
+def fix_text(
+    text: str, file: str, *, selection: Selection, unsafe: bool = False, base_dir: Path | None = None
+) -> FileFix:
     fmt = sniff(text)
     if fmt != NATIVE:
-        refusal = Diagnostic(code="FIX001", severity=Severity.ERROR, category=Category.SCHEMA, file=file, line=1,
-                             col=1, message=f"a file in the {fmt} format: recipectl fix edits recipectl recipes only",
-                             fix=f"recipectl import {file} -o RECIPE.yaml, then recipectl fix RECIPE.yaml")
+        refusal = Diagnostic(
+            code="FIX001",
+            severity=Severity.ERROR,
+            category=Category.SCHEMA,
+            file=file,
+            line=1,
+            col=1,
+            message=f"a file in the {fmt} format: recipectl fix edits recipectl recipes only",
+            fix=f"recipectl import {file} -o RECIPE.yaml, then recipectl fix RECIPE.yaml",
+        )
         return FileFix(file, FileReport(file=file, diagnostics=[refusal], valid=False), text, text)
     out = FileFix(file, FileReport(file=file), text, text)
     result = load_text(text, file, base_dir=base_dir)
@@ -98,14 +111,20 @@ def fix_text(text: str, file: str, *, selection: Selection, unsafe: bool = False
             out.not_applied.append("the fixes would make the recipe invalid: " + after.diagnostics[0].message)
             break
         remaining = {_key(f.diagnostic) for f in _findings(after, selection)}
-        out.fixed += [Fixed(f.diagnostic, f.rule.fixable, edits) for f, edits in chosen
-                      if _key(f.diagnostic) not in remaining]
+        out.fixed += [
+            Fixed(f.diagnostic, f.rule.fixable, edits) for f, edits in chosen if _key(f.diagnostic) not in remaining
+        ]
         out.new_text, result = new_text, after
     out.not_applied = list(dict.fromkeys(out.not_applied))
     out.report = report_for(result, selection=selection)[0]
     if result.ok:
-        out.unsafe_available = _dedupe([f.diagnostic for f in _findings(result, selection)
-                                        if f.rule.fixable is Applicability.UNSAFE and not unsafe and f.edits()])
+        out.unsafe_available = _dedupe(
+            [
+                f.diagnostic
+                for f in _findings(result, selection)
+                if f.rule.fixable is Applicability.UNSAFE and not unsafe and f.edits()
+            ]
+        )
     return out
 
 

@@ -38,7 +38,8 @@ _SRT_OTHER_RE = re.compile(r"^[ \t]+(sglang_config:|trtllm_config:|type:[ \t]*['
 _SERVE_RE = re.compile(
     r"^[ \t]*(?:exec[ \t]+)?(?:[A-Za-z_][A-Za-z0-9_]*=\S*[ \t]+)*"
     r"(?:\S*/)?(?:vllm[ \t]+serve\b|python3?[ \t]+-m[ \t]+vllm\.entrypoints\.openai\.api_server\b)",
-    re.M)
+    re.M,
+)
 
 
 def _looks_like_dynamo(text: str, file: str) -> bool:
@@ -49,8 +50,11 @@ def _looks_like_dynamo(text: str, file: str) -> bool:
 def _looks_like_srt_slurm(text: str, file: str) -> bool:
     """Top-level `backend:` and `resources:` mappings, the backend vLLM's — or another engine's:
     its importer refuses that in one line."""
-    return bool(_SRT_BACKEND_RE.search(text) and _SRT_RESOURCES_RE.search(text)
-                and (_SRT_VLLM_RE.search(text) or _SRT_OTHER_RE.search(text)))
+    return bool(
+        _SRT_BACKEND_RE.search(text)
+        and _SRT_RESOURCES_RE.search(text)
+        and (_SRT_VLLM_RE.search(text) or _SRT_OTHER_RE.search(text))
+    )
 
 
 def _looks_like_command_lines(text: str, file: str) -> bool:

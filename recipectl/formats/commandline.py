@@ -78,8 +78,11 @@ def _servers(text: str, file: str, imp: Imported) -> list[_Server]:
                 break
         if server_at is None:
             if any(r in t for t in texts[:3] for r in _ROUTERS):
-                imp.drop(Origin(file, words[0].line, words[0].col, words[0].text), words[0].text,
-                         "the router or proxy: recipectl renders its own router")
+                imp.drop(
+                    Origin(file, words[0].line, words[0].col, words[0].text),
+                    words[0].text,
+                    "the router or proxy: recipectl renders its own router",
+                )
             continue
         flags = read_flags(words[server_at:], positional_model=positional)
         out.append(_Server(file, flags, {**_exported(scope), **prefix}, words[0]))
@@ -126,8 +129,13 @@ def _assign_roles(servers: list[_Server]) -> None:
     free = [r for r in ("prefill", "decode") if r not in taken]
     for s, role in zip(rest, free, strict=False):
         s.role = role
-        s.role_origin = Origin(s.file, s.start.line, s.start.col, s.start.text,
-                               f"the {'first' if role == 'prefill' else 'second'} server command: {role}")
+        s.role_origin = Origin(
+            s.file,
+            s.start.line,
+            s.start.col,
+            s.start.text,
+            f"the {'first' if role == 'prefill' else 'second'} server command: {role}",
+        )
 
 
 def import_command_lines(text: str, file: str) -> Imported:
@@ -141,9 +149,11 @@ def import_command_lines(text: str, file: str) -> Imported:
             try:  # bounded as the script itself was: a regular UTF-8 file of at most 1 MiB
                 other = read_text_bounded(partner, MAX_FILE_BYTES)
             except UnreadableFile as e:
-                raise NotImportable(f"{partner}: cannot read the other role's script: {e.reason}",
-                                    fix=f"import {file} with both commands in it, or make {partner.name} a text "
-                                        "file of its server command") from None
+                raise NotImportable(
+                    f"{partner}: cannot read the other role's script: {e.reason}",
+                    fix=f"import {file} with both commands in it, or make {partner.name} a text "
+                    "file of its server command",
+                ) from None
             imp.files.append(str(partner))
             texts.append(other)
             servers += _servers(other, str(partner), imp)
@@ -159,19 +169,31 @@ def import_command_lines(text: str, file: str) -> Imported:
             f"{file}: only {', '.join(sorted(r for r in by_role if r != '?'))} here; a P/D recipe needs "
             f"{' and '.join(missing)} too",
             fix="put both commands in one script, or name the other one like this one with prefill/decode "
-                "swapped (e.g. qwen-prefill.sh and qwen-decode.sh)")
+            "swapped (e.g. qwen-prefill.sh and qwen-decode.sh)",
+        )
     imp.set(("version",), 1)
-    imp.set(("name",), safe_name(Path(file).stem.replace("prefill", "pd").replace("decode", "pd")),
-            Origin(file, 1, 1, "", "the file name"))
+    imp.set(
+        ("name",),
+        safe_name(Path(file).stem.replace("prefill", "pd").replace("decode", "pd")),
+        Origin(file, 1, 1, "", "the file name"),
+    )
     for role in ("prefill", "decode"):
         first, *more = by_role[role]
-        apply_role(imp, role, first.flags, first.file,
-                   endpoint_origin=first.role_origin or Origin(first.file, first.start.line, first.start.col))
+        apply_role(
+            imp,
+            role,
+            first.flags,
+            first.file,
+            endpoint_origin=first.role_origin or Origin(first.file, first.start.line, first.start.col),
+        )
         imp.set((role, "endpoints"), 1 + len(more), first.role_origin)
         for extra in more:
-            imp.drop(Origin(extra.file, extra.start.line, extra.start.col, extra.start.text),
-                     f"another {role} server", f"counted as one more {role} endpoint; its flags are taken to be "
-                     f"the first one's (line {first.start.line})")
+            imp.drop(
+                Origin(extra.file, extra.start.line, extra.start.col, extra.start.text),
+                f"another {role} server",
+                f"counted as one more {role} endpoint; its flags are taken to be "
+                f"the first one's (line {first.start.line})",
+            )
         for name, (value, w) in first.env.items():
             o = Origin(first.file, w.line, w.col, w.text)
             if name == "CUDA_VISIBLE_DEVICES":
@@ -182,8 +204,10 @@ def import_command_lines(text: str, file: str) -> Imported:
     if imp.get(("model", "path")) is None:
         raise NotImportable(f"{file}: the server commands name no model")
     if imp.get(("kv_transfer", "connector")) is None:
-        raise NotImportable(f"{file}: no --kv-transfer-config: these servers do not run P/D",
-                            fix="--kv-transfer-config '{\"kv_connector\": \"NixlConnector\", \"kv_role\": ...}'")
+        raise NotImportable(
+            f"{file}: no --kv-transfer-config: these servers do not run P/D",
+            fix='--kv-transfer-config \'{"kv_connector": "NixlConnector", "kv_role": ...}\'',
+        )
     first = by_role["prefill"][0]
     imp.at(("engine",), Origin(first.file, first.start.line, first.start.col))
     _cluster_and_version(imp, texts, file)
@@ -198,9 +222,17 @@ def _cluster_and_version(imp: Imported, texts: list[str], file: str) -> None:
         m = _VERSION_IN_TEXT.search(t)
         if m:
             line = t.count("\n", 0, m.start()) + 1
-            imp.set(("engine", "vllm_version"), m.group(1) or m.group(2),
-                    Origin(f, line, m.start() - (t.rfind("\n", 0, m.start()) + 1) + 1, m.group(0),
-                           "the release the script installs or runs"))
+            imp.set(
+                ("engine", "vllm_version"),
+                m.group(1) or m.group(2),
+                Origin(
+                    f,
+                    line,
+                    m.start() - (t.rfind("\n", 0, m.start()) + 1) + 1,
+                    m.group(0),
+                    "the release the script installs or runs",
+                ),
+            )
             break
     gpn = GPUS_PER_NODE.get(gpu, 8)
     imp.set(("cluster", "gpus_per_node"), gpn, Origin(origin.file, origin.line, origin.col, "", "the GPU type's"))

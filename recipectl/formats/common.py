@@ -80,8 +80,7 @@ class Imported:
         self.origins.setdefault(tuple(path), origin)
 
     def drop(self, origin: Origin | None, what: str, why: str) -> None:
-        self.dropped.append(Dropped(origin.file if origin else self.file, origin.line if origin else None,
-                                    what, why))
+        self.dropped.append(Dropped(origin.file if origin else self.file, origin.line if origin else None, what, why))
 
     # -- reading
     def positions(self) -> dict[PathKey, tuple[int, int]]:
@@ -160,8 +159,7 @@ GPU_NEAREST = {"gb300": "GB200", "b300": "B200"}
 GPUS_PER_NODE = {"GB200": 4, "B200": 8, "H200": 8, "H100": 8}
 _GPU_IN_TEXT = re.compile(r"\b(GB300|GB200|B300|B200|H200|H100)\b", re.I)
 # the last resort: hybrid families by checkpoint name, where no architecture is known
-_HYBRID_NAME = re.compile(r"qwen3[._-]?(5|6|next)|granite-4\.\d+-h\b|jamba|nemotron-h\b|falcon-h1|bamba|zamba2",
-                          re.I)
+_HYBRID_NAME = re.compile(r"qwen3[._-]?(5|6|next)|granite-4\.\d+-h\b|jamba|nemotron-h\b|falcon-h1|bamba|zamba2", re.I)
 
 
 def gpu_type(name: str) -> tuple[str | None, str]:
@@ -201,21 +199,36 @@ def model_facts(imp: Imported, path: str, origin: Origin) -> None:
     if imp.get(("model", "family")) is not None or has_reference(path):
         pass  # stated, or set at deploy time (IMP001 says so)
     elif family == "hybrid":
-        imp.set(("model", "family"), "hybrid", Origin(origin.file, origin.line, origin.col, origin.text,
-                                                     f"hybrid by {how}"))
+        imp.set(
+            ("model", "family"), "hybrid", Origin(origin.file, origin.line, origin.col, origin.text, f"hybrid by {how}")
+        )
     elif family is None and is_hybrid_name(name):
-        imp.set(("model", "family"), "hybrid", Origin(origin.file, origin.line, origin.col, origin.text,
-                                                     "hybrid by its name only: no config.json or known architecture "
-                                                     "says so (set model.family if it is not)"))
+        imp.set(
+            ("model", "family"),
+            "hybrid",
+            Origin(
+                origin.file,
+                origin.line,
+                origin.col,
+                origin.text,
+                "hybrid by its name only: no config.json or known architecture says so (set model.family if it is not)",
+            ),
+        )
     m = _QUANT_SUFFIX.search(name)
     if m and imp.get(("model", "quantization")) is None:
-        imp.set(("model", "quantization"), m.group(1).lower(),
-                Origin(origin.file, origin.line, origin.col, origin.text, f"the checkpoint name says {m.group(1)}"))
+        imp.set(
+            ("model", "quantization"),
+            m.group(1).lower(),
+            Origin(origin.file, origin.line, origin.col, origin.text, f"the checkpoint name says {m.group(1)}"),
+        )
 
 
 # --------------------------------------------------------------------------------- assembling
-KV_FIELDS = {"kv_connector": "connector", "kv_buffer_device": "buffer_device",
-             "kv_load_failure_policy": "load_failure_policy"}
+KV_FIELDS = {
+    "kv_connector": "connector",
+    "kv_buffer_device": "buffer_device",
+    "kv_load_failure_policy": "load_failure_policy",
+}
 NIXL_CONNECTORS = ("NixlConnector", "NixlPullConnector", "NixlPushConnector")
 
 
@@ -239,8 +252,11 @@ def apply_role(imp: Imported, role: str, flags: RoleFlags, file: str, *, endpoin
         elif field_name in MODEL_FIELDS:
             current = imp.get(("model", field_name))
             if current is not None and current != value:
-                imp.drop(o, f"{w.text} on {role}",
-                         f"recipectl holds one {field_name} for both roles; the other role's {current!r} is kept")
+                imp.drop(
+                    o,
+                    f"{w.text} on {role}",
+                    f"recipectl holds one {field_name} for both roles; the other role's {current!r} is kept",
+                )
             elif value is not False:
                 imp.set(("model", field_name), value, o)
         else:
@@ -268,23 +284,31 @@ def apply_kv_config(imp: Imported, role: str, cfg: dict, o: Origin) -> None:
             imp.set((role, "kv_role"), value, o)
         elif key in KV_FIELDS:
             if key == "kv_connector" and value not in NIXL_CONNECTORS:
-                raise NotImportable(f"{o.file}:{o.line}: KV connector {value!r}: recipectl deploys NIXL connectors "
-                                    f"only ({', '.join(NIXL_CONNECTORS)})")
+                raise NotImportable(
+                    f"{o.file}:{o.line}: KV connector {value!r}: recipectl deploys NIXL connectors "
+                    f"only ({', '.join(NIXL_CONNECTORS)})"
+                )
             _set_shared(imp, ("kv_transfer", KV_FIELDS[key]), value, o, role)
         elif key == "kv_connector_extra_config" and isinstance(value, dict):
             for k, v in value.items():
                 path = ("kv_transfer", "backends") if k == "backends" else ("kv_transfer", "extra_config", k)
                 _set_shared(imp, path, v, o, role)
         else:
-            imp.drop(o, f"kv_transfer_config.{key} on {role}",
-                     "recipectl writes the KV transfer config itself and has no field for it")
+            imp.drop(
+                o,
+                f"kv_transfer_config.{key} on {role}",
+                "recipectl writes the KV transfer config itself and has no field for it",
+            )
 
 
 def _set_shared(imp: Imported, path: PathKey, value: Any, o: Origin, role: str) -> None:
     current = imp.get(path)
     if current is not None and current != value:
-        imp.drop(o, f"{'.'.join(map(str, path))}: {value!r} on {role}",
-                 f"recipectl holds one value for both roles; {current!r} from the other role is kept")
+        imp.drop(
+            o,
+            f"{'.'.join(map(str, path))}: {value!r} on {role}",
+            f"recipectl holds one value for both roles; {current!r} from the other role is kept",
+        )
         return
     imp.set(path, value, o)
 
@@ -320,7 +344,7 @@ def block_script(text: str, line: int, col: int) -> tuple[int, int] | None:
     """For a YAML block scalar (`|` or `>`) whose indicator stands at (line, col): the file line of
     its first content line and the content's indentation. None for any other scalar."""
     lines = text.splitlines()
-    if not (0 < line <= len(lines)) or lines[line - 1][col - 1:col] not in ("|", ">"):
+    if not (0 < line <= len(lines)) or lines[line - 1][col - 1 : col] not in ("|", ">"):
         return None
     for k in range(line, len(lines)):
         if lines[k].strip():

@@ -59,8 +59,7 @@ def import_dynamo(text: str, file: str) -> Imported:
     if backend != "vllm":
         raise other_backend(backend, f"{file}:{o('spec', 'backendFramework').line}")
     imp.set(("version",), 1)
-    imp.set(("name",), safe_name(str((data.get("metadata") or {}).get("name", "imported"))),
-            o("metadata", "name"))
+    imp.set(("name",), safe_name(str((data.get("metadata") or {}).get("name", "imported"))), o("metadata", "name"))
     workers: dict[str, tuple[str, Component, Any]] = {}
     for comp in components(data, config_maps(all_docs), file):
         base = comp.base
@@ -79,11 +78,15 @@ def import_dynamo(text: str, file: str) -> Imported:
             lower = comp.name.lower()
             role = "prefill" if "prefill" in lower else "decode" if "decode" in lower else None
         if role is None:
-            raise NotImportable(f"{file}:{o(*base).line}: worker {comp.name} is neither prefill nor decode; "
-                                "recipectl deploys prefill/decode pairs")
+            raise NotImportable(
+                f"{file}:{o(*base).line}: worker {comp.name} is neither prefill nor decode; "
+                "recipectl deploys prefill/decode pairs"
+            )
         if role in workers:
-            raise NotImportable(f"{file}:{o(*base).line}: a second {role} component ({comp.name}); recipectl has "
-                                f"one per role (use replicas)")
+            raise NotImportable(
+                f"{file}:{o(*base).line}: a second {role} component ({comp.name}); recipectl has "
+                f"one per role (use replicas)"
+            )
         workers[role] = (comp.name, comp, flags)
         if flags.kv_config is None:  # dynamo.vllm's default for a disaggregated worker
             sub = o(*base, "subComponentType") if comp.sub else o(*base, "type")
@@ -93,15 +96,20 @@ def import_dynamo(text: str, file: str) -> Imported:
         model_from_flags(imp, flags, file)
         imp.set((role, "endpoints"), comp.replicas, o(*base, "replicas") if (*base, "replicas") in pos else o(*base))
         if comp.replicas_written:
-            imp.drop(o(*base, "replicas"), f"replicas: {comp.replicas_written}",
-                     "set at deploy time: one endpoint assumed (set the count the deployment uses)")
+            imp.drop(
+                o(*base, "replicas"),
+                f"replicas: {comp.replicas_written}",
+                "set at deploy time: one endpoint assumed (set the count the deployment uses)",
+            )
         image = comp.container.get("image")
         if image and imp.get(("engine", "image")) is None:
             imp.set(("engine", "image"), str(image), o(*comp.container_base, "image"))
         _container_env(imp, role, comp, o)
     if set(workers) != {"prefill", "decode"}:
-        raise NotImportable(f"{file}: workers for {sorted(workers) or 'no role'}; recipectl deploys a prefill and "
-                            "a decode worker (an aggregated graph is not P/D)")
+        raise NotImportable(
+            f"{file}: workers for {sorted(workers) or 'no role'}; recipectl deploys a prefill and "
+            "a decode worker (an aggregated graph is not P/D)"
+        )
     if imp.get(("model", "path")) is None:
         raise NotImportable(f"{file}: no --model in the workers' arguments")
     imp.at(("engine",), imp.origins.get(("engine", "image"), o("spec")))
@@ -115,15 +123,21 @@ def _container_env(imp: Imported, role: str, comp: Component, o: Callable[..., O
     for name, value in comp.env.items():
         where = o(*comp.env_at[name])
         if value is None:
-            imp.drop(where, f"env {name}", "set from a Secret, a field reference or a ConfigMap not in this file: "
-                     "recipectl cannot read it")
+            imp.drop(
+                where,
+                f"env {name}",
+                "set from a Secret, a field reference or a ConfigMap not in this file: recipectl cannot read it",
+            )
         elif name == "KV_TRANSFER_CONFIG" or "\n" in value:
             continue  # read where the command line uses it
         else:
             set_role_env(imp, role, name, value, where)
     for path, secret in comp.secrets:
-        imp.drop(o(*path), f"secret {secret}", "a Kubernetes Secret: recipectl does not read it (its values stay "
-                 "in the cluster)")
+        imp.drop(
+            o(*path),
+            f"secret {secret}",
+            "a Kubernetes Secret: recipectl does not read it (its values stay in the cluster)",
+        )
 
 
 _OTHER_ENGINES = {"dynamo.sglang": "sglang", "dynamo.trtllm": "trtllm", "sglang.launch_server": "sglang"}
@@ -165,9 +179,9 @@ def _argv(comp: Component, text: str, pos: dict, file: str) -> tuple[list[Word] 
         texts = [w.text for w in cmd]
         for i, t in enumerate(texts):
             if t == "dynamo.vllm" and i >= 1 and texts[i - 1] == "-m":
-                return cmd[i + 1:], "dynamo"
+                return cmd[i + 1 :], "dynamo"
             if t == "serve" and i >= 1 and texts[i - 1].endswith("vllm"):
-                return cmd[i + 1:], "vllm"
+                return cmd[i + 1 :], "vllm"
             if t in _OTHER_ENGINES and i >= 1 and texts[i - 1] == "-m":
                 raise other_backend(_OTHER_ENGINES[t], f"{file}:{cmd[i].line}")
     return None, ""

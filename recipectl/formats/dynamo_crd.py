@@ -82,9 +82,17 @@ def _v1alpha1(name: str, svc: dict, maps: dict[str, dict[str, str]]) -> Componen
     base: PathKey = ("spec", "services", name)
     main = (svc.get("extraPodSpec") or {}).get("mainContainer") or {}
     gpus = _int(((svc.get("resources") or {}).get("limits") or {}).get("gpu"), 1)
-    c = Component(name, base, str(svc.get("componentType") or ""), svc.get("subComponentType"), main,
-                  base + ("extraPodSpec", "mainContainer"), _int(svc.get("replicas"), 1), gpus,
-                  _written(svc.get("replicas")))
+    c = Component(
+        name,
+        base,
+        str(svc.get("componentType") or ""),
+        svc.get("subComponentType"),
+        main,
+        base + ("extraPodSpec", "mainContainer"),
+        _int(svc.get("replicas"), 1),
+        gpus,
+        _written(svc.get("replicas")),
+    )
     _env(c, svc.get("envs") or [], base + ("envs",), maps)
     _env(c, main.get("env") or [], c.container_base + ("env",), maps)
     _env_from(c, main.get("envFrom") or [], c.container_base + ("envFrom",), maps)
@@ -101,8 +109,17 @@ def _v1beta1(comp: dict, k: int, maps: dict[str, dict[str, str]]) -> Component:
     cbase = base + ("podTemplate", "spec", "containers", index if index is not None else 0)
     limits = (main.get("resources") or {}).get("limits") or {}
     gpus = _int(limits.get("nvidia.com/gpu", limits.get("gpu")), 1)
-    c = Component(str(comp.get("name", f"component-{k}")), base, str(comp.get("type") or ""), None, main, cbase,
-                  _int(comp.get("replicas"), 1), gpus, _written(comp.get("replicas")))
+    c = Component(
+        str(comp.get("name", f"component-{k}")),
+        base,
+        str(comp.get("type") or ""),
+        None,
+        main,
+        cbase,
+        _int(comp.get("replicas"), 1),
+        gpus,
+        _written(comp.get("replicas")),
+    )
     _env(c, main.get("env") or [], cbase + ("env",), maps)
     _env_from(c, main.get("envFrom") or [], cbase + ("envFrom",), maps)
     return c

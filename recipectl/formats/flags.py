@@ -17,8 +17,16 @@ DERIVED = {"data_parallel_size_local", "data_parallel_start_rank", "data_paralle
 MODEL_FIELDS = {"dtype", "load_format", "trust_remote_code", "language_model_only"}
 # Dynamo's own worker flags (dynamo.vllm): they choose the role, they are not vLLM's.
 DYNAMO_ROLE_FLAGS = {"--is-prefill-worker": "prefill", "--is-decode-worker": "decode"}
-DYNAMO_VALUE_FLAGS = {"--disaggregation-mode", "--connector", "--endpoint", "--store-kv", "--request-plane",
-                      "--migration-limit", "--dyn-tool-call-parser", "--dyn-reasoning-parser"}
+DYNAMO_VALUE_FLAGS = {
+    "--disaggregation-mode",
+    "--connector",
+    "--endpoint",
+    "--store-kv",
+    "--request-plane",
+    "--migration-limit",
+    "--dyn-tool-call-parser",
+    "--dyn-reasoning-parser",
+}
 
 
 def _normalise(name: str) -> str:
@@ -104,7 +112,7 @@ def _read_known_flag(words: list[Word], i: int, flag: EngineFlag, *, inline: boo
             take += 1
     else:
         take = 1 if inline else 2
-    found, problems = parse_extra_args([x.text for x in words[i:i + take]])
+    found, problems = parse_extra_args([x.text for x in words[i : i + take]])
     for p in problems:
         out.problems.append((w, p.message))
     for setting in found:

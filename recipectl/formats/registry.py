@@ -39,6 +39,7 @@ class NotImportable(RecipectlError):
 @dataclass(frozen=True)
 class Importer:
     """A format recipectl imports: its name, how its files are recognised, and where its reader is."""
+
     name: str
     sniff: SniffFn
     reader: str  # "recipectl.formats.MODULE:FUNCTION", a ReadFn
@@ -49,8 +50,9 @@ class Importer:
         module, _, attr = self.reader.partition(":")
         fn = getattr(importlib.import_module(module), attr)
         if not inspect.cleandoc(fn.__doc__ or ""):
-            raise TypeError(f"importer {self.name!r}: {self.reader} has no docstring: its first line says what "
-                            "the importer reads")
+            raise TypeError(
+                f"importer {self.name!r}: {self.reader} has no docstring: its first line says what the importer reads"
+            )
         return fn
 
     @property
@@ -74,8 +76,9 @@ def register(importer: Importer) -> Importer:
     if not callable(importer.sniff):
         raise TypeError(f"importer {name!r}: sniff is a function of (text, file name)")
     if not _REF_RE.match(importer.reader):
-        raise TypeError(f"importer {name!r}: reader {importer.reader!r} must look like "
-                        "recipectl.formats.MODULE:FUNCTION")
+        raise TypeError(
+            f"importer {name!r}: reader {importer.reader!r} must look like recipectl.formats.MODULE:FUNCTION"
+        )
     IMPORTERS[name] = importer
     return importer
 

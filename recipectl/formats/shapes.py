@@ -77,8 +77,12 @@ def _word(v: Any) -> bool:
 def _flag_value(v: Any) -> Any:
     """srtctl's vllm_config value: true (the bare flag), false or null (nothing), a value, a
     mapping (JSON), or a list of values (one word each)."""
-    if v is None or _word(v) or isinstance(v, dict) or (
-            isinstance(v, list) and all(_word(x) or isinstance(x, dict) for x in v)):
+    if (
+        v is None
+        or _word(v)
+        or isinstance(v, dict)
+        or (isinstance(v, list) and all(_word(x) or isinstance(x, dict) for x in v))
+    ):
         return v
     raise PydanticCustomError("flag_value", "a flag's value is true, false, a value, a mapping or a list of values")
 
@@ -86,27 +90,31 @@ def _flag_value(v: Any) -> Any:
 def _connector(v: Any) -> Any:
     if v is None or isinstance(v, (str, dict)):
         return v
-    raise PydanticCustomError("connector_type", "a connector is a name (nixl), null or a mapping "
-                              "(the --kv-transfer-config JSON)")
+    raise PydanticCustomError(
+        "connector_type", "a connector is a name (nixl), null or a mapping (the --kv-transfer-config JSON)"
+    )
 
 
 def _concurrencies(v: Any) -> Any:
-    """"64x128", 64, or [64, 128]."""
+    """ "64x128", 64, or [64, 128]."""
     if isinstance(v, str):
         return v
     levels = v if isinstance(v, list) else [v]
     if all(isinstance(c, int) and not isinstance(c, bool) and 0 < c <= 1 << 24 for c in levels):
         return v
-    raise PydanticCustomError("concurrency_type", "concurrencies are whole numbers from 1 to 16,777,216: "
-                              "\"64x128\", 64 or [64, 128]")
+    raise PydanticCustomError(
+        "concurrency_type", 'concurrencies are whole numbers from 1 to 16,777,216: "64x128", 64 or [64, 128]'
+    )
 
 
 def Whole(lo: int, hi: int) -> Any:  # noqa: N802 - a type
     """A whole number from lo to hi (YAML's `true` is not one; "8", a Kubernetes quantity, is)."""
+
     def no_bool(v: Any) -> Any:
         if isinstance(v, bool):
             raise PydanticCustomError("int_type", "Input should be a valid integer")
         return v
+
     return Annotated[int, BeforeValidator(no_bool), Field(ge=lo, le=hi)]
 
 
@@ -115,6 +123,7 @@ def Fraction(lo: float, hi: float) -> Any:  # noqa: N802 - a type
         if isinstance(v, bool):
             raise PydanticCustomError("float_type", "Input should be a valid number")
         return v
+
     return Annotated[float, BeforeValidator(no_bool), Field(ge=lo, le=hi, allow_inf_nan=False)]
 
 

@@ -68,7 +68,7 @@ def expand(text: str, scope: Scope, literal: tuple[int, ...] = ()) -> Expanded:
     for m in _SHELL_REF.finditer(text):
         if m.start() in literal:
             continue
-        parts.append(text[pos:m.start()])
+        parts.append(text[pos : m.start()])
         pos = m.end()
         parts.append(_one(m, scope, out))
     parts.append(text[pos:])

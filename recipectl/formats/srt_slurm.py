@@ -42,9 +42,24 @@ SRTCTL_DP_RPC_PORT = 8400  # srtctl's VLLM_DATA_PARALLEL_RPC_PORT (src/srtctl/po
 CONNECTOR_PRESETS = {"nixl": {"kv_connector": "NixlConnector", "kv_role": "kv_both"}}
 
 # what srtctl itself consumes, never the engine
-_NOT_ENGINE = ("slurm", "frontend", "dynamo", "profiling", "output", "health_check", "infra", "observability",
-               "telemetry", "container_mounts", "extra_mount", "srun_options", "sbatch_directives",
-               "enable_config_dump", "setup_script", "reporting")
+_NOT_ENGINE = (
+    "slurm",
+    "frontend",
+    "dynamo",
+    "profiling",
+    "output",
+    "health_check",
+    "infra",
+    "observability",
+    "telemetry",
+    "container_mounts",
+    "extra_mount",
+    "srun_options",
+    "sbatch_directives",
+    "enable_config_dump",
+    "setup_script",
+    "reporting",
+)
 
 
 def import_srt_slurm(text: str, file: str) -> Imported:
@@ -58,15 +73,18 @@ def import_srt_slurm(text: str, file: str) -> Imported:
 
     o = origin_in(file, pos)
     backend = data.get("backend") or {}
-    kind = backend.get("type") or next((k.split("_")[0] for k in ("vllm_config", "sglang_config", "trtllm_config")
-                                        if k in backend), None)
+    kind = backend.get("type") or next(
+        (k.split("_")[0] for k in ("vllm_config", "sglang_config", "trtllm_config") if k in backend), None
+    )
     if kind != "vllm":
         where = o("backend", "type") if "type" in backend else o("backend")
         raise other_backend(str(kind or "unstated").lower(), f"{file}:{where.line}")
     resources = data.get("resources") or {}
     if resources.get("prefill_workers") is None or resources.get("decode_workers") is None:
-        raise NotImportable(f"{file}:{o('resources').line}: an aggregated srt-slurm recipe (no prefill_workers/"
-                            "decode_workers): recipectl deploys prefill/decode pairs")
+        raise NotImportable(
+            f"{file}:{o('resources').line}: an aggregated srt-slurm recipe (no prefill_workers/"
+            "decode_workers): recipectl deploys prefill/decode pairs"
+        )
 
     imp.set(("version",), 1)
     imp.set(("name",), safe_name(str(data.get("name", "imported"))), o("name"))
@@ -86,23 +104,39 @@ def import_srt_slurm(text: str, file: str) -> Imported:
         if "connector" in cfg:
             connector, conn_origin = cfg["connector"], o("backend", "vllm_config", role, "connector")
         else:
-            connector, conn_origin = shared_connector, o("backend", "connector") if "connector" in backend \
-                else o("backend", note="srt-slurm's default connector: nixl")
+            connector, conn_origin = (
+                shared_connector,
+                o("backend", "connector")
+                if "connector" in backend
+                else o("backend", note="srt-slurm's default connector: nixl"),
+            )
         if flags.kv_config is None and connector not in (None, "null", "none"):
-            flags.kv_config = (_connector_config(connector, conn_origin), Word(str(connector), conn_origin.line,
-                                                                               conn_origin.col))
+            flags.kv_config = (
+                _connector_config(connector, conn_origin),
+                Word(str(connector), conn_origin.line, conn_origin.col),
+            )
         apply_role(imp, role, flags, file, endpoint_origin=o("backend", "vllm_config", role))
         explicit_gpus = resources.get(f"gpus_per_{role}")
         par = imp.get((role, "parallel"), {})
         if explicit_gpus and int(explicit_gpus) != par.get("tp", 1) * par.get("dp", 1):
-            imp.drop(o("resources", f"gpus_per_{role}"), f"gpus_per_{role}: {explicit_gpus}",
-                     f"recipectl gives each endpoint TP x DP = {par.get('tp', 1) * par.get('dp', 1)} GPUs")
+            imp.drop(
+                o("resources", f"gpus_per_{role}"),
+                f"gpus_per_{role}: {explicit_gpus}",
+                f"recipectl gives each endpoint TP x DP = {par.get('tp', 1) * par.get('dp', 1)} GPUs",
+            )
         # srtctl gives a DP endpoint that spans nodes an RPC port of its own (allocated per
         # process from 8400 unless the recipe sets one)
         if par.get("tp", 1) * par.get("dp", 1) > gpn and imp.get((role, "data_parallel_rpc_port")) is None:
-            imp.set((role, "data_parallel_rpc_port"), SRTCTL_DP_RPC_PORT,
-                    o("backend", "vllm_config", role,
-                      note="srtctl passes --data-parallel-rpc-port (from 8400) to a DP endpoint that spans nodes"))
+            imp.set(
+                (role, "data_parallel_rpc_port"),
+                SRTCTL_DP_RPC_PORT,
+                o(
+                    "backend",
+                    "vllm_config",
+                    role,
+                    note="srtctl passes --data-parallel-rpc-port (from 8400) to a DP endpoint that spans nodes",
+                ),
+            )
     for key in _NOT_ENGINE:
         if key in data:
             imp.drop(o(key), key, "srt-slurm's own orchestration: recipectl renders its own")
@@ -140,17 +174,22 @@ def _cluster(imp: Imported, resources: dict, file: str, o: Callable[..., Origin]
     gpu_name = str(resources.get("gpu_type", ""))
     gpu, note = gpu_type(gpu_name)
     if gpu is None:
-        raise NotImportable(f"{file}:{o('resources', 'gpu_type').line}: gpu_type {gpu_name!r}: recipectl knows "
-                            "GB200, B200, H200, H100")
+        raise NotImportable(
+            f"{file}:{o('resources', 'gpu_type').line}: gpu_type {gpu_name!r}: recipectl knows GB200, B200, H200, H100"
+        )
     imp.set(("cluster", "gpu"), gpu, o("resources", "gpu_type", note=note))
     if note:
         imp.drop(o("resources", "gpu_type"), f"gpu_type: {gpu_name}", note)
     gpn = int(resources.get("gpus_per_node", GPUS_PER_NODE.get(gpu, 4)))
-    imp.set(("cluster", "gpus_per_node"), gpn, o("resources", "gpus_per_node") if "gpus_per_node" in resources
-            else o("resources", note="srt-slurm's default gpus_per_node"))
+    imp.set(
+        ("cluster", "gpus_per_node"),
+        gpn,
+        o("resources", "gpus_per_node")
+        if "gpus_per_node" in resources
+        else o("resources", note="srt-slurm's default gpus_per_node"),
+    )
     nodes = int(resources.get("prefill_nodes") or 0) + int(resources.get("decode_nodes") or 0)
-    imp.set(("cluster", "nodes"), max(1, nodes), o("resources", "prefill_nodes",
-                                                   note="prefill_nodes + decode_nodes"))
+    imp.set(("cluster", "nodes"), max(1, nodes), o("resources", "prefill_nodes", note="prefill_nodes + decode_nodes"))
     return gpn
 
 
@@ -202,7 +241,7 @@ _NOT_CARRIED_WHY = {
     "req_rate": "recipectl's bench sends at each concurrency level without a rate limit",
     "num_warmup_mult": "recipectl's bench warms up with its own requests",
     "use_chat_template": "sa-bench subtracts the chat template's tokens from ISL; recipectl's workload counts the "
-                         "prompt as sent",
+    "prompt as sent",
 }
 
 
@@ -221,13 +260,20 @@ def _benchmark(imp: Imported, bench: dict, o) -> None:
         given = bench.get("random_range_ratio")
         ratio = float(SA_BENCH_RANGE_RATIO if given is None else given)  # null: sa-bench's default
         if not 0 < ratio <= 1:
-            raise NotImportable(f"{o('benchmark', 'random_range_ratio').file}:"
-                                f"{o('benchmark', 'random_range_ratio').line}: random_range_ratio {ratio}: sa-bench "
-                                "draws lengths from [ratio x ISL, ISL], so it lies in (0, 1]")
-        note = (f"sa-bench's lengths lie in [{ratio:g} x L, L]: a mean of {(1 + ratio) / 2:g} x L, "
-                f"+/-{(1 - ratio) / (1 + ratio):.4f} in recipectl's terms")
-        where_ratio = o("benchmark", "random_range_ratio", note=note) if given is not None else \
-            o("benchmark", note=note + f" (sa-bench's default ratio {SA_BENCH_RANGE_RATIO})")
+            raise NotImportable(
+                f"{o('benchmark', 'random_range_ratio').file}:"
+                f"{o('benchmark', 'random_range_ratio').line}: random_range_ratio {ratio}: sa-bench "
+                "draws lengths from [ratio x ISL, ISL], so it lies in (0, 1]"
+            )
+        note = (
+            f"sa-bench's lengths lie in [{ratio:g} x L, L]: a mean of {(1 + ratio) / 2:g} x L, "
+            f"+/-{(1 - ratio) / (1 + ratio):.4f} in recipectl's terms"
+        )
+        where_ratio = (
+            o("benchmark", "random_range_ratio", note=note)
+            if given is not None
+            else o("benchmark", note=note + f" (sa-bench's default ratio {SA_BENCH_RANGE_RATIO})")
+        )
         imp.set(("workload", "isl"), round(int(isl) * (1 + ratio) / 2), o("benchmark", "isl", note=note))
         imp.set(("workload", "osl"), round(int(osl) * (1 + ratio) / 2), o("benchmark", "osl", note=note))
         imp.set(("workload", "random_range_ratio"), round((1 - ratio) / (1 + ratio), 6), where_ratio)
@@ -243,11 +289,18 @@ def _benchmark(imp: Imported, bench: dict, o) -> None:
         if levels:
             imp.set(("workload", "concurrency"), levels, o("benchmark", "concurrencies"))
         if bench.get("num_prompts_mult") is not None:
-            imp.set(("workload", "prompts_per_concurrency"), int(bench["num_prompts_mult"]),
-                    o("benchmark", "num_prompts_mult"))
+            imp.set(
+                ("workload", "prompts_per_concurrency"),
+                int(bench["num_prompts_mult"]),
+                o("benchmark", "num_prompts_mult"),
+            )
     elif bench:
-        imp.drop(o("benchmark"), "workload", f"benchmark type {kind or 'unstated'} states no throughput workload: "
-                 "the recipe has none (add workload: {isl, osl, concurrency} to plan or bench one)")
+        imp.drop(
+            o("benchmark"),
+            "workload",
+            f"benchmark type {kind or 'unstated'} states no throughput workload: "
+            "the recipe has none (add workload: {isl, osl, concurrency} to plan or bench one)",
+        )
     if kind == "gsm8k":
         imp.set(("checks", "gsm8k", "enabled"), True, o("benchmark", "type"))
         if bench.get("num_shots") is not None:

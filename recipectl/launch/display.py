@@ -23,9 +23,13 @@ def table(state: RunState):
     from rich.table import Table
 
     t = Table(title=f"{state.recipe_name}  ({state.run_dir})", title_justify="left", expand=True)
-    for col, kw in (("process", {"no_wrap": True}), ("phase", {"no_wrap": True}), ("time", {"justify": "right"}),
-                    ("url", {"no_wrap": True}),
-                    ("last log line", {"overflow": "ellipsis", "no_wrap": True, "ratio": 1})):
+    for col, kw in (
+        ("process", {"no_wrap": True}),
+        ("phase", {"no_wrap": True}),
+        ("time", {"justify": "right"}),
+        ("url", {"no_wrap": True}),
+        ("last log line", {"overflow": "ellipsis", "no_wrap": True, "ratio": 1}),
+    ):
         t.add_column(col, **kw)
     now = time.time()
     for p in state.processes:
@@ -68,8 +72,9 @@ class Display:
             yield _Live(live, state)
 
     def ready(self, state: RunState) -> None:
-        self.console.print(f"[green]ready[/] — router {state.router_url}; Ctrl-C stops everything "
-                           f"(logs in {state.run_dir})")
+        self.console.print(
+            f"[green]ready[/] — router {state.router_url}; Ctrl-C stops everything (logs in {state.run_dir})"
+        )
 
 
 class _PlainLive:
@@ -91,5 +96,3 @@ class _PlainLive:
             waiting = [p.name for p in self.state.processes if not p.healthy_at]
             if waiting:
                 self.console.print(f"waiting for {', '.join(waiting)} ...", highlight=False)
-
-

@@ -19,5 +19,4 @@ def get_launcher(name: str) -> Launcher:
     try:
         return LAUNCHERS[name]
     except KeyError:
-        raise RecipectlError(f"unknown target {name!r}",
-                             fix=" or ".join(f"--target {n}" for n in LAUNCHERS)) from None
+        raise RecipectlError(f"unknown target {name!r}", fix=" or ".join(f"--target {n}" for n in LAUNCHERS)) from None

@@ -65,12 +65,35 @@ def recipe_env(recipe: Recipe, spec: ProcessSpec) -> dict[str, str]:
 # What every process gets from recipectl's own environment: how to find programs, whose home and
 # locale, where temporary files and caches go, and the engine's shared libraries. Nothing else
 # (tokens, cloud credentials, the user's shell state): a process needs only what its recipe sets.
-BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
-            "LD_LIBRARY_PATH", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR")
+BASE_ENV = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "TERM",
+    "LD_LIBRARY_PATH",
+    "XDG_CACHE_HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_RUNTIME_DIR",
+)
 BASE_ENV_PREFIXES = ("LC_",)
 # ... and what the engine servers (not the router) read to find models and devices
-WORKER_ENV = ("HF_HOME", "HF_HUB_CACHE", "TRANSFORMERS_CACHE", "CUDA_HOME", "CUDA_PATH", "TRITON_CACHE_DIR",
-              "TORCHINDUCTOR_CACHE_DIR", "VLLM_CACHE_ROOT")
+WORKER_ENV = (
+    "HF_HOME",
+    "HF_HUB_CACHE",
+    "TRANSFORMERS_CACHE",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "TRITON_CACHE_DIR",
+    "TORCHINDUCTOR_CACHE_DIR",
+    "VLLM_CACHE_ROOT",
+)
 
 
 def base_environ(kind: str, environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -96,8 +119,10 @@ def local_processes(dep: Deployment) -> list[ProcessSpec]:
     here = [p for p in dep.processes if p.host in LOCAL_HOSTS or p.host == os.uname().nodename]
     if len(here) != len(dep.processes):
         others = sorted({p.host for p in dep.processes} - {p.host for p in here})
-        raise RecipectlError(f"this recipe places processes on other hosts ({', '.join(others)})",
-                             fix=f"render per-host scripts: recipectl render RECIPE --target {'|'.join(TARGETS)}")
+        raise RecipectlError(
+            f"this recipe places processes on other hosts ({', '.join(others)})",
+            fix=f"render per-host scripts: recipectl render RECIPE --target {'|'.join(TARGETS)}",
+        )
     return here
 
 
@@ -106,40 +131,71 @@ def preflight(recipe: Recipe, specs: list[ProcessSpec]) -> list[Problem]:
     problems: list[Problem] = []
     for s in specs:
         if s.port and procs.port_in_use(s.host, s.port):
-            problems.append(Problem(code="preflight.port",
-                                    message=f"port {s.port} ({s.name}) is already in use on {s.host}",
-                                    fix=f"stop what listens there (ss -ltnp 'sport = :{s.port}') or: recipectl stop"))
+            problems.append(
+                Problem(
+                    code="preflight.port",
+                    message=f"port {s.port} ({s.name}) is already in use on {s.host}",
+                    fix=f"stop what listens there (ss -ltnp 'sport = :{s.port}') or: recipectl stop",
+                )
+            )
         for k, v in s.env:
             if k == "VLLM_NIXL_SIDE_CHANNEL_PORT" and procs.port_in_use(s.host, int(v)):
-                problems.append(Problem(code="preflight.side-channel-port",
-                                        message=f"NIXL side-channel port {v} ({s.name}) is already in use",
-                                        fix="stop the process holding it, or change side_channel_port"))
-    unset = sorted({v.name for s in specs for v in (*s.argv, *(v for _, v in s.env))
-                    if isinstance(v, EnvRef) and v.name not in os.environ})
+                problems.append(
+                    Problem(
+                        code="preflight.side-channel-port",
+                        message=f"NIXL side-channel port {v} ({s.name}) is already in use",
+                        fix="stop the process holding it, or change side_channel_port",
+                    )
+                )
+    unset = sorted(
+        {
+            v.name
+            for s in specs
+            for v in (*s.argv, *(v for _, v in s.env))
+            if isinstance(v, EnvRef) and v.name not in os.environ
+        }
+    )
     if unset:
         # expanded here, an unset reference would start a server with an empty value (an empty
         # --api-key is no key at all)
-        problems.append(Problem(
-            code="preflight.unset-reference",
-            message=f"the recipe refers to {', '.join('$' + n for n in unset)}, unset in this environment",
-            fix=f"export {unset[0]}=... before recipectl launch (the value stays out of the recipe)"))
+        problems.append(
+            Problem(
+                code="preflight.unset-reference",
+                message=f"the recipe refers to {', '.join('$' + n for n in unset)}, unset in this environment",
+                fix=f"export {unset[0]}=... before recipectl launch (the value stays out of the recipe)",
+            )
+        )
     for s in specs:
         exe = local_argv(recipe, s)[0]
         if "/" in exe and not Path(exe).exists() or "/" not in exe and not _which(exe, recipe):
-            problems.append(Problem(code="preflight.no-engine", message=f"{exe} not found ({s.name})",
-                                    fix="bash scripts/install-engine.sh, or set engine.venv"))
+            problems.append(
+                Problem(
+                    code="preflight.no-engine",
+                    message=f"{exe} not found ({s.name})",
+                    fix="bash scripts/install-engine.sh, or set engine.venv",
+                )
+            )
             break
     model = os.path.expanduser(recipe.model.path)
     if model.startswith(("/", "./", "../")) and not Path(model).exists():
-        problems.append(Problem(code="preflight.no-model", message=f"model directory {model} does not exist",
-                                fix="for the local recipe: bash scripts/make-tiny-model.sh"))
+        problems.append(
+            Problem(
+                code="preflight.no-model",
+                message=f"model directory {model} does not exist",
+                fix="for the local recipe: bash scripts/make-tiny-model.sh",
+            )
+        )
     if recipe.cluster.is_cpu:
         need = _cpu_memory_need_gib(recipe)
         have = _mem_available_gib()
         if have is not None and have < need:
-            problems.append(Problem(code="preflight.memory",
-                                    message=f"about {need:.0f} GiB of memory needed, {have:.1f} GiB available",
-                                    fix="stop other servers, or lower VLLM_CPU_KVCACHE_SPACE"))
+            problems.append(
+                Problem(
+                    code="preflight.memory",
+                    message=f"about {need:.0f} GiB of memory needed, {have:.1f} GiB available",
+                    fix="stop other servers, or lower VLLM_CPU_KVCACHE_SPACE",
+                )
+            )
     else:
         problems.extend(_gpu_preflight(recipe, specs))
     return problems
@@ -169,29 +225,45 @@ def _cpu_memory_need_gib(recipe: Recipe) -> float:
 def _gpu_preflight(recipe: Recipe, specs: list[ProcessSpec]) -> list[Problem]:
     gpus = gpu_checks.query_gpus()
     if gpus is None:
-        return [Problem(code="preflight.no-gpu", message="no NVIDIA GPU visible (nvidia-smi / NVML)",
-                        fix="run on a GPU host, or use a CPU recipe")]
+        return [
+            Problem(
+                code="preflight.no-gpu",
+                message="no NVIDIA GPU visible (nvidia-smi / NVML)",
+                fix="run on a GPU host, or use a CPU recipe",
+            )
+        ]
     used = sorted({g for s in specs for g in s.gpus})
     problems = []
     if used and len(gpus) <= used[-1]:
-        problems.append(Problem(code="preflight.gpu-count",
-                                message=f"{len(used)} GPU(s) needed (GPU ids up to {used[-1]}), {len(gpus)} visible",
-                                fix="use a recipe that fits this host, or let prefill and decode share a GPU: "
-                                "devices: [[0]] and a gpu_memory_utilization for each role "
-                                "(recipes/h200/tiny-qwen35-pd-1gpu.yaml)"))
+        problems.append(
+            Problem(
+                code="preflight.gpu-count",
+                message=f"{len(used)} GPU(s) needed (GPU ids up to {used[-1]}), {len(gpus)} visible",
+                fix="use a recipe that fits this host, or let prefill and decode share a GPU: "
+                "devices: [[0]] and a gpu_memory_utilization for each role "
+                "(recipes/h200/tiny-qwen35-pd-1gpu.yaml)",
+            )
+        )
     for shared in shared_gpus(recipe, place(recipe)):
         if shared.total > SHARE_PREFLIGHT_MAX + 1e-9:
-            problems.append(Problem(
-                code="preflight.gpu-share",
-                message=f"GPU {shared.gpu} is shared by {shared.names} = {shared.total:.2f} of its memory; "
-                f"at most {SHARE_PREFLIGHT_MAX} leaves room for each server's CUDA context",
-                fix=f"set gpu_memory_utilization to {even_shares(len(shared.users))} for each role "
-                "(recipectl plan shows what each share holds)"))
+            problems.append(
+                Problem(
+                    code="preflight.gpu-share",
+                    message=f"GPU {shared.gpu} is shared by {shared.names} = {shared.total:.2f} of its memory; "
+                    f"at most {SHARE_PREFLIGHT_MAX} leaves room for each server's CUDA context",
+                    fix=f"set gpu_memory_utilization to {even_shares(len(shared.users))} for each role "
+                    "(recipectl plan shows what each share holds)",
+                )
+            )
     want = recipe.cluster.gpu.value
     if gpus and not all(want.lower() in g.name.lower() for g in gpus):
-        problems.append(Problem(code="preflight.gpu-model",
-                                message=f"the recipe is for {want}, this host has {gpus[0].name}",
-                                fix=f"set cluster.gpu to match, or run on {want}"))
+        problems.append(
+            Problem(
+                code="preflight.gpu-model",
+                message=f"the recipe is for {want}, this host has {gpus[0].name}",
+                fix=f"set cluster.gpu to match, or run on {want}",
+            )
+        )
     problems.extend(_gdn_backend_preflight(recipe, gpus))
     return problems
 
@@ -301,14 +373,28 @@ class Supervisor:
 
 def create_state(loaded_path: str, recipe: Recipe, specs: list[ProcessSpec], run_root: Path) -> RunState:
     run_id, run_dir = new_run_dir(run_root, recipe.name)
-    state = RunState(run_id=run_id, recipe_name=recipe.name, recipe_path=str(Path(loaded_path).resolve()),
-                     recipe_hash=recipe_hash(loaded_path), run_dir=str(run_dir.resolve()),
-                     served_model_name=recipe.served_name)
+    state = RunState(
+        run_id=run_id,
+        recipe_name=recipe.name,
+        recipe_path=str(Path(loaded_path).resolve()),
+        recipe_hash=recipe_hash(loaded_path),
+        run_dir=str(run_dir.resolve()),
+        served_model_name=recipe.served_name,
+    )
     for s in specs:
         url = f"http://{s.host}:{s.port}" if s.port else None
-        state.processes.append(ProcessState(
-            name=s.name, kind=s.kind, host=s.host, port=s.port, url=url, log=str(run_dir.resolve() / f"{s.name}.log"),
-            argv=shown_argv(recipe, s), env=recipe_env(recipe, s)))
+        state.processes.append(
+            ProcessState(
+                name=s.name,
+                kind=s.kind,
+                host=s.host,
+                port=s.port,
+                url=url,
+                log=str(run_dir.resolve() / f"{s.name}.log"),
+                argv=shown_argv(recipe, s),
+                env=recipe_env(recipe, s),
+            )
+        )
         if s.kind == "router":
             state.router_url = url
     write_atomic(run_dir / "recipe.yaml", read_bytes_bounded(loaded_path))
@@ -316,8 +402,9 @@ def create_state(loaded_path: str, recipe: Recipe, specs: list[ProcessSpec], run
     return state
 
 
-def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float | None, display,
-           check_first: bool = True) -> LaunchResult:
+def launch(
+    recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float | None, display, check_first: bool = True
+) -> LaunchResult:
     """Start, wait until ready (or failure / timeout / Ctrl-C), then either return (detach)
     or stay in the foreground until a process exits or the user stops it."""
     dep = build_deployment(recipe)
@@ -327,9 +414,11 @@ def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float |
         for problem in problems:
             display.console.print(f"[yellow]preflight (ignored)[/]: {problem.message}")
     elif problems:
-        raise RecipectlError("preflight failed:\n  " + "\n  ".join(p.message for p in problems),
-                             fix="\n       ".join(dict.fromkeys(p.fix or "" for p in problems)),
-                             exit_code=ExitCode.FINDINGS)
+        raise RecipectlError(
+            "preflight failed:\n  " + "\n  ".join(p.message for p in problems),
+            fix="\n       ".join(dict.fromkeys(p.fix or "" for p in problems)),
+            exit_code=ExitCode.FINDINGS,
+        )
     state = create_state(recipe_path, recipe, specs, runs_root(recipe.launch.run_dir))
     sup = Supervisor(recipe, state, specs)
     timeout_s = timeout_s or recipe.launch.ready_timeout_s
@@ -372,10 +461,17 @@ class LocalLauncher:
     name = "local"
     interrupted = "every process stopped"
 
-    def launch(self, recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float | None, display: Display,
-               check_first: bool = True) -> LaunchResult:
-        return launch(recipe_path, recipe, detach=detach, timeout_s=timeout_s, display=display,
-                      check_first=check_first)
+    def launch(
+        self,
+        recipe_path: str,
+        recipe: Recipe,
+        *,
+        detach: bool,
+        timeout_s: float | None,
+        display: Display,
+        check_first: bool = True,
+    ) -> LaunchResult:
+        return launch(recipe_path, recipe, detach=detach, timeout_s=timeout_s, display=display, check_first=check_first)
 
 
 def _raise_interrupt(signum, frame):
@@ -393,8 +489,15 @@ def _prove_serving(state: RunState, deadline: float, display) -> LaunchResult:
     if proof.ok:
         return LaunchResult(state, True, "ready")
     d = proof.diagnosis
-    return LaunchResult(state, False, proof.message, proof.culprit, procs.tail(proof.culprit.log, 40),
-                        d.cause if d else None, d.fix if d else None)
+    return LaunchResult(
+        state,
+        False,
+        proof.message,
+        proof.culprit,
+        procs.tail(proof.culprit.log, 40),
+        d.cause if d else None,
+        d.fix if d else None,
+    )
 
 
 def _wait_ready(sup: Supervisor, state: RunState, timeout_s: float, display) -> LaunchResult:

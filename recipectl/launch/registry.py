@@ -29,8 +29,7 @@ def register(launcher: Launcher) -> Launcher:
     if name in LAUNCHERS:
         raise TypeError(f"launcher {name!r} registered twice")
     if not inspect.cleandoc(type(launcher).__doc__ or ""):
-        raise TypeError(f"launcher {name!r} ({type(launcher).__qualname__}) has no docstring: it is the "
-                        "target's page")
+        raise TypeError(f"launcher {name!r} ({type(launcher).__qualname__}) has no docstring: it is the target's page")
     if not launcher.interrupted:
         raise TypeError(f"launcher {name!r}: say what Ctrl-C leaves behind (interrupted)")
     LAUNCHERS[name] = launcher

@@ -41,5 +41,13 @@ class Launcher(Protocol):
     name: str  # --target's value, and the run state's target
     interrupted: str  # what Ctrl-C during a launch left behind, in words
 
-    def launch(self, recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float | None,
-               display: Display, check_first: bool = True) -> LaunchResult: ...
+    def launch(
+        self,
+        recipe_path: str,
+        recipe: Recipe,
+        *,
+        detach: bool,
+        timeout_s: float | None,
+        display: Display,
+        check_first: bool = True,
+    ) -> LaunchResult: ...

@@ -30,15 +30,18 @@ from .warmup import prove_serving
 def _slurm(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
     exe = shutil.which(args[0])
     if exe is None:
-        raise RecipectlError(f"{args[0]} not found: this host is not a Slurm client",
-                             fix="run on a Slurm login node, or render the script: "
-                                 "recipectl render RECIPE --target slurm")
+        raise RecipectlError(
+            f"{args[0]} not found: this host is not a Slurm client",
+            fix="run on a Slurm login node, or render the script: recipectl render RECIPE --target slurm",
+        )
     try:
         return subprocess.run([exe, *args[1:]], capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise RecipectlError(f"{args[0]} did not answer within {timeout:.0f} s (slurmctld busy or unreachable)",
-                             fix="check the controller (scontrol ping), then run the command again; "
-                                 "a job may still be queued or running: squeue --me") from None
+        raise RecipectlError(
+            f"{args[0]} did not answer within {timeout:.0f} s (slurmctld busy or unreachable)",
+            fix="check the controller (scontrol ping), then run the command again; "
+            "a job may still be queued or running: squeue --me",
+        ) from None
 
 
 class SqueueFailed(RecipectlError):
@@ -55,16 +58,17 @@ def _squeue_once(job_id: str) -> str | None:
         return r.stdout.strip() or None
     if "invalid job id" in r.stderr.lower():  # the job left the queue longer ago than MinJobAge
         return None
-    raise SqueueFailed(f"squeue -j {job_id} failed (exit {r.returncode}): {r.stderr.strip() or r.stdout.strip()}",
-                       fix=f"check the controller (scontrol ping); job {job_id} was left as it is: squeue -j {job_id}")
+    raise SqueueFailed(
+        f"squeue -j {job_id} failed (exit {r.returncode}): {r.stderr.strip() or r.stdout.strip()}",
+        fix=f"check the controller (scontrol ping); job {job_id} was left as it is: squeue -j {job_id}",
+    )
 
 
 def job_state(job_id: str) -> str | None:
     """PENDING / RUNNING / COMPLETING ...; None once the job has left the queue. A squeue that fails
     (the controller busy or restarting) is asked again; one that keeps failing is a SqueueFailed,
     never taken for a job that has gone."""
-    return retry_transient(lambda: _squeue_once(job_id), SqueueFailed, attempts=SQUEUE_ATTEMPTS,
-                           wait_s=SQUEUE_WAIT_S)
+    return retry_transient(lambda: _squeue_once(job_id), SqueueFailed, attempts=SQUEUE_ATTEMPTS, wait_s=SQUEUE_WAIT_S)
 
 
 def _fields(line: str) -> dict[str, str]:
@@ -87,8 +91,9 @@ def how_it_ended(info: dict[str, str]) -> str:
     """A finished job's state and reason from job_info, in words: "NODE_FAIL (reason: ...)"; "" when
     slurmctld no longer remembers the job."""
     reason = info.get("Reason", "")
-    return " ".join(x for x in (info.get("JobState", ""), f"(reason: {reason})" if reason not in ("", "None") else "")
-                    if x)
+    return " ".join(
+        x for x in (info.get("JobState", ""), f"(reason: {reason})" if reason not in ("", "None") else "") if x
+    )
 
 
 def node_states(nodes: list[str]) -> dict[str, dict[str, str]]:
@@ -118,8 +123,11 @@ def job_id_arg(job_id: object) -> str:
     """`job_id` if it is a Slurm job id (digits, an optional _N or +N), else a RecipectlError: what
     goes to scancel, squeue or scontrol is a job, never an option ("--me") or anything else."""
     if not isinstance(job_id, str) or not re.fullmatch(JOB_ID_PATTERN, job_id):
-        raise RecipectlError(f"{str(job_id)[:40]!r} is not a Slurm job id", fix="a job id is digits, with an "
-                             "optional _N (array task) or +N (heterogeneous component): check with squeue --me")
+        raise RecipectlError(
+            f"{str(job_id)[:40]!r} is not a Slurm job id",
+            fix="a job id is digits, with an "
+            "optional _N (array task) or +N (heterogeneous component): check with squeue --me",
+        )
     return job_id
 
 
@@ -130,9 +138,10 @@ def cancel_job(state: RunState, wait_s: float = 60) -> None:
     try:
         _slurm("scancel", "--", job)  # after "--": an operand, whatever it is
     except RecipectlError as e:
-        raise RecipectlError(f"could not cancel Slurm job {state.job_id}: {e.message}",
-                             fix=f"scancel {state.job_id} once the controller answers (or: recipectl stop "
-                                 f"{state.run_id})") from None
+        raise RecipectlError(
+            f"could not cancel Slurm job {state.job_id}: {e.message}",
+            fix=f"scancel {state.job_id} once the controller answers (or: recipectl stop {state.run_id})",
+        ) from None
     poll_until(lambda: job_state(state.job_id) is None or None, interval_s=0.5, timeout_s=wait_s)
     state.stopped_at = time.time()
     state.save()
@@ -149,28 +158,56 @@ def submit(recipe_path: str, recipe: Recipe) -> RunState:
     env = {**submit_environ(dep), "LOG_DIR": str(run_dir), "READY_TIMEOUT": str(int(recipe.launch.ready_timeout_s))}
     exe = shutil.which("sbatch")
     if exe is None:
-        raise RecipectlError("sbatch not found: this host is not a Slurm client",
-                             fix=f"the script is in {path}; submit it from a login node")
+        raise RecipectlError(
+            "sbatch not found: this host is not a Slurm client",
+            fix=f"the script is in {path}; submit it from a login node",
+        )
     try:
-        r = subprocess.run([exe, "--parsable", f"--chdir={run_dir}", f"--output={run_dir}/slurm-%j.out", str(path)],
-                           capture_output=True, text=True, timeout=60, env=env)
+        r = subprocess.run(
+            [exe, "--parsable", f"--chdir={run_dir}", f"--output={run_dir}/slurm-%j.out", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
     except subprocess.TimeoutExpired:
-        raise RecipectlError("sbatch did not answer within 60 s (slurmctld busy or unreachable)",
-                             fix=f"check for the job with squeue --me before submitting again; the script is {path}"
-                             ) from None
+        raise RecipectlError(
+            "sbatch did not answer within 60 s (slurmctld busy or unreachable)",
+            fix=f"check for the job with squeue --me before submitting again; the script is {path}",
+        ) from None
     if r.returncode != 0:
-        raise RecipectlError(f"sbatch refused the job: {r.stderr.strip()}", fix=f"the script is {path}",
-                             exit_code=ExitCode.FINDINGS)
+        raise RecipectlError(
+            f"sbatch refused the job: {r.stderr.strip()}", fix=f"the script is {path}", exit_code=ExitCode.FINDINGS
+        )
     job_id = r.stdout.strip().split(";")[0]
     if not re.fullmatch(JOB_ID_PATTERN, job_id):
-        raise RecipectlError(f"sbatch answered {r.stdout.strip()[:80]!r}, not a job id",
-                             fix=f"check for the job with squeue --me; the script is {path}")
-    state = RunState(run_id=run_id, recipe_name=recipe.name, recipe_path=str(Path(recipe_path).resolve()),
-                     recipe_hash=recipe_hash(recipe_path), run_dir=str(run_dir), target="slurm", job_id=job_id,
-                     served_model_name=recipe.served_name)
+        raise RecipectlError(
+            f"sbatch answered {r.stdout.strip()[:80]!r}, not a job id",
+            fix=f"check for the job with squeue --me; the script is {path}",
+        )
+    state = RunState(
+        run_id=run_id,
+        recipe_name=recipe.name,
+        recipe_path=str(Path(recipe_path).resolve()),
+        recipe_hash=recipe_hash(recipe_path),
+        run_dir=str(run_dir),
+        target="slurm",
+        job_id=job_id,
+        served_model_name=recipe.served_name,
+    )
     for p in dep.processes:
-        state.processes.append(ProcessState(name=p.name, kind=p.kind, host=p.host, port=p.port, url=None,
-                                            log=str(run_dir / f"{p.name}.log"), argv=[], env={}))
+        state.processes.append(
+            ProcessState(
+                name=p.name,
+                kind=p.kind,
+                host=p.host,
+                port=p.port,
+                url=None,
+                log=str(run_dir / f"{p.name}.log"),
+                argv=[],
+                env={},
+            )
+        )
     state.save()
     return state
 
@@ -247,8 +284,9 @@ def submit_environ(dep, environ: dict[str, str] | None = None) -> dict[str, str]
     return env
 
 
-def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float | None, display,
-           check_first: bool = True) -> LaunchResult:
+def launch(
+    recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float | None, display, check_first: bool = True
+) -> LaunchResult:
     """The Launcher for `--target slurm` (preflight is the scheduler's: check_first is unused)."""
     console = display.console
     state = submit(recipe_path, recipe)
@@ -265,9 +303,16 @@ def launch(recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float |
             failed = failed or _failed_step(state)
             cancelled = _cancel_reporting(state, console)
             d = diagnose(tail(failed.log, 400))
-            return LaunchResult(state, False, message, failed, tail(failed.log, 40), d.cause if d else None,
-                                d.fix if d else None,
-                                f"job {state.job_id} cancelled" if cancelled else f"job {state.job_id} NOT cancelled")
+            return LaunchResult(
+                state,
+                False,
+                message,
+                failed,
+                tail(failed.log, 40),
+                d.cause if d else None,
+                d.fix if d else None,
+                f"job {state.job_id} cancelled" if cancelled else f"job {state.job_id} NOT cancelled",
+            )
         if detach:
             return LaunchResult(state, True, "ready")
         console.print(f"[green]ready[/] — router {state.router_url} (job {state.job_id}; stop with: recipectl stop)")
@@ -287,10 +332,17 @@ class SlurmLauncher:
     name = "slurm"
     interrupted = "the job was cancelled"
 
-    def launch(self, recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float | None, display: Display,
-               check_first: bool = True) -> LaunchResult:
-        return launch(recipe_path, recipe, detach=detach, timeout_s=timeout_s, display=display,
-                      check_first=check_first)
+    def launch(
+        self,
+        recipe_path: str,
+        recipe: Recipe,
+        *,
+        detach: bool,
+        timeout_s: float | None,
+        display: Display,
+        check_first: bool = True,
+    ) -> LaunchResult:
+        return launch(recipe_path, recipe, detach=detach, timeout_s=timeout_s, display=display, check_first=check_first)
 
 
 def _cancel_reporting(state: RunState, console) -> bool:

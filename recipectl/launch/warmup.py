@@ -31,8 +31,15 @@ class FirstRequest:
     diagnosis: Diagnosis | None = None
 
 
-def first_request(client, router_url: str, model: str, *, deadline: float,
-                  diagnose_logs: Callable[[], Diagnosis | None], max_attempts: int = 6) -> FirstRequest:
+def first_request(
+    client,
+    router_url: str,
+    model: str,
+    *,
+    deadline: float,
+    diagnose_logs: Callable[[], Diagnosis | None],
+    max_attempts: int = 6,
+) -> FirstRequest:
     """POST one 2-token completion to the router until it answers 200, the cause is final, the
     attempts run out or the monotonic `deadline` passes; 2 s, 4 s, 6 s ... between attempts."""
     body = {"model": model, "prompt": PROMPT, "max_tokens": 2, "temperature": 0}
@@ -46,8 +53,11 @@ def first_request(client, router_url: str, model: str, *, deadline: float,
         attempts += 1
         remaining = deadline - time.monotonic()
         try:
-            r = client.post(router_url.rstrip("/") + "/v1/completions", json=body,
-                            timeout=httpx.Timeout(max(0.001, min(remaining, 120.0)), connect=5.0))
+            r = client.post(
+                router_url.rstrip("/") + "/v1/completions",
+                json=body,
+                timeout=httpx.Timeout(max(0.001, min(remaining, 120.0)), connect=5.0),
+            )
             if r.status_code == 200:
                 return FirstRequest(True, attempts, time.monotonic() - t0)
             error = f"HTTP {r.status_code}: {r.text.strip()[:300]}"
@@ -81,12 +91,22 @@ def prove_serving(state, deadline: float, console) -> ServingProof:
         return hit[1] if hit else None
 
     with console.status("first request through the router ..."), httpx.Client() as client:
-        first = first_request(client, state.router_url, state.served_model_name,
-                              deadline=max(deadline, time.monotonic() + 60), diagnose_logs=diagnose_logs)
+        first = first_request(
+            client,
+            state.router_url,
+            state.served_model_name,
+            deadline=max(deadline, time.monotonic() + 60),
+            diagnose_logs=diagnose_logs,
+        )
     state.first_request_s = round(first.seconds, 3)
     state.save()
     if first.ok:
         return ServingProof(True, "ready")
     culprit = found[0] if found else next(p for p in state.processes if p.kind == "router")
-    return ServingProof(False, f"every process is healthy, but the first request through the router failed "
-                               f"({first.attempts} attempt(s)): {first.error}", culprit, first.diagnosis)
+    return ServingProof(
+        False,
+        f"every process is healthy, but the first request through the router failed "
+        f"({first.attempts} attempt(s)): {first.error}",
+        culprit,
+        first.diagnosis,
+    )

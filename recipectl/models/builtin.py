@@ -25,8 +25,7 @@ NATIVE_CONTEXT = 262_144
 
 def _every_fourth_full(n_layers: int) -> tuple[LayerType, ...]:
     """Qwen3-Next / Qwen3.5 layout: layer i is full attention when (i+1) % 4 == 0."""
-    return tuple(LayerType.LINEAR_ATTENTION if (i + 1) % 4 else LayerType.FULL_ATTENTION
-                 for i in range(n_layers))
+    return tuple(LayerType.LINEAR_ATTENTION if (i + 1) % 4 else LayerType.FULL_ATTENTION for i in range(n_layers))
 
 
 # Qwen/Qwen3.5-397B-A17B (text part of Qwen3_5MoeForConditionalGeneration, model_type
@@ -342,15 +341,29 @@ QWEN3_5_0_8B = ModelSpec(
 # model.path at a directory holding its config.json to plan it.
 
 BUILTIN_MODELS: dict[str, ModelSpec] = {
-    m.name: m for m in (QWEN3_5_397B_A17B, QWEN3_5_122B_A10B, QWEN3_5_35B_A3B, QWEN3_5_27B,
-                        QWEN3_5_9B, QWEN3_5_4B, QWEN3_5_0_8B, QWEN3_NEXT_80B_A3B)
+    m.name: m
+    for m in (
+        QWEN3_5_397B_A17B,
+        QWEN3_5_122B_A10B,
+        QWEN3_5_35B_A3B,
+        QWEN3_5_27B,
+        QWEN3_5_9B,
+        QWEN3_5_4B,
+        QWEN3_5_0_8B,
+        QWEN3_NEXT_80B_A3B,
+    )
 }
 
 # Name suffixes of published variants that share a base model's shape: a quantized checkpoint
 # (the value says which planner quantization it is), a post-training flavour (None).
 _VARIANT_SUFFIXES: dict[str, str | None] = {
-    "-nvfp4": "nvfp4", "-fp8": "fp8", "-fp8-dynamic": "fp8", "-bf16": "bf16",
-    "-instruct": None, "-thinking": None, "-base": None,
+    "-nvfp4": "nvfp4",
+    "-fp8": "fp8",
+    "-fp8-dynamic": "fp8",
+    "-bf16": "bf16",
+    "-instruct": None,
+    "-thinking": None,
+    "-base": None,
 }
 
 
@@ -400,7 +413,9 @@ def builtin_model(name: str) -> ModelSpec:
     found = find_builtin(name)
     if found is None:
         hint = suggest_builtin(name)
-        raise KeyError(f"no built-in model {name!r}"
-                       + (f" (did you mean {', '.join(hint)}?)" if hint else "")
-                       + f"; known: {', '.join(sorted(BUILTIN_MODELS))}")
+        raise KeyError(
+            f"no built-in model {name!r}"
+            + (f" (did you mean {', '.join(hint)}?)" if hint else "")
+            + f"; known: {', '.join(sorted(BUILTIN_MODELS))}"
+        )
     return found[0]

@@ -20,17 +20,31 @@ def _known_info(spec: Any) -> dict[str, Any]:
     """What a recipe can take from a built-in spec: family, routed experts, spec name, and whether
     the checkpoint carries a vision tower (Qwen3.5's *ForConditionalGeneration do)."""
     family = "hybrid" if spec.is_hybrid else spec.family.value
-    return {"family": family, "num_experts": spec.num_experts or None, "spec": spec.name,
-            "multimodal": spec.architecture.endswith("ForConditionalGeneration")}
+    return {
+        "family": family,
+        "num_experts": spec.num_experts or None,
+        "spec": spec.name,
+        "multimodal": spec.architecture.endswith("ForConditionalGeneration"),
+    }
 
 
 # Architectures whose layers keep a recurrent state beside attention (GDN or Mamba): P/D moves that
 # state over NIXL too, with the conv-state layout the hybrid rules check (vLLM's hybrid P/D CI runs
 # GDN, Mamba2 and Mamba1 hybrids: tests/v1/kv_connector/nixl_integration/config_sweep_accuracy_test.sh)
-HYBRID_ARCHITECTURES = ("Qwen3NextForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
-                        "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
-                        "GraniteMoeHybridForCausalLM", "JambaForCausalLM", "NemotronHForCausalLM",
-                        "BambaForCausalLM", "FalconH1ForCausalLM", "Zamba2ForCausalLM", "Plamo2ForCausalLM")
+HYBRID_ARCHITECTURES = (
+    "Qwen3NextForCausalLM",
+    "Qwen3_5ForCausalLM",
+    "Qwen3_5MoeForCausalLM",
+    "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration",
+    "GraniteMoeHybridForCausalLM",
+    "JambaForCausalLM",
+    "NemotronHForCausalLM",
+    "BambaForCausalLM",
+    "FalconH1ForCausalLM",
+    "Zamba2ForCausalLM",
+    "Plamo2ForCausalLM",
+)
 # layer_types entries of a recurrent layer (Qwen3.5's linear_attention, Granite 4.0-H's mamba)
 _RECURRENT_LAYERS = ("linear_attention", "mamba")
 # Published hybrid checkpoints and their config.json `architectures`, for hub ids with no local
@@ -125,10 +139,12 @@ def family_from_config(cfg: dict[str, Any]) -> tuple[str | None, int | None]:
     archs = archs if isinstance(archs, list) else []
     layer_types = text.get("layer_types")
     layer_types = layer_types if isinstance(layer_types, list) else []
-    experts = (_count(text.get("num_experts")) or _count(text.get("n_routed_experts"))
-               or _count(text.get("num_local_experts")))
+    experts = (
+        _count(text.get("num_experts")) or _count(text.get("n_routed_experts")) or _count(text.get("num_local_experts"))
+    )
     if any(a in HYBRID_ARCHITECTURES for a in archs if isinstance(a, str)) or any(
-            t in _RECURRENT_LAYERS for t in layer_types):
+        t in _RECURRENT_LAYERS for t in layer_types
+    ):
         return "hybrid", experts
     if experts:
         return "moe", experts
@@ -141,6 +157,7 @@ class ModelFacts:
     has none on this host) and that file's path. The loader reads them once (read_model_facts)
     and the recipe carries them (Recipe.model_facts): the planner and the rules read them there,
     never the file again."""
+
     config: Mapping[str, Any] | None = None
     config_file: Path | None = None
 

@@ -33,8 +33,7 @@ class LayerType(str, Enum):
 
 
 # Model types whose attention projection is gated (q_proj emits 2x: query and gate).
-_GATED_ATTENTION_TYPES = (
-    "qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text")
+_GATED_ATTENTION_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text")
 
 
 class ParamCounts(BaseModel):
@@ -61,9 +60,17 @@ class ParamCounts(BaseModel):
     @property
     def total(self) -> int:
         """All language-model parameters, MTP layers excluded."""
-        return (self.embedding + self.lm_head + self.attention + self.linear_attention
-                + self.dense_mlp + self.shared_experts + self.routed_experts + self.router
-                + self.norms)
+        return (
+            self.embedding
+            + self.lm_head
+            + self.attention
+            + self.linear_attention
+            + self.dense_mlp
+            + self.shared_experts
+            + self.routed_experts
+            + self.router
+            + self.norms
+        )
 
 
 class ModelSpec(BaseModel):
@@ -112,12 +119,17 @@ class ModelSpec(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> "ModelSpec":
         if len(self.layer_types) != self.num_hidden_layers:
-            raise ValueError(f"layer_types has {len(self.layer_types)} entries, "
-                             f"num_hidden_layers is {self.num_hidden_layers}")
+            raise ValueError(
+                f"layer_types has {len(self.layer_types)} entries, num_hidden_layers is {self.num_hidden_layers}"
+            )
         if self.num_linear_attention_layers:
-            gdn = (self.linear_num_key_heads, self.linear_num_value_heads,
-                   self.linear_key_head_dim, self.linear_value_head_dim,
-                   self.linear_conv_kernel_dim)
+            gdn = (
+                self.linear_num_key_heads,
+                self.linear_num_value_heads,
+                self.linear_key_head_dim,
+                self.linear_value_head_dim,
+                self.linear_conv_kernel_dim,
+            )
             if min(gdn) <= 0:
                 raise ValueError("a model with linear_attention layers needs every linear_* dim")
             if self.family is not ModelFamily.HYBRID:
@@ -150,8 +162,10 @@ class ModelSpec(BaseModel):
     @property
     def gdn_conv_dim(self) -> int:
         """``2*key_dim*num_k_heads + value_dim*num_v_heads``: channels the GDN conv runs over."""
-        return (2 * self.linear_key_head_dim * self.linear_num_key_heads
-                + self.linear_value_head_dim * self.linear_num_value_heads)
+        return (
+            2 * self.linear_key_head_dim * self.linear_num_key_heads
+            + self.linear_value_head_dim * self.linear_num_value_heads
+        )
 
     # ----- parameters ----------------------------------------------------------------------
     def _attention_params(self) -> int:
@@ -186,8 +200,9 @@ class ModelSpec(BaseModel):
         n_moe = self.moe_layer_count
         n_dense_mlp = self.num_hidden_layers - n_moe
         dense_mlp_one = 3 * h * self.intermediate_size
-        mtp_layer = (self._attention_params() + (routed + shared + router if n_moe
-                                                  else dense_mlp_one) + 2 * h * h + 6 * h)
+        mtp_layer = (
+            self._attention_params() + (routed + shared + router if n_moe else dense_mlp_one) + 2 * h * h + 6 * h
+        )
         return ParamCounts(
             embedding=self.vocab_size * h,
             lm_head=0 if self.tie_word_embeddings else self.vocab_size * h,
@@ -236,8 +251,7 @@ class ModelSpec(BaseModel):
         architectures = data.get("architectures") or text.get("architectures") or [""]
         model_type = str(cfg.get("model_type", ""))
         n_layers = int(cfg["num_hidden_layers"])
-        hybrid = ("linear_num_value_heads" in cfg
-                  or "linear_attention" in (cfg.get("layer_types") or []))
+        hybrid = "linear_num_value_heads" in cfg or "linear_attention" in (cfg.get("layer_types") or [])
         layer_types = _layer_types(cfg, n_layers, hybrid)
         n_heads = int(cfg["num_attention_heads"])
         hidden = int(cfg["hidden_size"])
@@ -245,11 +259,27 @@ class ModelSpec(BaseModel):
         moe_inter = int(cfg.get("moe_intermediate_size") or 0)
         if num_experts and not moe_inter:  # Mixtral: the experts use intermediate_size
             moe_inter = int(cfg.get("intermediate_size") or 0)
-        family = (ModelFamily.HYBRID if LayerType.LINEAR_ATTENTION in layer_types
-                  else ModelFamily.MOE if num_experts else ModelFamily.DENSE)
-        gdn = {k: int(cfg.get(k) or 0) for k in (
-            "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-            "linear_value_head_dim", "linear_conv_kernel_dim")} if hybrid else {}
+        family = (
+            ModelFamily.HYBRID
+            if LayerType.LINEAR_ATTENTION in layer_types
+            else ModelFamily.MOE
+            if num_experts
+            else ModelFamily.DENSE
+        )
+        gdn = (
+            {
+                k: int(cfg.get(k) or 0)
+                for k in (
+                    "linear_num_key_heads",
+                    "linear_num_value_heads",
+                    "linear_key_head_dim",
+                    "linear_value_head_dim",
+                    "linear_conv_kernel_dim",
+                )
+            }
+            if hybrid
+            else {}
+        )
         return cls(
             name=name,
             architecture=str(architectures[0]),
@@ -260,26 +290,23 @@ class ModelSpec(BaseModel):
             num_attention_heads=n_heads,
             num_key_value_heads=int(cfg.get("num_key_value_heads") or n_heads),
             head_dim=int(cfg.get("head_dim") or hidden // n_heads),
-            attn_output_gate=bool(cfg.get("attn_output_gate",
-                                          model_type in _GATED_ATTENTION_TYPES)),
+            attn_output_gate=bool(cfg.get("attn_output_gate", model_type in _GATED_ATTENTION_TYPES)),
             intermediate_size=int(cfg.get("intermediate_size") or 0),
             num_experts=num_experts,
             num_experts_per_tok=int(cfg.get("num_experts_per_tok") or 0) if num_experts else 0,
             moe_intermediate_size=moe_inter if num_experts else 0,
             shared_expert_intermediate_size=(
-                int(cfg.get("shared_expert_intermediate_size") or 0) if num_experts else 0),
+                int(cfg.get("shared_expert_intermediate_size") or 0) if num_experts else 0
+            ),
             num_moe_layers=_num_moe_layers(cfg, n_layers) if num_experts else None,
             vocab_size=int(cfg["vocab_size"]),
-            tie_word_embeddings=bool(data.get("tie_word_embeddings",
-                                              cfg.get("tie_word_embeddings", False))),
+            tie_word_embeddings=bool(data.get("tie_word_embeddings", cfg.get("tie_word_embeddings", False))),
             # Qwen3.5 spells it mtp_num_hidden_layers; Qwen3-Next (and DeepSeek) use
             # num_nextn_predict_layers. Absent means none declared.
-            mtp_num_hidden_layers=int(cfg.get("mtp_num_hidden_layers")
-                                      or cfg.get("num_nextn_predict_layers") or 0),
+            mtp_num_hidden_layers=int(cfg.get("mtp_num_hidden_layers") or cfg.get("num_nextn_predict_layers") or 0),
             dtype=str(cfg.get("dtype") or cfg.get("torch_dtype") or "bfloat16"),
             mamba_ssm_dtype=cfg.get("mamba_ssm_dtype"),
-            max_position_embeddings=int(cfg["max_position_embeddings"]) if cfg.get("max_position_embeddings")
-            else None,
+            max_position_embeddings=int(cfg["max_position_embeddings"]) if cfg.get("max_position_embeddings") else None,
             **gdn,
         )
 
@@ -291,8 +318,9 @@ def _layer_types(cfg: dict[str, Any], n_layers: int, hybrid: bool) -> tuple[Laye
     if not hybrid:
         return (LayerType.FULL_ATTENTION,) * n_layers
     interval = int(cfg.get("full_attention_interval") or 4)  # transformers' default is 4
-    return tuple(LayerType.LINEAR_ATTENTION if (i + 1) % interval else LayerType.FULL_ATTENTION
-                 for i in range(n_layers))
+    return tuple(
+        LayerType.LINEAR_ATTENTION if (i + 1) % interval else LayerType.FULL_ATTENTION for i in range(n_layers)
+    )
 
 
 def _num_moe_layers(cfg: dict[str, Any], n_layers: int) -> int | None:

@@ -66,6 +66,8 @@ from recipectl.plan.workload import (
 
 GiB = 1 << 30
 MiB = 1 << 20
+
+
 # ----- the plan --------------------------------------------------------------------------------
 class Workload(BaseModel):
     """A ``vllm bench serve --dataset-name random`` workload."""
@@ -189,9 +191,17 @@ def plan_role(spec: ModelSpec, given: PlanInput) -> CapacityPlan:
     n_attn = spec.num_full_attention_layers + (spec.mtp_num_hidden_layers if num_spec else 0)
     n_gdn = spec.num_linear_attention_layers
 
-    pages = state_pages(spec, tp=tp, kv_dtype=kv_dtype, conv_dtype=conv_dtype, ssm_dtype=ssm_dtype,
-                        block_size=block_size, kernel_block_size=kernel_block_size, num_spec=num_spec,
-                        checkpoint_alignment=given.checkpoint_alignment if enable_prefix_caching else 1)
+    pages = state_pages(
+        spec,
+        tp=tp,
+        kv_dtype=kv_dtype,
+        conv_dtype=conv_dtype,
+        ssm_dtype=ssm_dtype,
+        block_size=block_size,
+        kernel_block_size=kernel_block_size,
+        num_spec=num_spec,
+        checkpoint_alignment=given.checkpoint_alignment if enable_prefix_caching else 1,
+    )
     attn_1tok, conv_b, ssm_b = pages.attention_bytes_per_token, pages.conv_bytes, pages.ssm_bytes
     block_size, page = pages.block_size, pages.attention_page_bytes
     mamba_page = conv_b + ssm_b
@@ -212,34 +222,55 @@ def plan_role(spec: ModelSpec, given: PlanInput) -> CapacityPlan:
 
     fields: dict = {}
     if workload is not None:
-        fields = _workload_fields(workload, groups, block_size, mamba_blocks, num_blocks, dp,
-                                  given.max_num_seqs)
+        fields = _workload_fields(workload, groups, block_size, mamba_blocks, num_blocks, dp, given.max_num_seqs)
     return CapacityPlan(
-        model=spec.name, tp=tp, dp=dp, ep=ep, max_model_len=max_model_len,
-        kv_cache_dtype=kv_dtype, conv_dtype=conv_dtype, ssm_dtype=ssm_dtype,
+        model=spec.name,
+        tp=tp,
+        dp=dp,
+        ep=ep,
+        max_model_len=max_model_len,
+        kv_cache_dtype=kv_dtype,
+        conv_dtype=conv_dtype,
+        ssm_dtype=ssm_dtype,
         mamba_cache_mode="align" if enable_prefix_caching and n_gdn else "none",
         kv_bytes_per_token=n_attn * attn_1tok,
-        gdn_conv_bytes_per_layer=conv_b, gdn_ssm_bytes_per_layer=ssm_b,
+        gdn_conv_bytes_per_layer=conv_b,
+        gdn_ssm_bytes_per_layer=ssm_b,
         gdn_state_bytes_per_request=n_gdn * mamba_page,
-        block_size=block_size, attention_page_bytes=page, mamba_page_bytes=mamba_page,
+        block_size=block_size,
+        attention_page_bytes=page,
+        mamba_page_bytes=mamba_page,
         mamba_padding_pct=100 * (page - mamba_page) / mamba_page if mamba_page else 0.0,
-        groups=tuple(groups), page_bytes=per_block, weight_bytes_per_gpu=weights,
-        cache_bytes=cache, num_blocks=num_blocks, mamba_blocks_per_request=mamba_blocks,
-        blocks_per_request=per_request, max_concurrency=concurrency,
-        cache_tokens=cache_tokens(concurrency, max_model_len), **fields)
+        groups=tuple(groups),
+        page_bytes=per_block,
+        weight_bytes_per_gpu=weights,
+        cache_bytes=cache,
+        num_blocks=num_blocks,
+        mamba_blocks_per_request=mamba_blocks,
+        blocks_per_request=per_request,
+        max_concurrency=concurrency,
+        cache_tokens=cache_tokens(concurrency, max_model_len),
+        **fields,
+    )
 
 
-def _workload_fields(workload: Workload, groups: Sequence[CacheGroup], block_size: int,
-                     mamba_blocks: int, num_blocks: int, dp: int,
-                     max_num_seqs: int | None) -> dict:
+def _workload_fields(
+    workload: Workload,
+    groups: Sequence[CacheGroup],
+    block_size: int,
+    mamba_blocks: int,
+    num_blocks: int,
+    dp: int,
+    max_num_seqs: int | None,
+) -> dict:
     """Saturation figures: how many workload requests a rank's pool keeps resident. One block
     is vLLM's null block and holds nothing."""
-    in_r, out_r = random_dataset_ranges(workload.isl, workload.osl, workload.range_ratio,
-                                        workload.num_special_tokens)
+    in_r, out_r = random_dataset_ranges(workload.isl, workload.osl, workload.range_ratio, workload.num_special_tokens)
     n_attn_groups = sum(g.kind == "attention" for g in groups)
     n_mamba_groups = len(groups) - n_attn_groups
-    resident = (n_attn_groups * expected_resident_attention_blocks(in_r, out_r, block_size)
-                + n_mamba_groups * mamba_blocks)
+    resident = (
+        n_attn_groups * expected_resident_attention_blocks(in_r, out_r, block_size) + n_mamba_groups * mamba_blocks
+    )
     mean_len = (in_r[0] + in_r[1]) // 2 + (out_r[0] + out_r[1]) // 2
     worst = blocks_per_request(groups, in_r[1] + out_r[1], block_size, mamba_blocks)
     usable = max(0, num_blocks - 1)
@@ -248,12 +279,15 @@ def _workload_fields(workload: Workload, groups: Sequence[CacheGroup], block_siz
     if max_num_seqs is not None:
         per_rank, worst_rank = min(per_rank, max_num_seqs), min(worst_rank, max_num_seqs)
     return dict(
-        input_range=in_r, output_range=out_r,
-        blocks_per_request_mean_length=blocks_per_request(groups, mean_len, block_size,
-                                                          mamba_blocks),
-        blocks_per_request_worst_case=worst, expected_resident_blocks=resident,
-        saturation_concurrency_per_rank=per_rank, saturation_concurrency=per_rank * dp,
-        worst_case_concurrency=worst_rank * dp)
+        input_range=in_r,
+        output_range=out_r,
+        blocks_per_request_mean_length=blocks_per_request(groups, mean_len, block_size, mamba_blocks),
+        blocks_per_request_worst_case=worst,
+        expected_resident_blocks=resident,
+        saturation_concurrency_per_rank=per_rank,
+        saturation_concurrency=per_rank * dp,
+        worst_case_concurrency=worst_rank * dp,
+    )
 
 
 class SsmDtypeGain(BaseModel):
@@ -274,12 +308,17 @@ class SsmDtypeGain(BaseModel):
         """bf16 saturation (or max) concurrency / fp32's: the capacity gain; None where fp32's
         cache holds no request (the weights leave it no memory), so that there is no ratio."""
         sat_a, sat_b = self.bf16.saturation_concurrency, self.fp32.saturation_concurrency
-        a, b = ((sat_a, sat_b) if sat_a is not None and sat_b is not None
-                else (self.bf16.max_concurrency, self.fp32.max_concurrency))
+        a, b = (
+            (sat_a, sat_b)
+            if sat_a is not None and sat_b is not None
+            else (self.bf16.max_concurrency, self.fp32.max_concurrency)
+        )
         return a / b if b else None
 
 
 def ssm_dtype_gain(spec: ModelSpec, given: PlanInput) -> SsmDtypeGain:
     """Plan the same role twice, SSM cache in bfloat16 and in float32 (whatever `given` asks for)."""
-    return SsmDtypeGain(bf16=plan_role(spec, replace(given, mamba_ssm_cache_dtype="bfloat16")),
-                        fp32=plan_role(spec, replace(given, mamba_ssm_cache_dtype="float32")))
+    return SsmDtypeGain(
+        bf16=plan_role(spec, replace(given, mamba_ssm_cache_dtype="bfloat16")),
+        fp32=plan_role(spec, replace(given, mamba_ssm_cache_dtype="float32")),
+    )

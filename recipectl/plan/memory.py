@@ -21,6 +21,7 @@ from recipectl.models.spec import ModelSpec
 GiB = 1 << 30
 MiB = 1 << 20
 
+
 # ----- memory ----------------------------------------------------------------------------------
 class Overheads(BaseModel):
     """Memory vLLM takes before the KV cache, besides weights. The defaults are the planner's
@@ -113,12 +114,12 @@ def sampler_peak_bytes(spec: ModelSpec, num_reqs: int, sm_count: int, act_bytes:
     generator) frees the first call's float32 copies before making its own: same peak."""
     v = spec.vocab_size
     rows = min(1 << max(0, min(sm_count, num_reqs) - 1).bit_length(), sm_count)
-    return (2 * num_reqs * spec.hidden_size * act_bytes + num_reqs * v * (act_bytes + 3 * 4)
-            + rows * v * 4)
+    return 2 * num_reqs * spec.hidden_size * act_bytes + num_reqs * v * (act_bytes + 3 * 4) + rows * v * 4
 
 
-def activation_peak_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, max_num_seqs: int,
-                          tp: int, sm_count: int) -> int:
+def activation_peak_bytes(
+    spec: ModelSpec, *, max_num_batched_tokens: int, max_num_seqs: int, tp: int, sm_count: int
+) -> int:
     """The torch peak increase of ``profile_run``: ``_dummy_run(max_num_tokens)`` then the sampler
     warm-up on ``min(max_num_tokens, max_num_seqs)`` requests (the dummy batch's request count,
     ``_dummy_run``). Held throughout: the cuBLAS workspace, the MoE workspace and the forward's
@@ -127,15 +128,15 @@ def activation_peak_bytes(spec: ModelSpec, *, max_num_batched_tokens: int, max_n
     transients. The forward's own transients at the autotune are taken to be covered by the held
     terms (on the tiny model they are within its 0.01 GiB log precision)."""
     tokens = max_num_batched_tokens
-    held = (CUBLAS_WORKSPACE_BYTES + moe_workspace_bytes(spec, tokens, tp)
-            + tokens * spec.hidden_size * 2)
+    held = CUBLAS_WORKSPACE_BYTES + moe_workspace_bytes(spec, tokens, tp) + tokens * spec.hidden_size * 2
     flush = TRITON_AUTOTUNE_FLUSH_BYTES if spec.num_linear_attention_layers else 0
     sampler = sampler_peak_bytes(spec, min(tokens, max_num_seqs), sm_count)
     return held + max(flush, sampler)
 
 
-def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int,
-                            max_capture_size: int | None = None, num_spec: int = 0) -> list[int]:
+def cudagraph_capture_sizes(
+    max_num_seqs: int, max_num_batched_tokens: int, max_capture_size: int | None = None, num_spec: int = 0
+) -> list[int]:
     """``VllmConfig._set_cudagraph_sizes`` (vllm/config/vllm.py): the largest size is
     ``min(max_num_seqs x (1 + spec tokens) x 2, 512)`` unless set, capped at the token budget;
     sizes 1, 2, 4, every 8 below 256, every 16 from 256, plus the token budget if it fits."""
@@ -151,9 +152,15 @@ def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int,
     return sorted(set(sizes))
 
 
-def cudagraph_estimate_bytes(spec: ModelSpec, *, max_num_seqs: int, max_num_batched_tokens: int,
-                             max_capture_size: int | None = None, enforce_eager: bool = False,
-                             num_spec: int = 0) -> int:
+def cudagraph_estimate_bytes(
+    spec: ModelSpec,
+    *,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    max_capture_size: int | None = None,
+    enforce_eager: bool = False,
+    num_spec: int = 0,
+) -> int:
     """``profile_cudagraph_memory``'s estimate under the default FULL_AND_PIECEWISE mode
     (``MambaModelConfig`` turns it on for hybrid models): PIECEWISE graphs for every capture size,
     FULL graphs for the uniform-decode sizes (<= max_num_seqs x (1 + spec tokens)). 0 with
@@ -163,27 +170,42 @@ def cudagraph_estimate_bytes(spec: ModelSpec, *, max_num_seqs: int, max_num_batc
     sizes = cudagraph_capture_sizes(max_num_seqs, max_num_batched_tokens, max_capture_size, num_spec)
     modes = [len(sizes), sum(s <= max_num_seqs * (1 + num_spec) for s in sizes)]
     modes = [n for n in modes if n]
-    per_graph = max(CUDAGRAPH_MIN_PER_GRAPH_BYTES,
-                    CUDAGRAPH_PER_GRAPH_PER_LAYER_BYTES * spec.num_hidden_layers)
+    per_graph = max(CUDAGRAPH_MIN_PER_GRAPH_BYTES, CUDAGRAPH_PER_GRAPH_PER_LAYER_BYTES * spec.num_hidden_layers)
     return CUDAGRAPH_FIRST_CAPTURE_BYTES + sum(n - 1 for n in modes) * per_graph
 
 
-def engine_overheads(spec: ModelSpec, *, max_num_batched_tokens: int, max_num_seqs: int,
-                     tp: int = 1, dp: int = 1, sm_count: int, enforce_eager: bool = False,
-                     max_capture_size: int | None = None, num_spec: int = 0) -> "Overheads":
+def engine_overheads(
+    spec: ModelSpec,
+    *,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    tp: int = 1,
+    dp: int = 1,
+    sm_count: int,
+    enforce_eager: bool = False,
+    max_capture_size: int | None = None,
+    num_spec: int = 0,
+) -> "Overheads":
     """The three overheads of one GPU worker of a role, from its effective settings."""
     return Overheads(
         activation_peak_bytes=activation_peak_bytes(
-            spec, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
-            tp=tp, sm_count=sm_count),
+            spec, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, tp=tp, sm_count=sm_count
+        ),
         cudagraph_bytes=cudagraph_estimate_bytes(
-            spec, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-            max_capture_size=max_capture_size, enforce_eager=enforce_eager, num_spec=num_spec),
-        non_torch_bytes=NON_TORCH_TP1_BYTES if tp * dp == 1 else NON_TORCH_MULTI_GPU_BYTES)
+            spec,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            max_capture_size=max_capture_size,
+            enforce_eager=enforce_eager,
+            num_spec=num_spec,
+        ),
+        non_torch_bytes=NON_TORCH_TP1_BYTES if tp * dp == 1 else NON_TORCH_MULTI_GPU_BYTES,
+    )
 
 
-def cache_bytes_per_gpu(gpu_memory_bytes: int, gpu_memory_utilization: float,
-                        weight_bytes: int, overheads: Overheads) -> int:
+def cache_bytes_per_gpu(
+    gpu_memory_bytes: int, gpu_memory_utilization: float, weight_bytes: int, overheads: Overheads
+) -> int:
     """Mirrors ``Worker.determine_available_memory``: ``ceil(total * utilization)`` minus what
     the profile run consumed (weights, non-torch, activation peak) minus the CUDA-graph estimate."""
     requested = math.ceil(gpu_memory_bytes * gpu_memory_utilization)
@@ -212,8 +234,9 @@ QUANT_SCHEMES: dict[str, QuantScheme] = {
 }
 
 
-def weight_bytes_per_gpu(spec: ModelSpec, quantization: str, tp: int, dp: int, ep: bool,
-                         include_mtp: bool = False) -> int:
+def weight_bytes_per_gpu(
+    spec: ModelSpec, quantization: str, tp: int, dp: int, ep: bool, include_mtp: bool = False
+) -> int:
     """Weight bytes on one GPU. With expert parallelism (DEP) the routed experts are spread over
     EP = DP x TP ranks and everything else is replicated per DP rank (TP-sharded inside it);
     without it every part is TP-sharded and replicated per DP rank. Counts are approximated

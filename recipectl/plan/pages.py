@@ -15,9 +15,18 @@ GiB = 1 << 30
 MiB = 1 << 20
 
 DTYPE_BYTES: dict[str, int] = {
-    "float32": 4, "fp32": 4, "float": 4,
-    "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2,
-    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1,
+    "float32": 4,
+    "fp32": 4,
+    "float": 4,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float16": 2,
+    "fp16": 2,
+    "half": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
 }
 
 
@@ -44,12 +53,10 @@ def kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
 def attention_page_bytes_per_token(spec: ModelSpec, tp: int, kv_cache_dtype: str) -> int:
     """One token of one full-attention layer on one rank: ``2 * kv_heads_per_rank * head_dim *
     dtype_bytes``. Mirrors ``AttentionSpec.page_size_bytes`` with ``block_size=1``."""
-    return 2 * kv_heads_per_rank(spec.num_key_value_heads, tp) * spec.head_dim * dtype_bytes(
-        kv_cache_dtype)
+    return 2 * kv_heads_per_rank(spec.num_key_value_heads, tp) * spec.head_dim * dtype_bytes(kv_cache_dtype)
 
 
-def attention_kv_bytes_per_token(spec: ModelSpec, tp: int, kv_cache_dtype: str,
-                                 extra_attention_layers: int = 0) -> int:
+def attention_kv_bytes_per_token(spec: ModelSpec, tp: int, kv_cache_dtype: str, extra_attention_layers: int = 0) -> int:
     """KV bytes one token costs on one rank over all full-attention layers (no block rounding)."""
     layers = spec.num_full_attention_layers + extra_attention_layers
     return layers * attention_page_bytes_per_token(spec, tp, kv_cache_dtype)
@@ -62,33 +69,32 @@ def _divide(a: int, b: int, what: str) -> int:
     return a // b
 
 
-def gdn_state_shapes(spec: ModelSpec, tp: int, num_spec: int = 0
-                     ) -> tuple[tuple[int, int], tuple[int, int, int]]:
+def gdn_state_shapes(spec: ModelSpec, tp: int, num_spec: int = 0) -> tuple[tuple[int, int], tuple[int, int, int]]:
     """(conv, temporal) state shapes of one GDN layer on one rank. Mirrors
     ``MambaStateShapeCalculator.gated_delta_net_state_shape``: conv ``(conv_dim/TP, K-1+num_spec)``
     (the SD/DS layout only transposes it), temporal ``(num_v_heads/TP, v_dim, k_dim)``."""
-    conv = (_divide(spec.gdn_conv_dim, tp, "GDN conv_dim"),
-            spec.linear_conv_kernel_dim - 1 + num_spec)
-    temporal = (_divide(spec.linear_num_value_heads, tp, "linear_num_value_heads"),
-                spec.linear_value_head_dim, spec.linear_key_head_dim)
+    conv = (_divide(spec.gdn_conv_dim, tp, "GDN conv_dim"), spec.linear_conv_kernel_dim - 1 + num_spec)
+    temporal = (
+        _divide(spec.linear_num_value_heads, tp, "linear_num_value_heads"),
+        spec.linear_value_head_dim,
+        spec.linear_key_head_dim,
+    )
     return conv, temporal
 
 
-def gdn_state_bytes_per_layer(spec: ModelSpec, tp: int, conv_dtype: str, ssm_dtype: str,
-                              num_spec: int = 0) -> tuple[int, int]:
+def gdn_state_bytes_per_layer(
+    spec: ModelSpec, tp: int, conv_dtype: str, ssm_dtype: str, num_spec: int = 0
+) -> tuple[int, int]:
     """(conv bytes, temporal/SSM bytes) of one GDN layer for one request on one rank: the
     unpadded ``MambaSpec.page_size_bytes``. The conv state is in the mamba cache dtype (``auto``:
     the model dtype), the temporal state in the SSM cache dtype."""
     conv, temporal = gdn_state_shapes(spec, tp, num_spec)
-    return (math.prod(conv) * dtype_bytes(conv_dtype),
-            math.prod(temporal) * dtype_bytes(ssm_dtype))
+    return (math.prod(conv) * dtype_bytes(conv_dtype), math.prod(temporal) * dtype_bytes(ssm_dtype))
 
 
-def gdn_state_bytes_per_request(spec: ModelSpec, tp: int, conv_dtype: str, ssm_dtype: str,
-                                num_spec: int = 0) -> int:
+def gdn_state_bytes_per_request(spec: ModelSpec, tp: int, conv_dtype: str, ssm_dtype: str, num_spec: int = 0) -> int:
     """GDN state of one request on one rank, all GDN layers, before page padding."""
-    return spec.num_linear_attention_layers * sum(
-        gdn_state_bytes_per_layer(spec, tp, conv_dtype, ssm_dtype, num_spec))
+    return spec.num_linear_attention_layers * sum(gdn_state_bytes_per_layer(spec, tp, conv_dtype, ssm_dtype, num_spec))
 
 
 def resolve_ssm_dtype(spec: ModelSpec, mamba_ssm_cache_dtype: str, conv_dtype: str) -> str:
@@ -101,9 +107,13 @@ def resolve_ssm_dtype(spec: ModelSpec, mamba_ssm_cache_dtype: str, conv_dtype: s
 
 
 # ----- block size / page alignment -------------------------------------------------------------
-def align_hybrid_block_size(attn_page_bytes_per_token: int, mamba_page_bytes: int,
-                            block_size: int, kernel_block_size: int,
-                            checkpoint_alignment: int = 1) -> tuple[int, int]:
+def align_hybrid_block_size(
+    attn_page_bytes_per_token: int,
+    mamba_page_bytes: int,
+    block_size: int,
+    kernel_block_size: int,
+    checkpoint_alignment: int = 1,
+) -> tuple[int, int]:
     """(attention block size in tokens, padded mamba page bytes). Mirrors
     ``Platform._align_hybrid_block_size``: the attention block grows (by multiples of
     ``max(smallest kernel block, block_size)``) until one attention page covers a mamba page,
@@ -139,21 +149,39 @@ class StatePages(BaseModel):
     ssm_bytes: int  # one GDN layer's temporal (SSM) state, one request
 
 
-def state_pages(spec: ModelSpec, *, tp: int, kv_dtype: str, conv_dtype: str, ssm_dtype: str,
-                block_size: int, kernel_block_size: int, num_spec: int = 0,
-                checkpoint_alignment: int = 1) -> StatePages:
+def state_pages(
+    spec: ModelSpec,
+    *,
+    tp: int,
+    kv_dtype: str,
+    conv_dtype: str,
+    ssm_dtype: str,
+    block_size: int,
+    kernel_block_size: int,
+    num_spec: int = 0,
+    checkpoint_alignment: int = 1,
+) -> StatePages:
     """A role's pages from concrete dtypes (no ``auto``): the attention page per token, the GDN
     state per layer and, for a hybrid model, the attention block grown until one page covers the
     GDN state (``Platform._align_hybrid_block_size``)."""
     attn_1tok = attention_page_bytes_per_token(spec, tp, kv_dtype)
-    conv_b, ssm_b = (gdn_state_bytes_per_layer(spec, tp, conv_dtype, ssm_dtype, num_spec)
-                     if spec.num_linear_attention_layers else (0, 0))
+    conv_b, ssm_b = (
+        gdn_state_bytes_per_layer(spec, tp, conv_dtype, ssm_dtype, num_spec)
+        if spec.num_linear_attention_layers
+        else (0, 0)
+    )
     page = block_size * attn_1tok
     if spec.num_linear_attention_layers:
-        block_size, page = align_hybrid_block_size(attn_1tok, conv_b + ssm_b, block_size, kernel_block_size,
-                                                   checkpoint_alignment)
-    return StatePages(block_size=block_size, attention_page_bytes=page, attention_bytes_per_token=attn_1tok,
-                      conv_bytes=conv_b, ssm_bytes=ssm_b)
+        block_size, page = align_hybrid_block_size(
+            attn_1tok, conv_b + ssm_b, block_size, kernel_block_size, checkpoint_alignment
+        )
+    return StatePages(
+        block_size=block_size,
+        attention_page_bytes=page,
+        attention_bytes_per_token=attn_1tok,
+        conv_bytes=conv_b,
+        ssm_bytes=ssm_b,
+    )
 
 
 class CacheGroup(BaseModel):
@@ -179,8 +207,7 @@ def kv_cache_groups(num_attention_layers: int, num_mamba_layers: int) -> list[Ca
     groups: list[CacheGroup] = []
     for kind, n in buckets:
         num_groups = math.ceil(n / group_size)
-        groups += [CacheGroup(kind=kind, num_layers=len(range(i, n, num_groups)))
-                   for i in range(num_groups)]
+        groups += [CacheGroup(kind=kind, num_layers=len(range(i, n, num_groups))) for i in range(num_groups)]
     return groups
 
 
@@ -190,8 +217,7 @@ def bytes_per_block(groups: Sequence[CacheGroup], page_bytes: int) -> int:
     return max(g.num_layers for g in groups) * page_bytes
 
 
-def blocks_per_request(groups: Sequence[CacheGroup], num_tokens: int, block_size: int,
-                       mamba_blocks: int) -> int:
+def blocks_per_request(groups: Sequence[CacheGroup], num_tokens: int, block_size: int, mamba_blocks: int) -> int:
     """Block ids one request of ``num_tokens`` holds: ``ceil(tokens / block)`` per attention
     group plus ``mamba_blocks`` per mamba group (the ``required`` sum of
     ``get_max_concurrency_for_kv_cache_config``)."""
@@ -205,8 +231,9 @@ def mamba_blocks_per_request(enable_prefix_caching: bool, num_spec: int = 0) -> 
     return (2 if enable_prefix_caching else 1) + num_spec
 
 
-def max_concurrency(num_blocks: int, groups: Sequence[CacheGroup], max_model_len: int,
-                    block_size: int, mamba_blocks: int) -> float:
+def max_concurrency(
+    num_blocks: int, groups: Sequence[CacheGroup], max_model_len: int, block_size: int, mamba_blocks: int
+) -> float:
     """Mirrors ``get_max_concurrency_for_kv_cache_config``: pool / blocks per request at
     ``max_model_len`` (the null block is not subtracted, as in vLLM's log line)."""
     return num_blocks / blocks_per_request(groups, max_model_len, block_size, mamba_blocks)

@@ -112,8 +112,16 @@ def transfer_bytes(shape: RoleShape, isl: int) -> int:
     return shape.kv_bytes_per_token * isl + shape.gdn_state_bytes_per_request
 
 
-def predict(model: PerfModel, prefill: RoleShape, decode: RoleShape, *, isl: int, osl: int,
-            concurrency: int, iterations: int = 200) -> Prediction:
+def predict(
+    model: PerfModel,
+    prefill: RoleShape,
+    decode: RoleShape,
+    *,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    iterations: int = 200,
+) -> Prediction:
     """The steady state of ``concurrency`` users, each sending its next request when the last one
     finished (vllm bench serve's --max-concurrency), on ``prefill.endpoints`` x
     ``decode.endpoints``."""
@@ -141,12 +149,23 @@ def predict(model: PerfModel, prefill: RoleShape, decode: RoleShape, *, isl: int
     cycle = ttft + max(0, osl - 1) * itl
     rate = concurrency / cycle
     gpus = prefill.endpoints * prefill.gpus_per_endpoint + decode.endpoints * decode.gpus_per_endpoint
-    return Prediction(concurrency=concurrency, ttft_s=ttft, itl_s=itl, prefill_s=service, queue_s=wait,
-                      transfer_s=transfer, first_step_s=first, prefill_utilisation=min(util, 1.0),
-                      decode_residents=resident,
-                      request_rate=rate, output_tps=rate * osl, total_tps=rate * (isl + osl),
-                      tps_per_gpu=rate * (isl + osl) / gpus, tps_per_user=1 / itl if itl > 0 else math.inf,
-                      calibrated=model.calibrated)
+    return Prediction(
+        concurrency=concurrency,
+        ttft_s=ttft,
+        itl_s=itl,
+        prefill_s=service,
+        queue_s=wait,
+        transfer_s=transfer,
+        first_step_s=first,
+        prefill_utilisation=min(util, 1.0),
+        decode_residents=resident,
+        request_rate=rate,
+        output_tps=rate * osl,
+        total_tps=rate * (isl + osl),
+        tps_per_gpu=rate * (isl + osl) / gpus,
+        tps_per_user=1 / itl if itl > 0 else math.inf,
+        calibrated=model.calibrated,
+    )
 
 
 # ----- fitting ---------------------------------------------------------------------------------
@@ -177,8 +196,11 @@ def _solve(rows: Sequence[Sequence[float]], y: Sequence[float]) -> list[float] |
     Columns are scaled to unit norm first: seconds per token and per request differ by 10^4."""
     k = len(rows[0])
     scale = [math.sqrt(sum(r[j] ** 2 for r in rows)) or 1.0 for j in range(k)]
-    a = [[sum(r[i] * r[j] for r in rows) / (scale[i] * scale[j]) for j in range(k)]
-         + [sum(r[i] * t for r, t in zip(rows, y, strict=True)) / scale[i]] for i in range(k)]
+    a = [
+        [sum(r[i] * r[j] for r in rows) / (scale[i] * scale[j]) for j in range(k)]
+        + [sum(r[i] * t for r, t in zip(rows, y, strict=True)) / scale[i]]
+        for i in range(k)
+    ]
     for col in range(k):
         piv = max(range(col, k), key=lambda i: abs(a[i][col]))
         if abs(a[piv][col]) < 1e-12:
@@ -220,8 +242,9 @@ def fit_prefill(points: Sequence[PrefillPoint]) -> PrefillCoeffs:
 
 
 def fit_decode(points: Sequence[DecodePoint]) -> DecodeCoeffs:
-    a, b, c = nonneg_least_squares([[1.0, p.concurrency, p.concurrency * p.context] for p in points],
-                                   [p.itl_s for p in points])
+    a, b, c = nonneg_least_squares(
+        [[1.0, p.concurrency, p.concurrency * p.context] for p in points], [p.itl_s for p in points]
+    )
     return DecodeCoeffs(step_s=a, per_seq_s=b, per_ctx_token_s=c)
 
 
@@ -258,26 +281,68 @@ class DeviceSpeed(BaseModel):
 # and UCX over TCP on loopback. Efficiencies and fixed costs are round guesses: these are the
 # numbers a calibration replaces, and the output says so.
 ANALYTIC_DEVICES: dict[str, DeviceSpeed] = {
-    "GB200": DeviceSpeed(flops=2.5e15, mem_bytes_per_s=8e12, compute_efficiency=0.4, memory_efficiency=0.6,
-                         prefill_overhead_s=0.01, decode_step_overhead_s=0.003, link_bytes_per_s=50e9,
-                         link_latency_s=0.002),
-    "B200": DeviceSpeed(flops=2.25e15, mem_bytes_per_s=8e12, compute_efficiency=0.4, memory_efficiency=0.6,
-                        prefill_overhead_s=0.01, decode_step_overhead_s=0.003, link_bytes_per_s=50e9,
-                        link_latency_s=0.002),
-    "H200": DeviceSpeed(flops=989e12, mem_bytes_per_s=4.8e12, compute_efficiency=0.4, memory_efficiency=0.6,
-                        prefill_overhead_s=0.01, decode_step_overhead_s=0.003, link_bytes_per_s=50e9,
-                        link_latency_s=0.002),
-    "H100": DeviceSpeed(flops=989e12, mem_bytes_per_s=3.35e12, compute_efficiency=0.4, memory_efficiency=0.6,
-                        prefill_overhead_s=0.01, decode_step_overhead_s=0.003, link_bytes_per_s=50e9,
-                        link_latency_s=0.002),
-    "CPU": DeviceSpeed(flops=1e11, mem_bytes_per_s=10e9, compute_efficiency=0.2, memory_efficiency=0.5,
-                       prefill_overhead_s=0.02, decode_step_overhead_s=0.01, link_bytes_per_s=1e9,
-                       link_latency_s=0.01),
+    "GB200": DeviceSpeed(
+        flops=2.5e15,
+        mem_bytes_per_s=8e12,
+        compute_efficiency=0.4,
+        memory_efficiency=0.6,
+        prefill_overhead_s=0.01,
+        decode_step_overhead_s=0.003,
+        link_bytes_per_s=50e9,
+        link_latency_s=0.002,
+    ),
+    "B200": DeviceSpeed(
+        flops=2.25e15,
+        mem_bytes_per_s=8e12,
+        compute_efficiency=0.4,
+        memory_efficiency=0.6,
+        prefill_overhead_s=0.01,
+        decode_step_overhead_s=0.003,
+        link_bytes_per_s=50e9,
+        link_latency_s=0.002,
+    ),
+    "H200": DeviceSpeed(
+        flops=989e12,
+        mem_bytes_per_s=4.8e12,
+        compute_efficiency=0.4,
+        memory_efficiency=0.6,
+        prefill_overhead_s=0.01,
+        decode_step_overhead_s=0.003,
+        link_bytes_per_s=50e9,
+        link_latency_s=0.002,
+    ),
+    "H100": DeviceSpeed(
+        flops=989e12,
+        mem_bytes_per_s=3.35e12,
+        compute_efficiency=0.4,
+        memory_efficiency=0.6,
+        prefill_overhead_s=0.01,
+        decode_step_overhead_s=0.003,
+        link_bytes_per_s=50e9,
+        link_latency_s=0.002,
+    ),
+    "CPU": DeviceSpeed(
+        flops=1e11,
+        mem_bytes_per_s=10e9,
+        compute_efficiency=0.2,
+        memory_efficiency=0.5,
+        prefill_overhead_s=0.02,
+        decode_step_overhead_s=0.01,
+        link_bytes_per_s=1e9,
+        link_latency_s=0.01,
+    ),
 }
 
 
-def analytic_model(device: str, *, active_params: int, weight_bytes_per_gpu: int, kv_bytes_per_token: int,
-                   gdn_state_bytes_per_request: int, tp: int = 1) -> PerfModel:
+def analytic_model(
+    device: str,
+    *,
+    active_params: int,
+    weight_bytes_per_gpu: int,
+    kv_bytes_per_token: int,
+    gdn_state_bytes_per_request: int,
+    tp: int = 1,
+) -> PerfModel:
     """Coefficients from the device's peak figures: prefill compute-bound (2 FLOP per active
     parameter per token), a decode step memory-bound (the weights once, then each request's GDN
     state and each resident token's KV)."""
@@ -287,8 +352,11 @@ def analytic_model(device: str, *, active_params: int, weight_bytes_per_gpu: int
     per_token = 2 * active_params / flops
     return PerfModel(
         prefill=PrefillCoeffs(overhead_s=d.prefill_overhead_s, per_token_s=per_token),
-        decode=DecodeCoeffs(step_s=d.decode_step_overhead_s + weight_bytes_per_gpu / bw,
-                            per_seq_s=per_token + gdn_state_bytes_per_request / bw,
-                            per_ctx_token_s=kv_bytes_per_token / bw),
+        decode=DecodeCoeffs(
+            step_s=d.decode_step_overhead_s + weight_bytes_per_gpu / bw,
+            per_seq_s=per_token + gdn_state_bytes_per_request / bw,
+            per_ctx_token_s=kv_bytes_per_token / bw,
+        ),
         transfer=TransferCoeffs(latency_s=d.link_latency_s, bytes_per_s=d.link_bytes_per_s),
-        calibrated=False)
+        calibrated=False,
+    )

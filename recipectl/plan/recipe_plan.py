@@ -67,23 +67,30 @@ def model_spec(recipe: Recipe, base_dir: Path | None = None) -> ModelSpec | None
         return ModelSpec.from_config_dict(dict(cfg), name=recipe.model.name)
     except (KeyError, TypeError, ValueError, OverflowError, AttributeError, IndexError) as e:
         what = f"lacks {e.args[0]!r}" if isinstance(e, KeyError) else "does not describe a model recipectl can plan"
-        raise ModelConfigError(f"the model's {path} {what}",
-                               fix="a Hugging Face config.json with num_hidden_layers, hidden_size, "
-                                   "num_attention_heads, vocab_size (and layer_types for a hybrid model)") from None
+        raise ModelConfigError(
+            f"the model's {path} {what}",
+            fix="a Hugging Face config.json with num_hidden_layers, hidden_size, "
+            "num_attention_heads, vocab_size (and layer_types for a hybrid model)",
+        ) from None
 
 
 # Sizes the planner loops over or multiplies: a config.json past these is not a real model.
-_CONFIG_LIMITS = {"num_hidden_layers": 10_000, "full_attention_interval": 10_000, "decoder_sparse_step": 10_000,
-                  "mtp_num_hidden_layers": 10_000, "num_nextn_predict_layers": 10_000}
+_CONFIG_LIMITS = {
+    "num_hidden_layers": 10_000,
+    "full_attention_interval": 10_000,
+    "decoder_sparse_step": 10_000,
+    "mtp_num_hidden_layers": 10_000,
+    "num_nextn_predict_layers": 10_000,
+}
 
 
 def _check_config_sizes(cfg: Mapping, path) -> None:
     text = cfg.get("text_config")
     merged = {**cfg, **text} if isinstance(text, dict) else cfg
     for key, value in merged.items():
-        bad = (isinstance(value, (int, float)) and not isinstance(value, bool)
-               and not (-2**53 <= value <= 2**53)) or (key in _CONFIG_LIMITS and isinstance(value, int)
-                                                       and not 0 <= value <= _CONFIG_LIMITS[key])
+        bad = (
+            isinstance(value, (int, float)) and not isinstance(value, bool) and not (-(2**53) <= value <= 2**53)
+        ) or (key in _CONFIG_LIMITS and isinstance(value, int) and not 0 <= value <= _CONFIG_LIMITS[key])
         if bad or isinstance(value, list) and len(value) > 100_000:
             raise ModelConfigError(f"the model's {path}: {key} is out of range")
 
@@ -104,6 +111,7 @@ def cpu_kvcache_gib(env: dict[str, str]) -> int | None:
 @dataclass(frozen=True)
 class StateDtypes:
     """A role's cache dtypes with `auto` resolved (None: cannot be told without the model)."""
+
     model: str | None
     kv: str | None
     conv: str | None
@@ -135,9 +143,13 @@ def checkpoint_alignment(recipe: Recipe, eff: EffectiveRole, spec: ModelSpec | N
     head_k_dim 128 (a CUDA runtime of 13 or newer is assumed there: recipectl cannot see the
     image's); 1 otherwise."""
     align = fact("hybrid-block-align-flashinfer-gdn-64")
-    if (spec is None or recipe.cluster.is_cpu or not eff.value("enable_prefix_caching")
-            or holds(align.id, recipe.engine.version) is False
-            or eff.value("gdn_prefill_backend") not in (None, "auto", "flashinfer")):
+    if (
+        spec is None
+        or recipe.cluster.is_cpu
+        or not eff.value("enable_prefix_caching")
+        or holds(align.id, recipe.engine.version) is False
+        or eff.value("gdn_prefill_backend") not in (None, "auto", "flashinfer")
+    ):
         return 1
     family = recipe.cluster.gpu.family
     needs = fact("flashinfer-gdn-prefill-blackwell").value
@@ -146,8 +158,9 @@ def checkpoint_alignment(recipe: Recipe, eff: EffectiveRole, spec: ModelSpec | N
     return 1
 
 
-def role_pages(recipe: Recipe, eff: EffectiveRole, spec: ModelSpec | None,
-               host: str | None = None) -> StatePages | None:
+def role_pages(
+    recipe: Recipe, eff: EffectiveRole, spec: ModelSpec | None, host: str | None = None
+) -> StatePages | None:
     """A role's page geometry (block size after hybrid alignment), or None where a dtype cannot
     be resolved or is not modelled (nvfp4 KV, an unknown model)."""
     d = state_dtypes(eff, spec, host)
@@ -155,10 +168,16 @@ def role_pages(recipe: Recipe, eff: EffectiveRole, spec: ModelSpec | None,
         return None
     platform = "cpu" if recipe.cluster.is_cpu else "cuda"
     try:
-        return state_pages(spec, tp=eff.value("tp"), kv_dtype=d.kv, conv_dtype=d.conv, ssm_dtype=d.ssm,
-                           block_size=eff["block_size"].on(host),
-                           kernel_block_size=PLATFORM_BLOCK_DEFAULTS[platform][1],
-                           checkpoint_alignment=checkpoint_alignment(recipe, eff, spec))
+        return state_pages(
+            spec,
+            tp=eff.value("tp"),
+            kv_dtype=d.kv,
+            conv_dtype=d.conv,
+            ssm_dtype=d.ssm,
+            block_size=eff["block_size"].on(host),
+            kernel_block_size=PLATFORM_BLOCK_DEFAULTS[platform][1],
+            checkpoint_alignment=checkpoint_alignment(recipe, eff, spec),
+        )
     except ValueError:
         return None
 
@@ -168,10 +187,12 @@ def unknown_model_error(recipe: Recipe) -> str:
     m = recipe.model
     named = m.spec or m.path
     hint = suggest_builtin(named)
-    what = f"model.spec {m.spec!r} is not a built-in model" if m.spec else (
-        f"no built-in description of {m.path!r} and no config.json in a local directory of that name")
-    return (what + (f" (did you mean {', '.join(hint)}?)" if hint else "")
-            + f"; built-in: {', '.join(BUILTIN_MODELS)}")
+    what = (
+        f"model.spec {m.spec!r} is not a built-in model"
+        if m.spec
+        else (f"no built-in description of {m.path!r} and no config.json in a local directory of that name")
+    )
+    return what + (f" (did you mean {', '.join(hint)}?)" if hint else "") + f"; built-in: {', '.join(BUILTIN_MODELS)}"
 
 
 def quantization(recipe: Recipe) -> str:
@@ -194,8 +215,13 @@ def planned_max_model_len(eff: EffectiveRole, spec: ModelSpec | None, recipe: Re
     return (w.max_isl + w.max_osl if w else None), "workload"
 
 
-def plan_input(recipe: Recipe, role: str, host: HostCpu | None = None,
-               spec: ModelSpec | None = None, eff: EffectiveRole | None = None) -> PlanInput:
+def plan_input(
+    recipe: Recipe,
+    role: str,
+    host: HostCpu | None = None,
+    spec: ModelSpec | None = None,
+    eff: EffectiveRole | None = None,
+) -> PlanInput:
     """What plan_role sizes one role from: its effective configuration on `host`. Without a
     workload the plan is at max_model_len only (no saturation figures). On a GPU, with the
     model's ``spec``, the overheads are the engine's (memory.engine_overheads) from the role's
@@ -206,10 +232,13 @@ def plan_input(recipe: Recipe, role: str, host: HostCpu | None = None,
     if max_model_len is None:
         raise RecipectlError(
             f"{role}: no max_model_len and no workload to size the plan by",
-            fix="model:\n  max_model_len: 32768   # or a workload: {isl: 8192, osl: 1024}")
+            fix="model:\n  max_model_len: 32768   # or a workload: {isl: 8192, osl: 1024}",
+        )
     given = PlanInput(
         max_model_len=max_model_len,
-        tp=eff.value("tp"), dp=eff.value("dp"), ep=eff.value("expert_parallel"),
+        tp=eff.value("tp"),
+        dp=eff.value("dp"),
+        ep=eff.value("expert_parallel"),
         kv_cache_dtype=eff.value("kv_cache_dtype"),
         mamba_cache_dtype=eff.value("mamba_cache_dtype"),
         # with the host unknown, a host-dependent value is planned as the recipe asks for it
@@ -229,12 +258,21 @@ def plan_input(recipe: Recipe, role: str, host: HostCpu | None = None,
     if spec is not None:
         limits = batch_limits(recipe, eff, max_model_len)
         overheads = engine_overheads(
-            spec, max_num_batched_tokens=limits.max_num_batched_tokens,
-            max_num_seqs=limits.max_num_seqs, tp=eff.value("tp"), dp=eff.value("dp"),
-            sm_count=facts.sm_count, enforce_eager=bool(eff.value("enforce_eager")),
-            max_capture_size=eff.value("max_cudagraph_capture_size"))
-    return replace(given, gpu_memory_bytes=facts.memory_bytes,
-                   gpu_memory_utilization=eff.value("gpu_memory_utilization"), overheads=overheads)
+            spec,
+            max_num_batched_tokens=limits.max_num_batched_tokens,
+            max_num_seqs=limits.max_num_seqs,
+            tp=eff.value("tp"),
+            dp=eff.value("dp"),
+            sm_count=facts.sm_count,
+            enforce_eager=bool(eff.value("enforce_eager")),
+            max_capture_size=eff.value("max_cudagraph_capture_size"),
+        )
+    return replace(
+        given,
+        gpu_memory_bytes=facts.memory_bytes,
+        gpu_memory_utilization=eff.value("gpu_memory_utilization"),
+        overheads=overheads,
+    )
 
 
 def _cpu_cache_bytes(recipe: Recipe, role: str) -> int:
@@ -242,11 +280,16 @@ def _cpu_cache_bytes(recipe: Recipe, role: str) -> int:
     env = recipe.role_env(role)
     gib = cpu_kvcache_gib(env)
     if gib is None:
-        err = ModelConfigError(f"VLLM_CPU_KVCACHE_SPACE {env['VLLM_CPU_KVCACHE_SPACE'][:20]!r} is not a whole "
-                               "number of GiB (vLLM's CPU platform reads it with int())",
-                               fix="write it like VLLM_CPU_KVCACHE_SPACE: \"4\"")
-        err.field = (f"{role}.env.VLLM_CPU_KVCACHE_SPACE" if "VLLM_CPU_KVCACHE_SPACE" in recipe.roles[role].env
-                     else "engine.env.VLLM_CPU_KVCACHE_SPACE")
+        err = ModelConfigError(
+            f"VLLM_CPU_KVCACHE_SPACE {env['VLLM_CPU_KVCACHE_SPACE'][:20]!r} is not a whole "
+            "number of GiB (vLLM's CPU platform reads it with int())",
+            fix='write it like VLLM_CPU_KVCACHE_SPACE: "4"',
+        )
+        err.field = (
+            f"{role}.env.VLLM_CPU_KVCACHE_SPACE"
+            if "VLLM_CPU_KVCACHE_SPACE" in recipe.roles[role].env
+            else "engine.env.VLLM_CPU_KVCACHE_SPACE"
+        )
         raise err
     return gib * GiB
 

@@ -48,8 +48,10 @@ def role_share(recipe: Recipe, role: str) -> float:
 def shared_gpus(recipe: Recipe, placement: Placement) -> list[SharedGpu]:
     if recipe.cluster.is_cpu:
         return []
-    return [SharedGpu(node, gpu, tuple((p, role_share(recipe, p.role)) for p in procs))
-            for (node, gpu), procs in sorted(placement.shared_gpus.items())]
+    return [
+        SharedGpu(node, gpu, tuple((p, role_share(recipe, p.role)) for p in procs))
+        for (node, gpu), procs in sorted(placement.shared_gpus.items())
+    ]
 
 
 def even_shares(n: int, limit: float = SHARE_PREFLIGHT_MAX) -> float:

@@ -33,8 +33,10 @@ class Sla(BaseModel):
         return (self.ttft_s is None or p.ttft_s <= self.ttft_s) and (self.itl_s is None or p.itl_s <= self.itl_s)
 
     def text(self) -> str:
-        parts = [f"ttft={self.ttft_s * 1e3:g}ms" if self.ttft_s is not None else None,
-                 f"itl={self.itl_s * 1e3:g}ms" if self.itl_s is not None else None]
+        parts = [
+            f"ttft={self.ttft_s * 1e3:g}ms" if self.ttft_s is not None else None,
+            f"itl={self.itl_s * 1e3:g}ms" if self.itl_s is not None else None,
+        ]
         return ",".join(p for p in parts if p)
 
 
@@ -76,8 +78,17 @@ class Candidate(BaseModel):
     capacity: int | None  # the most requests the decode endpoints' caches keep resident
 
 
-def binding_constraint(model: PerfModel, sla: Sla, prefill: RoleShape, decode: RoleShape, *, isl: int, osl: int,
-                       concurrency: int, capacity: int | None) -> str:
+def binding_constraint(
+    model: PerfModel,
+    sla: Sla,
+    prefill: RoleShape,
+    decode: RoleShape,
+    *,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    capacity: int | None,
+) -> str:
     """What stops ``concurrency + 1`` users: the cache (decode holds no more), the ITL target
     (decode compute), or the TTFT target, named by its largest part: prefill compute, queueing,
     transfer, or decode compute (decode's first step)."""
@@ -86,14 +97,20 @@ def binding_constraint(model: PerfModel, sla: Sla, prefill: RoleShape, decode: R
     nxt = predict(model, prefill, decode, isl=isl, osl=osl, concurrency=concurrency + 1)
     if sla.itl_s is not None and nxt.itl_s > sla.itl_s:
         return "decode compute"
-    parts = {"prefill compute": nxt.prefill_s, "queueing": nxt.queue_s, "transfer": nxt.transfer_s,
-             "decode compute": nxt.first_step_s}
+    parts = {
+        "prefill compute": nxt.prefill_s,
+        "queueing": nxt.queue_s,
+        "transfer": nxt.transfer_s,
+        "decode compute": nxt.first_step_s,
+    }
     return max(parts, key=parts.__getitem__)
 
 
-def best_concurrency(model: PerfModel, sla: Sla, prefill: RoleShape, decode: RoleShape, *, isl: int, osl: int,
-                     limit: int) -> int | None:
+def best_concurrency(
+    model: PerfModel, sla: Sla, prefill: RoleShape, decode: RoleShape, *, isl: int, osl: int, limit: int
+) -> int | None:
     """The highest concurrency in [1, limit] whose prediction meets the SLA; None if 1 does not."""
+
     def ok(c: int) -> bool:
         return sla.met_by(predict(model, prefill, decode, isl=isl, osl=osl, concurrency=c))
 
@@ -109,8 +126,17 @@ def best_concurrency(model: PerfModel, sla: Sla, prefill: RoleShape, decode: Rol
     return lo
 
 
-def rank(model: PerfModel, sla: Sla, prefill: RoleShape, decode: RoleShape, *, isl: int, osl: int, gpus: int,
-         max_concurrency: int = 1 << 16) -> list[Candidate]:
+def rank(
+    model: PerfModel,
+    sla: Sla,
+    prefill: RoleShape,
+    decode: RoleShape,
+    *,
+    isl: int,
+    osl: int,
+    gpus: int,
+    max_concurrency: int = 1 << 16,
+) -> list[Candidate]:
     """Every split of ``gpus`` into prefill and decode endpoints of the roles' shapes, best first:
     those meeting the SLA by TPS/GPU (then fewer GPUs), then those that do not."""
     out = []
@@ -124,8 +150,25 @@ def rank(model: PerfModel, sla: Sla, prefill: RoleShape, decode: RoleShape, *, i
             c = best_concurrency(model, sla, pre, dec, isl=isl, osl=osl, limit=limit) if limit >= 1 else None
             at = predict(model, pre, dec, isl=isl, osl=osl, concurrency=c or 1)
             binding = binding_constraint(model, sla, pre, dec, isl=isl, osl=osl, concurrency=c or 0, capacity=cap)
-            out.append(Candidate(prefill_endpoints=p, decode_endpoints=d, prefill_tp=prefill.tp, decode_tp=decode.tp,
-                                 gpus=p * gp + d * gd, concurrency=c, prediction=at, binding=binding, capacity=cap))
-    return sorted(out, key=lambda k: (k.concurrency is None,
-                                      -(k.prediction.tps_per_gpu if k.concurrency and k.prediction else 0),
-                                      k.gpus, k.prefill_endpoints))
+            out.append(
+                Candidate(
+                    prefill_endpoints=p,
+                    decode_endpoints=d,
+                    prefill_tp=prefill.tp,
+                    decode_tp=decode.tp,
+                    gpus=p * gp + d * gd,
+                    concurrency=c,
+                    prediction=at,
+                    binding=binding,
+                    capacity=cap,
+                )
+            )
+    return sorted(
+        out,
+        key=lambda k: (
+            k.concurrency is None,
+            -(k.prediction.tps_per_gpu if k.concurrency and k.prediction else 0),
+            k.gpus,
+            k.prefill_endpoints,
+        ),
+    )

@@ -8,9 +8,11 @@ import math
 GiB = 1 << 30
 MiB = 1 << 20
 
+
 # ----- workload --------------------------------------------------------------------------------
-def random_dataset_ranges(isl: int, osl: int, range_ratio: float, num_special_tokens: int = 0
-                          ) -> tuple[tuple[int, int], tuple[int, int]]:
+def random_dataset_ranges(
+    isl: int, osl: int, range_ratio: float, num_special_tokens: int = 0
+) -> tuple[tuple[int, int], tuple[int, int]]:
     """((input low, high), (output low, high)), both inclusive. Mirrors ``get_sampling_params``
     of ``vllm bench``'s random dataset: ``[floor(L(1-r)), ceil(L(1+r))]`` drawn uniformly with
     ``rng.integers(low, high + 1)``; the prompt loses the tokenizer's special tokens first and the
@@ -32,8 +34,9 @@ def _sum_ceil_div(x: int, b: int) -> int:
     return b * q * (q + 1) // 2 + r * (q + 1)
 
 
-def expected_resident_attention_blocks(input_range: tuple[int, int],
-                                       output_range: tuple[int, int], block_size: int) -> float:
+def expected_resident_attention_blocks(
+    input_range: tuple[int, int], output_range: tuple[int, int], block_size: int
+) -> float:
     """Mean attention blocks (per attention group) held by a request resident on a decode.
 
     Every decode step weighs the same: a request with prompt i and output o stays o steps and
@@ -46,7 +49,6 @@ def expected_resident_attention_blocks(input_range: tuple[int, int],
     total = 0
     for t in range(1, o_hi + 1):
         weight = o_hi - max(t, o_lo) + 1  # outputs o in range with o >= t
-        total += weight * (_sum_ceil_div(i_hi + t, block_size)
-                           - _sum_ceil_div(i_lo - 1 + t, block_size))
+        total += weight * (_sum_ceil_div(i_hi + t, block_size) - _sum_ceil_div(i_lo - 1 + t, block_size))
     steps = n_in * sum(range(o_lo, o_hi + 1))
     return total / steps

@@ -19,6 +19,7 @@ from .values import NodeAddress, UrlOf, Value, parse_env_value, path_value
 @dataclass(frozen=True)
 class ProcessSpec:
     """One process of a deployment: its command line, environment, node and port."""
+
     name: str  # prefill-0, decode-0-node3, router
     kind: str  # prefill | decode | router
     node: int
@@ -34,6 +35,7 @@ class ProcessSpec:
 @dataclass
 class Deployment:
     """Every process a recipe starts, and where its endpoints are placed."""
+
     recipe: Recipe
     placement: Placement
     processes: list[ProcessSpec] = field(default_factory=list)
@@ -65,12 +67,33 @@ def engine_program(recipe: Recipe, command: list[str]) -> list[Value]:
 
 # The typed fields recipectl renders, in the order they appear on the command line; the spelling
 # of each comes from recipectl.engine_flags, which also reads them back out of extra_args.
-_TYPED_FIELDS = ("dtype", "load_format", "trust_remote_code", "language_model_only", "max_model_len",
-                 "max_num_batched_tokens", "max_num_seqs", "gpu_memory_utilization", "async_scheduling",
-                 "mamba_ssm_cache_dtype", "mamba_cache_dtype", "kv_cache_dtype", "block_size", "attention_backend")
-_TYPED_FIELDS_AFTER_GDN = ("stream_interval", "api_server_count", "enable_prefix_caching",
-                           "disable_hybrid_kv_cache_manager", "speculative_config", "max_cudagraph_capture_size",
-                           "enforce_eager", "all2all_backend", "enable_eplb")
+_TYPED_FIELDS = (
+    "dtype",
+    "load_format",
+    "trust_remote_code",
+    "language_model_only",
+    "max_model_len",
+    "max_num_batched_tokens",
+    "max_num_seqs",
+    "gpu_memory_utilization",
+    "async_scheduling",
+    "mamba_ssm_cache_dtype",
+    "mamba_cache_dtype",
+    "kv_cache_dtype",
+    "block_size",
+    "attention_backend",
+)
+_TYPED_FIELDS_AFTER_GDN = (
+    "stream_interval",
+    "api_server_count",
+    "enable_prefix_caching",
+    "disable_hybrid_kv_cache_manager",
+    "speculative_config",
+    "max_cudagraph_capture_size",
+    "enforce_eager",
+    "all2all_backend",
+    "enable_eplb",
+)
 
 
 def _field_flag(argv: list, field: str, setting: Setting) -> None:
@@ -157,7 +180,8 @@ def serve_argv(recipe: Recipe, proc: Process, placement: Placement) -> list[Valu
         if accepted is None or backend not in accepted:
             raise RecipectlError(
                 f"vLLM {fmt_version(version)} does not accept --gdn-prefill-backend {backend} ({proc.role})",
-                fix="recipectl validate explains it (VER004); set gdn_prefill_backend: auto")
+                fix="recipectl validate explains it (VER004); set gdn_prefill_backend: auto",
+            )
         _flag(argv, flag_for("gdn_prefill_backend"), backend)
     for name in _TYPED_FIELDS_AFTER_GDN:
         _field_flag(argv, name, eff[name])
@@ -194,8 +218,10 @@ def router_argv(recipe: Recipe, placement: Placement) -> list[Value]:
     r = recipe.router
     if r.kind == "vllm-proxy":
         if not r.proxy_command:
-            raise RecipectlError("router.kind vllm-proxy needs router.proxy_command",
-                                 fix="router:\n  proxy_command: [python, toy_proxy_server.py]")
+            raise RecipectlError(
+                "router.kind vllm-proxy needs router.proxy_command",
+                fix="router:\n  proxy_command: [python, toy_proxy_server.py]",
+            )
         argv: list[Value] = [*r.proxy_command, "--port", str(r.port)]
         for e in placement.role("prefill"):
             argv += ["--prefiller-host", NodeAddress(e.leader.node), "--prefiller-port", str(e.leader.http_port)]
@@ -229,19 +255,37 @@ def _url(recipe: Recipe, proc: Process) -> Value:
 def build_deployment(recipe: Recipe) -> Deployment:
     placement = place(recipe)
     if placement.problems:
-        raise RecipectlError("the recipe does not fit its cluster: " + "; ".join(placement.problems),
-                             fix="recipectl validate explains it (TOP001)")
+        raise RecipectlError(
+            "the recipe does not fit its cluster: " + "; ".join(placement.problems),
+            fix="recipectl validate explains it (TOP001)",
+        )
     dep = Deployment(recipe, placement)
     for ep in placement.endpoints:
         for proc in ep.processes:
-            dep.processes.append(ProcessSpec(
-                name=proc.name, kind=proc.role, node=proc.node, host=proc.host,
-                argv=tuple(serve_argv(recipe, proc, placement)),
-                env=tuple(process_env(recipe, proc, placement)),
-                port=None if proc.headless else proc.http_port, gpus=proc.gpus, headless=proc.headless,
-                endpoint=proc.endpoint))
+            dep.processes.append(
+                ProcessSpec(
+                    name=proc.name,
+                    kind=proc.role,
+                    node=proc.node,
+                    host=proc.host,
+                    argv=tuple(serve_argv(recipe, proc, placement)),
+                    env=tuple(process_env(recipe, proc, placement)),
+                    port=None if proc.headless else proc.http_port,
+                    gpus=proc.gpus,
+                    headless=proc.headless,
+                    endpoint=proc.endpoint,
+                )
+            )
     router_env: list = []  # the router needs none of the engine's environment (and no secrets)
-    dep.processes.append(ProcessSpec(
-        name="router", kind="router", node=placement.router_node, host=placement.router_host,
-        argv=tuple(router_argv(recipe, placement)), env=tuple(router_env), port=recipe.router.port))
+    dep.processes.append(
+        ProcessSpec(
+            name="router",
+            kind="router",
+            node=placement.router_node,
+            host=placement.router_host,
+            argv=tuple(router_argv(recipe, placement)),
+            env=tuple(router_env),
+            port=recipe.router.port,
+        )
+    )
     return dep

@@ -30,6 +30,7 @@ _REF_RE = re.compile(r"^recipectl\.render\.[a-z_][a-z0-9_]*:[a-z_][a-z0-9_]*$")
 @dataclass(frozen=True)
 class Target:
     """A registered render target: its name, the files it writes and where its renderer is."""
+
     name: str
     files: str  # what it writes, in words: RECIPE.sbatch
     renderer: str  # "recipectl.render.MODULE:FUNCTION", a RenderFn
@@ -64,8 +65,9 @@ def register(target: Target) -> Target:
     if not target.files.strip():
         raise TypeError(f"render target {name!r}: say which files it writes")
     if not _REF_RE.match(target.renderer):
-        raise TypeError(f"render target {name!r}: renderer {target.renderer!r} must look like "
-                        "recipectl.render.MODULE:FUNCTION")
+        raise TypeError(
+            f"render target {name!r}: renderer {target.renderer!r} must look like recipectl.render.MODULE:FUNCTION"
+        )
     TARGETS[name] = target
     return target
 

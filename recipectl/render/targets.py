@@ -47,22 +47,30 @@ def environment():
     import jinja2  # only the script targets need it: k8s and every other command start without it
 
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)), finalize=shell_finalize,
-        undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
-        autoescape=False)
+        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+        finalize=shell_finalize,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
 
 
 @dataclass(frozen=True)
 class RenderedFile:
     """One file a render target writes: its name, its text and whether it is executable."""
+
     name: str
     text: str
     executable: bool = False
 
 
-_SECRET_FIX = ("set it where the process runs and reference it: HF_TOKEN: ${HF_TOKEN}, --api-key ${VLLM_API_KEY} "
-               "(an ignore: of OPS001, OPS004 or OPS005 silences validate; it never lets a credential "
-               "into a rendered file)")
+_SECRET_FIX = (
+    "set it where the process runs and reference it: HF_TOKEN: ${HF_TOKEN}, --api-key ${VLLM_API_KEY} "
+    "(an ignore: of OPS001, OPS004 or OPS005 silences validate; it never lets a credential "
+    "into a rendered file)"
+)
 
 
 def _literal_secret(dep: Deployment) -> str | None:
@@ -80,8 +88,13 @@ def _literal_secret(dep: Deployment) -> str | None:
             flag = secret_flag(a)
             if flag and "=" in a and not pure_reference(a.split("=", 1)[1]):
                 return f"{p.name}'s argument {flag} holds a literal credential"
-            if flag and "=" not in a and i + 1 < len(argv) and isinstance(argv[i + 1], str) \
-                    and not pure_reference(argv[i + 1]):
+            if (
+                flag
+                and "=" not in a
+                and i + 1 < len(argv)
+                and isinstance(argv[i + 1], str)
+                and not pure_reference(argv[i + 1])
+            ):
                 return f"{p.name}'s argument {flag} is given a literal credential"
             if secret_value(a):
                 return f"{p.name}'s argument {i} holds a literal credential"
@@ -92,10 +105,12 @@ def _refuse_secrets(dep: Deployment, files_out: list[RenderedFile]) -> list[Rend
     """Every renderer's last step: no file it made holds a credential, whatever the recipe's
     `ignore:` says (the rules' ignores decide what validate reports, not what is written)."""
     where = _literal_secret(dep) or next(
-        (f"{f.name} would hold a credential-shaped value" for f in files_out if secret_value(f.text)), None)
+        (f"{f.name} would hold a credential-shaped value" for f in files_out if secret_value(f.text)), None
+    )
     if where:
-        raise RecipectlError(f"refusing to render: {where}; nothing was written", fix=_SECRET_FIX,
-                             exit_code=ExitCode.FINDINGS)
+        raise RecipectlError(
+            f"refusing to render: {where}; nothing was written", fix=_SECRET_FIX, exit_code=ExitCode.FINDINGS
+        )
     return files_out
 
 
@@ -113,7 +128,7 @@ def _header(dep: Deployment) -> dict:
 def _sharing_before(workers, proc) -> list:
     """The servers before `proc` on its node that share one of its GPUs (`devices`): it starts once
     they answer, as `recipectl launch` starts it (each sizes its cache from the memory left free)."""
-    earlier = workers[:workers.index(proc)]
+    earlier = workers[: workers.index(proc)]
     return [q for q in earlier if q.port and q.node == proc.node and set(q.gpus) & set(proc.gpus)]
 
 
@@ -133,14 +148,27 @@ def render_bash(dep: Deployment) -> list[RenderedFile]:
         workers = [p for p in procs if p.kind != "router"]
         router = next((p for p in procs if p.kind == "router"), None)
         ctx = {
-            **_header(dep), "host": hosts[node], "node": node, "required_env": [Token(n) for n in required_env(dep)],
-            "workers": [{"name": Token(p.name), "env": _env_pairs(p, node_expr), "cmd": shell_lines(p.argv, node_expr),
-                         "after": [f"http://{hosts[q.node]}:{q.port}/health" for q in _sharing_before(workers, p)]}
-                        for p in workers],
-            "router": None if router is None else {
-                "name": Token(router.name), "env": _env_pairs(router, node_expr),
+            **_header(dep),
+            "host": hosts[node],
+            "node": node,
+            "required_env": [Token(n) for n in required_env(dep)],
+            "workers": [
+                {
+                    "name": Token(p.name),
+                    "env": _env_pairs(p, node_expr),
+                    "cmd": shell_lines(p.argv, node_expr),
+                    "after": [f"http://{hosts[q.node]}:{q.port}/health" for q in _sharing_before(workers, p)],
+                }
+                for p in workers
+            ],
+            "router": None
+            if router is None
+            else {
+                "name": Token(router.name),
+                "env": _env_pairs(router, node_expr),
                 "cmd": shell_lines(router.argv, node_expr),
-                "wait_urls": [f"http://{hosts[p.node]}:{p.port}/health" for p in dep.workers if p.port]},
+                "wait_urls": [f"http://{hosts[p.node]}:{p.port}/health" for p in dep.workers if p.port],
+            },
         }
         text = environment().get_template("bash.sh.j2").render(**ctx)
         files_out.append(RenderedFile(f"{dep.recipe.name}.{hosts[node]}.sh", text, executable=True))
@@ -160,22 +188,37 @@ def render_slurm(dep: Deployment) -> list[RenderedFile]:
         # hosts the recipe names are used as they are (literals); otherwise the job's own node list
         return r.cluster.hosts[n] if r.cluster.hosts else Var(f"${{NODES[{index[n]}]}}")
 
-    cpus_per_gpu = (r.cluster.cpus_per_node // r.cluster.gpus_per_node
-                    if r.cluster.cpus_per_node and r.cluster.gpus_per_node else 8)
+    cpus_per_gpu = (
+        r.cluster.cpus_per_node // r.cluster.gpus_per_node if r.cluster.cpus_per_node and r.cluster.gpus_per_node else 8
+    )
     steps = []
     for p in dep.workers:
         # Slurm gives each step its GPUs (--gpus) and sets CUDA_VISIBLE_DEVICES itself
         env = [(k, v) for k, v in _env_pairs(p, node_expr) if k != "CUDA_VISIBLE_DEVICES"]
-        steps.append({"name": Token(p.name), "node": index[p.node], "gpus": len(p.gpus),
-                      "cpus": cpus_per_gpu * len(p.gpus), "env": env, "cmd": shell_lines(p.argv, node_expr)})
+        steps.append(
+            {
+                "name": Token(p.name),
+                "node": index[p.node],
+                "gpus": len(p.gpus),
+                "cpus": cpus_per_gpu * len(p.gpus),
+                "env": env,
+                "cmd": shell_lines(p.argv, node_expr),
+            }
+        )
     router = dep.router
     ctx = {
-        **_header(dep), "nodes": len(nodes), "gpus_per_node": 0 if r.cluster.is_cpu else r.cluster.gpus_per_node,
+        **_header(dep),
+        "nodes": len(nodes),
+        "gpus_per_node": 0 if r.cluster.is_cpu else r.cluster.gpus_per_node,
         "required_env": [Token(n) for n in required_env(dep)],
         "steps": steps,
-        "router": {"name": Token(router.name), "node": index[router.node], "env": _env_pairs(router, node_expr),
-                   "cmd": shell_lines(router.argv, node_expr),
-                   "url": concat("http://", node_expr(router.node), f":{router.port}")},
+        "router": {
+            "name": Token(router.name),
+            "node": index[router.node],
+            "env": _env_pairs(router, node_expr),
+            "cmd": shell_lines(router.argv, node_expr),
+            "url": concat("http://", node_expr(router.node), f":{router.port}"),
+        },
         "wait_urls": [concat("http://", node_expr(p.node), f":{p.port}/health") for p in dep.workers if p.port],
         "ready_timeout": int(r.launch.ready_timeout_s),
         "container": r.engine.image,
@@ -222,25 +265,28 @@ def _service(name: str, base: str, role: str, port: int, lws: bool) -> dict:
     selector = {"recipectl/endpoint": name}
     if lws:  # the leader pod of the group
         selector["leaderworkerset.sigs.k8s.io/worker-index"] = "0"
-    return {"apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": base, "recipectl/role": role}},
-            "spec": {"selector": selector, "ports": [{"name": "http", "port": port, "targetPort": port}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": base, "recipectl/role": role}},
+        "spec": {"selector": selector, "ports": [{"name": "http", "port": port, "targetPort": port}]},
+    }
 
 
 def _shm_volumes() -> list[dict]:
     return [{"name": "shm", "emptyDir": {"medium": "Memory"}}]
 
 
-def _vllm_container(image: str, command: list[str], env: list[dict], gpus: int, port: int | None = None,
-                    args: list[str] | None = None) -> dict:
+def _vllm_container(
+    image: str, command: list[str], env: list[dict], gpus: int, port: int | None = None, args: list[str] | None = None
+) -> dict:
     c: dict = {"name": "vllm", "image": image, "command": command}
     if args is not None:
         c["args"] = args
     c["env"] = env
     if port is not None:
         c["ports"] = [{"containerPort": port, "name": "http"}]
-        c["readinessProbe"] = {"httpGet": {"path": "/health", "port": port}, "periodSeconds": 10,
-                               "failureThreshold": 3}
+        c["readinessProbe"] = {"httpGet": {"path": "/health", "port": port}, "periodSeconds": 10, "failureThreshold": 3}
     if gpus:
         c["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
     c["volumeMounts"] = [{"name": "shm", "mountPath": "/dev/shm"}]
@@ -248,8 +294,10 @@ def _vllm_container(image: str, command: list[str], env: list[dict], gpus: int, 
 
 
 def _pod_template(name: str, role: str, container: dict) -> dict:
-    return {"metadata": {"labels": {"recipectl/endpoint": name, "recipectl/role": role}},
-            "spec": {"containers": [container], "volumes": _shm_volumes()}}
+    return {
+        "metadata": {"labels": {"recipectl/endpoint": name, "recipectl/role": role}},
+        "spec": {"containers": [container], "volumes": _shm_volumes()},
+    }
 
 
 def _k8s_env(proc: ProcessSpec) -> list[dict]:
@@ -354,20 +402,41 @@ def _k8s_endpoint(dep: Deployment, base: str, image: str, ep) -> list[dict]:
     leader_container = _vllm_container(image, args[:2], _k8s_env(leader), gpus, leader.port, args[2:])
     service = _service(name, base, ep.role, leader.port, lws=ep.multi_node)
     if not ep.multi_node:
-        return [service, {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": labels},
-                          "spec": {"replicas": 1, "selector": {"matchLabels": {"recipectl/endpoint": name}},
-                                   "template": _pod_template(name, ep.role, leader_container)}}]
+        return [
+            service,
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": name, "labels": labels},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": {"recipectl/endpoint": name}},
+                    "template": _pod_template(name, ep.role, leader_container),
+                },
+            },
+        ]
     follower = procs[1]
     dp_local = ep.processes[0].dp_local
     # every follower pod shares one template: its start rank comes from its index
     worker_command = ["sh", "-c", _shell_command(_k8s_words(dep, base, follower, ranks_per_worker=dp_local))]
     worker_container = _vllm_container(image, worker_command, _k8s_env(follower), gpus)
-    return [service, {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
-                      "metadata": {"name": name, "labels": labels},
-                      "spec": {"replicas": 1, "leaderWorkerTemplate": {
-                          "size": len(procs), "restartPolicy": "RecreateGroupOnPodRestart",
-                          "leaderTemplate": _pod_template(name, ep.role, leader_container),
-                          "workerTemplate": _pod_template(name, ep.role, worker_container)}}}]
+    return [
+        service,
+        {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1",
+            "kind": "LeaderWorkerSet",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {
+                "replicas": 1,
+                "leaderWorkerTemplate": {
+                    "size": len(procs),
+                    "restartPolicy": "RecreateGroupOnPodRestart",
+                    "leaderTemplate": _pod_template(name, ep.role, leader_container),
+                    "workerTemplate": _pod_template(name, ep.role, worker_container),
+                },
+            },
+        },
+    ]
 
 
 def _k8s_router(dep: Deployment, base: str, image: str) -> list[dict]:
@@ -375,17 +444,37 @@ def _k8s_router(dep: Deployment, base: str, image: str) -> list[dict]:
     router = dep.router
     rname = f"{base}-router"
     rargs = _kubelet_args(_k8s_words(dep, base, router))
-    return [_service(rname, base, "router", router.port, lws=False),
-            {"apiVersion": "apps/v1", "kind": "Deployment",
-             "metadata": {"name": rname, "labels": {"app.kubernetes.io/part-of": base, "recipectl/role": "router"}},
-             "spec": {"replicas": 1, "selector": {"matchLabels": {"recipectl/endpoint": rname}},
-                      "template": {
-                          "metadata": {"labels": {"recipectl/endpoint": rname, "recipectl/role": "router"}},
-                          "spec": {"containers": [{
-                              "name": "router", "image": image, "command": rargs[:1], "args": rargs[1:],
-                              "env": _k8s_env(router), "ports": [{"containerPort": router.port, "name": "http"}],
-                              "readinessProbe": {"httpGet": {"path": "/health", "port": router.port},
-                                                 "periodSeconds": 5}}]}}}}]
+    return [
+        _service(rname, base, "router", router.port, lws=False),
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": rname, "labels": {"app.kubernetes.io/part-of": base, "recipectl/role": "router"}},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"recipectl/endpoint": rname}},
+                "template": {
+                    "metadata": {"labels": {"recipectl/endpoint": rname, "recipectl/role": "router"}},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "router",
+                                "image": image,
+                                "command": rargs[:1],
+                                "args": rargs[1:],
+                                "env": _k8s_env(router),
+                                "ports": [{"containerPort": router.port, "name": "http"}],
+                                "readinessProbe": {
+                                    "httpGet": {"path": "/health", "port": router.port},
+                                    "periodSeconds": 5,
+                                },
+                            }
+                        ]
+                    },
+                },
+            },
+        },
+    ]
 
 
 def render_k8s(dep: Deployment) -> list[RenderedFile]:
@@ -400,8 +489,9 @@ def render_k8s(dep: Deployment) -> list[RenderedFile]:
     image = r.engine.image or "vllm/vllm-openai:latest"
     docs = [doc for ep in dep.placement.endpoints for doc in _k8s_endpoint(dep, base, image, ep)]
     docs += _k8s_router(dep, base, image)
-    header = _K8S_HEADER.format(name=r.name, model=_comment_value(r.model.path),
-                                version=_comment_value(r.engine.vllm_version or "unknown"))
+    header = _K8S_HEADER.format(
+        name=r.name, model=_comment_value(r.model.path), version=_comment_value(r.engine.vllm_version or "unknown")
+    )
     body = yaml.safe_dump_all(docs, explicit_start=True, sort_keys=False, width=1 << 16)
     return _refuse_secrets(dep, [RenderedFile(f"{r.name}.k8s.yaml", header + body)])
 
@@ -415,13 +505,17 @@ def _check_names(files_out: list[RenderedFile], out_dir: Path) -> None:
     names = [f.name for f in files_out]
     for name in names:
         if name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
-            raise RecipectlError(f"refusing to write {name!r}: not a file name inside {out_dir}",
-                                 fix="this is a bug in recipectl; please report it with the recipe")
+            raise RecipectlError(
+                f"refusing to write {name!r}: not a file name inside {out_dir}",
+                fix="this is a bug in recipectl; please report it with the recipe",
+            )
     seen: set[str] = set()
     for name in names:
         if name in seen:
-            raise RecipectlError(f"two rendered files are both named {name}; nothing was written",
-                                 fix="list each host once in cluster.hosts")
+            raise RecipectlError(
+                f"two rendered files are both named {name}; nothing was written",
+                fix="list each host once in cluster.hosts",
+            )
         seen.add(name)
 
 
@@ -435,8 +529,10 @@ def write(files_out: list[RenderedFile], out_dir: Path, *, force: bool = False) 
         raise RecipectlError(f"{out_dir} is not a directory", fix="-o DIR names a directory to write into")
     existing = [f.name for f in files_out if os.path.lexists(out_dir / f.name)]
     if existing and not force:
-        raise RecipectlError(f"{out_dir} already holds {', '.join(existing)}; nothing was written",
-                             fix="render into an empty directory, or pass --force to replace those files")
+        raise RecipectlError(
+            f"{out_dir} already holds {', '.join(existing)}; nothing was written",
+            fix="render into an empty directory, or pass --force to replace those files",
+        )
     for name in existing:
         p = out_dir / name
         if p.is_dir() and not p.is_symlink():
@@ -450,8 +546,10 @@ def write(files_out: list[RenderedFile], out_dir: Path, *, force: bool = False) 
         try:
             write_atomic(target, f.text, mode=mode, replace=force)
         except FileExistsError:
-            raise RecipectlError(f"{target} appeared while rendering; it was left as it is",
-                                 fix="render into an empty directory, or pass --force to replace it") from None
+            raise RecipectlError(
+                f"{target} appeared while rendering; it was left as it is",
+                fix="render into an empty directory, or pass --force to replace it",
+            ) from None
         written.append(target)
     return written
 

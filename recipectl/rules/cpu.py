@@ -13,11 +13,16 @@ from .context import RuleContext
 from .registry import Violation, rule, safe, set_field, unsafe
 
 
-@rule(code="CPU001", name="cpu.disjoint-cores", title="Endpoints on one CPU host get disjoint cores",
-      severity=Severity.WARNING, category=Category.PERFORMANCE,
-      applies="CPU platform, several endpoints on one host",
-      source="vLLM envs.py (VLLM_CPU_OMP_THREADS_BIND defaults to auto: each server binds its own choice of "
-             "cores, unaware of the other); measured: both servers bound to one core, 34 s per request")
+@rule(
+    code="CPU001",
+    name="cpu.disjoint-cores",
+    title="Endpoints on one CPU host get disjoint cores",
+    severity=Severity.WARNING,
+    category=Category.PERFORMANCE,
+    applies="CPU platform, several endpoints on one host",
+    source="vLLM envs.py (VLLM_CPU_OMP_THREADS_BIND defaults to auto: each server binds its own choice of "
+    "cores, unaware of the other); measured: both servers bound to one core, 34 s per request",
+)
 def disjoint_cores(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That every endpoint on a CPU host states its cores (`cpu_cores`) and that no two endpoints
@@ -49,30 +54,41 @@ def disjoint_cores(ctx: RuleContext) -> Iterator[Violation]:
         seen: dict[int, str] = {}
         for p in procs:
             if p.cpu_cores is None:
-                yield Violation(f"{p.role}.cpu_cores", f"{p.name} shares host {host} and has no cpu_cores",
-                                "prefill:\n  cpu_cores: ['0']\ndecode:\n  cpu_cores: ['1']")
+                yield Violation(
+                    f"{p.role}.cpu_cores",
+                    f"{p.name} shares host {host} and has no cpu_cores",
+                    "prefill:\n  cpu_cores: ['0']\ndecode:\n  cpu_cores: ['1']",
+                )
                 continue
             try:
                 cores = parse_cores(p.cpu_cores)
             except ValueError:
-                yield Violation(f"{p.role}.cpu_cores", f"'{p.cpu_cores}' is not a core list",
-                                f"{p.role}:\n  cpu_cores: ['0-3']")
+                yield Violation(
+                    f"{p.role}.cpu_cores", f"'{p.cpu_cores}' is not a core list", f"{p.role}:\n  cpu_cores: ['0-3']"
+                )
                 continue
             clash = sorted(c for c in cores if c in seen)
             if clash:
-                yield Violation(f"{p.role}.cpu_cores",
-                                f"{p.name} shares core(s) {clash} with {seen[clash[0]]} on {host}",
-                                f"{p.role}:\n  cpu_cores: ['<cores no other endpoint uses>']")
+                yield Violation(
+                    f"{p.role}.cpu_cores",
+                    f"{p.name} shares core(s) {clash} with {seen[clash[0]]} on {host}",
+                    f"{p.role}:\n  cpu_cores: ['<cores no other endpoint uses>']",
+                )
             for c in cores:
                 seen.setdefault(c, p.name)
 
 
-@rule(code="CPU002", name="cpu.kv-buffer-device", title="KV buffer device on the CPU platform",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="CPU platform with NIXL",
-      source="vLLM nixl/base_worker.py ('{device} with {kv_buffer_device} kv_buffer is not supported', "
-             "_NIXL_SUPPORTED_DEVICE in nixl/utils.py: the CPU platform's only buffer is cpu)",
-      fix=safe(set_field("cpu"), "sets kv_transfer.buffer_device: cpu, the one device there is"))
+@rule(
+    code="CPU002",
+    name="cpu.kv-buffer-device",
+    title="KV buffer device on the CPU platform",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="CPU platform with NIXL",
+    source="vLLM nixl/base_worker.py ('{device} with {kv_buffer_device} kv_buffer is not supported', "
+    "_NIXL_SUPPORTED_DEVICE in nixl/utils.py: the CPU platform's only buffer is cpu)",
+    fix=safe(set_field("cpu"), "sets kv_transfer.buffer_device: cpu, the one device there is"),
+)
 def kv_buffer_device(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That a CPU deployment does not ask NIXL for a `cuda` KV buffer.
@@ -89,16 +105,23 @@ def kv_buffer_device(ctx: RuleContext) -> Iterator[Violation]:
           buffer_device: cpu
     """
     if ctx.is_cpu and ctx.uses_nixl and ctx.recipe.kv_transfer.buffer_device == "cuda":
-        yield Violation("kv_transfer.buffer_device", "a CUDA KV buffer on a CPU-only deployment",
-                        "kv_transfer:\n  buffer_device: cpu")
+        yield Violation(
+            "kv_transfer.buffer_device",
+            "a CUDA KV buffer on a CPU-only deployment",
+            "kv_transfer:\n  buffer_device: cpu",
+        )
 
 
-@rule(code="CPU003", name="cpu.gdn-bf16", title="GDN on CPU needs bf16",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="CPU platform, hybrid model",
-      source="vllm-cpu 0.32 ('CPU GDN attention requires BF16')",
-      fix=unsafe(set_field("bfloat16"), "sets model.dtype: bfloat16 (unsafe: other numerics, and it changes "
-                 "both roles)"))
+@rule(
+    code="CPU003",
+    name="cpu.gdn-bf16",
+    title="GDN on CPU needs bf16",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="CPU platform, hybrid model",
+    source="vllm-cpu 0.32 ('CPU GDN attention requires BF16')",
+    fix=unsafe(set_field("bfloat16"), "sets model.dtype: bfloat16 (unsafe: other numerics, and it changes both roles)"),
+)
 def gdn_bf16(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That a hybrid model on the CPU platform runs in bfloat16.
@@ -122,14 +145,20 @@ def gdn_bf16(ctx: RuleContext) -> Iterator[Violation]:
         setting = ctx.setting(role, "dtype")
         if setting.value not in (None, "auto", "bfloat16") and setting.path not in seen:
             seen.add(setting.path)
-            yield Violation(setting.path, f"GDN on CPU cannot run in {setting.value} ({role})",
-                            "model:\n  dtype: bfloat16")
+            yield Violation(
+                setting.path, f"GDN on CPU cannot run in {setting.value} ({role})", "model:\n  dtype: bfloat16"
+            )
 
 
-@rule(code="CPU004", name="cpu.gdn-head-dims", title="GDN head dims 64 or 128 on CPU",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="CPU platform, hybrid model with a local config.json",
-      source="vllm-cpu 0.32 ('Unexpected head dim size' for 32, 96, 256)")
+@rule(
+    code="CPU004",
+    name="cpu.gdn-head-dims",
+    title="GDN head dims 64 or 128 on CPU",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="CPU platform, hybrid model with a local config.json",
+    source="vllm-cpu 0.32 ('Unexpected head dim size' for 32, 96, 256)",
+)
 def gdn_head_dims(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That the GDN key and value head dims of a hybrid model served on CPU are 64 or 128
@@ -155,21 +184,31 @@ def gdn_head_dims(ctx: RuleContext) -> Iterator[Violation]:
         return
     inner = cfg.get("text_config")
     text = inner if isinstance(inner, dict) else cfg
-    bad = [f"{key} {text[key]}" for key in ("linear_key_head_dim", "linear_value_head_dim")
-           if text.get(key) is not None and text[key] not in (64, 128)]
+    bad = [
+        f"{key} {text[key]}"
+        for key in ("linear_key_head_dim", "linear_value_head_dim")
+        if text.get(key) is not None and text[key] not in (64, 128)
+    ]
     if bad:
-        yield Violation("model.path", f"the model's {' and '.join(bad)}: CPU GDN kernels take 64 or 128",
-                        "# use a model whose GDN head dims are 64 or 128")
+        yield Violation(
+            "model.path",
+            f"the model's {' and '.join(bad)}: CPU GDN kernels take 64 or 128",
+            "# use a model whose GDN head dims are 64 or 128",
+        )
 
 
-@rule(code="CPU005", name="cpu.forced-sd-layout",
-      title="vllm-cpu forces the SD conv-state layout on AMX/AVX512-BF16 hosts",
-      severity=Severity.WARNING, category=Category.CRASH,
-      applies="CPU platform, hybrid model, NIXL connector, vllm-cpu 0.22 to 0.30",
-      source="vllm-cpu platforms/cpu.py CpuPlatform.check_and_update_config (0.22-0.28: SD on AMX hosts; "
-             "0.29-0.30: SD on AVX512-BF16 hosts; from 0.31: DS with NIXL; engine facts cpu-amx-forces-sd-layout, "
-             "cpu-avx512-bf16-forces-sd-layout, cpu-ds-layout-with-nixl); nixl/base_worker.py ('3-read Mamba "
-             "conv transfer requires DS conv state layout')")
+@rule(
+    code="CPU005",
+    name="cpu.forced-sd-layout",
+    title="vllm-cpu forces the SD conv-state layout on AMX/AVX512-BF16 hosts",
+    severity=Severity.WARNING,
+    category=Category.CRASH,
+    applies="CPU platform, hybrid model, NIXL connector, vllm-cpu 0.22 to 0.30",
+    source="vllm-cpu platforms/cpu.py CpuPlatform.check_and_update_config (0.22-0.28: SD on AMX hosts; "
+    "0.29-0.30: SD on AVX512-BF16 hosts; from 0.31: DS with NIXL; engine facts cpu-amx-forces-sd-layout, "
+    "cpu-avx512-bf16-forces-sd-layout, cpu-ds-layout-with-nixl); nixl/base_worker.py ('3-read Mamba "
+    "conv transfer requires DS conv state layout')",
+)
 def forced_sd_layout(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That a hybrid CPU deployment over NIXL does not run a vllm-cpu release that overwrites the
@@ -192,23 +231,31 @@ def forced_sd_layout(ctx: RuleContext) -> Iterator[Violation]:
     """
     if not (ctx.is_cpu and ctx.hybrid and ctx.uses_nixl):
         return
-    for fact_id, hosts in (("cpu-amx-forces-sd-layout", "with AMX tiles (Sapphire Rapids and later)"),
-                           ("cpu-avx512-bf16-forces-sd-layout", "with AVX512-BF16 (AMX or not, e.g. Zen 4/5)")):
+    for fact_id, hosts in (
+        ("cpu-amx-forces-sd-layout", "with AMX tiles (Sapphire Rapids and later)"),
+        ("cpu-avx512-bf16-forces-sd-layout", "with AVX512-BF16 (AMX or not, e.g. Zen 4/5)"),
+    ):
         if ctx.holds(fact_id):
-            yield Violation("engine.vllm_version",
-                            f"vllm-cpu {fmt_version(ctx.version)} sets VLLM_SSM_CONV_STATE_LAYOUT=SD on CPUs {hosts}, "
-                            "over the recipe's DS; NIXL's GDN conv transfer then dies at connector setup there",
-                            "engine:\n  vllm_version: 0.32.0   # 0.31 or later keeps DS")
+            yield Violation(
+                "engine.vllm_version",
+                f"vllm-cpu {fmt_version(ctx.version)} sets VLLM_SSM_CONV_STATE_LAYOUT=SD on CPUs {hosts}, "
+                "over the recipe's DS; NIXL's GDN conv transfer then dies at connector setup there",
+                "engine:\n  vllm_version: 0.32.0   # 0.31 or later keeps DS",
+            )
 
 
-@rule(code="CPU006", name="cpu.gdn-bf16-ssm-state",
-      title="vllm-cpu 0.27-0.28's GDN kernel refuses a bfloat16 SSM state",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="CPU platform, hybrid model, vllm-cpu 0.27 and 0.28",
-      source="vllm-cpu vllm/_C.abi3.so chunk_gated_delta_rule_cpu ('initial_state dtype mismatch', 0.27.0-0.28.x; "
-             "0.29 takes float16, bfloat16 or float32; engine fact cpu-gdn-kernel-float32-state-only); run on "
-             "vllm-cpu 0.27.0: docs/engine-matrix.md hyb003-0.27.0, hyb003-default-0.27.0 (bfloat16 state: "
-             "EngineDeadError at the first prefill) and hyb003-fp32-0.27.0 (float32: served)")
+@rule(
+    code="CPU006",
+    name="cpu.gdn-bf16-ssm-state",
+    title="vllm-cpu 0.27-0.28's GDN kernel refuses a bfloat16 SSM state",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="CPU platform, hybrid model, vllm-cpu 0.27 and 0.28",
+    source="vllm-cpu vllm/_C.abi3.so chunk_gated_delta_rule_cpu ('initial_state dtype mismatch', 0.27.0-0.28.x; "
+    "0.29 takes float16, bfloat16 or float32; engine fact cpu-gdn-kernel-float32-state-only); run on "
+    "vllm-cpu 0.27.0: docs/engine-matrix.md hyb003-0.27.0, hyb003-default-0.27.0 (bfloat16 state: "
+    "EngineDeadError at the first prefill) and hyb003-fp32-0.27.0 (float32: served)",
+)
 def gdn_bf16_ssm_state(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That a hybrid model served by vllm-cpu 0.27 or 0.28 keeps its GDN (SSM) state in float32: the
@@ -241,8 +288,10 @@ def gdn_bf16_ssm_state(ctx: RuleContext) -> Iterator[Violation]:
         if state_dtypes(ctx.effective[role], ctx.model_spec).ssm != "bfloat16":
             continue
         how = "" if setting.explicit else " (auto: the state follows the model's bfloat16)"
-        yield Violation(setting.path,
-                        f"{role}'s SSM state is bfloat16{how}; vllm-cpu {fmt_version(ctx.version)}'s GDN kernel takes "
-                        "float32 state only and the engine dies at the first prefill ('initial_state dtype mismatch') "
-                        "on CPUs without AMX tiles",
-                        f"{role}:\n  mamba_ssm_cache_dtype: float32   # or engine.vllm_version 0.29.0 or later")
+        yield Violation(
+            setting.path,
+            f"{role}'s SSM state is bfloat16{how}; vllm-cpu {fmt_version(ctx.version)}'s GDN kernel takes "
+            "float32 state only and the engine dies at the first prefill ('initial_state dtype mismatch') "
+            "on CPUs without AMX tiles",
+            f"{role}:\n  mamba_ssm_cache_dtype: float32   # or engine.vllm_version 0.29.0 or later",
+        )

@@ -11,11 +11,16 @@ from .context import RuleContext
 from .registry import Violation, rule
 
 
-@rule(code="IMP001", name="deploy-time.unresolved-value", title="A value set at deploy time",
-      severity=Severity.INFO, category=Category.OPERABILITY,
-      applies="any recipe with a `$X`, `${X}`, `${X:-default}` or `$(VAR)` the file does not resolve",
-      source="POSIX shell parameter expansion; Kubernetes dependent environment variables ($(VAR)); "
-             "envsubst (Dynamo's recipes render ${VLLM_IMAGE} before kubectl apply)")
+@rule(
+    code="IMP001",
+    name="deploy-time.unresolved-value",
+    title="A value set at deploy time",
+    severity=Severity.INFO,
+    category=Category.OPERABILITY,
+    applies="any recipe with a `$X`, `${X}`, `${X:-default}` or `$(VAR)` the file does not resolve",
+    source="POSIX shell parameter expansion; Kubernetes dependent environment variables ($(VAR)); "
+    "envsubst (Dynamo's recipes render ${VLLM_IMAGE} before kubectl apply)",
+)
 def unresolved(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     Which values the recipe leaves to the place it is deployed: a variable of the launch script,
@@ -41,13 +46,19 @@ def unresolved(ctx: RuleContext) -> Iterator[Violation]:
     model = ctx.recipe.model
     refs = references(model.path)
     if refs:
-        yield Violation("model.path", f"`model.path` is set at deploy time (`{refs[0]}`): rules that need the model "
-                                      "did not run", "model:\n  path: <the Hugging Face id or directory it names>",
-                        severity=Severity.WARNING)
+        yield Violation(
+            "model.path",
+            f"`model.path` is set at deploy time (`{refs[0]}`): rules that need the model did not run",
+            "model:\n  path: <the Hugging Face id or directory it names>",
+            severity=Severity.WARNING,
+        )
     image = ctx.recipe.engine.image
     if image and references(image):
-        yield Violation("engine.image", f"`engine.image` is set at deploy time (`{references(image)[0]}`): the vLLM "
-                                        "version is not read from it", "engine:\n  vllm_version: <the release it runs>")
+        yield Violation(
+            "engine.image",
+            f"`engine.image` is set at deploy time (`{references(image)[0]}`): the vLLM version is not read from it",
+            "engine:\n  vllm_version: <the release it runs>",
+        )
     for role, spec in ctx.roles():
         args = spec.extra_args
         for k, arg in enumerate(args):
@@ -62,14 +73,22 @@ def unresolved(ctx: RuleContext) -> Iterator[Violation]:
                 what = f"`{arg}` is set at deploy time: its value was not checked"
             else:
                 what = f"`{arg}` is set at deploy time: recipectl did not read it"
-            yield Violation(f"{role}.extra_args.{k}", f"{role}.extra_args: {what}",
-                            f"{role}:\n  extra_args: [...]  # the values the deployment passes")
+            yield Violation(
+                f"{role}.extra_args.{k}",
+                f"{role}.extra_args: {what}",
+                f"{role}:\n  extra_args: [...]  # the values the deployment passes",
+            )
 
 
-@rule(code="IMP002", name="deploy-time.model-family-unknown", title="Whether the model is hybrid is unknown",
-      severity=Severity.INFO, category=Category.OPERABILITY,
-      applies="a model with no model.family, no local config.json, no built-in spec and no known architecture",
-      source="recipectl.models.info (config.json architectures and layer_types; built-in specs)")
+@rule(
+    code="IMP002",
+    name="deploy-time.model-family-unknown",
+    title="Whether the model is hybrid is unknown",
+    severity=Severity.INFO,
+    category=Category.OPERABILITY,
+    applies="a model with no model.family, no local config.json, no built-in spec and no known architecture",
+    source="recipectl.models.info (config.json architectures and layer_types; built-in specs)",
+)
 def family_unknown(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That recipectl knows whether the model is hybrid: from `model.family`, the model directory's
@@ -91,6 +110,9 @@ def family_unknown(ctx: RuleContext) -> Iterator[Violation]:
     """
     model = ctx.recipe.model
     if model.family is None and not references(model.path):
-        yield Violation("model.path", f"recipectl cannot tell whether {model.path} is hybrid (no config.json, "
-                                      "built-in spec or known architecture says): the hybrid rules did not run",
-                        "model:\n  family: hybrid  # or dense / moe")
+        yield Violation(
+            "model.path",
+            f"recipectl cannot tell whether {model.path} is hybrid (no config.json, "
+            "built-in spec or known architecture says): the hybrid rules did not run",
+            "model:\n  family: hybrid  # or dense / moe",
+        )

@@ -14,14 +14,20 @@ from .registry import Edit, Rule, Violation
 from .selection import Selection, names_rule, specificity
 
 
-def check_recipe(loaded: LoadedRecipe, *, select: set[str] | None = None,
-                 selection: Selection | None = None) -> list[Diagnostic]:
+def check_recipe(
+    loaded: LoadedRecipe, *, select: set[str] | None = None, selection: Selection | None = None
+) -> list[Diagnostic]:
     """The findings that are not ignored (`select`: only these codes or names)."""
     return run_rules(loaded, select=select, selection=selection)[0]
 
 
-def run_rules(loaded: LoadedRecipe, *, select: set[str] | None = None, selection: Selection | None = None,
-              run_ignored: bool = False) -> tuple[list[Diagnostic], list[Diagnostic], dict[str, str]]:
+def run_rules(
+    loaded: LoadedRecipe,
+    *,
+    select: set[str] | None = None,
+    selection: Selection | None = None,
+    run_ignored: bool = False,
+) -> tuple[list[Diagnostic], list[Diagnostic], dict[str, str]]:
     """(findings, ignored findings, ignored rules): the selected rules run, but for those the
     recipe's `ignore:` or the selection's ignore turns off, which are returned as {code: reason};
     with `run_ignored` they run too, and their findings are returned apart, each with `ignored`
@@ -31,8 +37,9 @@ def run_rules(loaded: LoadedRecipe, *, select: set[str] | None = None, selection
     out: list[Diagnostic] = []
     ignored: list[Diagnostic] = []
     ignored_rules: dict[str, str] = {}
-    for finding in findings(loaded, select=select, selection=selection, run_ignored=run_ignored,
-                            ignored_rules=ignored_rules):
+    for finding in findings(
+        loaded, select=select, selection=selection, run_ignored=run_ignored, ignored_rules=ignored_rules
+    ):
         if finding.ignored is None:
             out.append(finding.diagnostic)
         else:
@@ -43,6 +50,7 @@ def run_rules(loaded: LoadedRecipe, *, select: set[str] | None = None, selection
 @dataclass(frozen=True)
 class Finding:
     """One finding with what made it: the rule, its Violation, and the context (for its fix)."""
+
     rule: Rule
     violation: Violation
     diagnostic: Diagnostic
@@ -54,8 +62,14 @@ class Finding:
         return self.rule.fix.edits(self.ctx, self.violation) if self.rule.fix else ()
 
 
-def findings(loaded: LoadedRecipe, *, select: set[str] | None = None, selection: Selection | None = None,
-             run_ignored: bool = False, ignored_rules: dict[str, str] | None = None) -> Iterator[Finding]:
+def findings(
+    loaded: LoadedRecipe,
+    *,
+    select: set[str] | None = None,
+    selection: Selection | None = None,
+    run_ignored: bool = False,
+    ignored_rules: dict[str, str] | None = None,
+) -> Iterator[Finding]:
     """Each finding of the selected rules (run_rules' findings and, with `run_ignored`, the ignored
     ones), with its rule; the rules turned off are recorded in `ignored_rules` as {code: reason}."""
     if selection is None:
@@ -76,8 +90,15 @@ def findings(loaded: LoadedRecipe, *, select: set[str] | None = None, selection:
                 continue
         severity = selection.severity_of(r)
         for v in r.check(ctx):
-            d = loaded.diagnostic(path=v.path, code=r.code, severity=severity or v.severity or r.severity,
-                                  message=v.message, fix=v.fix, category=r.category, source=r.source)
+            d = loaded.diagnostic(
+                path=v.path,
+                code=r.code,
+                severity=severity or v.severity or r.severity,
+                message=v.message,
+                fix=v.fix,
+                category=r.category,
+                source=r.source,
+            )
             yield Finding(r, v, d, ctx, why)
 
 

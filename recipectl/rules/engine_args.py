@@ -10,18 +10,30 @@ from .registry import Violation, rule
 
 # Where the recipe says what an owned flag would say (recipectl renders the flag from it).
 _OWNER_FIELD = {
-    "tp": "parallel", "dp": "parallel", "expert_parallel": "parallel",
-    "data_parallel_size_local": "parallel", "data_parallel_start_rank": "parallel",
-    "data_parallel_address": "cluster.hosts", "data_parallel_rpc_port": "data_parallel_rpc_port",
-    "headless": "parallel", "host": "cluster.hosts", "port": "port", "served_model_name": "model.served_name",
+    "tp": "parallel",
+    "dp": "parallel",
+    "expert_parallel": "parallel",
+    "data_parallel_size_local": "parallel",
+    "data_parallel_start_rank": "parallel",
+    "data_parallel_address": "cluster.hosts",
+    "data_parallel_rpc_port": "data_parallel_rpc_port",
+    "headless": "parallel",
+    "host": "cluster.hosts",
+    "port": "port",
+    "served_model_name": "model.served_name",
     "kv_transfer_config": "kv_transfer / kv_role",
 }
 
 
-@rule(code="ARG001", name="engine-args.given-twice", title="Engine flag given twice",
-      severity=Severity.WARNING, category=Category.OPERABILITY,
-      applies="any role whose extra_args repeat a typed field or themselves",
-      source="argparse (the last occurrence wins); vLLM serve flags")
+@rule(
+    code="ARG001",
+    name="engine-args.given-twice",
+    title="Engine flag given twice",
+    severity=Severity.WARNING,
+    category=Category.OPERABILITY,
+    applies="any role whose extra_args repeat a typed field or themselves",
+    source="argparse (the last occurrence wins); vLLM serve flags",
+)
 def given_twice(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That no engine setting is given both as a recipe field and in the role's `extra_args`, or
@@ -44,15 +56,18 @@ def given_twice(ctx: RuleContext) -> Iterator[Violation]:
     """
     for role, eff in ctx.effective.items():
         for dup in eff.duplicates:
-            yield Violation(f"{role}.extra_args.{dup.arg.index}",
-                            f"{dup.arg.text} in {role}.extra_args overrides {dup.field_path} "
-                            f"({dup.field_value!r}); the engine runs with {dup.arg.value!r}",
-                            f"{role}:\n  {dup.field}: {_yaml(dup.arg.value)}  # and drop {dup.arg.text} "
-                            "from extra_args")
+            yield Violation(
+                f"{role}.extra_args.{dup.arg.index}",
+                f"{dup.arg.text} in {role}.extra_args overrides {dup.field_path} "
+                f"({dup.field_value!r}); the engine runs with {dup.arg.value!r}",
+                f"{role}:\n  {dup.field}: {_yaml(dup.arg.value)}  # and drop {dup.arg.text} from extra_args",
+            )
         for arg in eff.repeated:
-            yield Violation(f"{role}.extra_args.{arg.index}",
-                            f"{arg.text} appears more than once in {role}.extra_args; the last one wins",
-                            f"{role}:\n  {arg.flag.field}: {_yaml(arg.value)}  # once, as a field")
+            yield Violation(
+                f"{role}.extra_args.{arg.index}",
+                f"{arg.text} appears more than once in {role}.extra_args; the last one wins",
+                f"{role}:\n  {arg.flag.field}: {_yaml(arg.value)}  # once, as a field",
+            )
 
 
 def _yaml(value: object) -> str:
@@ -61,10 +76,15 @@ def _yaml(value: object) -> str:
     return str(value)
 
 
-@rule(code="ARG002", name="engine-args.owned-flag", title="Flag recipectl derives from the recipe, in extra_args",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="any role",
-      source="recipectl render (placement, ports and KV transfer come from the recipe's structure)")
+@rule(
+    code="ARG002",
+    name="engine-args.owned-flag",
+    title="Flag recipectl derives from the recipe, in extra_args",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="any role",
+    source="recipectl render (placement, ports and KV transfer come from the recipe's structure)",
+)
 def owned_flag(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That a role's `extra_args` do not set what recipectl writes itself from the recipe's
@@ -89,15 +109,22 @@ def owned_flag(ctx: RuleContext) -> Iterator[Violation]:
         for arg in eff.owned:
             owner = _OWNER_FIELD.get(arg.flag.field, arg.flag.field)
             target = owner if "." in owner or " " in owner else f"{role}.{owner}"
-            yield Violation(f"{role}.extra_args.{arg.index}",
-                            f"{arg.text} in {role}.extra_args contradicts what recipectl renders from {target}",
-                            f"# drop {arg.text} from {role}.extra_args and set {target} instead")
+            yield Violation(
+                f"{role}.extra_args.{arg.index}",
+                f"{arg.text} in {role}.extra_args contradicts what recipectl renders from {target}",
+                f"# drop {arg.text} from {role}.extra_args and set {target} instead",
+            )
 
 
-@rule(code="ARG003", name="engine-args.bad-value", title="extra_args flag without a valid value",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="any role",
-      source="vLLM serve flags (arity and type per flag)")
+@rule(
+    code="ARG003",
+    name="engine-args.bad-value",
+    title="extra_args flag without a valid value",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="any role",
+    source="vLLM serve flags (arity and type per flag)",
+)
 def bad_value(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That every flag recipectl knows in a role's `extra_args` has the value vLLM expects: a
@@ -116,6 +143,8 @@ def bad_value(ctx: RuleContext) -> Iterator[Violation]:
     """
     for role, eff in ctx.effective.items():
         for problem in eff.problems:
-            yield Violation(f"{role}.extra_args.{problem.index}", f"{role}.extra_args: {problem.message}",
-                            f"{role}:\n  extra_args: []  # set it as a field instead")
-
+            yield Violation(
+                f"{role}.extra_args.{problem.index}",
+                f"{role}.extra_args: {problem.message}",
+                f"{role}:\n  extra_args: []  # set it as a field instead",
+            )

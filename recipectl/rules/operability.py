@@ -12,10 +12,15 @@ from .registry import Violation, rule
 from .selection import UnknownSelector, matching
 
 
-@rule(code="OPS001", name="operability.literal-secret", title="Secrets by env reference only",
-      severity=Severity.ERROR, category=Category.SECURITY,
-      applies="every env entry",
-      source="recipectl policy: rendered scripts and logs must not contain credentials")
+@rule(
+    code="OPS001",
+    name="operability.literal-secret",
+    title="Secrets by env reference only",
+    severity=Severity.ERROR,
+    category=Category.SECURITY,
+    applies="every env entry",
+    source="recipectl policy: rendered scripts and logs must not contain credentials",
+)
 def literal_secret(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That an environment variable named like a credential (`HF_TOKEN`, `*_API_KEY`, `*_KEY`,
@@ -40,14 +45,22 @@ def literal_secret(ctx: RuleContext) -> Iterator[Violation]:
     for prefix, env in sources:
         for name, value in env.items():
             if secret_name(name) and value and not pure_reference(value):
-                yield Violation(f"{prefix}.{name}", f"{name} holds a literal value",
-                                f"{prefix.split('.')[0]}:\n  env: {{{name}: ${{{name}}}}}")
+                yield Violation(
+                    f"{prefix}.{name}",
+                    f"{name} holds a literal value",
+                    f"{prefix.split('.')[0]}:\n  env: {{{name}: ${{{name}}}}}",
+                )
 
 
-@rule(code="OPS002", name="operability.router-policy", title="Router policy per pool",
-      severity=Severity.INFO, category=Category.OPERABILITY,
-      applies="vllm-router with several endpoints in a pool",
-      source="vllm-router 0.1.17 (--prefill-policy / --decode-policy)")
+@rule(
+    code="OPS002",
+    name="operability.router-policy",
+    title="Router policy per pool",
+    severity=Severity.INFO,
+    category=Category.OPERABILITY,
+    applies="vllm-router with several endpoints in a pool",
+    source="vllm-router 0.1.17 (--prefill-policy / --decode-policy)",
+)
 def router_policy(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That a router in front of several prefill endpoints picks a prefill policy explicitly.
@@ -67,9 +80,11 @@ def router_policy(ctx: RuleContext) -> Iterator[Violation]:
     """
     r = ctx.recipe.router
     if r.kind == "vllm-router" and ctx.recipe.prefill.endpoints > 1 and not (r.policy or r.prefill_policy):
-        yield Violation("router.prefill_policy",
-                        f"{ctx.recipe.prefill.endpoints} prefill endpoints behind the router's default policy",
-                        "router:\n  prefill_policy: power_of_two")
+        yield Violation(
+            "router.prefill_policy",
+            f"{ctx.recipe.prefill.endpoints} prefill endpoints behind the router's default policy",
+            "router:\n  prefill_policy: power_of_two",
+        )
 
 
 def has_api_key(ctx: RuleContext, role: str) -> bool:
@@ -81,10 +96,15 @@ def has_api_key(ctx: RuleContext, role: str) -> bool:
     return pure_reference(value) if value else False
 
 
-@rule(code="OPS003", name="operability.exposed-without-api-key", title="Servers beyond loopback need an API key",
-      severity=Severity.WARNING, category=Category.OPERABILITY,
-      applies="every role whose servers listen on an address other hosts can reach",
-      source="vLLM security guide (docs/usage/security.md): vllm serve --api-key / VLLM_API_KEY")
+@rule(
+    code="OPS003",
+    name="operability.exposed-without-api-key",
+    title="Servers beyond loopback need an API key",
+    severity=Severity.WARNING,
+    category=Category.OPERABILITY,
+    applies="every role whose servers listen on an address other hosts can reach",
+    source="vLLM security guide (docs/usage/security.md): vllm serve --api-key / VLLM_API_KEY",
+)
 def exposed_without_api_key(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That the servers of a role which listen beyond loopback (the recipe names no hosts, so they
@@ -114,8 +134,11 @@ def exposed_without_api_key(ctx: RuleContext) -> Iterator[Violation]:
         if has_api_key(ctx, role):
             continue
         where = ", ".join(h for h in used if not is_loopback(h)) if hosts else "0.0.0.0 (every interface)"
-        yield Violation(f"{role}.env", f"{role} servers listen on {where} without an API key",
-                        "engine:\n  env:\n    VLLM_API_KEY: ${VLLM_API_KEY}")
+        yield Violation(
+            f"{role}.env",
+            f"{role} servers listen on {where} without an API key",
+            "engine:\n  env:\n    VLLM_API_KEY: ${VLLM_API_KEY}",
+        )
 
 
 def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
@@ -138,15 +161,21 @@ def _covered_elsewhere(ctx: RuleContext, path: str) -> bool:
     if len(parts) == 3 and parts[1] == "extra_args" and parts[2].isdigit():
         args = ctx.recipe.router.extra_args if parts[0] == "router" else ctx.recipe.roles[parts[0]].extra_args
         i = int(parts[2])
-        return secret_flag(args[i]) is not None or (i > 0 and secret_flag(args[i - 1]) is not None
-                                                    and "=" not in args[i - 1])
+        return secret_flag(args[i]) is not None or (
+            i > 0 and secret_flag(args[i - 1]) is not None and "=" not in args[i - 1]
+        )
     return False
 
 
-@rule(code="OPS005", name="operability.secret-value", title="No credential-shaped value anywhere in a recipe",
-      severity=Severity.ERROR, category=Category.SECURITY,
-      applies="every string of the recipe (env values, arguments, commands, paths, connector config)",
-      source="recipectl policy; token formats of Hugging Face, OpenAI, GitHub, GitLab, AWS, Slack, JWT")
+@rule(
+    code="OPS005",
+    name="operability.secret-value",
+    title="No credential-shaped value anywhere in a recipe",
+    severity=Severity.ERROR,
+    category=Category.SECURITY,
+    applies="every string of the recipe (env values, arguments, commands, paths, connector config)",
+    source="recipectl policy; token formats of Hugging Face, OpenAI, GitHub, GitLab, AWS, Slack, JWT",
+)
 def secret_value_anywhere(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That no value in the recipe looks like a credential, whatever its key is called: a token
@@ -179,14 +208,22 @@ def secret_value_anywhere(ctx: RuleContext) -> Iterator[Violation]:
             continue
         key = path.rsplit(".", 1)[-1]
         name = key if not key.isdigit() else "VALUE"
-        yield Violation(path, "this value looks like a credential (a token format or a password in a URL)",
-                        f"write a reference instead, set where the process runs: ${{{name.upper()}}}")
+        yield Violation(
+            path,
+            "this value looks like a credential (a token format or a password in a URL)",
+            f"write a reference instead, set where the process runs: ${{{name.upper()}}}",
+        )
 
 
-@rule(code="OPS004", name="operability.secret-argument", title="Credential arguments by env reference only",
-      severity=Severity.ERROR, category=Category.SECURITY,
-      applies="extra_args of prefill, decode and the router",
-      source="recipectl policy; vllm serve --api-key (VLLM_API_KEY), vllm-router --api-key")
+@rule(
+    code="OPS004",
+    name="operability.secret-argument",
+    title="Credential arguments by env reference only",
+    severity=Severity.ERROR,
+    category=Category.SECURITY,
+    applies="extra_args of prefill, decode and the router",
+    source="recipectl policy; vllm serve --api-key (VLLM_API_KEY), vllm-router --api-key",
+)
 def secret_argument(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That a credential flag in `extra_args` (`--api-key`, `--token`, `--hf-token`, `--password`,
@@ -229,10 +266,15 @@ def secret_argument(ctx: RuleContext) -> Iterator[Violation]:
                 yield Violation(f"{prefix}.{at}", f"{flag} is given a literal value", fix)
 
 
-@rule(code="OPS006", name="operability.unknown-ignore", title="Every ignore: entry names a rule",
-      severity=Severity.WARNING, category=Category.OPERABILITY,
-      applies="every key of the recipe's ignore:",
-      source="recipectl policy; as ruff reports a noqa code that names no rule")
+@rule(
+    code="OPS006",
+    name="operability.unknown-ignore",
+    title="Every ignore: entry names a rule",
+    severity=Severity.WARNING,
+    category=Category.OPERABILITY,
+    applies="every key of the recipe's ignore:",
+    source="recipectl policy; as ruff reports a noqa code that names no rule",
+)
 def unknown_ignore(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That each key of `ignore:` is a rule code (`HYB001`), a code prefix (`HYB`, `VER0`), a rule
@@ -257,6 +299,10 @@ def unknown_ignore(ctx: RuleContext) -> Iterator[Violation]:
             matching(key)
         except UnknownSelector as e:
             right = e.suggestion or "CODE"
-            yield Violation(path=f"ignore.{key}", message=f"ignore: {e.describe()}",
-                            fix=f"ignore:\n  {right}: {reason}" if e.suggestion else
-                            "name a rule listed by `recipectl rules`, or drop the entry")
+            yield Violation(
+                path=f"ignore.{key}",
+                message=f"ignore: {e.describe()}",
+                fix=f"ignore:\n  {right}: {reason}"
+                if e.suggestion
+                else "name a rule listed by `recipectl rules`, or drop the entry",
+            )

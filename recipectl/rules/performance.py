@@ -15,12 +15,18 @@ from .registry import Edit, Violation, rule, set_field, unsafe
 HIGH_CONCURRENCY = 256  # from here on, per-token front-end overhead shows in the seed's sweep
 
 
-@rule(code="PRF001", name="performance.async-scheduling", title="Async scheduling disabled",
-      severity=Severity.WARNING, category=Category.PERFORMANCE,
-      applies="any role, when the vLLM version carries the race fixes",
-      source="seed (async scheduling: the key feature for passing 25K tok/s/GPU)",
-      fix=unsafe(set_field(True), "sets async_scheduling: true on the role (unsafe: it was turned off, "
-                 "perhaps on purpose)"))
+@rule(
+    code="PRF001",
+    name="performance.async-scheduling",
+    title="Async scheduling disabled",
+    severity=Severity.WARNING,
+    category=Category.PERFORMANCE,
+    applies="any role, when the vLLM version carries the race fixes",
+    source="seed (async scheduling: the key feature for passing 25K tok/s/GPU)",
+    fix=unsafe(
+        set_field(True), "sets async_scheduling: true on the role (unsafe: it was turned off, perhaps on purpose)"
+    ),
+)
 def async_off(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That async scheduling is not switched off where the engine has the P/D race fixes.
@@ -44,8 +50,7 @@ def async_off(ctx: RuleContext) -> Iterator[Violation]:
     for role, _ in ctx.roles():
         setting = ctx.setting(role, "async_scheduling")
         if setting.value is False:
-            yield Violation(setting.path, f"async scheduling is off on {role}",
-                            f"{role}:\n  async_scheduling: true")
+            yield Violation(setting.path, f"async scheduling is off on {role}", f"{role}:\n  async_scheduling: true")
 
 
 def _ssm_bf16_both(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:
@@ -56,11 +61,16 @@ def _ssm_bf16_both(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:
     return tuple(Edit(s.path, "bfloat16") for s in settings if s.value != "bfloat16" or not s.explicit)
 
 
-@rule(code="PRF002", name="performance.decode-ssm-bf16", title="bf16 SSM cache on decode",
-      severity=Severity.WARNING, category=Category.CAPACITY,
-      applies="hybrid model, decode",
-      source="seed (--mamba-ssm-cache-dtype bfloat16 on decode)",
-      fix=unsafe(_ssm_bf16_both, "sets mamba_ssm_cache_dtype: bfloat16 on both roles (unsafe: other numerics)"))
+@rule(
+    code="PRF002",
+    name="performance.decode-ssm-bf16",
+    title="bf16 SSM cache on decode",
+    severity=Severity.WARNING,
+    category=Category.CAPACITY,
+    applies="hybrid model, decode",
+    source="seed (--mamba-ssm-cache-dtype bfloat16 on decode)",
+    fix=unsafe(_ssm_bf16_both, "sets mamba_ssm_cache_dtype: bfloat16 on both roles (unsafe: other numerics)"),
+)
 def ssm_bf16(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That the hybrid decode stores its SSM (temporal) state in bfloat16.
@@ -80,20 +90,29 @@ def ssm_bf16(ctx: RuleContext) -> Iterator[Violation]:
     setting = ctx.setting("decode", "mamba_ssm_cache_dtype")
     # float16 is HYB007's finding on the same line (the size of bfloat16 already: nothing to gain here)
     if ctx.hybrid and setting.value not in ("bfloat16", "float16"):
-        current = (setting.describe() if setting.host_dependent or setting.value != "auto"
-                   else "auto (float32 on Qwen3.5)")
+        current = (
+            setting.describe() if setting.host_dependent or setting.value != "auto" else "auto (float32 on Qwen3.5)"
+        )
         # the same value on prefill too: the SSM dtype sets the page size both roles must share (CON004)
-        yield Violation(setting.path, f"decode keeps SSM state in {current}",
-                        "prefill:\n  mamba_ssm_cache_dtype: bfloat16\ndecode:\n  mamba_ssm_cache_dtype: bfloat16")
+        yield Violation(
+            setting.path,
+            f"decode keeps SSM state in {current}",
+            "prefill:\n  mamba_ssm_cache_dtype: bfloat16\ndecode:\n  mamba_ssm_cache_dtype: bfloat16",
+        )
 
 
-@rule(code="PRF003", name="performance.language-model-only", title="--language-model-only for text workloads",
-      severity=Severity.WARNING, category=Category.PERFORMANCE,
-      applies="multimodal hybrid models (Qwen3.5) with a text-only workload; info from vLLM 0.29",
-      source="seed (disables multimodal inputs, unlocks the fused QK-norm + RoPE + gate path); vLLM "
-             "models/qwen3_next.py Qwen3NextAttention (from 0.29 the fused path also runs on interleaved "
-             "MRoPE: engine fact fused-qknorm-rope-gate-mrope)",
-      fix=unsafe(set_field(True), "sets model.language_model_only: true (unsafe: image inputs are refused)"))
+@rule(
+    code="PRF003",
+    name="performance.language-model-only",
+    title="--language-model-only for text workloads",
+    severity=Severity.WARNING,
+    category=Category.PERFORMANCE,
+    applies="multimodal hybrid models (Qwen3.5) with a text-only workload; info from vLLM 0.29",
+    source="seed (disables multimodal inputs, unlocks the fused QK-norm + RoPE + gate path); vLLM "
+    "models/qwen3_next.py Qwen3NextAttention (from 0.29 the fused path also runs on interleaved "
+    "MRoPE: engine fact fused-qknorm-rope-gate-mrope)",
+    fix=unsafe(set_field(True), "sets model.language_model_only: true (unsafe: image inputs are refused)"),
+)
 def language_model_only(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That a text-only workload on a Qwen3.5-class model sets `model.language_model_only`.
@@ -116,15 +135,22 @@ def language_model_only(ctx: RuleContext) -> Iterator[Violation]:
     w = ctx.recipe.workload  # without one, whether the traffic is text only is not known
     if ctx.hybrid and m.multimodal and w is not None and w.text_only and not m.language_model_only:
         if ctx.holds("fused-qknorm-rope-gate-mrope") is not False:
-            yield Violation("model.language_model_only", "a text-only workload keeps the vision encoder and its "
-                                                         "cache in memory (the fused QK-norm + RoPE + gate path "
-                                                         "runs without the flag from vLLM 0.29)",
-                            "model:\n  language_model_only: true", Severity.INFO)
+            yield Violation(
+                "model.language_model_only",
+                "a text-only workload keeps the vision encoder and its "
+                "cache in memory (the fused QK-norm + RoPE + gate path "
+                "runs without the flag from vLLM 0.29)",
+                "model:\n  language_model_only: true",
+                Severity.INFO,
+            )
         else:
-            yield Violation("model.language_model_only", "a text-only workload runs with the multimodal path on, "
-                                                         f"and vLLM {fmt_version(ctx.version)} enables the fused "
-                                                         "QK-norm + RoPE + gate path only with the flag",
-                            "model:\n  language_model_only: true")
+            yield Violation(
+                "model.language_model_only",
+                "a text-only workload runs with the multimodal path on, "
+                f"and vLLM {fmt_version(ctx.version)} enables the fused "
+                "QK-norm + RoPE + gate path only with the flag",
+                "model:\n  language_model_only: true",
+            )
 
 
 def _twice_isl(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:
@@ -132,11 +158,16 @@ def _twice_isl(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:
     return set_field(2 * w.isl)(ctx, v) if w is not None else ()
 
 
-@rule(code="PRF004", name="performance.prefill-batched-tokens", title="Prefill max_num_batched_tokens >= 2 x ISL",
-      severity=Severity.WARNING, category=Category.PERFORMANCE,
-      applies="prefill",
-      source="seed (16384 = 2 x ISL: about +8% total TPS/GPU at high concurrency)",
-      fix=unsafe(_twice_isl, "sets prefill max_num_batched_tokens to 2 x ISL (unsafe: more activation memory)"))
+@rule(
+    code="PRF004",
+    name="performance.prefill-batched-tokens",
+    title="Prefill max_num_batched_tokens >= 2 x ISL",
+    severity=Severity.WARNING,
+    category=Category.PERFORMANCE,
+    applies="prefill",
+    source="seed (16384 = 2 x ISL: about +8% total TPS/GPU at high concurrency)",
+    fix=unsafe(_twice_isl, "sets prefill max_num_batched_tokens to 2 x ISL (unsafe: more activation memory)"),
+)
 def batched_tokens(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That prefill's `max_num_batched_tokens` is at least twice the workload's ISL.
@@ -160,16 +191,23 @@ def batched_tokens(ctx: RuleContext) -> Iterator[Violation]:
     setting = ctx.setting("prefill", "max_num_batched_tokens")
     have = setting.value
     if have is None or have < want:
-        yield Violation(setting.path,
-                        f"prefill max_num_batched_tokens is {have or 'unset'}, below 2 x ISL = {want}",
-                        f"prefill:\n  max_num_batched_tokens: {want}")
+        yield Violation(
+            setting.path,
+            f"prefill max_num_batched_tokens is {have or 'unset'}, below 2 x ISL = {want}",
+            f"prefill:\n  max_num_batched_tokens: {want}",
+        )
 
 
-@rule(code="PRF005", name="performance.stream-interval", title="--stream-interval at high concurrency",
-      severity=Severity.INFO, category=Category.PERFORMANCE,
-      applies=f"concurrency sweep reaching {HIGH_CONCURRENCY} or more",
-      source="seed (--stream-interval 100: less front-end overhead, costs per-token latency)",
-      fix=unsafe(set_field(100), "sets decode stream_interval: 100 (unsafe: clients see tokens in batches)"))
+@rule(
+    code="PRF005",
+    name="performance.stream-interval",
+    title="--stream-interval at high concurrency",
+    severity=Severity.INFO,
+    category=Category.PERFORMANCE,
+    applies=f"concurrency sweep reaching {HIGH_CONCURRENCY} or more",
+    source="seed (--stream-interval 100: less front-end overhead, costs per-token latency)",
+    fix=unsafe(set_field(100), "sets decode stream_interval: 100 (unsafe: clients see tokens in batches)"),
+)
 def stream_interval(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That endpoints stream in batches of tokens when the sweep reaches high concurrency.
@@ -195,18 +233,25 @@ def stream_interval(ctx: RuleContext) -> Iterator[Violation]:
     # decode streams the tokens; prefill answers with one token, its interval does not matter
     setting = ctx.setting("decode", "stream_interval")
     if (setting.value or 1) < 10:
-        yield Violation(setting.path,
-                        f"decode streams every token at concurrency up to {ctx.max_concurrency}",
-                        "decode:\n  stream_interval: 100")
+        yield Violation(
+            setting.path,
+            f"decode streams every token at concurrency up to {ctx.max_concurrency}",
+            "decode:\n  stream_interval: 100",
+        )
 
 
-@rule(code="PRF006", name="performance.api-server-count", title="--api-server-count 1 for stats",
-      severity=Severity.INFO, category=Category.OPERABILITY,
-      applies="any role running more than one API server, by its setting or by default (one per DP rank)",
-      source="seed (--api-server-count 1 keeps default stats logging to find bottlenecks); vLLM "
-             "entrypoints/cli/serve.py (api_server_count defaults to the data-parallel size: engine fact "
-             "api-server-count-default-dp)",
-      fix=unsafe(set_field(1), "sets api_server_count: 1 on the role (unsafe: one API server process)"))
+@rule(
+    code="PRF006",
+    name="performance.api-server-count",
+    title="--api-server-count 1 for stats",
+    severity=Severity.INFO,
+    category=Category.OPERABILITY,
+    applies="any role running more than one API server, by its setting or by default (one per DP rank)",
+    source="seed (--api-server-count 1 keeps default stats logging to find bottlenecks); vLLM "
+    "entrypoints/cli/serve.py (api_server_count defaults to the data-parallel size: engine fact "
+    "api-server-count-default-dp)",
+    fix=unsafe(set_field(1), "sets api_server_count: 1 on the role (unsafe: one API server process)"),
+)
 def api_server_count(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That endpoints run one API server process, so vLLM's periodic stats logging stays on.
@@ -228,9 +273,11 @@ def api_server_count(ctx: RuleContext) -> Iterator[Violation]:
         count, stated = effective_api_servers(ctx.effective[role])
         if count > 1:
             how = "" if stated else f" by default (one per data-parallel rank of DP {count})"
-            yield Violation(ctx.setting(role, "api_server_count").path, f"{role} runs {count} API servers{how}, "
-                                                                          "so vLLM's stats logging is off",
-                            f"{role}:\n  api_server_count: 1")
+            yield Violation(
+                ctx.setting(role, "api_server_count").path,
+                f"{role} runs {count} API servers{how}, so vLLM's stats logging is off",
+                f"{role}:\n  api_server_count: 1",
+            )
 
 
 def _gdn_backend_fix(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:
@@ -239,14 +286,22 @@ def _gdn_backend_fix(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:
     return set_field("flashinfer" if reachable else "triton")(ctx, v)
 
 
-@rule(code="PRF007", name="performance.gdn-prefill-backend", title="FlashInfer GDN prefill kernel on Blackwell",
-      severity=Severity.WARNING, category=Category.PERFORMANCE,
-      applies="hybrid model, prefill, Blackwell GPUs, vLLM 0.22 or later (or unknown)",
-      source="seed; flashinfer PR #3001 (5.92x kernel, 1.13x end-to-end prefill on 8xB200); vLLM "
-             "gdn/qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend (Blackwell: head_k_dim 128 and CUDA "
-             "runtime >= 13, else Triton; engine fact flashinfer-gdn-prefill-blackwell)",
-      fix=unsafe(_gdn_backend_fix, "sets prefill gdn_prefill_backend: flashinfer, or triton where the model's "
-                 "head dim keeps FlashInfer out of reach (unsafe: another kernel)"))
+@rule(
+    code="PRF007",
+    name="performance.gdn-prefill-backend",
+    title="FlashInfer GDN prefill kernel on Blackwell",
+    severity=Severity.WARNING,
+    category=Category.PERFORMANCE,
+    applies="hybrid model, prefill, Blackwell GPUs, vLLM 0.22 or later (or unknown)",
+    source="seed; flashinfer PR #3001 (5.92x kernel, 1.13x end-to-end prefill on 8xB200); vLLM "
+    "gdn/qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend (Blackwell: head_k_dim 128 and CUDA "
+    "runtime >= 13, else Triton; engine fact flashinfer-gdn-prefill-blackwell)",
+    fix=unsafe(
+        _gdn_backend_fix,
+        "sets prefill gdn_prefill_backend: flashinfer, or triton where the model's "
+        "head dim keeps FlashInfer out of reach (unsafe: another kernel)",
+    ),
+)
 def gdn_backend(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That a hybrid prefill on Blackwell can reach the FlashInfer GDN prefill kernel: `flashinfer`,
@@ -278,10 +333,16 @@ def gdn_backend(ctx: RuleContext) -> Iterator[Violation]:
     reachable = head_k_dim is None or head_k_dim == needs["head_k_dim"]
     if b not in (None, "auto", "flashinfer"):
         if reachable:  # with another head dim every choice runs Triton: nothing to gain
-            yield Violation(setting.path, f"prefill uses the {b} GDN prefill kernel on Blackwell",
-                            "prefill:\n  gdn_prefill_backend: flashinfer")
+            yield Violation(
+                setting.path,
+                f"prefill uses the {b} GDN prefill kernel on Blackwell",
+                "prefill:\n  gdn_prefill_backend: flashinfer",
+            )
     elif not reachable:
-        yield Violation(setting.path, f"prefill asks for {b or 'auto'}, but on Blackwell vLLM runs FlashInfer's GDN "
-                                      f"prefill only with head_k_dim {needs['head_k_dim']} (this model: "
-                                      f"{head_k_dim}) and falls back to Triton without a word",
-                        "prefill:\n  gdn_prefill_backend: triton  # what runs; say it")
+        yield Violation(
+            setting.path,
+            f"prefill asks for {b or 'auto'}, but on Blackwell vLLM runs FlashInfer's GDN "
+            f"prefill only with head_k_dim {needs['head_k_dim']} (this model: "
+            f"{head_k_dim}) and falls back to Triton without a word",
+            "prefill:\n  gdn_prefill_backend: triton  # what runs; say it",
+        )

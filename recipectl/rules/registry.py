@@ -34,13 +34,15 @@ SEVERITY_POLICY = (
     "files, run state or `ps`. `warning`: deprecated but working settings, costs in speed or capacity, "
     "and anything that cannot be proven here (an unknown vLLM version: the finding says what to "
     "declare, `engine.vllm_version` or `patches`, and does not block `render` or `launch`). `info`: "
-    "advice. Each rule's scope (roles, versions, platforms) is its source's, cited on its page.")
+    "advice. Each rule's scope (roles, versions, platforms) is its source's, cited on its page."
+)
 _CODE_RE = re.compile(r"^[A-Z]{3}\d{3}$")
 
 
 @dataclass(frozen=True)
 class Violation:
     """What a rule yields: the field it concerns, the message and the fix."""
+
     path: str  # dotted field path the finding points at
     message: str  # what is wrong, in this recipe's terms
     fix: str  # what to write instead (YAML where possible)
@@ -55,6 +57,7 @@ class Applicability(str, Enum):
     asks and nothing else, and there is one way to do it; `unsafe` ones change what the deployment
     does beyond the finding (memory, numerics, a feature turned off, one of several ways) and are
     applied only with `--unsafe-fixes`."""
+
     SAFE = "safe"
     UNSAFE = "unsafe"
     NONE = "none"
@@ -64,6 +67,7 @@ class Applicability(str, Enum):
 class Edit:
     """One change to a recipe document: the value at a dotted key path (created, with the mappings
     above it, where absent), or the key removed."""
+
     path: str  # dotted, as a Violation's path: decode.env.VLLM_SSM_CONV_STATE_LAYOUT
     value: Any = None
     remove: bool = False
@@ -80,6 +84,7 @@ class Fix:
     """A rule's mechanical fix: a pure function of the recipe and one finding that gives the edits
     (none where this finding has no mechanical fix, e.g. a value set in extra_args), how safe it
     is, and when it applies, in words (docs/rules.md)."""
+
     edits: FixFn
     applicability: Applicability
     when: str
@@ -108,6 +113,7 @@ def set_field(value: Any, *, remove: bool = False) -> FixFn:
 @dataclass(frozen=True)
 class Rule:
     """A registered rule: its code, severity, category, when it applies, and the check itself."""
+
     code: str
     name: str  # dotted readable name, e.g. hybrid.ds-layout
     title: str
@@ -144,8 +150,17 @@ def _parse_doc(code: str, text: str) -> dict[str, str]:
     return doc
 
 
-def rule(*, code: str, name: str, title: str, severity: Severity, category: Category, applies: str,
-         source: str, fix: Fix | None = None) -> Callable[[CheckFn], CheckFn]:
+def rule(
+    *,
+    code: str,
+    name: str,
+    title: str,
+    severity: Severity,
+    category: Category,
+    applies: str,
+    source: str,
+    fix: Fix | None = None,
+) -> Callable[[CheckFn], CheckFn]:
     """Register a rule (with its fix, declared next to it: `fix=safe(...)` or `fix=unsafe(...)`);
     refuses malformed codes, duplicates and undocumented rules."""
 
@@ -159,8 +174,10 @@ def rule(*, code: str, name: str, title: str, severity: Severity, category: Cate
         if not fn.__doc__:
             raise TypeError(f"rule {code} has no docstring")
         if severity is Severity.ERROR and category not in ERROR_CATEGORIES:
-            raise TypeError(f"rule {code} is an error in category {category.value}: errors are for "
-                            + ", ".join(sorted(c.value for c in ERROR_CATEGORIES)))
+            raise TypeError(
+                f"rule {code} is an error in category {category.value}: errors are for "
+                + ", ".join(sorted(c.value for c in ERROR_CATEGORIES))
+            )
         REGISTRY[code] = Rule(code, name, title, severity, category, applies, source, fn, fix)
         return fn
 

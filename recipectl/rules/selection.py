@@ -56,8 +56,12 @@ def specificity(selector: str, r: Rule) -> int:
 def matching(selector: str) -> list[Rule]:
     """The rules `selector` names; raises UnknownSelector (with a did-you-mean) when none."""
     if _SCHEMA_RE.match(selector):
-        raise UnknownSelector(selector, None, "schema findings (SCH...) always apply: a recipe that does not "
-                                              "match the schema cannot be checked by the rules")
+        raise UnknownSelector(
+            selector,
+            None,
+            "schema findings (SCH...) always apply: a recipe that does not "
+            "match the schema cannot be checked by the rules",
+        )
     found = [r for r in REGISTRY.values() if specificity(selector, r) >= 0]
     if not found:
         raise UnknownSelector(selector, suggest(selector))
@@ -87,6 +91,7 @@ def split(values: list[str] | tuple[str, ...] | None) -> list[str]:
 class Selection:
     """A resolved selection. `ignore` and `severity` pair each selector with its reason (where the
     setting came from) or its severity."""
+
     select: tuple[str, ...] = ("ALL",)
     extend_select: tuple[str, ...] = ()
     ignore: tuple[tuple[str, str], ...] = ()

@@ -9,10 +9,15 @@ from .context import RuleContext
 from .registry import Violation, rule
 
 
-@rule(code="SIZ001", name="sizing.max-model-len", title="max_model_len covers the longest request",
-      severity=Severity.ERROR, category=Category.REFUSED,
-      applies="every role",
-      source="vLLM bench random dataset (lengths drawn up to L x (1 + range_ratio))")
+@rule(
+    code="SIZ001",
+    name="sizing.max-model-len",
+    title="max_model_len covers the longest request",
+    severity=Severity.ERROR,
+    category=Category.REFUSED,
+    applies="every role",
+    source="vLLM bench random dataset (lengths drawn up to L x (1 + range_ratio))",
+)
 def max_model_len(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That each role's `max_model_len` (role or model level) is at least
@@ -46,6 +51,9 @@ def max_model_len(ctx: RuleContext) -> Iterator[Violation]:
             continue
         flagged.add(path)
         who = role if own else "every role"
-        yield Violation(path, f"max_model_len {have} ({who}) is below the longest request {need} "
-                              f"(ISL {w.isl} and OSL {w.osl} with range ratio {w.random_range_ratio})",
-                        f"{role if own else 'model'}:\n  max_model_len: {need}")
+        yield Violation(
+            path,
+            f"max_model_len {have} ({who}) is below the longest request {need} "
+            f"(ISL {w.isl} and OSL {w.osl} with range ratio {w.random_range_ratio})",
+            f"{role if own else 'model'}:\n  max_model_len: {need}",
+        )

@@ -12,10 +12,15 @@ from .context import RuleContext
 from .registry import Violation, rule
 
 
-@rule(code="TOP001", name="topology.fit", title="Endpoints fit the cluster's nodes and GPUs",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="GPU clusters",
-      source="vLLM data/tensor parallel placement (TP within a node; multi-node DP on whole nodes)")
+@rule(
+    code="TOP001",
+    name="topology.fit",
+    title="Endpoints fit the cluster's nodes and GPUs",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="GPU clusters",
+    source="vLLM data/tensor parallel placement (TP within a node; multi-node DP on whole nodes)",
+)
 def fit(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That every endpoint (TP x DP GPUs) can be placed: TP within one node, multi-node DP endpoints
@@ -49,10 +54,12 @@ def fit(ctx: RuleContext) -> Iterator[Violation]:
         if shared.total > SHARE_MAX + 1e-9:
             share = even_shares(len(shared.users))
             roles = list(dict.fromkeys(p.role for p, _ in shared.users))
-            yield Violation(f"{roles[-1]}.gpu_memory_utilization",
-                            f"GPU {shared.gpu} of {shared.users[0][0].host} is shared by {shared.names}: "
-                            f"{shared.total:.2f} of its memory asked, more than it has",
-                            "".join(f"{r}:\n  gpu_memory_utilization: {share}\n" for r in roles).rstrip())
+            yield Violation(
+                f"{roles[-1]}.gpu_memory_utilization",
+                f"GPU {shared.gpu} of {shared.users[0][0].host} is shared by {shared.names}: "
+                f"{shared.total:.2f} of its memory asked, more than it has",
+                "".join(f"{r}:\n  gpu_memory_utilization: {share}\n" for r in roles).rstrip(),
+            )
     if not ctx.placement.problems:
         return
     c = ctx.recipe.cluster
@@ -64,30 +71,49 @@ def fit(ctx: RuleContext) -> Iterator[Violation]:
     for role, spec in ctx.roles():
         if any(p.startswith(f"{role} ") for p in named):
             top = max(g for ids in spec.devices or () for g in ids)
-            yield Violation(f"{role}.devices", next(p for p in named if p.startswith(f"{role} ")),
-                            f"cluster:\n  gpus_per_node: {max(top + 1, c.gpus_per_node)}"
-                            if top >= c.gpus_per_node else f"{role}:\n  endpoints: 1")
+            yield Violation(
+                f"{role}.devices",
+                next(p for p in named if p.startswith(f"{role} ")),
+                f"cluster:\n  gpus_per_node: {max(top + 1, c.gpus_per_node)}"
+                if top >= c.gpus_per_node
+                else f"{role}:\n  endpoints: 1",
+            )
     for role, spec in ctx.roles():
         if spec.parallel.tp > c.gpus_per_node:
-            yield Violation(f"{role}.parallel", f"{role} TP {spec.parallel.tp} exceeds the {c.gpus_per_node} GPUs "
-                            "of a node; tensor parallelism stays within a node",
-                            f"{role}:\n  parallel: {{tp: {c.gpus_per_node}, dp: "
-                            f"{spec.parallel.dp * spec.parallel.tp // c.gpus_per_node}}}")
+            yield Violation(
+                f"{role}.parallel",
+                f"{role} TP {spec.parallel.tp} exceeds the {c.gpus_per_node} GPUs "
+                "of a node; tensor parallelism stays within a node",
+                f"{role}:\n  parallel: {{tp: {c.gpus_per_node}, dp: "
+                f"{spec.parallel.dp * spec.parallel.tp // c.gpus_per_node}}}",
+            )
     rest = [p for p in ctx.placement.problems if p not in tp_too_wide and p not in named]
     if rest:
         nodes_needed = -(-need // max(1, c.gpus_per_node))
-        sharing = ("; servers can share a GPU instead: the same devices for both roles and a "
-                 "gpu_memory_utilization each (TOP001's docs)") if c.nodes == 1 and all(
-                     s.parallel.gpus <= c.gpus_per_node for _, s in ctx.roles()) else ""
-        yield Violation("cluster.nodes", f"{len(rest)} endpoint(s) do not fit: {rest[0]} "
-                        f"({need} GPUs wanted, {total} in the cluster){sharing}",
-                        f"cluster:\n  nodes: {max(nodes_needed, c.nodes + 1)}")
+        sharing = (
+            (
+                "; servers can share a GPU instead: the same devices for both roles and a "
+                "gpu_memory_utilization each (TOP001's docs)"
+            )
+            if c.nodes == 1 and all(s.parallel.gpus <= c.gpus_per_node for _, s in ctx.roles())
+            else ""
+        )
+        yield Violation(
+            "cluster.nodes",
+            f"{len(rest)} endpoint(s) do not fit: {rest[0]} ({need} GPUs wanted, {total} in the cluster){sharing}",
+            f"cluster:\n  nodes: {max(nodes_needed, c.nodes + 1)}",
+        )
 
 
-@rule(code="TOP002", name="topology.expert-split", title="Expert count divisible by the EP size",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="MoE models with expert parallel",
-      source="vLLM FusedMoE expert-parallel sharding")
+@rule(
+    code="TOP002",
+    name="topology.expert-split",
+    title="Expert count divisible by the EP size",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="MoE models with expert parallel",
+    source="vLLM FusedMoE expert-parallel sharding",
+)
 def expert_split(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That the model's routed experts divide evenly over each endpoint's expert-parallel size
@@ -112,14 +138,22 @@ def expert_split(ctx: RuleContext) -> Iterator[Violation]:
         ep = spec.parallel.ep_size
         if spec.parallel.expert_parallel and n % ep:
             good = [k for k in (2, 4, 8, 16, 32, 64) if n % k == 0 and k <= max(ep * 2, 8)]
-            yield Violation(f"{role}.parallel", f"{n} experts do not split over EP size {ep}",
-                            f"{role}:\n  parallel: DEP{good[-1] if good else 1}")
+            yield Violation(
+                f"{role}.parallel",
+                f"{n} experts do not split over EP size {ep}",
+                f"{role}:\n  parallel: DEP{good[-1] if good else 1}",
+            )
 
 
-@rule(code="TOP003", name="topology.nvfp4-blackwell", title="NVFP4 needs Blackwell GPUs",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="quantization nvfp4",
-      source="NVFP4 tensor-core support (SM100 and later)")
+@rule(
+    code="TOP003",
+    name="topology.nvfp4-blackwell",
+    title="NVFP4 needs Blackwell GPUs",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="quantization nvfp4",
+    source="NVFP4 tensor-core support (SM100 and later)",
+)
 def nvfp4(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That an NVFP4 checkpoint runs on Blackwell (GB200, B200).
@@ -137,15 +171,23 @@ def nvfp4(ctx: RuleContext) -> Iterator[Violation]:
           quantization: fp8
     """
     if ctx.recipe.model.quantization is Quantization.NVFP4 and ctx.gpu_family != "blackwell":
-        yield Violation("model.quantization", f"NVFP4 cannot run on {ctx.recipe.cluster.gpu.value}",
-                        "model:\n  quantization: fp8   # and an FP8 checkpoint")
+        yield Violation(
+            "model.quantization",
+            f"NVFP4 cannot run on {ctx.recipe.cluster.gpu.value}",
+            "model:\n  quantization: fp8   # and an FP8 checkpoint",
+        )
 
 
-@rule(code="TOP004", name="topology.multinode-dp-rpc", title="Multi-node DP endpoint on the default RPC port",
-      severity=Severity.INFO, category=Category.OPERABILITY,
-      applies="endpoints whose data-parallel ranks span nodes",
-      source="vLLM data-parallel deployment docs (--data-parallel-address/--data-parallel-rpc-port; "
-             "the port defaults to 29550)")
+@rule(
+    code="TOP004",
+    name="topology.multinode-dp-rpc",
+    title="Multi-node DP endpoint on the default RPC port",
+    severity=Severity.INFO,
+    category=Category.OPERABILITY,
+    applies="endpoints whose data-parallel ranks span nodes",
+    source="vLLM data-parallel deployment docs (--data-parallel-address/--data-parallel-rpc-port; "
+    "the port defaults to 29550)",
+)
 def multinode_rpc(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     Whether a data-parallel endpoint spread over several nodes leaves `data_parallel_rpc_port`
@@ -167,15 +209,22 @@ def multinode_rpc(ctx: RuleContext) -> Iterator[Violation]:
     for ep in ctx.placement.endpoints:
         spec = ctx.recipe.roles[ep.role]
         if ep.multi_node and spec.data_parallel_rpc_port is None:
-            yield Violation(f"{ep.role}.data_parallel_rpc_port",
-                            f"{ep.name} spans nodes {sorted({p.node for p in ep.processes})} on vLLM's default DP "
-                            "RPC port (29550)", f"{ep.role}:\n  data_parallel_rpc_port: 13345")
+            yield Violation(
+                f"{ep.role}.data_parallel_rpc_port",
+                f"{ep.name} spans nodes {sorted({p.node for p in ep.processes})} on vLLM's default DP RPC port (29550)",
+                f"{ep.role}:\n  data_parallel_rpc_port: 13345",
+            )
 
 
-@rule(code="TOP005", name="topology.port-collision", title="Ports collide on a host",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="every host",
-      source="vLLM NIXL side channel (base port + DP rank); router and API ports")
+@rule(
+    code="TOP005",
+    name="topology.port-collision",
+    title="Ports collide on a host",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="every host",
+    source="vLLM NIXL side channel (base port + DP rank); router and API ports",
+)
 def port_collision(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That on every host the HTTP ports, the NIXL side-channel ports (base + DP rank, spaced by
@@ -204,12 +253,14 @@ def port_collision(ctx: RuleContext) -> Iterator[Violation]:
             role = "decode" if any(w.startswith("decode") for w in who) else "prefill"
             field = "side_channel_port" if any("NIXL" in w for w in who) else "port"
             if "router" in who:
-                yield Violation("router.port", f"port {port} on {host} is used by {named}",
-                                "router:\n  port: 30000")
+                yield Violation("router.port", f"port {port} on {host} is used by {named}", "router:\n  port: 30000")
                 continue
-            yield Violation(f"{role}.{field}", f"port {port} on {host} is used by {named}",
-                            f"{role}:\n  {field}: <a base with room for every DP rank, e.g. "
-                            f"{5700 if field == 'side_channel_port' else 8200}>")
+            yield Violation(
+                f"{role}.{field}",
+                f"port {port} on {host} is used by {named}",
+                f"{role}:\n  {field}: <a base with room for every DP rank, e.g. "
+                f"{5700 if field == 'side_channel_port' else 8200}>",
+            )
 
 
 _MAX_PORT_FINDINGS = 20  # past these, more of the same tells nothing new
@@ -219,8 +270,9 @@ _MAX_NAMED = 4  # owners named per port
 def _collisions(ranges: list[tuple[int, int, str]]) -> Iterator[tuple[int, list[str], int]]:
     """(first port, owners named, owners not named) for every run of ports that several ranges
     share, in port order: a sweep over the ranges' ends, O(n log n) in the number of ranges."""
-    events = sorted([(a, 1, i) for i, (a, _, _) in enumerate(ranges)]
-                    + [(b, 0, i) for i, (_, b, _) in enumerate(ranges)])
+    events = sorted(
+        [(a, 1, i) for i, (a, _, _) in enumerate(ranges)] + [(b, 0, i) for i, (_, b, _) in enumerate(ranges)]
+    )
     active: dict[int, None] = {}  # range index -> None, in the order the ranges were listed
     k = 0
     while k < len(events):
@@ -237,11 +289,16 @@ def _collisions(ranges: list[tuple[int, int, str]]) -> Iterator[tuple[int, list[
             yield port, [ranges[i][2] for i in owners[:_MAX_NAMED]], max(0, len(owners) - _MAX_NAMED)
 
 
-@rule(code="TOP006", name="topology.side-channel-host", title="NIXL side-channel host set when roles span hosts",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="P/D over NIXL with endpoints on more than one host",
-      source="vLLM envs.py (VLLM_NIXL_SIDE_CHANNEL_HOST defaults to localhost: engine fact "
-             "nixl-side-channel-host-localhost)")
+@rule(
+    code="TOP006",
+    name="topology.side-channel-host",
+    title="NIXL side-channel host set when roles span hosts",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="P/D over NIXL with endpoints on more than one host",
+    source="vLLM envs.py (VLLM_NIXL_SIDE_CHANNEL_HOST defaults to localhost: engine fact "
+    "nixl-side-channel-host-localhost)",
+)
 def side_channel_host(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That `VLLM_NIXL_SIDE_CHANNEL_HOST` is provided when prefill and decode run on different hosts
@@ -266,9 +323,11 @@ def side_channel_host(ctx: RuleContext) -> Iterator[Violation]:
     for role, _ in ctx.roles():
         value = ctx.env(role).get("VLLM_NIXL_SIDE_CHANNEL_HOST")
         if value in ("localhost", "127.0.0.1", "::1"):
-            yield Violation(ctx.env_path(role, "VLLM_NIXL_SIDE_CHANNEL_HOST"),
-                            f"{role} advertises its NIXL side channel on {value} but peers are on other hosts",
-                            f"{role}:\n  env: {{}}   # remove VLLM_NIXL_SIDE_CHANNEL_HOST; it is rendered per node")
+            yield Violation(
+                ctx.env_path(role, "VLLM_NIXL_SIDE_CHANNEL_HOST"),
+                f"{role} advertises its NIXL side channel on {value} but peers are on other hosts",
+                f"{role}:\n  env: {{}}   # remove VLLM_NIXL_SIDE_CHANNEL_HOST; it is rendered per node",
+            )
 
 
 # Linux's default net.ipv4.ip_local_port_range, as (first, past-the-end): the ports the kernel hands
@@ -293,16 +352,22 @@ def _listeners(ctx: RuleContext) -> dict[str, list[tuple[int, int, str, str]]]:
     r = ctx.recipe.router
     used[ctx.placement.router_host].append((r.port, r.port + 1, "router", "router.port"))
     if r.prometheus_port:
-        used[ctx.placement.router_host].append((r.prometheus_port, r.prometheus_port + 1, "router metrics",
-                                                "router.prometheus_port"))
+        used[ctx.placement.router_host].append(
+            (r.prometheus_port, r.prometheus_port + 1, "router metrics", "router.prometheus_port")
+        )
     return used
 
 
-@rule(code="TOP007", name="topology.ephemeral-port", title="Fixed ports below the ephemeral range",
-      severity=Severity.WARNING, category=Category.OPERABILITY,
-      applies="every host",
-      source="Linux net.ipv4.ip_local_port_range (32768-60999 by default); a prefill whose NIXL side-channel "
-             "port an engine process had taken at random never became ready (docs/engine-cpu.md, Pitfalls)")
+@rule(
+    code="TOP007",
+    name="topology.ephemeral-port",
+    title="Fixed ports below the ephemeral range",
+    severity=Severity.WARNING,
+    category=Category.OPERABILITY,
+    applies="every host",
+    source="Linux net.ipv4.ip_local_port_range (32768-60999 by default); a prefill whose NIXL side-channel "
+    "port an engine process had taken at random never became ready (docs/engine-cpu.md, Pitfalls)",
+)
 def ephemeral_port(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That no port the recipe fixes (HTTP, the NIXL side channel with its DP ranks, DP RPC, the
@@ -330,10 +395,13 @@ def ephemeral_port(ctx: RuleContext) -> Iterator[Violation]:
                 role, field = path.split(".")
                 section = ctx.recipe.router if role == "router" else ctx.recipe.roles[role]
                 better = type(section).model_fields[field].default or _PORTS_WITHOUT_DEFAULT[field]
-                yield Violation(path, f"{who} listens on port {max(first, EPHEMERAL[0])} on {host}, inside Linux's "
-                                      "default ephemeral range (32768-60999), where the engine's own random ports "
-                                      "can take it first",
-                                f"{role}:\n  {field}: {better}")
+                yield Violation(
+                    path,
+                    f"{who} listens on port {max(first, EPHEMERAL[0])} on {host}, inside Linux's "
+                    "default ephemeral range (32768-60999), where the engine's own random ports "
+                    "can take it first",
+                    f"{role}:\n  {field}: {better}",
+                )
 
 
 # A fix's value for the port fields the schema leaves unset: vllm-router's metrics default, and the

@@ -9,14 +9,20 @@ from .context import RuleContext
 from .registry import Violation, rule, set_field, unsafe
 
 
-@rule(code="XFR001", name="transfer.recompute-hides-failures", title="kv_load_failure_policy: recompute",
-      severity=Severity.WARNING, category=Category.OPERABILITY,
-      applies="NIXL connector",
-      source="vLLM config/kv_transfer.py KVTransferConfig.kv_load_failure_policy ('recompute': reschedule the "
-             "request to recompute failed blocks; 'fail', the default: engine fact "
-             "kv-load-failure-policy-default-fail); v1/core/sched/scheduler.py (recompute_kv_load_failures)",
-      fix=unsafe(set_field("fail"), "sets kv_transfer.load_failure_policy: fail (unsafe: a failed transfer "
-                 "fails the request)"))
+@rule(
+    code="XFR001",
+    name="transfer.recompute-hides-failures",
+    title="kv_load_failure_policy: recompute",
+    severity=Severity.WARNING,
+    category=Category.OPERABILITY,
+    applies="NIXL connector",
+    source="vLLM config/kv_transfer.py KVTransferConfig.kv_load_failure_policy ('recompute': reschedule the "
+    "request to recompute failed blocks; 'fail', the default: engine fact "
+    "kv-load-failure-policy-default-fail); v1/core/sched/scheduler.py (recompute_kv_load_failures)",
+    fix=unsafe(
+        set_field("fail"), "sets kv_transfer.load_failure_policy: fail (unsafe: a failed transfer fails the request)"
+    ),
+)
 def recompute_policy(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That the KV connector's `kv_load_failure_policy` is `fail` (vLLM's default), not `recompute`.
@@ -36,16 +42,23 @@ def recompute_policy(ctx: RuleContext) -> Iterator[Violation]:
           load_failure_policy: fail
     """
     if ctx.uses_nixl and ctx.recipe.kv_transfer.load_failure_policy == "recompute":
-        yield Violation("kv_transfer.load_failure_policy",
-                        "failed KV transfers are recomputed on decode without a trace",
-                        "kv_transfer:\n  load_failure_policy: fail")
+        yield Violation(
+            "kv_transfer.load_failure_policy",
+            "failed KV transfers are recomputed on decode without a trace",
+            "kv_transfer:\n  load_failure_policy: fail",
+        )
 
 
-@rule(code="XFR002", name="transfer.nccl-tuning", title="NCCL_* variables do not tune NIXL",
-      severity=Severity.INFO, category=Category.PERFORMANCE,
-      applies="NIXL connector, NCCL_* set in the environment",
-      source="vLLM nixl/base_worker.py (the NIXL agent's backends default to [\"UCX\"], from "
-             "kv_connector_extra_config.backends; NCCL carries only the in-endpoint collectives)")
+@rule(
+    code="XFR002",
+    name="transfer.nccl-tuning",
+    title="NCCL_* variables do not tune NIXL",
+    severity=Severity.INFO,
+    category=Category.PERFORMANCE,
+    applies="NIXL connector, NCCL_* set in the environment",
+    source='vLLM nixl/base_worker.py (the NIXL agent\'s backends default to ["UCX"], from '
+    "kv_connector_extra_config.backends; NCCL carries only the in-endpoint collectives)",
+)
 def nccl_tuning(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     Whether the recipe sets `NCCL_*` variables as if they tuned the P/D transfer.
@@ -71,5 +84,8 @@ def nccl_tuning(ctx: RuleContext) -> Iterator[Violation]:
             path = ctx.env_path(role, var)
             if var.startswith("NCCL_") and path not in seen:
                 seen.add(path)
-                yield Violation(path, f"{var} tunes NCCL collectives inside an endpoint, not the NIXL/UCX transfer",
-                                "# transfer tuning is UCX_*: UCX_TLS, UCX_NET_DEVICES")
+                yield Violation(
+                    path,
+                    f"{var} tunes NCCL collectives inside an endpoint, not the NIXL/UCX transfer",
+                    "# transfer tuning is UCX_*: UCX_TLS, UCX_NET_DEVICES",
+                )

