@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from ..effective import EffectiveRole, Setting, resolve
 from ..engine_versions import has_fix, holds
-from ..models.info import local_config
 from ..plan.recipe_plan import model_spec as recipe_model_spec
 from ..schema import Recipe, RoleSection
 from ..topology import Placement, place
@@ -44,11 +43,11 @@ class RuleContext:
     @cached_property
     def gdn_head_k_dim(self) -> int | None:
         """The model's GDN key head dimension (linear_key_head_dim): from its spec, else straight from a
-        local config.json that is not a whole spec; None when unknown."""
+        local config.json that is not a whole spec (as the loader read it); None when unknown."""
         spec = self.model_spec
         if spec is not None and spec.linear_key_head_dim:
             return spec.linear_key_head_dim
-        cfg = local_config(self.recipe.model.path, self.base_dir) or {}
+        cfg = self.recipe.model_facts.config or {}
         inner = cfg.get("text_config")
         text = inner if isinstance(inner, dict) else cfg
         value = text.get("linear_key_head_dim")
