@@ -39,6 +39,13 @@ def _request_limit(run: DoctorRun) -> float:
     return run.timeout
 
 
+def _client(run: DoctorRun) -> httpx.AsyncClient:
+    """The run's HTTP client: run_checks makes one whenever there is a deployment, and every check
+    here is wanted only then."""
+    assert run.client is not None
+    return run.client
+
+
 @check(key="endpoints.deployment", name="deployment", stage=E, timeout=5, wanted=lambda run: not run.targets.any)
 async def _no_deployment(run: DoctorRun, on: Subject) -> CheckResult:
     return found(
@@ -51,7 +58,7 @@ async def _no_deployment(run: DoctorRun, on: Subject) -> CheckResult:
 @check(key=HEALTH, name="health {label}", stage=E, timeout=_request_limit, subjects=_everything, wanted=_deployed)
 async def _health(run: DoctorRun, on: Subject) -> CheckResult:
     try:
-        r = await run.client.get(on[1] + "/health")
+        r = await _client(run).get(on[1] + "/health")
     except httpx.HTTPError as e:
         return found(
             FAIL,
@@ -75,7 +82,7 @@ async def _health(run: DoctorRun, on: Subject) -> CheckResult:
 )
 async def _models(run: DoctorRun, on: Subject) -> CheckResult:
     want = run.targets.model
-    r = await run.client.get(on[1] + "/v1/models")
+    r = await _client(run).get(on[1] + "/v1/models")
     if r.status_code != 200:
         return found(FAIL, f"HTTP {r.status_code}")
     ids = [m.get("id") for m in r.json().get("data", [])]
@@ -98,7 +105,7 @@ async def _models(run: DoctorRun, on: Subject) -> CheckResult:
 )
 async def _version(run: DoctorRun, on: Subject) -> CheckResult:
     recipe = run.recipe
-    r = await run.client.get(on[1] + "/version")
+    r = await _client(run).get(on[1] + "/version")
     if r.status_code != 200:
         return found(WARN, f"/version: HTTP {r.status_code}")
     v = r.json().get("version", "?")
@@ -122,7 +129,7 @@ async def _version(run: DoctorRun, on: Subject) -> CheckResult:
     explained_by_logs=True,
 )
 async def _metrics(run: DoctorRun, on: Subject) -> CheckResult:
-    m = await scrape_metrics(run.client, on[1])
+    m = await scrape_metrics(_client(run), on[1])
     usage = f"{m.kv_cache_usage * 100:.1f}%" if m.kv_cache_usage is not None else "?"
     detail = f"KV cache {usage}, running {m.requests_running or 0:.0f}, waiting {m.requests_waiting or 0:.0f}"
     return found(PASS, detail, data=m.model_dump())
@@ -164,9 +171,10 @@ NIXL_PATH = "NIXL path (prefill host -> decode host)"
 def _address(host: str) -> str | None:
     """The address `host` resolves to here (where doctor runs), or None."""
     try:
-        return socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)[0][4][0]
+        address = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)[0][4][0]
     except (OSError, IndexError):
         return None
+    return address if isinstance(address, str) else None  # an IPv4 or IPv6 address: text
 
 
 async def nixl_path(targets: Targets, client: httpx.AsyncClient, timeout: float) -> CheckResult:
@@ -360,7 +368,7 @@ def _proofs(run: DoctorRun) -> bool:
     explained_by_logs=True,
 )
 async def _pd_transfer(run: DoctorRun, on: Subject) -> CheckResult:
-    return await pd_proof(run.targets, run.client, run.timeout * 4)
+    return await pd_proof(run.targets, _client(run), run.timeout * 4)
 
 
 @check(
@@ -374,7 +382,7 @@ async def _pd_transfer(run: DoctorRun, on: Subject) -> CheckResult:
     explained_by_logs=True,
 )
 async def _nixl_path(run: DoctorRun, on: Subject) -> CheckResult:
-    return await nixl_path(run.targets, run.client, run.timeout * 4)
+    return await nixl_path(run.targets, _client(run), run.timeout * 4)
 
 
 @check(
@@ -388,7 +396,7 @@ async def _nixl_path(run: DoctorRun, on: Subject) -> CheckResult:
     explained_by_logs=True,
 )
 async def _parity(run: DoctorRun, on: Subject) -> CheckResult:
-    return await parity(run.recipe, run.targets, run.client, run.reference, run.timeout * 10)
+    return await parity(run.recipe, run.targets, _client(run), run.reference, run.timeout * 10)
 
 
 def _gsm8k_questions(run: DoctorRun) -> int:
@@ -407,4 +415,4 @@ def _gsm8k_questions(run: DoctorRun) -> int:
     explained_by_logs=True,
 )
 async def _gsm8k(run: DoctorRun, on: Subject) -> CheckResult:
-    return await gsm8k(run.recipe, run.targets, run.client, run.progress, run.gsm8k_questions)
+    return await gsm8k(run.recipe, run.targets, _client(run), run.progress, run.gsm8k_questions)

@@ -216,12 +216,12 @@ async def _role_env(run: DoctorRun, on: Subject) -> CheckResult:
     if not (recipe.is_hybrid and recipe.kv_transfer.connector.startswith("Nixl")):
         return found(SKIP, "not a hybrid NIXL deployment")
     ctx = RuleContext(recipe)
-    errors = [
-        v
-        for rule in map(get_rule, ROLE_ENV_RULES)
-        for v in rule.check(ctx)
-        if (v.severity or rule.severity) is Severity.ERROR
-    ]
+    rules = []
+    for code in ROLE_ENV_RULES:
+        rule = get_rule(code)
+        assert rule is not None  # rules/hybrid.py registers both
+        rules.append(rule)
+    errors = [v for rule in rules for v in rule.check(ctx) if (v.severity or rule.severity) is Severity.ERROR]
     if errors:
         return found(FAIL, "; ".join(v.message for v in errors), errors[0].fix.replace("\n", " "))
     return found(PASS, "the conv-state layout is DS (or the CPU platform's own) on prefill and decode")
@@ -307,11 +307,12 @@ async def _cpu_cores(run: DoctorRun, on: Subject) -> CheckResult:
             f"{', '.join(unbound)}: compute threads not bound (VLLM_CPU_OMP_THREADS_BIND auto/unset)",
             "set cpu_cores per endpoint",
         )
+    bound = {n: c for n, c in sets.items() if c}  # every one of them, when there are two or more
     clashes = [
-        f"{a} and {b} share cores {sorted(sets[a] & sets[b])}"
+        f"{a} and {b} share cores {sorted(bound[a] & bound[b])}"
         for i, a in enumerate(names)
         for b in names[i + 1 :]
-        if sets[a] & sets[b]
+        if bound[a] & bound[b]
     ]
     if clashes:
         return found(FAIL, "; ".join(clashes), "give each endpoint its own cpu_cores")

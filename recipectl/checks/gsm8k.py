@@ -25,12 +25,13 @@ import json
 import math
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict
@@ -341,7 +342,7 @@ def _stopped(failures: list[str], total: int, allowed: int, url: str) -> CheckEr
     )
 
 
-async def _run_workers(worker: Callable[[], Awaitable[None]], n: int) -> float:
+async def _run_workers(worker: Callable[[], Coroutine[Any, Any, None]], n: int) -> float:
     """Run `n` copies of `worker` until all are done; the seconds that took. A run stopped by
     one of them (CheckError) or a single failure is raised as itself, not as a group."""
     started = time.perf_counter()

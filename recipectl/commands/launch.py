@@ -8,6 +8,7 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any, NotRequired, TypedDict
 
 from rich.console import Console
 from rich.markup import escape
@@ -96,9 +97,9 @@ def print_dry_run(recipe: Recipe, *, as_json: bool) -> None:
             for line in shares.get(p.name, ()):
                 sys.stdout.write(f"  # {line}\n")
             env = recipe_env(recipe, p)
-            for k, v in p.env:
-                shown = env[k] if env[k] == "<redacted>" else shell_join([v], lambda n: hosts[n])
-                sys.stdout.write(f"  {k}={shown}\n")
+            for name, v in p.env:
+                shown = env[name] if env[name] == "<redacted>" else shell_join([v], lambda n: hosts[n])
+                sys.stdout.write(f"  {name}={shown}\n")
             literals = [f"${{{a.name}}}" if isinstance(a, EnvRef) else literal(a, hosts) for a in p.argv]
             argv = [a if r == lit else r for a, lit, r in zip(p.argv, literals, redact_argv(literals), strict=True)]
             sys.stdout.write(f"  {shell_join(argv, lambda n: hosts[n])}\n")
@@ -148,6 +149,20 @@ def launch_target(
     return int(ExitCode.FINDINGS)
 
 
+class StatusRow(TypedDict):
+    """One process of `recipectl status`: a row of its table, an item of its --json processes."""
+
+    name: str
+    kind: str
+    pid: int | None
+    alive: bool
+    healthy: bool | None
+    url: str | None
+    log: str
+    node: NotRequired[str | None]  # Slurm: the node that runs it, and that node's state
+    node_state: NotRequired[Any]
+
+
 def _alive(p) -> bool:
     return procs.is_ours(p.pid, p.start_time)
 
@@ -161,7 +176,7 @@ def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None, v
     import httpx  # only status asks the servers: launch, stop and logs start without it
 
     state = find_run(ref, _root(run_dir), _recipe_runs(ref, variant))
-    rows = []
+    rows: list[StatusRow] = []
     job = None
     slurm: dict = {}
     if state.target == "slurm" and state.job_id:
@@ -178,7 +193,7 @@ def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None, v
                     healthy = client.get(p.url + "/health").status_code == 200
                 except (httpx.HTTPError, httpx.InvalidURL):  # a url the state file made up: not healthy
                     healthy = False
-            row = {
+            row: StatusRow = {
                 "name": p.name,
                 "kind": p.kind,
                 "pid": p.pid,

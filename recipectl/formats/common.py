@@ -60,7 +60,7 @@ class Imported:
 
     # -- building
     def set(self, path: PathKey, value: Any, origin: Origin | None = None) -> None:
-        node = self.data
+        node: dict[Any, Any] = self.data  # a path's parts are keys of the nested mappings it names
         for part in path[:-1]:
             node = node.setdefault(part, {})
         node[path[-1]] = value

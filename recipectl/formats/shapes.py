@@ -107,24 +107,22 @@ def _concurrencies(v: Any) -> Any:
     )
 
 
-def Whole(lo: int, hi: int) -> Any:  # noqa: N802 - a type
-    """A whole number from lo to hi (YAML's `true` is not one; "8", a Kubernetes quantity, is)."""
-
-    def no_bool(v: Any) -> Any:
-        if isinstance(v, bool):
-            raise PydanticCustomError("int_type", "Input should be a valid integer")
-        return v
-
-    return Annotated[int, BeforeValidator(no_bool), Field(ge=lo, le=hi)]
+def _no_bool_int(v: Any) -> Any:
+    if isinstance(v, bool):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return v
 
 
-def Fraction(lo: float, hi: float) -> Any:  # noqa: N802 - a type
-    def no_bool(v: Any) -> Any:
-        if isinstance(v, bool):
-            raise PydanticCustomError("float_type", "Input should be a valid number")
-        return v
+def _no_bool_float(v: Any) -> Any:
+    if isinstance(v, bool):
+        raise PydanticCustomError("float_type", "Input should be a valid number")
+    return v
 
-    return Annotated[float, BeforeValidator(no_bool), Field(ge=lo, le=hi, allow_inf_nan=False)]
+
+# A whole number (YAML's `true` is not one; "8", a Kubernetes quantity, is) and a number; each
+# field gives its bounds: `Annotated[Whole, Field(ge=lo, le=hi)]`.
+Whole = Annotated[int, BeforeValidator(_no_bool_int)]
+Fraction = Annotated[float, BeforeValidator(_no_bool_float)]
 
 
 def _replicas(v: Any) -> Any:
@@ -146,9 +144,9 @@ Connector = Annotated[Any, PlainValidator(_connector)]
 Concurrencies = Annotated[Any, PlainValidator(_concurrencies)]
 Env = dict[str, EnvValue]
 # bounds past any real deployment (the recipe's schema has its own, tighter ones)
-Nodes = Whole(0, 4096)
-Gpus = Whole(0, 1 << 20)
-Workers = Whole(0, 1 << 16)
+Nodes = Annotated[Whole, Field(ge=0, le=4096)]
+Gpus = Annotated[Whole, Field(ge=0, le=1 << 20)]
+Workers = Annotated[Whole, Field(ge=0, le=1 << 16)]
 
 
 # ------------------------------------------------------------------------------------ srt-slurm
@@ -160,7 +158,7 @@ class SrtModel(Shape):
 
 class SrtResources(Shape):
     gpu_type: Label = ""
-    gpus_per_node: Whole(1, 1024) = 4
+    gpus_per_node: Annotated[Whole, Field(ge=1, le=1024)] = 4
     prefill_nodes: Nodes | None = None
     decode_nodes: Nodes | None = None
     prefill_workers: Workers | None = None
@@ -184,12 +182,12 @@ class SrtBackend(Shape):
 
 class SrtBenchmark(Shape):
     type: Label | None = None
-    isl: Whole(0, MAX_TOKENS) | None = None
-    osl: Whole(0, MAX_TOKENS) | None = None
+    isl: Annotated[Whole, Field(ge=0, le=MAX_TOKENS)] | None = None
+    osl: Annotated[Whole, Field(ge=0, le=MAX_TOKENS)] | None = None
     concurrencies: Concurrencies | None = None
-    random_range_ratio: Fraction(0, 1) | None = None
-    num_shots: Whole(0, 1000) | None = None
-    num_prompts_mult: Whole(1, 1 << 20) | None = None
+    random_range_ratio: Annotated[Fraction, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    num_shots: Annotated[Whole, Field(ge=0, le=1000)] | None = None
+    num_prompts_mult: Annotated[Whole, Field(ge=1, le=1 << 20)] | None = None
 
 
 class SrtFrameworks(Shape):
@@ -249,7 +247,7 @@ class DynamoPodSpec(Shape):
 
 
 class DynamoLimits(Shape):
-    gpu: Whole(0, 1024) = 1
+    gpu: Annotated[Whole, Field(ge=0, le=1024)] = 1
 
 
 class DynamoResources(Shape):

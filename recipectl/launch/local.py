@@ -139,7 +139,9 @@ def preflight(recipe: Recipe, specs: list[ProcessSpec]) -> list[Problem]:
                 )
             )
         for k, v in s.env:
-            if k == "VLLM_NIXL_SIDE_CHANNEL_PORT" and procs.port_in_use(s.host, int(v)):
+            # a recipe's own value may be a ${VAR} or not a number: only a port number can be probed
+            port = int(v) if isinstance(v, str) and v.isdecimal() else None
+            if k == "VLLM_NIXL_SIDE_CHANNEL_PORT" and port is not None and procs.port_in_use(s.host, port):
                 problems.append(
                     Problem(
                         code="preflight.side-channel-port",
@@ -436,6 +438,7 @@ def launch(
             return result
         display.ready(state)
         dead = poll_until(sup.dead, interval_s=0.5)  # foreground: until a process exits or Ctrl-C
+        assert dead is not None  # without a timeout, poll_until returns only what sup.dead found
         sup.stop()
         return _failure(state, dead, f"{dead.name} exited with code {dead.exited}")
     except KeyboardInterrupt:
@@ -489,6 +492,7 @@ def _prove_serving(state: RunState, deadline: float, display) -> LaunchResult:
     if proof.ok:
         return LaunchResult(state, True, "ready")
     d = proof.diagnosis
+    assert proof.culprit is not None  # a failed proof names the process whose log explains it
     return LaunchResult(
         state,
         False,

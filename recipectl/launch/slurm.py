@@ -142,7 +142,7 @@ def cancel_job(state: RunState, wait_s: float = 60) -> None:
             f"could not cancel Slurm job {state.job_id}: {e.message}",
             fix=f"scancel {state.job_id} once the controller answers (or: recipectl stop {state.run_id})",
         ) from None
-    poll_until(lambda: job_state(state.job_id) is None or None, interval_s=0.5, timeout_s=wait_s)
+    poll_until(lambda: job_state(job) is None or None, interval_s=0.5, timeout_s=wait_s)
     state.stopped_at = time.time()
     state.save()
 
@@ -244,12 +244,13 @@ def _failed_step(state: RunState) -> ProcessState:
 
 def wait_ready(state: RunState, recipe: Recipe, timeout_s: float, console) -> tuple[bool, str]:
     last_phase = ""
+    job = job_id_arg(state.job_id)  # what job_state would refuse in its first step
 
     def step(client) -> tuple[bool, str] | None:
         nonlocal last_phase
-        js = job_state(state.job_id)
+        js = job_state(job)
         if js is None:
-            how = how_it_ended(job_info(state.job_id))
+            how = how_it_ended(job_info(job))
             return False, f"job {state.job_id} ended{' ' + how if how else ''} before the deployment was ready"
         if js == "RUNNING" and not any(p.url for p in state.processes):
             _resolve_urls(state, recipe)
@@ -295,7 +296,7 @@ def launch(
         timeout_s = timeout_s or recipe.launch.ready_timeout_s
         deadline = time.monotonic() + timeout_s
         ok, message = wait_ready(state, recipe, timeout_s, console)
-        failed = None
+        failed: ProcessState | None = None
         if ok:
             proof = prove_serving(state, deadline, console)
             ok, message, failed = proof.ok, proof.message, proof.culprit
@@ -316,7 +317,8 @@ def launch(
         if detach:
             return LaunchResult(state, True, "ready")
         console.print(f"[green]ready[/] — router {state.router_url} (job {state.job_id}; stop with: recipectl stop)")
-        poll_until(lambda: job_state(state.job_id) is None or None, interval_s=2)
+        job = job_id_arg(state.job_id)  # submit recorded a job id it checked
+        poll_until(lambda: job_state(job) is None or None, interval_s=2)
         return LaunchResult(state, False, f"job {state.job_id} ended", cleaned_up="")
     except KeyboardInterrupt:
         if _cancel_reporting(state, console):

@@ -18,6 +18,7 @@ import httpx
 
 from ..retry import retry_while
 from ..runs.diagnose import Diagnosis, diagnose_endpoints
+from ..runs.state import ProcessState
 
 PROMPT = "recipectl launch: one request through prefill and decode before saying ready."
 
@@ -75,7 +76,7 @@ def first_request(
 class ServingProof:
     ok: bool
     message: str
-    culprit: object | None = None  # the ProcessState whose log explains a failure (else the router)
+    culprit: ProcessState | None = None  # the ProcessState whose log explains a failure (else the router)
     diagnosis: Diagnosis | None = None
 
 

@@ -133,8 +133,9 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 2**20 else None
 
 
-def family_from_config(cfg: dict[str, Any]) -> tuple[str | None, int | None]:
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+def family_from_config(cfg: Mapping[str, Any]) -> tuple[str | None, int | None]:
+    text_config = cfg.get("text_config")
+    text: Mapping[str, Any] = text_config if isinstance(text_config, dict) else cfg
     archs = cfg.get("architectures")
     archs = archs if isinstance(archs, list) else []
     layer_types = text.get("layer_types")

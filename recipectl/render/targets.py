@@ -88,13 +88,8 @@ def _literal_secret(dep: Deployment) -> str | None:
             flag = secret_flag(a)
             if flag and "=" in a and not pure_reference(a.split("=", 1)[1]):
                 return f"{p.name}'s argument {flag} holds a literal credential"
-            if (
-                flag
-                and "=" not in a
-                and i + 1 < len(argv)
-                and isinstance(argv[i + 1], str)
-                and not pure_reference(argv[i + 1])
-            ):
+            following = argv[i + 1] if i + 1 < len(argv) else None
+            if flag and "=" not in a and isinstance(following, str) and not pure_reference(following):
                 return f"{p.name}'s argument {flag} is given a literal credential"
             if secret_value(a):
                 return f"{p.name}'s argument {i} holds a literal credential"
@@ -395,6 +390,7 @@ def _k8s_endpoint(dep: Deployment, base: str, image: str, ep) -> list[dict]:
     """One endpoint's Service, and its Deployment (one node) or LeaderWorkerSet (several)."""
     procs = [p for p in dep.workers if p.kind == ep.role and p.endpoint == ep.index]
     leader = procs[0]
+    assert leader.port is not None  # an endpoint's first process serves its HTTP port
     name = _k8s_service_name(base, ep.role, ep.index)
     gpus = len(leader.gpus)
     labels = {"app.kubernetes.io/part-of": base, "recipectl/role": ep.role}
@@ -442,6 +438,7 @@ def _k8s_endpoint(dep: Deployment, base: str, image: str, ep) -> list[dict]:
 def _k8s_router(dep: Deployment, base: str, image: str) -> list[dict]:
     """The router's Service and Deployment."""
     router = dep.router
+    assert router.port is not None  # the router serves the recipe's router.port
     rname = f"{base}-router"
     rargs = _kubelet_args(_k8s_words(dep, base, router))
     return [

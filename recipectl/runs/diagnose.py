@@ -176,8 +176,10 @@ def _page_settings(process) -> dict[str, object]:
     try:
         with open(process.log, encoding="utf-8", errors="replace") as f:
             if any(SSM_RESET.search(line) for line in f):
-                out["mamba_ssm_cache_dtype"] = f"float32 (the engine reset {out.get('mamba_ssm_cache_dtype', 'auto')} "
-                out["mamba_ssm_cache_dtype"] += "to float32 on this CPU: it has AVX512-BF16)"
+                stated = out.get("mamba_ssm_cache_dtype", "auto")
+                out["mamba_ssm_cache_dtype"] = (
+                    f"float32 (the engine reset {stated} to float32 on this CPU: it has AVX512-BF16)"
+                )
     except OSError:
         pass
     return out
@@ -198,18 +200,17 @@ def explain_block_mismatch(culprit, processes, match: re.Match) -> Diagnosis:
         f"refuses the transfer; "
         + (f"the roles differ in {said}" if differ else "the page settings on their command lines agree")
     )
-    if differ:
+    if not differ:
+        return replace(PATTERNS[1][1], message=cause)  # its own fix
 
-        def same(f: str) -> object:  # a value one role's command line states (not an engine pick)
-            stated = [v for v in (theirs.get(f), mine.get(f)) if v not in (None, "auto") and " " not in str(v)]
-            return stated[0] if stated else "<the same value>"
+    def same(f: str) -> object:  # a value one role's command line states (not an engine pick)
+        stated = [v for v in (theirs.get(f), mine.get(f)) if v not in (None, "auto") and " " not in str(v)]
+        return stated[0] if stated else "<the same value>"
 
-        fields = "\n".join(f"  {f}: {same(f)}" for f in differ if f != "tp")
-        fix = f"state the same value on both roles (rule CON004):\nprefill:\n{fields}\ndecode:\n{fields}"
-        if "tp" in differ:
-            fix += "\n# and the same parallel TP on both (CON001)"
-    else:
-        fix = PATTERNS[1][1].fix
+    fields = "\n".join(f"  {f}: {same(f)}" for f in differ if f != "tp")
+    fix = f"state the same value on both roles (rule CON004):\nprefill:\n{fields}\ndecode:\n{fields}"
+    if "tp" in differ:
+        fix += "\n# and the same parallel TP on both (CON001)"
     return replace(PATTERNS[1][1], message=cause, fix=fix)
 
 
