@@ -45,7 +45,7 @@ def run_guarded(fn: Callable[[], Any]) -> None:
         sys.exit(int(ExitCode.INTERRUPTED))
     except SystemExit:
         raise
-    except Exception as e:  # noqa: BLE001 - last resort: a bug, not bad input
+    except Exception as e:  # last resort: a bug, not bad input
         with tempfile.NamedTemporaryFile("w", prefix="recipectl-crash-", suffix=".log", delete=False) as f:
             f.write(redact_text(traceback.format_exc()))  # a file users attach to bug reports
         sys.stderr.write(
@@ -60,7 +60,7 @@ def _internal_message(e: BaseException) -> str:
     runs redacted, quoted values left out, cut past _MESSAGE_LIMIT characters."""
     try:
         text = str(e)
-    except Exception:  # noqa: BLE001 - a broken __str__ must not hide the error itself
+    except Exception:  # a broken __str__ must not hide the error itself
         text = ""
     text = redact_text(_QUOTED.sub("<value>", " ".join(text.split())))
     return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + "... (cut; the log file has it)"

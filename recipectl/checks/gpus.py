@@ -41,7 +41,7 @@ def query_gpus() -> list[Gpu] | None:
             return out
         finally:
             pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no NVML: fall back to nvidia-smi
+    except Exception:  # no NVML: fall back to nvidia-smi
         pass
     if not shutil.which("nvidia-smi"):
         return None

@@ -36,7 +36,7 @@ def quietly(fn: Callable[..., Candidates]) -> Callable[..., Candidates]:
     def wrapper(*args: Any, **kwargs: Any) -> Candidates:
         try:
             return fn(*args, **kwargs)
-        except Exception:  # noqa: BLE001 - a completion is a suggestion; the command itself reports
+        except Exception:  # a completion is a suggestion; the command itself reports
             return []
 
     return wrapper

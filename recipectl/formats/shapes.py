@@ -215,14 +215,14 @@ class DynamoKeyRef(Shape):
 
 
 class DynamoValueFrom(Shape):
-    configMapKeyRef: DynamoKeyRef | None = None  # noqa: N815 - Kubernetes' spelling
-    secretKeyRef: DynamoKeyRef | None = None  # noqa: N815
+    configMapKeyRef: DynamoKeyRef | None = None  # Kubernetes' spelling
+    secretKeyRef: DynamoKeyRef | None = None
 
 
 class DynamoEnvVar(Shape):
     name: Label
     value: EnvValue = ""
-    valueFrom: DynamoValueFrom | None = None  # noqa: N815
+    valueFrom: DynamoValueFrom | None = None
 
 
 class DynamoNamedRef(Shape):
@@ -231,8 +231,8 @@ class DynamoNamedRef(Shape):
 
 class DynamoEnvFrom(Shape):
     prefix: Label | None = None
-    configMapRef: DynamoNamedRef | None = None  # noqa: N815
-    secretRef: DynamoNamedRef | None = None  # noqa: N815
+    configMapRef: DynamoNamedRef | None = None
+    secretRef: DynamoNamedRef | None = None
 
 
 class DynamoContainer(Shape):
@@ -243,7 +243,7 @@ class DynamoContainer(Shape):
 
 
 class DynamoPodSpec(Shape):
-    mainContainer: DynamoContainer | None = None  # noqa: N815 - Dynamo's spelling
+    mainContainer: DynamoContainer | None = None  # Dynamo's spelling
 
 
 class DynamoLimits(Shape):
@@ -255,12 +255,12 @@ class DynamoResources(Shape):
 
 
 class DynamoService(Shape):
-    componentType: Label | None = None  # noqa: N815
-    subComponentType: Label | None = None  # noqa: N815
+    componentType: Label | None = None
+    subComponentType: Label | None = None
     replicas: Replicas = 1
     resources: DynamoResources | None = None
-    extraPodSpec: DynamoPodSpec | None = None  # noqa: N815
-    envFromSecret: Label | None = None  # noqa: N815
+    extraPodSpec: DynamoPodSpec | None = None
+    envFromSecret: Label | None = None
 
 
 class DynamoContainerResources(Shape):
@@ -271,7 +271,7 @@ class DynamoPodContainer(DynamoContainer):
     """A container of a v1beta1 component's podTemplate (the worker is the one named `main`)."""
 
     name: Label | None = None
-    envFrom: list[DynamoEnvFrom] | None = None  # noqa: N815
+    envFrom: list[DynamoEnvFrom] | None = None
     resources: DynamoContainerResources | None = None
 
 
@@ -289,7 +289,7 @@ class DynamoComponent(Shape):
     name: Label | None = None
     type: Label | None = None
     replicas: Replicas = 1
-    podTemplate: DynamoPodTemplate | None = None  # noqa: N815
+    podTemplate: DynamoPodTemplate | None = None
 
 
 class DynamoSpec(Shape):
