@@ -20,8 +20,7 @@ from pydantic import BaseModel, ValidationError
 from .diagnostics import Category, Diagnostic, Severity
 from .fileio import UnreadableFile
 from .formats import NATIVE, import_text, sniff
-from .formats.common import NotImportable
-from .formats.shapes import PeerFileInvalid
+from .formats.registry import NotImportable, PeerFileInvalid
 from .matrix import expand_matrix
 from .models.info import ModelConfigError, ModelFacts, infer_model_section, read_model_facts
 from .schema import Recipe

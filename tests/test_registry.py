@@ -146,17 +146,22 @@ def _documented(ctx):
 # ------------------------------------------------------------------ render targets, launchers, importers
 
 
-def test_render_target_choices_and_help_come_from_the_registry():
+def test_render_target_choices_and_help_come_from_the_registry(recipectl_in_process):
     """`render -t` accepts exactly the registered targets (the first the default) and its help
     names each with the files it writes: a new target is one registry entry."""
-    from recipectl.commands.options import RENDER
     from recipectl.render.registry import TARGETS
 
-    opt = next(o for o in RENDER.options if o.dest == "target")
-    assert opt.choices == tuple(TARGETS) == ("bash", "slurm", "k8s")
-    assert opt.default == "bash"
+    recipe = str(Path(__file__).resolve().parent.parent / "recipes/local/tiny-hybrid-cpu.yaml")
+    code, out, err = recipectl_in_process("render", "--help")
+    assert code == 0
+    help_text = " ".join((out + err).split()).replace("│ ", "").replace(" │", "")
     for t in TARGETS.values():
-        assert f"{t.name} ({t.files})" in opt.help
+        assert f"{t.name} ({t.files})" in " ".join(help_text.split()), help_text
+    code, _, err = recipectl_in_process("render", recipe, "-t", "ssh")
+    assert code == 2 and all(f"'{name}'" in err for name in TARGETS), err
+    assert tuple(TARGETS) == ("bash", "slurm", "k8s")
+    code, out, _ = recipectl_in_process("render", recipe)  # the first target is the default
+    assert code == 0 and "the processes of host" in out.splitlines()[1], out[:300]  # bash's header, not Slurm's
 
 
 @pytest.mark.parametrize("name, suffix", [("bash", ".sh"), ("slurm", ".sbatch"), ("k8s", ".k8s.yaml")])

@@ -15,10 +15,8 @@ from ..models.info import architecture_family
 from ..placeholders import has_reference
 from ..yamlsource import DuplicateKey, Refused, compose_documents
 from .flags import MODEL_FIELDS, RoleFlags
-from .registry import NotImportable
+from .registry import NotImportable, PathKey
 from .shellwords import Word
-
-PathKey = tuple[str | int, ...]
 
 
 def other_backend(backend: str, where: str) -> NotImportable:

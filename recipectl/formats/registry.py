@@ -17,14 +17,17 @@ import inspect
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import RecipectlError
 from .names import NATIVE
 
 if TYPE_CHECKING:
+    from pydantic import ValidationError
+
     from .common import Imported
 
+PathKey = tuple[str | int, ...]  # a value's place in a document: its keys and list indexes
 SniffFn = Callable[[str, str], bool]  # (text, file name) -> does it look like this format
 ReadFn = Callable[[str, str], "Imported"]  # (text, file name) -> the recipe, its origins, what was dropped
 
@@ -86,3 +89,26 @@ def register(importer: Importer) -> Importer:
 def known_formats() -> str:
     """The formats `recipectl import` reads, in words, for an error's fix."""
     return "; ".join(f"{i.name} ({i.help})" for i in IMPORTERS.values())
+
+
+class PeerFileInvalid(NotImportable):
+    """A peer file whose values do not have the types its format gives them. The loader turns
+    `error` into one finding per value, at its line (`positions`); the message says the same for
+    a command that prints one."""
+
+    def __init__(self, file: str, error: ValidationError, data: Any, positions: dict[PathKey, tuple[int, int]]):
+        self.error, self.data, self.positions = error, data, positions
+        problems = error.errors(include_url=False)
+        lines = [_problem(file, e, positions) for e in problems[:5]]
+        if len(problems) > 5:
+            lines.append(f"... and {len(problems) - 5} more")
+        super().__init__("\n".join(lines), fix="give each field a value of the type its format expects")
+
+
+def _problem(file: str, e: Any, positions: dict[PathKey, tuple[int, int]]) -> str:
+    loc = tuple(e["loc"])
+    path = loc
+    while path and path not in positions:
+        path = path[:-1]
+    line, col = positions.get(path, positions.get((), (1, 1)))
+    return f"{file}:{line}:{col}: {'.'.join(map(str, loc))}: {e['msg']}"

@@ -18,30 +18,7 @@ from pydantic_core import PydanticCustomError
 
 from ..fieldtypes import MAX_TOKENS
 from ..placeholders import has_reference
-from .common import NotImportable, PathKey
-
-
-class PeerFileInvalid(NotImportable):
-    """A peer file whose values do not have the types its format gives them. The loader turns
-    `error` into one finding per value, at its line (`positions`); the message says the same for
-    a command that prints one."""
-
-    def __init__(self, file: str, error: ValidationError, data: Any, positions: dict[PathKey, tuple[int, int]]):
-        self.error, self.data, self.positions = error, data, positions
-        problems = error.errors(include_url=False)
-        lines = [_problem(file, e, positions) for e in problems[:5]]
-        if len(problems) > 5:
-            lines.append(f"... and {len(problems) - 5} more")
-        super().__init__("\n".join(lines), fix="give each field a value of the type its format expects")
-
-
-def _problem(file: str, e: Any, positions: dict[PathKey, tuple[int, int]]) -> str:
-    loc = tuple(e["loc"])
-    path = loc
-    while path and path not in positions:
-        path = path[:-1]
-    line, col = positions.get(path, positions.get((), (1, 1)))
-    return f"{file}:{line}:{col}: {'.'.join(map(str, loc))}: {e['msg']}"
+from .registry import PathKey, PeerFileInvalid
 
 
 def check(shape: type[BaseModel], data: Any, file: str, positions: dict[PathKey, tuple[int, int]]) -> None:
