@@ -280,47 +280,25 @@ class DeviceSpeed(BaseModel):
 # GPU. The CPU row is one core of a server CPU (AVX-512, ~10 GB/s of a memory channel's share)
 # and UCX over TCP on loopback. Efficiencies and fixed costs are round guesses: these are the
 # numbers a calibration replaces, and the output says so.
+def _gpu(flops: float, mem_bytes_per_s: float) -> DeviceSpeed:
+    """A GPU row: its data-sheet peaks, with the round guesses every GPU shares."""
+    return DeviceSpeed(
+        flops=flops,
+        mem_bytes_per_s=mem_bytes_per_s,
+        compute_efficiency=0.4,
+        memory_efficiency=0.6,
+        prefill_overhead_s=0.01,
+        decode_step_overhead_s=0.003,
+        link_bytes_per_s=50e9,
+        link_latency_s=0.002,
+    )
+
+
 ANALYTIC_DEVICES: dict[str, DeviceSpeed] = {
-    "GB200": DeviceSpeed(
-        flops=2.5e15,
-        mem_bytes_per_s=8e12,
-        compute_efficiency=0.4,
-        memory_efficiency=0.6,
-        prefill_overhead_s=0.01,
-        decode_step_overhead_s=0.003,
-        link_bytes_per_s=50e9,
-        link_latency_s=0.002,
-    ),
-    "B200": DeviceSpeed(
-        flops=2.25e15,
-        mem_bytes_per_s=8e12,
-        compute_efficiency=0.4,
-        memory_efficiency=0.6,
-        prefill_overhead_s=0.01,
-        decode_step_overhead_s=0.003,
-        link_bytes_per_s=50e9,
-        link_latency_s=0.002,
-    ),
-    "H200": DeviceSpeed(
-        flops=989e12,
-        mem_bytes_per_s=4.8e12,
-        compute_efficiency=0.4,
-        memory_efficiency=0.6,
-        prefill_overhead_s=0.01,
-        decode_step_overhead_s=0.003,
-        link_bytes_per_s=50e9,
-        link_latency_s=0.002,
-    ),
-    "H100": DeviceSpeed(
-        flops=989e12,
-        mem_bytes_per_s=3.35e12,
-        compute_efficiency=0.4,
-        memory_efficiency=0.6,
-        prefill_overhead_s=0.01,
-        decode_step_overhead_s=0.003,
-        link_bytes_per_s=50e9,
-        link_latency_s=0.002,
-    ),
+    "GB200": _gpu(flops=2.5e15, mem_bytes_per_s=8e12),
+    "B200": _gpu(flops=2.25e15, mem_bytes_per_s=8e12),
+    "H200": _gpu(flops=989e12, mem_bytes_per_s=4.8e12),
+    "H100": _gpu(flops=989e12, mem_bytes_per_s=3.35e12),
     "CPU": DeviceSpeed(
         flops=1e11,
         mem_bytes_per_s=10e9,
