@@ -441,9 +441,11 @@ def launch(
         assert dead is not None  # without a timeout, poll_until returns only what sup.dead found
         sup.stop()
         return _failure(state, dead, f"{dead.name} exited with code {dead.exited}")
-    except KeyboardInterrupt:
-        # a second Ctrl-C (or the SIGTERM of an impatient parent) must not cut the stop short and
-        # leave servers running: the stop is bounded (stop_grace_s, then SIGKILL)
+    except BaseException:
+        # Ctrl-C, an impatient parent's SIGTERM, a process that cannot be started or a bug: what
+        # was started is stopped before the error travels on, never left running without a
+        # supervisor. A second Ctrl-C must not cut the stop short: the stop is bounded
+        # (stop_grace_s, then SIGKILL)
         interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         try:

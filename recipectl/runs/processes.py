@@ -30,6 +30,8 @@ from pathlib import Path
 
 import psutil
 
+from ..errors import RecipectlError
+
 _SAME_START_S = 0.05  # create_time is boot time + start ticks: the same process reads the same value
 
 
@@ -191,6 +193,8 @@ def members_of(pid: int, start_time: float | None) -> list[tuple[int, float]]:
 
 
 def start(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
+    """Start one process of a run, its output to `log_path`; a program that is missing or not
+    executable is the user's to fix (RecipectlError naming it), not an internal error."""
     log = open(log_path, "ab", buffering=0)
     try:
         # start_new_session: its own process group, so the whole tree (engine cores, workers)
@@ -204,6 +208,13 @@ def start(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Po
             start_new_session=True,
             close_fds=True,
         )
+    except (FileNotFoundError, PermissionError, NotADirectoryError) as e:
+        what = "not found" if isinstance(e, FileNotFoundError) else "not executable"
+        raise RecipectlError(
+            f"cannot start {argv[0]}: {what}",
+            fix="install it in the engine venv (bash scripts/install-engine.sh), or point engine.venv "
+            "(or engine.router_command) at the environment that has it",
+        ) from None
     finally:
         log.close()
 
