@@ -58,16 +58,23 @@ class HostCpu:
         return AVX512_BF16 if self.avx512_bf16 else NO_AVX512_BF16
 
 
-def detect_host_cpu(cpuinfo: str = "/proc/cpuinfo") -> HostCpu | None:
-    """This machine's CPU, as vLLM's CPU platform tests it (torch reads the same CPUID flag)."""
+def host_cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str] | None:
+    """This machine's CPU flags (`avx512_bf16`, `amx_tile`, ...): the CPUID bits vLLM's CPU
+    platform tests through torch; None where /proc/cpuinfo cannot be read."""
     try:
         with open(cpuinfo, encoding="utf-8", errors="replace") as f:
             for line in f:
                 if line.startswith("flags"):
-                    return HostCpu("avx512_bf16" in line.split())
+                    return frozenset(line.partition(":")[2].split())
     except OSError:
         return None
     return None
+
+
+def detect_host_cpu(cpuinfo: str = "/proc/cpuinfo") -> HostCpu | None:
+    """This machine's CPU, as vLLM's CPU platform tests it (torch reads the same CPUID flag)."""
+    flags = host_cpu_flags(cpuinfo)
+    return None if flags is None else HostCpu("avx512_bf16" in flags)
 
 
 @dataclass(frozen=True)

