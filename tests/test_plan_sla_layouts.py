@@ -120,6 +120,8 @@ def test_the_capacity_of_a_decode_endpoint_is_planned_at_its_tp_and_keep_layout_
         loaded, str(H200), sla_text="ttft=2s,itl=50ms", calibration=None, gpus=16, isl=None, osl=None, keep_layout=True
     )
     assert kept["tp_options"] == [{"prefill": 1, "decode": 1}]
+    table = cli("plan", str(H200), "--sla", "ttft=2s,itl=50ms", "--gpus", "16", timeout=120, env={"COLUMNS": "200"})
+    assert "TP2 DEP4 *" in table.stdout and "are extrapolated" in table.stdout, table.stdout
     assert {(c["prefill_tp"], c["decode_tp"]) for c in kept["configurations"]} == {(1, 1)}
 
 
@@ -142,6 +144,15 @@ def test_plot_draws_the_ranked_configurations_with_the_chosen_point(tmp_path):
     assert at[chosen["concurrency"]]["meets_sla"] and at[1]["meets_sla"]
     assert at[chosen["concurrency"]]["tps_per_gpu"] == pytest.approx(chosen["prediction"]["tps_per_gpu"])
     assert not all(p["meets_sla"] for p in line["points"])  # the line runs past the SLA
+
+
+def test_plot_never_replaces_the_recipe_and_force_goes_with_write_recipe(tmp_path):
+    copy = tmp_path / "recipe.yaml"
+    copy.write_text(H200.read_text())
+    r = cli("plan", str(copy), "--sla", "ttft=2s", "--plot", str(copy), timeout=120)
+    assert r.returncode == 2 and "the recipe being planned" in r.stderr and copy.read_text() == H200.read_text()
+    r = cli("plan", str(copy), "--sla", "ttft=2s", "--force", timeout=120)
+    assert r.returncode == 2 and "--force goes with --write-recipe" in r.stderr
 
 
 def test_plot_without_matplotlib_says_how_to_install_it(monkeypatch):

@@ -25,7 +25,7 @@ from ..topology import place
 from ..validate import load_variant
 from .bench import print_fitted
 from .calibrate import analytic_for, describe, layout, read_calibration, role_shapes
-from .plan_sla import check_recipe_out, curves, layout_options, plot_sla, pyplot, write_recipe
+from .plan_sla import check_plot_out, check_recipe_out, curves, layout_options, plot_sla, pyplot, write_recipe
 from .tables import Col, num
 
 
@@ -319,9 +319,9 @@ def plan_command(
 
     loaded = load_variant(recipe_path, variant)
     if sla is None:
-        if calibration or gpus or isl or osl or keep_layout or plot or write_recipe_to:
+        if calibration or gpus or isl or osl or keep_layout or plot or write_recipe_to or force:
             raise RecipectlError(
-                "--calibration, --gpus, --isl, --osl, --keep-layout, --plot and --write-recipe go with --sla",
+                "--calibration, --gpus, --isl, --osl, --keep-layout, --plot, --write-recipe and --force go with --sla",
                 fix=f"recipectl plan {recipe_path} --sla ttft=2s,itl=50ms ...",
             )
         return print_plan(loaded.recipe, recipe_path, as_json=as_json, loaded=loaded)
@@ -359,6 +359,10 @@ def print_sla_plan(
     """`recipectl plan RECIPE --sla ...`: exit 0 when a configuration meets the SLA, 1 when none does
     (with --write-recipe, nothing is written then). --plot and --write-recipe are checked first (the
     library, the file), so a refusal costs no planning."""
+    if force and write_recipe_to is None:
+        raise RecipectlError("--force goes with --write-recipe", fix="--write-recipe OUT --force")
+    if plot:
+        check_plot_out(plot, recipe_path)
     plt = pyplot() if plot else None
     if write_recipe_to is not None:
         check_recipe_out(write_recipe_to, recipe_path, force=force)

@@ -6,6 +6,7 @@ of the ranked configurations (`--plot`), and the chosen configuration written as
 from __future__ import annotations
 
 import io
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -161,6 +162,20 @@ def pyplot() -> Any:
     return plt
 
 
+def check_plot_out(path: str, recipe_path: str) -> None:
+    """Before planning: the picture never replaces the recipe being planned (any other file at
+    PATH is replaced, a link by the picture itself, as a plot's output is)."""
+    try:
+        same = os.path.samefile(path, recipe_path)
+    except OSError:  # no such file yet: nothing to lose
+        same = False
+    if same:
+        raise RecipectlError(
+            f"--plot {path} is {recipe_path}, the recipe being planned; nothing was written",
+            fix="--plot names the picture to write, e.g. --plot sla.png",
+        )
+
+
 def plot_sla(plt: Any, report: dict, path: str) -> None:
     """TPS per device against tokens/s per user, one line per configuration of report["curves"]
     across concurrency, the ITL target's line (tokens/s per user = 1 / ITL) and the chosen point;
@@ -276,7 +291,8 @@ def recipe_text(loaded, recipe_path: str, report: dict, chosen: dict) -> str:
             raise RecipectlError(
                 f"{recipe_path}: its matrix sets {', '.join(clash)}, which --write-recipe would change; "
                 "nothing was written",
-                fix=f"recipectl expand {recipe_path}, then plan the variant's own file; or {fix}",
+                fix=f"recipectl expand {recipe_path} prints each variant: save the one to plan as its own "
+                f"file and plan that; or {fix}",
             )
         for edit in edits:
             doc.check(edit)
