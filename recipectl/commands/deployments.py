@@ -166,9 +166,36 @@ def plan(
     osl: Annotated[
         int | None, typer.Option("--osl", min=1, help="with --sla: output tokens (default: the workload's)")
     ] = None,
+    keep_layout: Annotated[
+        bool, typer.Option("--keep-layout", help="with --sla: each role at its recipe's TP only (no other TPs)")
+    ] = False,
+    plot: Annotated[
+        str | None,
+        typer.Option("--plot", help="with --sla: draw TPS/device vs tokens/s per user to this PNG (matplotlib)"),
+    ] = None,
+    write_recipe: Annotated[
+        str | None,
+        typer.Option(
+            "--write-recipe",
+            help="with --sla: write the chosen configuration as a recipe here (never over a file without "
+            "--force, a symlink, or RECIPE itself)",
+        ),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="let --write-recipe replace an existing file")] = False,
 ) -> int:
     return plan_command(
-        recipe, as_json=format == "json", variant=variant, sla=sla, calibration=calibration, gpus=gpus, isl=isl, osl=osl
+        recipe,
+        as_json=format == "json",
+        variant=variant,
+        sla=sla,
+        calibration=calibration,
+        gpus=gpus,
+        isl=isl,
+        osl=osl,
+        keep_layout=keep_layout,
+        plot=plot,
+        write_recipe_to=write_recipe,
+        force=force,
     )
 
 

@@ -67,7 +67,7 @@ def import_recipe(file: str, *, out: str | None = None, force: bool = False) -> 
     imported = import_text(text, file)  # NotImportable, listing the formats it reads, for any other file
     withhold_secrets(imported)
     if out is not None:
-        _check_out(out, [file, *imported.files], force=force)
+        check_out(out, [file, *imported.files], force=force)
     yaml_text = to_yaml(imported)
     for d in imported.dropped:
         where = f"{d.file}:{d.line}" if d.line else d.file
@@ -86,14 +86,15 @@ def import_recipe(file: str, *, out: str | None = None, force: bool = False) -> 
     return 0
 
 
-def _check_out(out: str, inputs: list[str], *, force: bool) -> None:
+def check_out(out: str, inputs: list[str], *, force: bool, flag: str = "-o", read_as: str = "being imported") -> None:
     """Refuse an OUT that is not a new file the user named: an existing file without --force, a
     symlink (writing would replace the link, never its target: either is a surprise), a directory,
-    or a file import reads (one inode under any name: the original would be lost), or anything
+    or a file the command reads (one inode under any name: the original would be lost), or anything
     else that is not a regular file (a FIFO, a socket, a device: `--force` would replace
-    `/dev/null` itself with the recipe)."""
+    `/dev/null` itself with the recipe). `flag` names the option that gave OUT, `read_as` what the
+    command does with its input (the messages say both)."""
     if not out:
-        raise RecipectlError("-o is empty; nothing was written", fix="-o names the recipe file to write")
+        raise RecipectlError(f"{flag} is empty; nothing was written", fix=f"{flag} names the recipe file to write")
     try:
         st = os.lstat(out)
     except FileNotFoundError:
@@ -101,19 +102,20 @@ def _check_out(out: str, inputs: list[str], *, force: bool) -> None:
     except OSError as e:
         raise RecipectlError(
             f"{out}: cannot write the recipe: {(e.strerror or type(e).__name__).lower()}",
-            fix="-o names a file in a directory that exists and you can write to",
+            fix=f"{flag} names a file in a directory that exists and you can write to",
         ) from None
     if stat.S_ISLNK(st.st_mode):
         raise RecipectlError(
             f"{out} is a symbolic link; nothing was written",
-            fix="name the file itself with -o (or remove the link); --force never writes through or over a link",
+            fix=f"name the file itself with {flag} (or remove the link); --force never writes through or over a link",
         )
     if stat.S_ISDIR(st.st_mode):
-        raise RecipectlError(f"{out} is a directory; nothing was written", fix="-o names the recipe file to write")
+        raise RecipectlError(f"{out} is a directory; nothing was written", fix=f"{flag} names the recipe file to write")
     if not stat.S_ISREG(st.st_mode):
         raise RecipectlError(
             f"{out} is not a regular file (a FIFO, socket or device); nothing was written",
-            fix="-o names the recipe file to write; without -o the recipe goes to standard output",
+            fix=f"{flag} names the recipe file to write"
+            + ("; without -o the recipe goes to standard output" if flag == "-o" else ""),
         )
     for f in inputs:
         try:
@@ -122,8 +124,8 @@ def _check_out(out: str, inputs: list[str], *, force: bool) -> None:
             continue
         if same:
             raise RecipectlError(
-                f"{out} is {f}, the file being imported; nothing was written",
-                fix="write the recipe to another file, e.g. -o recipe.yaml",
+                f"{out} is {f}, the file {read_as}; nothing was written",
+                fix=f"write the recipe to another file, e.g. {flag} recipe.yaml",
             )
     if not force:
         raise RecipectlError(

@@ -15,15 +15,17 @@ from ..diagnostics import Severity
 from ..effective import detect_host_cpu
 from ..errors import RecipectlError
 from ..models.info import ModelConfigError
+from ..plan.perf import TP_EFFICIENCY_PER_DOUBLING
 from ..plan.recipe_plan import plan_recipe, unknown_model_error
 from ..plan.shares import shared_gpus
-from ..plan.sla import SLA_FIX, SlaError, parse_sla, rank
+from ..plan.sla import SLA_FIX, SlaError, parse_sla, rank_layouts
 from ..schema import Recipe
 from ..secretscan import redact_data
 from ..topology import place
 from ..validate import load_variant
 from .bench import print_fitted
 from .calibrate import analytic_for, describe, layout, read_calibration, role_shapes
+from .plan_sla import check_plot_out, check_recipe_out, curves, layout_options, plot_sla, pyplot, write_recipe
 from .tables import Col, num
 
 
@@ -237,8 +239,11 @@ def sla_report(
     isl: int | None,
     osl: int | None,
     top: int = 10,
+    keep_layout: bool = False,
+    with_curves: bool = False,
 ) -> dict:
-    """The ranked configurations as a dict (what --format json prints)."""
+    """The ranked configurations as a dict (what --format json prints); ``keep_layout``: each role
+    at its recipe's TP only; ``with_curves``: the picture's lines too (plan_sla.curves)."""
 
     recipe = loaded.recipe
     try:
@@ -258,12 +263,24 @@ def sla_report(
     else:
         model = analytic_for(recipe, plans, spec)
     budget = gpus or devices(recipe)
-    need = shapes["prefill"].gpus_per_endpoint + shapes["decode"].gpus_per_endpoint
+    options, labels = layout_options(
+        recipe, recipe_path, model, shapes, plans, spec, budget=budget, keep_layout=keep_layout
+    )
+    need = min(o.prefill.gpus_per_endpoint + o.decode.gpus_per_endpoint for o in options)
     if budget < need:
         raise RecipectlError(
             f"--gpus {budget}: one prefill and one decode endpoint need {need}", fix=f"--gpus {need} or more"
         )
-    ranked = rank(model, sla, shapes["prefill"], shapes["decode"], isl=isl, osl=osl, gpus=budget)
+    ranked = rank_layouts(options, sla, isl=isl, osl=osl, gpus=budget)
+    configurations = [
+        {
+            **c.model_dump(mode="json"),
+            "prefill_layout": labels[("prefill", c.prefill_tp)],
+            "decode_layout": labels[("decode", c.decode_tp)],
+        }
+        for c in ranked[:top]
+    ]
+    extra = {"curves": curves(options, ranked, sla, isl=isl, osl=osl)} if with_curves else {}
     return {
         "recipe": recipe.name,
         "sla": {"ttft_s": sla.ttft_s, "itl_s": sla.itl_s},
@@ -274,8 +291,12 @@ def sla_report(
         "calibration": calibration,
         "layouts": {role: layout(rp.plan) for role, rp in plans.items()},
         "model": model.model_dump(mode="json"),
-        "configurations": [c.model_dump(mode="json") for c in ranked[:top]],
+        "keep_layout": keep_layout,
+        "tp_options": [{"prefill": p, "decode": d} for p, d in sorted({(o.prefill.tp, o.decode.tp) for o in options})],
+        "tp_efficiency_per_doubling": TP_EFFICIENCY_PER_DOUBLING,
+        "configurations": configurations,
         "configurations_total": len(ranked),
+        **extra,
     }
 
 
@@ -289,19 +310,34 @@ def plan_command(
     gpus: int | None,
     isl: int | None,
     osl: int | None,
+    keep_layout: bool = False,
+    plot: str | None = None,
+    write_recipe_to: str | None = None,
+    force: bool = False,
 ) -> int:
     """`recipectl plan`: the capacity table, or with --sla the ranked configurations."""
 
     loaded = load_variant(recipe_path, variant)
     if sla is None:
-        if calibration or gpus or isl or osl:
+        if calibration or gpus or isl or osl or keep_layout or plot or write_recipe_to or force:
             raise RecipectlError(
-                "--calibration, --gpus, --isl and --osl go with --sla",
+                "--calibration, --gpus, --isl, --osl, --keep-layout, --plot, --write-recipe and --force go with --sla",
                 fix=f"recipectl plan {recipe_path} --sla ttft=2s,itl=50ms ...",
             )
         return print_plan(loaded.recipe, recipe_path, as_json=as_json, loaded=loaded)
     return print_sla_plan(
-        loaded, recipe_path, sla_text=sla, calibration=calibration, gpus=gpus, isl=isl, osl=osl, as_json=as_json
+        loaded,
+        recipe_path,
+        sla_text=sla,
+        calibration=calibration,
+        gpus=gpus,
+        isl=isl,
+        osl=osl,
+        as_json=as_json,
+        keep_layout=keep_layout,
+        plot=plot,
+        write_recipe_to=write_recipe_to,
+        force=force,
     )
 
 
@@ -315,15 +351,53 @@ def print_sla_plan(
     isl: int | None,
     osl: int | None,
     as_json: bool,
+    keep_layout: bool = False,
+    plot: str | None = None,
+    write_recipe_to: str | None = None,
+    force: bool = False,
 ) -> int:
-    """`recipectl plan RECIPE --sla ...`: exit 0 when a configuration meets the SLA, 1 when none does."""
-    report = sla_report(loaded, recipe_path, sla_text=sla_text, calibration=calibration, gpus=gpus, isl=isl, osl=osl)
+    """`recipectl plan RECIPE --sla ...`: exit 0 when a configuration meets the SLA, 1 when none does
+    (with --write-recipe, nothing is written then). --plot and --write-recipe are checked first (the
+    library, the file), so a refusal costs no planning."""
+    if force and write_recipe_to is None:
+        raise RecipectlError("--force goes with --write-recipe", fix="--write-recipe OUT --force")
+    if plot:
+        check_plot_out(plot, recipe_path)
+    plt = pyplot() if plot else None
+    if write_recipe_to is not None:
+        check_recipe_out(write_recipe_to, recipe_path, force=force)
+    report = sla_report(
+        loaded,
+        recipe_path,
+        sla_text=sla_text,
+        calibration=calibration,
+        gpus=gpus,
+        isl=isl,
+        osl=osl,
+        keep_layout=keep_layout,
+        with_curves=plot is not None,
+    )
     met = [c for c in report["configurations"] if c["concurrency"]]
+    if plot:
+        plot_sla(plt, report, plot)
+        report["plot"] = plot
     if as_json:
+        if write_recipe_to is not None and met:
+            write_recipe(loaded, recipe_path, report, write_recipe_to)
+            report["written_recipe"] = write_recipe_to
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
-        return 0 if met else 1
-    from rich.console import Console
+    else:
+        _print_sla_table(report, recipe_path)
+    if write_recipe_to is not None and (not as_json or not met):
+        write_recipe(loaded, recipe_path, report, write_recipe_to)  # none met: exit 1, saying why
+    if plot:
+        sys.stderr.write(f"wrote {plot}\n")
+    return 0 if met else 1
 
+
+def _print_sla_table(report: dict, recipe_path: str) -> None:
+    """The ranked configurations as a table, and what the reader should know of them."""
+    met = [c for c in report["configurations"] if c["concurrency"]]
     how = "calibrated" if report["calibrated"] else "UNCALIBRATED: analytic defaults from peak figures"
     s = report["sla"]
     sla = ", ".join(
@@ -335,10 +409,11 @@ def print_sla_plan(
         if x
     )
     met_num = lambda key, d=1: lambda c: num(c["prediction"][key], d) if c["concurrency"] else "-"  # noqa: E731
+    mark = lambda c: " *" if c["extrapolated"] else ""  # noqa: E731
     groups = [
         [
-            Col("prefill x layout", "prefill", lambda c: f"{c['prefill_endpoints']} x {c['prefill_layout']}"),
-            Col("decode x layout", "decode", lambda c: f"{c['decode_endpoints']} x {c['decode_layout']}"),
+            Col("prefill x layout", "prefill", lambda c: f"{c['prefill_endpoints']} x {c['prefill_layout']}{mark(c)}"),
+            Col("decode x layout", "decode", lambda c: f"{c['decode_endpoints']} x {c['decode_layout']}{mark(c)}"),
             Col("devices", "dev.", lambda c: str(c["gpus"])),
             Col("concurrency", "conc.", lambda c: str(c["concurrency"] or "none")),
             Col("TPS/device", "TPS\n/dev.", met_num("tps_per_gpu")),
@@ -350,18 +425,21 @@ def print_sla_plan(
             Col("binding", "binding", lambda c: c["binding"]),
         ],
     ]
-    rows = [
-        {**c, "prefill_layout": report["layouts"]["prefill"], "decode_layout": report["layouts"]["decode"]}
-        for c in report["configurations"]
-    ]
     print_fitted(
         f"{report['recipe']}: {sla} at ISL {report['isl']} / OSL {report['osl']}, {report['gpus']} device(s) ({how})",
-        rows,
+        report["configurations"],
         groups,
         ["configuration", "latency and what binds"],
         lambda c: f"{c['prefill_endpoints']} prefill + {c['decode_endpoints']} decode",
     )
     console = Console()
+    if any(c["extrapolated"] for c in report["configurations"]):
+        lay = report["layouts"]
+        console.print(
+            f"* another TP than the recipe's ({lay['prefill']} prefill, {lay['decode']} decode): the model's "
+            f"coefficients describe the recipe's and are extrapolated to it ({report['tp_efficiency_per_doubling']:g} "
+            "efficiency per doubling, docs/sla-planner.md); --keep-layout ranks the recipe's only"
+        )
     if not report["calibrated"]:
         console.print(
             "uncalibrated: these come from published peak figures and round efficiencies; measure this "
@@ -369,4 +447,3 @@ def print_sla_plan(
         )
     if not met:
         console.print("[red]no configuration meets the SLA[/] at one user; the binding column says what to relax")
-    return 0 if met else 1

@@ -168,6 +168,48 @@ def predict(
     )
 
 
+# ----- other tensor-parallel sizes -------------------------------------------------------------
+# What one doubling of TP buys a role's compute: twice the devices, less the all-reduce each layer
+# adds (a round guess, as the analytic rows' efficiencies are; nothing here measured it).
+TP_EFFICIENCY_PER_DOUBLING = 0.9
+
+
+def tp_speedup(tp: int, reference_tp: int) -> float:
+    """How much faster a role's forward pass runs at ``tp`` than at ``reference_tp``: the ratio of
+    devices times TP_EFFICIENCY_PER_DOUBLING per doubling (1.8x at twice the TP, 3.24x at four
+    times; below the reference, the inverse)."""
+    ratio = tp / reference_tp
+    return ratio * TP_EFFICIENCY_PER_DOUBLING ** math.log2(ratio)
+
+
+def at_tp(model: PerfModel, reference: tuple[RoleShape, RoleShape], shapes: tuple[RoleShape, RoleShape]) -> PerfModel:
+    """``model``, whose coefficients describe the (prefill, decode) shapes ``reference``, moved to
+    the TPs of ``shapes``: prefill's cost per token and decode's step and per-request cost divided
+    by tp_speedup; decode's cost per resident token follows the KV bytes a rank holds (the capacity
+    planner's, which stop shrinking once TP passes the KV heads), over the same efficiency; the
+    fixed prefill overhead and the transfer stay (each rank moves its own shard in parallel)."""
+    (ref_pre, ref_dec), (pre, dec) = reference, shapes
+    if (pre.tp, dec.tp) == (ref_pre.tp, ref_dec.tp):
+        return model
+    p_speed, d_speed = tp_speedup(pre.tp, ref_pre.tp), tp_speedup(dec.tp, ref_dec.tp)
+    kv_ratio = (
+        dec.kv_bytes_per_token / ref_dec.kv_bytes_per_token if ref_dec.kv_bytes_per_token else ref_dec.tp / dec.tp
+    )
+    comm = TP_EFFICIENCY_PER_DOUBLING ** math.log2(dec.tp / ref_dec.tp)
+    return model.model_copy(
+        update={
+            "prefill": PrefillCoeffs(
+                overhead_s=model.prefill.overhead_s, per_token_s=model.prefill.per_token_s / p_speed
+            ),
+            "decode": DecodeCoeffs(
+                step_s=model.decode.step_s / d_speed,
+                per_seq_s=model.decode.per_seq_s / d_speed,
+                per_ctx_token_s=model.decode.per_ctx_token_s * kv_ratio / comm,
+            ),
+        }
+    )
+
+
 # ----- fitting ---------------------------------------------------------------------------------
 def nonneg_least_squares(rows: Sequence[Sequence[float]], y: Sequence[float]) -> list[float]:
     """Least squares with every coefficient >= 0, exactly: every subset of the columns is solved and

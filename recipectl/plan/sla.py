@@ -1,9 +1,10 @@
 """`plan --sla`: the SLA a user states, and the configurations that meet it, ranked.
 
-For each split of the GPU budget into prefill and decode endpoints (each role at the TP its recipe
-gives it), the highest concurrency whose predicted TTFT and ITL meet the SLA (both grow with
-concurrency, so a bisection finds it), capped by what decode's cache holds; then what stops one
-more user: the binding constraint.
+For each split of the GPU budget into prefill and decode endpoints, at each layout option's TP per
+role (rank_layouts: the recipe's, and the others recipectl/commands/plan_sla.py allows), the highest
+concurrency whose predicted TTFT and ITL meet the SLA (both grow with concurrency, so a bisection
+finds it), capped by what decode's cache holds; then what stops one more user: the binding
+constraint.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ class Candidate(BaseModel):
     prediction: Prediction | None  # at that concurrency (at 1 when none meets it)
     binding: str  # prefill compute | decode compute | KV capacity | transfer | queueing
     capacity: int | None  # the most requests the decode endpoints' caches keep resident
+    # a role at another TP than the one the model's coefficients describe (perf.at_tp scaled them)
+    extrapolated: bool = False
 
 
 def binding_constraint(
@@ -163,12 +166,63 @@ def rank(
                     capacity=cap,
                 )
             )
-    return sorted(
-        out,
-        key=lambda k: (
-            k.concurrency is None,
-            -(k.prediction.tps_per_gpu if k.concurrency and k.prediction else 0),
-            k.gpus,
-            k.prefill_endpoints,
-        ),
+    return sorted(out, key=_best_first)
+
+
+def _best_first(k: Candidate) -> tuple:
+    """Those meeting the SLA first, by TPS/GPU, then fewer GPUs, fewer prefill endpoints, lower TP."""
+    return (
+        k.concurrency is None,
+        -(k.prediction.tps_per_gpu if k.concurrency and k.prediction else 0),
+        k.gpus,
+        k.prefill_endpoints,
+        k.prefill_tp + k.decode_tp,
     )
+
+
+class LayoutOption(BaseModel):
+    """One TP per role to rank: its shapes (the capacity planner's at that TP) and the model moved
+    to it (perf.at_tp); ``extrapolated`` where a TP is not the one the model describes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prefill: RoleShape
+    decode: RoleShape
+    model: PerfModel
+    extrapolated: bool
+
+
+def rank_layouts(
+    options: list[LayoutOption], sla: Sla, *, isl: int, osl: int, gpus: int, max_concurrency: int = 1 << 16
+) -> list[Candidate]:
+    """rank() over every layout option, the candidates of all of them in one order, best first."""
+    out: list[Candidate] = []
+    for o in options:
+        ranked = rank(o.model, sla, o.prefill, o.decode, isl=isl, osl=osl, gpus=gpus, max_concurrency=max_concurrency)
+        out += [c.model_copy(update={"extrapolated": o.extrapolated}) for c in ranked]
+    return sorted(out, key=_best_first)
+
+
+def curve(
+    model: PerfModel,
+    sla: Sla,
+    prefill: RoleShape,
+    decode: RoleShape,
+    *,
+    isl: int,
+    osl: int,
+    upto: int,
+    also: int | None = None,
+) -> list[dict]:
+    """Predictions from 1 user to ``upto`` at powers of two (and ``upto`` and ``also`` themselves:
+    the configuration's best concurrency lies on its line): what the picture draws of one
+    configuration, each point with whether it meets the SLA."""
+    upto = max(1, upto)
+    levels = sorted({*(1 << k for k in range(upto.bit_length())), upto, *([also] if also else [])})
+    out = []
+    for c in levels:
+        p = predict(model, prefill, decode, isl=isl, osl=osl, concurrency=c)
+        out.append(
+            {"concurrency": c, "tps_per_gpu": p.tps_per_gpu, "tps_per_user": p.tps_per_user, "meets_sla": sla.met_by(p)}
+        )
+    return out
