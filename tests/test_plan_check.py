@@ -128,10 +128,10 @@ def _entry(recipe="r", calibration=None, ttft=(0.2, 0.1), itl=(0.01, 0.01), tps=
 
 
 def test_the_median_error_is_of_magnitudes_whatever_the_sign():
-    ttfts = [(1.5, 1.0), (0.9, 1.0), (1.2, 1.0)]
-    entries = [*(_entry(ttft=t) for t in ttfts), _entry(ttft=(1.2, 1.0), itl=(None, 1.0))]
+    ttfts = [(1.5, 1.0), (0.7, 1.0), (0.6, 1.0)]
+    entries = [*(_entry(ttft=t) for t in ttfts), _entry(ttft=(0.6, 1.0), itl=(None, 1.0))]
     med = median_abs_errors(entries)
-    assert med["ttft_s"] == pytest.approx(20)  # |+50|, |-10|, |+20|, |+20|
+    assert med["ttft_s"] == pytest.approx(40)  # |+50|, |-30|, |-40|, |-40| (signed, the median is -35)
     assert med["itl_s"] == pytest.approx(0)  # the entry without a predicted ITL counts for none
     assert median_abs_errors([]) == {"ttft_s": None, "itl_s": None, "total_tps": None}
 
@@ -201,6 +201,9 @@ def test_check_compares_prediction_and_measurement_and_exits_by_the_measurement(
         pred, meas = cmp[m]["predicted"], cmp[m]["measured"]
         assert cmp[m]["error_pct"] == pytest.approx((pred - meas) / meas * 100)
     assert cmp["ttft_s"]["predicted"] == pytest.approx(body["prediction"]["ttft_s"])
+    assert cmp["total_tps"]["predicted"] == pytest.approx(body["prediction"]["total_tps"])
+    # throughput: the prompts' and the outputs' tokens of the 4 requests over the point's duration
+    assert cmp["total_tps"]["measured"] == pytest.approx(4 * (64 + 16) / body["measured"]["duration_s"])
     assert body["prediction"]["concurrency"] == 2 and body["calibrated"] is False
 
     code, body, err = check(recipectl_in_process, "--sla", "ttft=100ms", "--run", run_id, "--concurrency", "2")
