@@ -194,7 +194,13 @@ def test_check_compares_prediction_and_measurement_and_exits_by_the_measurement(
     code, body, err = check(recipectl_in_process, "--sla", "ttft=30s,itl=5s", "--run", run_id, "--concurrency", "2")
     assert code == 0, err
     assert body["meets_sla"] is True and body["launched"] is False and body["run_id"] == run_id
-    assert body["point"] == {"isl": 64, "osl": 16, "concurrency": 2, "requests": 4, "chosen_by": "--concurrency"}
+    assert body["point"] == {
+        "isl": 64,
+        "osl": 16,
+        "concurrency": 2,
+        "requests": 4,
+        "chosen_by": "given by --concurrency",
+    }
     cmp = body["comparison"]
     assert 0.3 <= cmp["ttft_s"]["measured"] < 1.3 and 0.009 <= cmp["itl_s"]["measured"] < 0.2
     for m in ("ttft_s", "itl_s", "total_tps"):
@@ -235,6 +241,8 @@ def test_a_measurement_that_meets_the_sla_exits_0_where_the_plan_said_it_would_n
     assert body["predicted_meets_sla"] is False and body["meets_sla"] is True
     # none predicted to meet it: the point is the workload's highest concurrency
     assert body["point"]["concurrency"] == 4 and "workload" in body["point"]["chosen_by"]
+    code, out, err = recipectl_in_process("plan", str(LOCAL_RECIPE), "--sla", "ttft=40ms", "--check", "--run", run_id)
+    assert code == 0 and "measured: meets the SLA (the plan predicted it misses it)" in out, out + err
 
 
 def test_check_refuses_a_run_of_another_configuration(runs, fake_server, recipectl_in_process):

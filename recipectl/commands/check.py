@@ -135,7 +135,7 @@ def check_concurrency(
     the SLA on the recipe's configuration (capped by decode's cache); else, where none is, the
     workload's highest level (what the recipe is meant to carry), or 1."""
     if given is not None:
-        return given, "--concurrency"
+        return given, "given by --concurrency"
     dec = predictor.decode
     cap = dec.endpoints * dec.max_concurrency_per_endpoint if dec.max_concurrency_per_endpoint else None
     limit = min(cap or MAX_CONCURRENCY, MAX_CONCURRENCY)
@@ -292,22 +292,24 @@ def print_check(report: dict[str, Any]) -> None:
     out = Console(highlight=False)
     cfg, pt = report["configuration"], report["point"]
     how = f"calibrated ({report['calibration']})" if report["calibrated"] else "UNCALIBRATED"
-    t = Table(
-        title=f"{report['recipe']}: {cfg['prefill_endpoints']} prefill (TP{cfg['prefill_tp']}) + "
+    out.print(
+        f"{report['recipe']}: {cfg['prefill_endpoints']} prefill (TP{cfg['prefill_tp']}) + "
         f"{cfg['decode_endpoints']} decode (TP{cfg['decode_tp']}) at ISL {pt['isl']} / OSL {pt['osl']}, "
-        f"{pt['concurrency']} user(s), {pt['requests']} requests; model {how}",
-        title_justify="left",
+        f"{pt['concurrency']} user(s), {pt['requests']} requests; model {how}"
     )
+    t = Table()
     for name in ("", "predicted", "measured", "error"):
         t.add_column(name, justify="right" if name else "left", no_wrap=True)
     for row in _metric_rows(report["comparison"]):
         t.add_row(*row)
     out.print(t)
     launched = " (launched for the check, and stopped)" if report["launched"] else ""
-    out.print(f"concurrency: {pt['chosen_by']}; run {report['run_id']}{launched}")
+    out.print(f"concurrency {pt['concurrency']}: {pt['chosen_by']}; run {report['run_id']}{launched}")
     said = "meets" if report["predicted_meets_sla"] else "misses"
     verdict = "[green]meets the SLA[/]" if report["meets_sla"] else "[red]misses the SLA[/]"
     out.print(f"measured: {verdict} (the plan predicted it {said} it)")
+    if not report["calibrated"]:
+        out.print("uncalibrated: the prediction comes from peak figures; recipectl calibrate RECIPE -o FILE measures")
     if report["ledger"]:
         out.print(f"filed in {report['ledger']}  (recipectl plan RECIPE --ledger)")
 
