@@ -170,6 +170,28 @@ def write_atomic(
     _fsync_directory(directory)
 
 
+def append_line(path: str | os.PathLike[str], line: str) -> None:
+    """Append one line (a newline is added) to `path`, created if missing, in one write(2) with
+    O_APPEND: a kill leaves the line whole or absent, and two writers never interleave their
+    lines. A symlink at `path` is refused (O_NOFOLLOW), never written through. Where the file does
+    not end in a newline (a writer that ran out of disk), the same write starts with one, so that
+    the cut-off line never swallows this one."""
+    if "\n" in line:
+        raise ValueError("append_line writes one line: the text holds a newline")
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{os.fspath(path)} is not a regular file")
+        size = os.fstat(fd).st_size
+        lead = b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""
+        data = lead + line.encode("utf-8") + b"\n"
+        written = os.write(fd, data)
+        if written != len(data):  # a full disk: the reader skips the cut-off line
+            raise OSError(f"{os.fspath(path)}: wrote {written} of {len(data)} bytes (disk full?)")
+    finally:
+        os.close(fd)
+
+
 def _fsync_directory(directory: Path) -> None:
     # The rename is durable only once the directory entry is: without this a power cut after
     # write_atomic returned could still show the old file.

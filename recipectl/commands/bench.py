@@ -14,9 +14,11 @@ from rich.text import Text
 from ..bench.sweep import compare, run_sweep, write_outputs
 from ..errors import RecipectlError
 from ..fileio import JsonRefused, UnreadableFile, read_json_bounded
+from ..loader import LoadedRecipe
 from ..runs.state import find_run, runs_root
 from ..schema import Recipe, WorkloadSection
 from ..validate import load_variant
+from .ledger import RecipePredictor, bench_entries, ledger_file, recipe_predictor, record
 from .tables import Col, fitted, num
 
 # bench's table: what a level achieved, then how long users waited
@@ -135,6 +137,36 @@ def require_workload(recipe: Recipe, recipe_path: str) -> WorkloadSection:
     return recipe.workload
 
 
+def ledger_predictor(
+    loaded: LoadedRecipe, recipe_path: str, calibration: str | None, console: Console
+) -> RecipePredictor | None:
+    """The plan's model the ledger holds each level against. A --calibration that cannot be used
+    is refused before the sweep (exit 2); without one, a recipe the planner cannot model is
+    benched all the same, its levels left out of the ledger."""
+    if calibration:
+        return recipe_predictor(loaded, recipe_path, calibration)
+    try:
+        return recipe_predictor(loaded, recipe_path, None)
+    except (RecipectlError, ValueError) as e:
+        console.print(f"[yellow]the plan ledger is left out[/]: the plan cannot model this recipe ({e})")
+        return None
+
+
+def file_levels(
+    predictor: RecipePredictor | None, levels: list, workload: WorkloadSection, run_id: str | None, console: Console
+) -> str | None:
+    """Each valid level's line in the plan ledger; the ledger's path, None when nothing was filed. A
+    ledger that cannot be written is said, and the sweep's results stand."""
+    entries = bench_entries(predictor, levels, isl=workload.isl, osl=workload.osl, run_id=run_id) if predictor else []
+    if not entries or predictor is None:
+        return None
+    try:
+        return str(record(predictor.recipe, entries))
+    except OSError as e:
+        console.print(f"[yellow]not filed in the plan ledger[/] {ledger_file(predictor.recipe)}: {e}")
+        return None
+
+
 def bench(
     recipe_path: str,
     *,
@@ -144,10 +176,14 @@ def bench(
     max_failed_ratio: float,
     as_json: bool,
     variant: str | None = None,
+    calibration: str | None = None,
 ) -> int:
-    recipe = load_variant(recipe_path, variant).recipe
+    loaded = load_variant(recipe_path, variant)
+    recipe = loaded.recipe
     workload = require_workload(recipe, recipe_path)
     console = Console(stderr=True)
+    predictor = ledger_predictor(loaded, recipe_path, calibration, console)
+    run_id = None
     if router is None:
         state = find_run(
             run or recipe_path, runs_root(recipe.launch.run_dir), lambda _: (recipe.name, recipe.launch.run_dir)
@@ -157,7 +193,7 @@ def bench(
                 f"run {state.run_id} has no router yet: nothing to bench",
                 fix="wait until `recipectl status` shows the router's URL, or give --router URL",
             )
-        router = state.router_url
+        router, run_id = state.router_url, state.run_id
         out_dir = Path(out) if out else Path(state.run_dir) / f"bench-{time.strftime('%Y%m%d-%H%M%S')}"
     else:
         out_dir = Path(out) if out else Path(f"bench-{recipe.name}-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -186,6 +222,7 @@ def bench(
         levels = run_sweep(recipe, router, out_dir, on_level=on_level, max_failed_ratio=max_failed_ratio)
     summary = write_outputs(recipe, levels, out_dir, router)
     summary["out_dir"] = str(out_dir)
+    summary["ledger"] = file_levels(predictor, levels, workload, run_id, console)
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     else:

@@ -10,7 +10,6 @@ at the number of requests that were decoding together: prefill's queue keeps it 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -21,9 +20,6 @@ from ..bench.probe import run_point
 from ..effective import detect_host_cpu, resolve_role
 from ..errors import ExitCode, RecipectlError
 from ..fileio import JsonRefused, UnreadableFile, read_json_bounded, write_atomic
-from ..launch.display import Display
-from ..launch.local import launch
-from ..lock import build_lock, flatten
 from ..models.spec import ModelSpec
 from ..plan.perf import (
     ANALYTIC_DEVICES,
@@ -40,11 +36,9 @@ from ..plan.perf import (
     transfer_bytes,
 )
 from ..plan.recipe_plan import RolePlan, model_spec, plan_recipe, unknown_model_error
-from ..runs.state import find_run, runs_root
 from ..schema import Recipe
-from ..secretscan import redact_env
 from ..validate import load_variant
-from .launch import stop_run
+from .measuring import config_differences, deployment_to_measure, describe
 
 CALIBRATION_VERSION = 1
 MAX_CALIBRATION_BYTES = 4 << 20
@@ -52,56 +46,7 @@ WARMUP_REQUESTS = 1
 REPEATS = 3
 
 
-# ----- what a calibration describes -------------------------------------------------------------
-def describe(loaded, recipe_path: str) -> dict:
-    """The engine release, device, model and the effective configuration a calibration of this
-    recipe on this host is valid for, with its fingerprint: sha256 of the configuration as the
-    lock records it (recipectl/lock.py: every effective setting per role, the page geometry, the
-    engine's packages, the model's config) and what else sets a server's speed (each role's
-    environment, credentials redacted; the CPU cores an endpoint is bound to), but not where the
-    servers listen nor how many endpoints there are (what `plan --sla` varies)."""
-
-    recipe = loaded.recipe
-    host = detect_host_cpu() if recipe.cluster.is_cpu else None
-    lock = build_lock(loaded, recipe_path, host=host)
-    config = {
-        "engine_packages": lock["engine"]["packages"],
-        "model": {"spec": lock["model"]["spec"], "config_sha256": lock["model"]["config_sha256"]},
-        "device": recipe.cluster.gpu.value,
-        "host_cpu": host.label if host else None,
-        "roles": {
-            role: {
-                "settings": {k: v["value"] for k, v in r["settings"].items()},
-                "pages": r["pages"],
-                "env": redact_env(recipe.role_env(role)),
-                "cores_per_endpoint": sorted({_cores(c) for c in recipe.roles[role].cpu_cores or ()}),
-            }
-            for role, r in lock["roles"].items()
-        },
-    }
-    text = json.dumps(config, sort_keys=True, default=str)
-    return {
-        "engine_release": lock["engine"]["packages"].get("vllm") or recipe.engine.vllm_version,
-        "device": recipe.cluster.gpu.value,
-        "host_cpu": config["host_cpu"],
-        "model_spec": lock["model"]["spec"],
-        "fingerprint": hashlib.sha256(text.encode()).hexdigest(),
-        "configuration": json.loads(text),
-    }
-
-
-def _cores(spec: str) -> int:
-    """How many cores a cpu_cores entry names ("0", "0-3", "0,2,4-5")."""
-    n = 0
-    for part in spec.split(","):
-        lo, _, hi = part.strip().partition("-")
-        try:
-            n += int(hi) - int(lo) + 1 if hi else 1
-        except ValueError:  # not a list of cores: the entry itself then is what the fingerprint holds
-            return -1
-    return n
-
-
+# ----- reading a calibration (what one describes: describe(), commands/measuring.py) ---------
 def read_calibration(path: str, current: dict) -> PerfModel:
     """A calibration file's model, refused (exit 2) unless it describes ``current`` (describe()):
     the message names the settings that differ."""
@@ -116,14 +61,12 @@ def read_calibration(path: str, current: dict) -> PerfModel:
     if not isinstance(data, dict) or data.get("calibration_version") != CALIBRATION_VERSION:
         raise RecipectlError(f"{path}: not a recipectl calibration (version {CALIBRATION_VERSION})", fix=fix)
     if data.get("fingerprint") != current["fingerprint"]:
-        theirs = dict(flatten(data.get("configuration") or {}))
-        ours = dict(flatten(current["configuration"]))
-        diff = sorted(k for k in theirs.keys() | ours.keys() if theirs.get(k) != ours.get(k))
-        shown = "; ".join(f"{k}: calibrated {theirs.get(k)!r}, now {ours.get(k)!r}" for k in diff[:5])
-        more = f" (and {len(diff) - 5} more)" if len(diff) > 5 else ""
+        theirs = data.get("configuration")
+        shown = config_differences(
+            theirs if isinstance(theirs, dict) else {}, current["configuration"], then="calibrated"
+        )
         raise RecipectlError(
-            f"{path} describes another configuration than this recipe on this host: "
-            f"{shown or 'fingerprints differ'}{more}",
+            f"{path} describes another configuration than this recipe on this host: {shown or 'fingerprints differ'}",
             fix=fix,
         )
     try:
@@ -302,31 +245,30 @@ def calibrate(recipe_path: str, *, out: str, variant: str | None, attach: str | 
     shapes, _, spec = role_shapes(recipe, recipe_path)
     eff_len, batched = _lengths_limits(recipe, spec)
     lengths = calibration_lengths(eff_len, batched, 32, cpu=recipe.cluster.is_cpu)
-    launched = None
     try:
-        state = _deployment(recipe_path, recipe, attach, console)
-        launched = None if attach else state
-        prefill_url = next(p.url for p in state.processes if p.kind == "prefill")
-        t0 = time.monotonic()
+        with deployment_to_measure(
+            recipe_path, loaded, attach, console, identity=identity, purpose="calibrate", same_endpoints=False
+        ) as state:
+            prefill_url = next(p.url for p in state.processes if p.kind == "prefill")
+            # a run without a router is refused when attached; launch records both URLs
+            assert state.router_url is not None and prefill_url is not None
+            t0 = time.monotonic()
 
-        def progress(what: str) -> None:
-            console.print(f"[{time.monotonic() - t0:6.1f}s] {what}", highlight=False)
+            def progress(what: str) -> None:
+                console.print(f"[{time.monotonic() - t0:6.1f}s] {what}", highlight=False)
 
-        result = measure(
-            state.router_url,
-            prefill_url,
-            recipe.served_name,
-            vocab_size=spec.vocab_size,
-            lengths=lengths,
-            shape=shapes["prefill"],
-            progress=progress,
-        )
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/]" + (": stopping the deployment" if launched else ""))
+            result = measure(
+                state.router_url,
+                prefill_url,
+                recipe.served_name,
+                vocab_size=spec.vocab_size,
+                lengths=lengths,
+                shape=shapes["prefill"],
+                progress=progress,
+            )
+    except KeyboardInterrupt:  # what was launched is stopped by then
+        console.print("[yellow]interrupted[/]")
         return int(ExitCode.INTERRUPTED)
-    finally:
-        if launched is not None:
-            _stop(launched, console)
     doc = {
         "calibration_version": CALIBRATION_VERSION,
         **identity,
@@ -354,25 +296,3 @@ def _lengths_limits(recipe, spec) -> tuple[int, int | None]:
     eff = resolve_role(recipe, "prefill")
     mml = eff.value("max_model_len") or spec.max_position_embeddings or 4096
     return mml, eff.value("max_num_batched_tokens")
-
-
-def _deployment(recipe_path: str, recipe, attach: str | None, console):
-
-    if attach is not None:
-        return find_run(
-            attach or recipe_path, runs_root(recipe.launch.run_dir), lambda _: (recipe.name, recipe.launch.run_dir)
-        )
-
-    console.print(f"launching {recipe.name} to calibrate (Ctrl-C stops it)")
-    result = launch(recipe_path, recipe, detach=True, timeout_s=None, display=Display(), check_first=True)
-    if not result.ok:
-        raise RecipectlError(
-            f"launch failed: {result.message}", fix=result.fix or "recipectl launch RECIPE", exit_code=ExitCode.FINDINGS
-        )
-    return result.state
-
-
-def _stop(state, console) -> None:
-
-    console.print(f"stopping run {state.run_id}")
-    stop_run(state.run_dir)

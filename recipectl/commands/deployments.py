@@ -19,6 +19,7 @@ from . import bench as benches
 from . import complete
 from . import lock as locks
 from .calibrate import calibrate as run_calibrate
+from .check import plan_extras
 from .doctor import doctor as run_doctor
 from .launch import launch_target, print_dry_run, show_logs, show_status, stop_run
 from .options import RunDir, TextOrJson, TextOrJsonValue, Variant, recipe_argument
@@ -182,7 +183,43 @@ def plan(
         ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="let --write-recipe replace an existing file")] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="with --sla: launch the recipe (or use --run), measure one point, report predicted against measured",
+        ),
+    ] = False,
+    run: Annotated[
+        str | None,
+        typer.Option("--run", help="with --check: measure this running deployment (run id, or the recipe file)"),
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--concurrency", min=1, help="with --check: the point's users (default: the most predicted to meet the SLA)"
+        ),
+    ] = None,
+    ledger: Annotated[
+        bool, typer.Option("--ledger", help="the recipe's measured points (plan --check, bench) against the plan")
+    ] = False,
 ) -> int:
+    extra = plan_extras(
+        recipe,
+        variant=variant,
+        as_json=format == "json",
+        sla=sla,
+        calibration=calibration,
+        gpus=gpus,
+        isl=isl,
+        osl=osl,
+        check=check,
+        run=run,
+        concurrency=concurrency,
+        ledger=ledger,
+    )
+    if extra is not None:
+        return extra
     return plan_command(
         recipe,
         as_json=format == "json",
@@ -296,6 +333,10 @@ def bench_run(
     max_failed_ratio: Annotated[
         float, typer.Option("--max-failed-ratio", help="failed requests tolerated per level")
     ] = 0.0,
+    calibration: Annotated[
+        str | None,
+        typer.Option("--calibration", help="the model the plan ledger compares each level with (recipectl calibrate)"),
+    ] = None,
     format: TextOrJson = "text",
     variant: Variant = None,
 ) -> None:
@@ -307,6 +348,7 @@ def bench_run(
             run=run,
             router=router,
             max_failed_ratio=max_failed_ratio,
+            calibration=calibration,
             as_json=format == "json",
             variant=variant,
         )
