@@ -328,6 +328,24 @@ def test_ctrl_c_during_the_check_stops_what_it_launched(launched, recipectl_in_p
     assert len(launched["stop"]) == 1 and "interrupted" in err
 
 
+def test_a_kill_during_the_check_stops_what_it_launched(launched, recipectl_in_process, monkeypatch):
+    """SIGTERM (a scheduler's or a timeout's kill) mid-measurement: the deployment is stopped as on
+    Ctrl-C, not left running."""
+    import os
+    import signal
+
+    def killed(*a, **kw):
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("SIGTERM did not end the measurement")
+
+    monkeypatch.setattr("recipectl.commands.check.run_point", killed)
+    before = signal.getsignal(signal.SIGTERM)
+    code, body, err = check(recipectl_in_process, "--sla", "ttft=30s", "--concurrency", "1")
+    assert code == 130 and body is None
+    assert len(launched["stop"]) == 1
+    assert signal.getsignal(signal.SIGTERM) == before  # the handler is the caller's again
+
+
 def test_a_failed_point_exits_1_stops_the_deployment_and_files_nothing(
     launched, recipectl_in_process, monkeypatch, runs
 ):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -149,8 +150,20 @@ def deployment_to_measure(
         raise RecipectlError(
             f"launch failed: {result.message}", fix=result.fix or "recipectl launch RECIPE", exit_code=ExitCode.FINDINGS
         )
+    # a kill (SIGTERM: a job scheduler's, a timeout's) ends the measurement like Ctrl-C does, and
+    # the stop below still runs; while it runs, further signals wait, so it is never cut short
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         yield result.state
     finally:
-        console.print(f"stopping run {result.state.run_id}")
-        stop_run(result.state.run_dir)
+        held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            console.print(f"stopping run {result.state.run_id}")
+            stop_run(result.state.run_dir)
+        finally:
+            signal.signal(signal.SIGINT, held[signal.SIGINT])
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminated(signum, frame) -> None:
+    raise KeyboardInterrupt
