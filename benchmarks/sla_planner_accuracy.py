@@ -46,7 +46,8 @@ def cli(*args: str, env: dict, timeout: float = 1800) -> subprocess.CompletedPro
 def measure_point(router: str, model: str, vocab: int, isl: int, osl: int, c: int, repeats: int) -> list[dict]:
     from recipectl.bench.probe import run_point
 
-    run_point(router, model, isl=isl, osl=osl, concurrency=1, num_requests=1, vocab_size=vocab, seed=99)  # warm
+    # warm at the point's concurrency: a batch shape's first run pays its kernels' set-up
+    run_point(router, model, isl=isl, osl=osl, concurrency=c, num_requests=c, vocab_size=vocab, seed=99)
     reps = []
     for k in range(repeats):
         r = run_point(
@@ -55,7 +56,7 @@ def measure_point(router: str, model: str, vocab: int, isl: int, osl: int, c: in
             isl=isl,
             osl=osl,
             concurrency=c,
-            num_requests=max(3, 2 * c),
+            num_requests=max(6, 3 * c),  # enough requests that a repeat's median is not one request's
             vocab_size=vocab,
             seed=1000 * k + isl + c,
         )

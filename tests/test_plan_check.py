@@ -328,6 +328,25 @@ def test_ctrl_c_during_the_check_stops_what_it_launched(launched, recipectl_in_p
     assert len(launched["stop"]) == 1 and "interrupted" in err
 
 
+def test_the_warm_up_runs_at_the_points_concurrency(launched, recipectl_in_process, monkeypatch):
+    """The first batch of a new shape pays its kernels' set-up on the CPU platform (1.7-3.6 s TTFTs
+    at concurrency 4 after a one-request warm-up): the measured requests come after a round at the
+    point's own concurrency."""
+    from recipectl.commands import check as check_module
+
+    real = check_module.run_point
+    calls = []
+
+    def recording(*a, **kw):
+        calls.append((kw["concurrency"], kw["num_requests"]))
+        return real(*a, **kw)
+
+    monkeypatch.setattr("recipectl.commands.check.run_point", recording)
+    code, body, err = check(recipectl_in_process, "--sla", "ttft=30s", "--concurrency", "3")
+    assert code in (0, 1), err
+    assert calls[0] == (3, 3) and calls[1][0] == 3
+
+
 def test_a_kill_during_the_check_stops_what_it_launched(launched, recipectl_in_process, monkeypatch):
     """SIGTERM (a scheduler's or a timeout's kill) mid-measurement: the deployment is stopped as on
     Ctrl-C, not left running."""

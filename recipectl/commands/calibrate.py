@@ -43,7 +43,9 @@ from .measuring import config_differences, deployment_to_measure, describe
 CALIBRATION_VERSION = 1
 MAX_CALIBRATION_BYTES = 4 << 20
 WARMUP_REQUESTS = 1
-REPEATS = 3
+# requests per single-user point, their median the measurement: five, so that two disturbed by
+# something else on the host (a compile, a neighbour's burst) still leave the median undisturbed
+REPEATS = 5
 
 
 # ----- reading a calibration (what one describes: describe(), commands/measuring.py) ---------
@@ -124,7 +126,7 @@ def analytic_for(recipe, plans: dict, spec):
 
 # ----- measuring ---------------------------------------------------------------------------------
 # The longest calibration prompt on the CPU platform: a prefill there runs at tens of ms a token
-# (docs/engine-cpu.md), and a point is a warm-up and three requests.
+# (docs/engine-cpu.md), and a point is a warm-up and REPEATS requests.
 CPU_MAX_CALIBRATION_ISL = 512
 
 
@@ -155,13 +157,16 @@ def measure(
     """Every point, and the fit. ``shape``: the prefill role's RoleShape (bytes per request)."""
 
     def point(url, isl, osl, c, n, stream=True, seed=0):
+        # the warm-up at the point's own concurrency: on the CPU platform the first batch of a new
+        # shape pays its kernels' set-up (seen: 1.7-3.6 s TTFTs at concurrency 4 after a warm-up
+        # of one request, 0.3-0.4 s once warm), which is no cost of the configuration
         run_point(
             url,
             model,
             isl=isl,
             osl=osl,
-            concurrency=1,
-            num_requests=WARMUP_REQUESTS,
+            concurrency=c,
+            num_requests=max(WARMUP_REQUESTS, c),
             vocab_size=vocab_size,
             seed=10_000 + seed,
             stream=stream,

