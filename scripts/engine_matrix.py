@@ -70,6 +70,8 @@ class Case:
     repeat_prompt: int = 0  # deploy: send one long prompt this many times (prefix-cache hits)
 
 
+# n-gram speculation: the speculative decoding a model without an MTP head can run
+NGRAM = {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3}
 PREFIX_ON = {"prefill": {"enable_prefix_caching": True}, "decode": {"enable_prefix_caching": True}}
 CASES = [
     Case(
@@ -182,9 +184,7 @@ CASES = [
         "speculative blocks",
         "deploy",
         repeat_prompt=2,
-        changes={
-            "decode": {"speculative_config": {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3}}
-        },
+        changes={"decode": {"speculative_config": NGRAM}},
     ),
     # hyb004-ngram-0.31.0 died at decode's first step in vLLM's Triton align-mode precopy kernel
     # (mamba_utils.run_fused_precopy: no Triton on CPU), which speculation with prefix caching takes:
@@ -200,7 +200,7 @@ CASES = [
         changes={
             "decode": {
                 "enable_prefix_caching": False,
-                "speculative_config": {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3},
+                "speculative_config": NGRAM,
             }
         },
     ),
@@ -215,7 +215,7 @@ CASES = [
         changes={
             "decode": {
                 "enable_prefix_caching": False,
-                "speculative_config": {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3},
+                "speculative_config": NGRAM,
             }
         },
     ),

@@ -11,9 +11,7 @@ add a key to the written recipe, however it is spelled.
 from __future__ import annotations
 
 import io
-import os
 import re
-import stat
 import sys
 import unicodedata
 from dataclasses import replace
@@ -26,11 +24,12 @@ from ruamel.yaml.resolver import VersionedResolver
 from ruamel.yaml.tokens import CommentToken
 
 from ..errors import RecipectlError
-from ..fileio import UnreadableFile, read_text_bounded, write_atomic
+from ..fileio import UnreadableFile, read_text_bounded
 from ..formats import import_text, is_native
 from ..formats.common import Dropped
 from ..secretscan import pure_reference, redact_text, secret_flag, secret_name
 from . import echo
+from .outfile import check_out, write_out
 
 # the order a reader expects, as in recipes/
 _ORDER = (
@@ -54,6 +53,13 @@ _LINE_BREAKS = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _UNSAFE_CATEGORIES = ("Cc", "Cf", "Cs", "Zl", "Zp")  # controls, format (bidi, zero-width, BOM), separators
 
 
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ASSIGNMENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=(\S+)")
+_FLAG_VALUE = re.compile(r"(--?[A-Za-z0-9][A-Za-z0-9-]*)([= ]+)(\S+)")
+_JSON_PAIR = re.compile(r'"([^"\\]{1,200})"(\s*:\s*)"((?:[^"\\]|\\.)*)"')
+_WITHHELD = "a credential: recipectl writes none into a recipe"
+
+
 def import_recipe(file: str, *, out: str | None = None, force: bool = False) -> int:
     try:
         text = read_text_bounded(file)
@@ -75,69 +81,8 @@ def import_recipe(file: str, *, out: str | None = None, force: bool = False) -> 
     if out is None:
         echo(yaml_text)
     else:
-        try:
-            write_atomic(out, yaml_text)
-        except OSError as e:
-            raise RecipectlError(
-                f"{out}: cannot write the recipe: {(e.strerror or type(e).__name__).lower()}",
-                fix="-o names a file in a directory that exists and you can write to",
-            ) from None
-        sys.stderr.write(f"wrote {out}\n")
+        write_out(out, yaml_text, flag="-o")
     return 0
-
-
-def check_out(out: str, inputs: list[str], *, force: bool, flag: str = "-o", read_as: str = "being imported") -> None:
-    """Refuse an OUT that is not a new file the user named: an existing file without --force, a
-    symlink (writing would replace the link, never its target: either is a surprise), a directory,
-    or a file the command reads (one inode under any name: the original would be lost), or anything
-    else that is not a regular file (a FIFO, a socket, a device: `--force` would replace
-    `/dev/null` itself with the recipe). `flag` names the option that gave OUT, `read_as` what the
-    command does with its input (the messages say both)."""
-    if not out:
-        raise RecipectlError(f"{flag} is empty; nothing was written", fix=f"{flag} names the recipe file to write")
-    try:
-        st = os.lstat(out)
-    except FileNotFoundError:
-        return
-    except OSError as e:
-        raise RecipectlError(
-            f"{out}: cannot write the recipe: {(e.strerror or type(e).__name__).lower()}",
-            fix=f"{flag} names a file in a directory that exists and you can write to",
-        ) from None
-    if stat.S_ISLNK(st.st_mode):
-        raise RecipectlError(
-            f"{out} is a symbolic link; nothing was written",
-            fix=f"name the file itself with {flag} (or remove the link); --force never writes through or over a link",
-        )
-    if stat.S_ISDIR(st.st_mode):
-        raise RecipectlError(f"{out} is a directory; nothing was written", fix=f"{flag} names the recipe file to write")
-    if not stat.S_ISREG(st.st_mode):
-        raise RecipectlError(
-            f"{out} is not a regular file (a FIFO, socket or device); nothing was written",
-            fix=f"{flag} names the recipe file to write"
-            + ("; without -o the recipe goes to standard output" if flag == "-o" else ""),
-        )
-    for f in inputs:
-        try:
-            same = os.path.samestat(st, os.stat(f))
-        except OSError:
-            continue
-        if same:
-            raise RecipectlError(
-                f"{out} is {f}, the file {read_as}; nothing was written",
-                fix=f"write the recipe to another file, e.g. {flag} recipe.yaml",
-            )
-    if not force:
-        raise RecipectlError(
-            f"{out} already exists; nothing was written", fix="name a new file, or pass --force to replace it"
-        )
-
-
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ASSIGNMENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=(\S+)")
-_FLAG_VALUE = re.compile(r"(--?[A-Za-z0-9][A-Za-z0-9-]*)([= ]+)(\S+)")
-_JSON_PAIR = re.compile(r'"([^"\\]{1,200})"(\s*:\s*)"((?:[^"\\]|\\.)*)"')
-_WITHHELD = "a credential: recipectl writes none into a recipe"
 
 
 def withhold_secrets(imported) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,8 @@ from ..rules.registry import Edit
 from ..schema import Recipe
 from ..validate import report_for
 from .calibrate import layout, role_shapes
-from .import_ import check_out, comment_text
+from .import_ import comment_text
+from .outfile import check_out, write_out
 
 TP_SIZES = (1, 2, 4, 8)
 PLOT_FIX = "pip install matplotlib   (or: pip install 'recipectl[plot]')"
@@ -355,12 +355,5 @@ def write_recipe(loaded, recipe_path: str, report: dict, out: str) -> str:
             + "or plan with --keep-layout, or edit the recipe by hand from the ranked table",
             exit_code=ExitCode.FINDINGS,
         )
-    try:
-        write_atomic(out, text)
-    except OSError as e:
-        raise RecipectlError(
-            f"{out}: cannot write the recipe: {(e.strerror or type(e).__name__).lower()}",
-            fix="--write-recipe names a file in a directory that exists and you can write to",
-        ) from None
-    sys.stderr.write(f"wrote {out}\n")
+    write_out(out, text, flag="--write-recipe")
     return text
