@@ -27,7 +27,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from recipectl import entry
+from recipectl.fieldtypes import Strict
 from recipectl.guard import run_guarded
+from recipectl.schema import Recipe
 from recipectl.secretscan import redact_data, redact_text, secret_value
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,6 +102,42 @@ def test_a_credential_shape_is_found_and_redacted(value):
 def test_an_ordinary_value_is_not_a_credential(value):
     assert not secret_value(value), value
     assert redact_text(value) == value
+
+
+def _sections() -> set[type]:
+    """Recipe and every section model a recipe can hold (the subclasses of the schema's base)."""
+    found, todo = set(), [Strict]
+    while todo:
+        cls = todo.pop()
+        found.add(cls)
+        todo.extend(cls.__subclasses__())
+    return found - {Strict}
+
+
+def _texts(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [t for k, v in value.items() for t in (*_texts(k), *_texts(v))]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _texts(v)]
+    return []
+
+
+def test_no_schema_default_is_credential_shaped():
+    """OPS005 scans every value of a recipe, the schema's defaults with them: a default that looked
+    like a credential would be a finding in every recipe that leaves the field out."""
+    sections = _sections()
+    assert Recipe in sections
+    defaults = []
+    for section in sections:
+        for name, field in section.model_fields.items():
+            value = field.get_default(call_default_factory=True)
+            dumped = value.model_dump(mode="json") if hasattr(value, "model_dump") else value
+            defaults += [(f"{section.__name__}.{name}", t) for t in _texts(dumped)]
+    assert defaults, "no string default found: the walk over the schema is broken"
+    shaped = [(where, text) for where, text in defaults if secret_value(text)]
+    assert not shaped, shaped
 
 
 def test_a_url_parameter_keeps_its_name_and_a_url_its_host():

@@ -1,6 +1,7 @@
 """`recipectl validate`: check recipe files, print the findings, return the exit code."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: Typer reads the parameters' annotations when the
+# command is loaded, and strings it would evaluate one by one, on every run.
 
 import sys
 from pathlib import Path

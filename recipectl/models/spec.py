@@ -43,7 +43,8 @@ class ParamCounts(BaseModel):
     sharded across expert-parallel ranks, everything else is replicated per data-parallel rank.
     """
 
-    model_config = ConfigDict(frozen=True)
+    # built when first used: `validate` imports this module and, unless it plans, never does
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     embedding: int
     lm_head: int

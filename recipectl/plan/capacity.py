@@ -72,7 +72,8 @@ MiB = 1 << 20
 class Workload(BaseModel):
     """A ``vllm bench serve --dataset-name random`` workload."""
 
-    model_config = ConfigDict(frozen=True)
+    # built when first used: `validate` imports this module and, unless it plans, never does
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     isl: int = Field(gt=0)
     osl: int = Field(gt=0)
@@ -89,7 +90,8 @@ class CapacityPlan(BaseModel):
     """What one role (prefill or decode endpoint) can hold. Per-rank figures are per GPU worker
     (the TP workers of one DP rank share block ids and each hold their shard)."""
 
-    model_config = ConfigDict(frozen=True)
+    # built when first used: `validate` imports this module and, unless it plans, never does
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     model: str
     tp: int
@@ -293,7 +295,8 @@ def _workload_fields(
 class SsmDtypeGain(BaseModel):
     """What ``--mamba-ssm-cache-dtype bfloat16`` buys over float32 on one layout."""
 
-    model_config = ConfigDict(frozen=True)
+    # built when first used: `validate` imports this module and, unless it plans, never does
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     bf16: CapacityPlan
     fp32: CapacityPlan

@@ -34,7 +34,8 @@ class Overheads(BaseModel):
     estimate vLLM subtracts since 0.21. ``non_torch_bytes``: CUDA context, NCCL, NIXL buffers.
     """
 
-    model_config = ConfigDict(frozen=True)
+    # built when first used: `validate` imports this module and, unless it plans, never does
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     activation_peak_bytes: int = Field(default=4 * GiB, ge=0)
     cudagraph_bytes: int = Field(default=1 * GiB, ge=0)

@@ -140,7 +140,8 @@ class StatePages(BaseModel):
     must agree on it, or the NIXL handshake fails ("Local block size X is not divisible by remote
     block size Y") or the bytes are read as something else."""
 
-    model_config = ConfigDict(frozen=True)
+    # built when first used: `validate` imports this module and, unless it plans, never does
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     block_size: int  # attention block in tokens, after hybrid alignment
     attention_page_bytes: int  # one attention layer, one block
@@ -187,7 +188,8 @@ def state_pages(
 class CacheGroup(BaseModel):
     """One KV-cache group: layers sharing a block table (vLLM ``KVCacheGroupSpec``)."""
 
-    model_config = ConfigDict(frozen=True)
+    # built when first used: `validate` imports this module and, unless it plans, never does
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     kind: str  # "attention" | "mamba"
     num_layers: int  # real layers (a short group is padded to group_size in bytes per block)
