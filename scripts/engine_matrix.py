@@ -81,6 +81,7 @@ NO_ASYNC = {"async_scheduling": False}
 # HYB005's fix before 0.22: the hybrid KV-cache manager kept on with a KV connector
 HYBRID_KV = {"disable_hybrid_kv_cache_manager": False}
 PREFIX_ON = {"prefill": {"enable_prefix_caching": True}, "decode": {"enable_prefix_caching": True}}
+PREFIX_ON_FP32 = {role: {**on, **FP32} for role, on in PREFIX_ON.items()}
 CASES = [
     Case(
         "hyb003-0.27.0",
@@ -117,10 +118,7 @@ CASES = [
         "local block' when an SSM group has fewer local than remote blocks",
         "deploy",
         repeat_prompt=4,
-        changes={
-            "prefill": {"enable_prefix_caching": True, "mamba_ssm_cache_dtype": "float32"},
-            "decode": {"enable_prefix_caching": True, "mamba_ssm_cache_dtype": "float32"},
-        },
+        changes=PREFIX_ON_FP32,
     ),
     # hyb003-fp32-0.26.0 served a repeated prompt (each one's KV came from prefill: no local hit on
     # decode); the assertion's condition is a partial local hit on decode: a prompt, then longer ones
@@ -134,10 +132,7 @@ CASES = [
         "on decode): decode asserts 'SSM can only have one local block'",
         "deploy",
         prompt_words=(200, 400, 400, 700),  # ~800 to ~2,800 tokens: inside max_model_len 4,096
-        changes={
-            "prefill": {"enable_prefix_caching": True, "mamba_ssm_cache_dtype": "float32"},
-            "decode": {"enable_prefix_caching": True, "mamba_ssm_cache_dtype": "float32"},
-        },
+        changes=PREFIX_ON_FP32,
     ),
     # the CPU GDN prefill kernel (ops.chunk_gated_delta_rule_cpu) is called from 0.22: bfloat16 state
     # there, as hyb003-0.26.0 showed it fails at 0.26
@@ -221,10 +216,7 @@ CASES = [
         "prefix caching on a hybrid P/D pair at 0.27 (SSM state float32): prefill asserts after a cache hit (#53514)",
         "deploy",
         repeat_prompt=4,
-        changes={
-            "prefill": {"enable_prefix_caching": True, "mamba_ssm_cache_dtype": "float32"},
-            "decode": {"enable_prefix_caching": True, "mamba_ssm_cache_dtype": "float32"},
-        },
+        changes=PREFIX_ON_FP32,
     ),
     # The kernel's refusal of a bfloat16 SSM state on both sides of its range (engine fact
     # cpu-gdn-kernel-float32-state-only: the message is in 0.27's and 0.28's _C, not in 0.29's); the
