@@ -75,6 +75,8 @@ class Case:
 
 # n-gram speculation: the speculative decoding a model without an MTP head can run
 NGRAM = {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3}
+# decode speculating without prefix caching (no align mode: its precopy kernel is Triton-only)
+NGRAM_NO_PREFIX = {"enable_prefix_caching": False, "speculative_config": NGRAM}
 FP32 = {"mamba_ssm_cache_dtype": "float32"}  # the SSM state every CPU GDN kernel takes
 # VER001's fix before 0.26 (the async-scheduling race): the cases there are about something else
 NO_ASYNC = {"async_scheduling": False}
@@ -296,12 +298,7 @@ CASES = [
         "speculative decoding (n-gram) on a hybrid decode from 0.27, decode's prefix caching off (no align mode)",
         "deploy",
         repeat_prompt=2,
-        changes={
-            "decode": {
-                "enable_prefix_caching": False,
-                "speculative_config": NGRAM,
-            }
-        },
+        changes={"decode": NGRAM_NO_PREFIX},
     ),
     Case(
         "hyb004-ngram-noprefix-0.26.0",
@@ -314,7 +311,7 @@ CASES = [
         repeat_prompt=2,
         changes={
             "prefill": FP32,
-            "decode": {"enable_prefix_caching": False, "speculative_config": NGRAM, **FP32},
+            "decode": {**NGRAM_NO_PREFIX, **FP32},
         },
     ),
     Case(
@@ -325,12 +322,7 @@ CASES = [
         "speculative decoding (n-gram) on a hybrid decode at the pinned 0.32, decode's prefix caching off",
         "deploy",
         repeat_prompt=2,
-        changes={
-            "decode": {
-                "enable_prefix_caching": False,
-                "speculative_config": NGRAM,
-            }
-        },
+        changes={"decode": NGRAM_NO_PREFIX},
     ),
     Case(
         "ver004-cutedsl-0.27.0",
