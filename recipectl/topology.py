@@ -6,6 +6,7 @@ Pure arithmetic over the recipe; the rules (fit, port collisions) and every rend
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -126,7 +127,7 @@ def place(recipe: Recipe) -> Placement:
     placed: dict[tuple[str, int], Endpoint] = {}
     if not cluster.is_cpu:
         # endpoints that name their GPUs first: the rest take whole GPUs none of them named
-        claimed: set[tuple[str, int, int]] = set()  # (role, node, GPU)
+        claimed: Counter[tuple[str, int, int]] = Counter()  # (role, node, GPU): endpoints holding it
         for role, spec in recipe.roles.items():
             for i, ids in enumerate(spec.devices or ()):
                 ep = _place_on_devices(recipe, role, spec, i, tuple(ids), claimed, free, ports, out)
@@ -156,14 +157,15 @@ def _place_on_devices(
     spec: RoleSection,
     i: int,
     ids: tuple[int, ...],
-    claimed: set[tuple[str, int, int]],
+    claimed: Counter[tuple[str, int, int]],
     free: list[list[int]],
     ports: PortsOf,
     out: Placement,
 ) -> Endpoint | None:
     """An endpoint that names its GPUs (`devices`): on the first node where its role has not yet
     taken them. Endpoints of other roles may name the same GPUs: they share them, each with its
-    own gpu_memory_utilization (TOP001 counts that memory, launch starts them one after another)."""
+    own gpu_memory_utilization (TOP001 counts that memory, launch starts them one after another);
+    so may endpoints of the same role, once every node has them taken."""
     gpn = recipe.cluster.gpus_per_node
     bad = [g for g in ids if g >= gpn]
     if bad:
@@ -172,14 +174,12 @@ def _place_on_devices(
         )
         return None
     hosts = recipe.cluster.host_names
-    node = next((n for n in range(len(hosts)) if not any((role, n, g) in claimed for g in ids)), None)
-    if node is None:
-        out.problems.append(
-            f"{role} endpoint {i}: devices {list(ids)} are taken by other {role} endpoints on every node"
-        )
-        return None
+    # The first node where the role has not taken these GPUs; where it has on every node, the
+    # node where the fewest of its endpoints hold them: two servers of one role share a GPU as
+    # two of different roles do (each its own gpu_memory_utilization; TOP001 counts the memory).
+    node = min(range(len(hosts)), key=lambda n: (max(claimed[(role, n, g)] for g in ids), n))
     for g in ids:
-        claimed.add((role, node, g))
+        claimed[(role, node, g)] += 1
         if g in free[node]:
             free[node].remove(g)
     http, side = ports(role, spec, node)

@@ -58,6 +58,38 @@ def test_devices_must_name_one_gpu_list_per_endpoint(recipectl_cli, tmp_path):
     assert "Traceback" not in r.stderr
 
 
+def test_two_endpoints_of_one_role_share_a_gpu_by_memory_as_two_roles_do(recipectl_cli, tmp_path):
+    # 2 prefill + 1 decode on GPU 0, 0.3 each (scripts/gpu-sla-accuracy.sh's layout): the engine
+    # runs it as it runs 1 + 1; it was refused as "taken by other prefill endpoints on every node"
+    text = ONE_GPU.read_text().replace(
+        "prefill:\n  devices: [[0]]\n", "prefill:\n  endpoints: 2\n  devices: [[0], [0]]\n"
+    )
+    path = tmp_path / "two.yaml"
+    path.write_text(text)
+    assert recipectl_cli("validate", str(path)).returncode == 0
+    r = recipectl_cli("launch", str(path), "--dry-run", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    procs = {p["name"]: p for p in json.loads(r.stdout)}
+    assert [procs[n]["gpus"] for n in ("prefill-0", "prefill-1", "decode-0")] == [[0], [0], [0]]
+    assert "starts once prefill-0 is ready" in procs["prefill-1"]["shared_gpus"][0]
+    path.write_text(text.replace("gpu_memory_utilization: 0.3", "gpu_memory_utilization: 0.4"))
+    r = recipectl_cli("validate", str(path))
+    assert "shared by prefill-0 0.4 + prefill-1 0.4 + decode-0 0.4: 1.20" in r.stdout
+
+
+def test_devices_of_one_role_take_the_next_node_before_sharing(recipectl_cli, tmp_path):
+    text = ONE_GPU.read_text().replace(
+        "prefill:\n  devices: [[0]]\n", "prefill:\n  endpoints: 2\n  devices: [[0], [0]]\n"
+    )
+    text = text.replace("  nodes: 1\n  hosts: [127.0.0.1]", "  nodes: 2\n  hosts: [10.0.0.1, 10.0.0.2]")
+    path = tmp_path / "two-nodes.yaml"
+    path.write_text(text)
+    r = recipectl_cli("launch", str(path), "--dry-run", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    hosts = {p["name"]: p["host"] for p in json.loads(r.stdout)}
+    assert hosts["prefill-0"] != hosts["prefill-1"]
+
+
 def test_preflight_counts_gpus_by_id_and_shares_by_memory(monkeypatch):
     from recipectl.launch import local
     from recipectl.render.processes import build_deployment
