@@ -15,6 +15,7 @@ import json
 import random
 import statistics
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import httpx
@@ -69,6 +70,24 @@ def random_prompt(rng: random.Random, isl: int, vocab_size: int) -> list[int]:
     return [rng.randrange(lo, vocab_size) for _ in range(isl)]
 
 
+async def sse_data(response: httpx.Response) -> AsyncIterator[str]:
+    """The ``data:`` payloads of a server-sent event stream, one per line. A line ends at LF (CRLF
+    and CR alike, as the SSE format says) and nowhere else: httpx's ``aiter_lines()`` also splits
+    at U+2028, U+0085 and the other breaks ``str.splitlines()`` knows, which a model's text holds
+    unescaped inside one JSON event (seen on H200: a tiny random-weight model's output cut an event
+    in two, "JSONDecodeError: Unterminated string")."""
+
+    pending = b""
+    async for chunk in response.aiter_bytes():
+        pending += chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if line.startswith(b"data:"):
+                yield line[5:].removeprefix(b" ").decode("utf-8")
+    if pending.startswith(b"data:"):
+        yield pending[5:].removeprefix(b" ").decode("utf-8")
+
+
 async def _request(
     client: httpx.AsyncClient, url: str, model: str, prompt: list[int], osl: int, stream: bool
 ) -> Sample:
@@ -88,10 +107,10 @@ async def _request(
     tokens = None
     async with client.stream("POST", url + "/v1/completions", json=body) as r:
         r.raise_for_status()
-        async for line in r.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
+        async for payload in sse_data(r):
+            if payload == "[DONE]":
                 continue
-            data = json.loads(line[6:])
+            data = json.loads(payload)
             if data.get("usage"):
                 tokens = int(data["usage"]["completion_tokens"])
             if data.get("choices"):
