@@ -13,6 +13,11 @@ predictions and their errors ((predicted - measured) / measured). The target: me
 and worst <= 25%, or the prediction inside the repeats' range where the spread is larger.
 
     .venv/bin/python benchmarks/sla_planner_accuracy.py [RECIPE] [--out DIR]   # alone on the host
+
+Other points with --held-out ISL:OSL:CONCURRENCY,... (a GPU's, say: scripts/gpu-sla-accuracy.sh).
+With --calibration FILE --calibrated-on RECIPE0 it calibrates nothing: it predicts RECIPE from a
+calibration of another layout of the same roles (RECIPE0: 1 prefill endpoint, RECIPE: 2, say), as
+`plan --sla` ranks endpoint counts it did not measure, and measures RECIPE.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -34,6 +40,19 @@ sys.path.insert(0, str(ROOT))
 # and 512 tokens, osl 8, and concurrency 4 at 32 and 128 tokens, osl 32). Short: on the CPU
 # platform a prompt's prefill runs at tens of ms a token.
 HELD_OUT = [(64, 24, 1), (320, 16, 1), (160, 16, 2), (96, 32, 3), (48, 32, 4)]
+
+
+def held_out_points(text: str) -> list[tuple[int, int, int]]:
+    """``ISL:OSL:CONCURRENCY,...`` as (isl, osl, concurrency) tuples."""
+    points = []
+    for item in text.split(","):
+        parts = item.strip().split(":")
+        if len(parts) != 3 or not all(x.isdigit() and int(x) > 0 for x in parts):
+            raise argparse.ArgumentTypeError(f"{item!r}: not ISL:OSL:CONCURRENCY (three positive integers)")
+        points.append((int(parts[0]), int(parts[1]), int(parts[2])))
+    return points
+
+
 METRICS = ("ttft_s", "itl_s", "total_tps")
 
 
@@ -137,7 +156,14 @@ def main() -> int:
     ap.add_argument("recipe", nargs="?", default=str(ROOT / "recipes/local/tiny-hybrid-cpu.yaml"))
     ap.add_argument("--out", default="sla-accuracy")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--held-out", type=held_out_points, default=HELD_OUT, help="ISL:OSL:CONCURRENCY,...")
+    ap.add_argument("--calibration", help="predict from this calibration instead of calibrating")
+    ap.add_argument("--calibrated-on", help="the recipe the --calibration was measured on")
     args = ap.parse_args()
+    if bool(args.calibration) != bool(args.calibrated_on):
+        ap.error("--calibration and --calibrated-on go together")
+    # a time limit's SIGTERM unwinds through the `finally` below, which stops the deployment
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     from recipectl.commands.calibrate import analytic_for, describe, read_calibration, role_shapes
     from recipectl.plan.perf import predict
     from recipectl.runs.state import find_run, runs_root
@@ -153,23 +179,53 @@ def main() -> int:
     load_before = os.getloadavg()
     t0 = time.time()
     r = cli("launch", args.recipe, "--detach", env=env)
+    launch_s = time.time() - t0
+    print(f"launch: exit {r.returncode} in {launch_s:.0f} s", file=sys.stderr, flush=True)
     if r.returncode != 0:
         print(r.stdout, r.stderr, file=sys.stderr)
         return 1
     try:
-        cal = out / "calibration.json"
-        r = cli("calibrate", args.recipe, "--run", args.recipe, "-o", str(cal), "--force", env=env)
-        print(r.stderr, file=sys.stderr)
-        if r.returncode != 0:
-            return 1
+        if args.calibration:
+            cal, described = (
+                Path(args.calibration),
+                describe(load_variant(args.calibrated_on, None), args.calibrated_on),
+            )
+        else:
+            cal, described = out / "calibration.json", describe(loaded, args.recipe)
+            r = cli("calibrate", args.recipe, "--run", args.recipe, "-o", str(cal), "--force", env=env)
+            print(r.stderr, file=sys.stderr)
+            if r.returncode != 0:
+                return 1
         os.environ["RECIPECTL_RUN_DIR"] = run_dir
         state = find_run(args.recipe, runs_root(recipe.launch.run_dir), lambda _: (recipe.name, recipe.launch.run_dir))
         models = {
-            "calibrated": read_calibration(str(cal), describe(loaded, args.recipe)),
+            "calibrated": read_calibration(str(cal), described),
             "uncalibrated": analytic_for(recipe, plans, spec),
         }
-        rows = []
-        for point in HELD_OUT:
+        rows: list[dict] = []
+
+        def write(complete: bool) -> None:
+            # after every point: a run stopped by a time limit keeps the points it measured
+            sums = {n: summary(rows, n) for n in models}
+            result = {
+                "recipe": recipe.name,
+                "endpoints": {role: shapes[role].endpoints for role in ("prefill", "decode")},
+                "calibrated_on": args.calibrated_on or args.recipe,
+                "repeats": args.repeats,
+                "complete": complete,
+                "held_out": rows,
+                "summary": sums,
+                "load_average_before": load_before,
+                "load_average_after": os.getloadavg(),
+                "cpu_count": os.cpu_count(),
+                "launch_s": launch_s,
+                "wall_s": time.time() - t0,
+                "calibration": json.loads(cal.read_text()),
+            }
+            (out / "results.json").write_text(json.dumps(result, indent=2))
+            (out / "table.md").write_text(table(rows, sums))
+
+        for point in args.held_out:
             isl, osl, c = point
             print(f"held-out isl={isl} osl={osl} c={c} ...", file=sys.stderr, flush=True)
             reps = measure_point(state.router_url, recipe.served_name, spec.vocab_size, isl, osl, c, args.repeats)
@@ -178,6 +234,7 @@ def main() -> int:
                 for n, m in models.items()
             }
             rows.append(row(point, reps, preds))
+            write(complete=False)
             x = rows[-1]["metrics"]
             print(
                 "  "
@@ -188,24 +245,11 @@ def main() -> int:
                 ),
                 file=sys.stderr,
             )
+        write(complete=True)
     finally:
         stop = cli("stop", env=env, timeout=300)
         print(stop.stdout[-500:], stop.stderr[-500:], file=sys.stderr)
-    sums = {n: summary(rows, n) for n in models}
-    result = {
-        "recipe": recipe.name,
-        "repeats": args.repeats,
-        "held_out": rows,
-        "summary": sums,
-        "load_average_before": load_before,
-        "load_average_after": os.getloadavg(),
-        "cpu_count": os.cpu_count(),
-        "wall_s": time.time() - t0,
-        "calibration": json.loads(cal.read_text()),
-    }
-    (out / "results.json").write_text(json.dumps(result, indent=2))
-    (out / "table.md").write_text(table(rows, sums))
-    print(table(rows, sums))
+    print((out / "table.md").read_text())
     print(f"load average before {load_before}, after {os.getloadavg()}; {time.time() - t0:.0f} s")
     return 0
 

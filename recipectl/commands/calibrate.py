@@ -37,6 +37,7 @@ from ..plan.perf import (
 )
 from ..plan.recipe_plan import RolePlan, model_spec, plan_recipe, unknown_model_error
 from ..schema import Recipe
+from ..topology import place
 from ..validate import load_variant
 from .measuring import config_differences, deployment_to_measure, describe
 
@@ -86,6 +87,7 @@ def role_shapes(recipe: Recipe, recipe_path: str) -> tuple[dict[str, RoleShape],
     plans = plan_recipe(recipe, Path(recipe_path).parent, host)
     if plans is None:
         raise RecipectlError(unknown_model_error(recipe), fix="model:\n  spec: Qwen3.5-35B-A3B   # a built-in model")
+    shared = any({q.role for q in procs} >= {"prefill", "decode"} for procs in place(recipe).shared_gpus.values())
     shapes = {}
     for role, rp in plans.items():
         p = rp.plan
@@ -97,6 +99,7 @@ def role_shapes(recipe: Recipe, recipe_path: str) -> tuple[dict[str, RoleShape],
             kv_bytes_per_token=p.kv_bytes_per_token,
             gdn_state_bytes_per_request=p.gdn_state_bytes_per_request,
             max_concurrency_per_endpoint=cap,
+            shares_gpu_with_decode=shared and role == "prefill",
         )
     spec = model_spec(recipe, Path(recipe_path).parent)
     assert spec is not None  # plan_recipe planned, so the model has a spec

@@ -146,7 +146,8 @@ def rank(
     gp, gd = prefill.gpus_per_endpoint, decode.gpus_per_endpoint
     for p in range(1, gpus // gp + 1):
         for d in range(1, (gpus - p * gp) // gd + 1):
-            pre = prefill.model_copy(update={"endpoints": p})
+            # each endpoint of a split on GPUs of its own: the GPUs counted are p x gp + d x gd
+            pre = prefill.model_copy(update={"endpoints": p, "shares_gpu_with_decode": False})
             dec = decode.model_copy(update={"endpoints": d})
             cap = d * decode.max_concurrency_per_endpoint if decode.max_concurrency_per_endpoint else None
             limit = min(cap, max_concurrency) if cap else max_concurrency
