@@ -151,6 +151,42 @@ def table(rows: list[dict], sums: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def rescore(recipe_path: str, results: Path, out: Path) -> int:
+    """The measurements of an earlier run, predicted again from its calibration by this
+    checkout's performance model: how a change to the model moves the error on points measured
+    before it. Not a held-out test of the change where the change was made after seeing them."""
+    from recipectl.commands.calibrate import analytic_for, role_shapes
+    from recipectl.plan.perf import PerfModel, predict
+    from recipectl.validate import load_variant
+
+    run = json.loads(results.read_text())
+    recipe = load_variant(recipe_path, None).recipe
+    shapes, plans, spec = role_shapes(recipe, recipe_path)
+    models = {
+        "calibrated": PerfModel.model_validate(run["calibration"]["model"]),
+        "uncalibrated": analytic_for(recipe, plans, spec),
+    }
+    rows = []
+    for old in run["held_out"]:
+        isl, osl, c = old["isl"], old["osl"], old["concurrency"]
+        reps = [
+            {m: old["metrics"][m]["reps"][k] for m in METRICS} for k in range(len(old["metrics"]["ttft_s"]["reps"]))
+        ]
+        preds = {
+            n: predict(m, shapes["prefill"], shapes["decode"], isl=isl, osl=osl, concurrency=c)
+            for n, m in models.items()
+        }
+        rows.append(row((isl, osl, c), reps, preds))
+    sums = {n: summary(rows, n) for n in models}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(
+        json.dumps({**run, "rescored_from": str(results), "held_out": rows, "summary": sums}, indent=2)
+    )
+    (out / "table.md").write_text(table(rows, sums))
+    print(table(rows, sums))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("recipe", nargs="?", default=str(ROOT / "recipes/local/tiny-hybrid-cpu.yaml"))
@@ -159,7 +195,14 @@ def main() -> int:
     ap.add_argument("--held-out", type=held_out_points, default=HELD_OUT, help="ISL:OSL:CONCURRENCY,...")
     ap.add_argument("--calibration", help="predict from this calibration instead of calibrating")
     ap.add_argument("--calibrated-on", help="the recipe the --calibration was measured on")
+    ap.add_argument(
+        "--rescore",
+        metavar="RESULTS",
+        help="launch nothing: score a run's results.json (RECIPE: the recipe it ran) with this checkout's model",
+    )
     args = ap.parse_args()
+    if args.rescore:
+        return rescore(args.recipe, Path(args.rescore), Path(args.out))
     if bool(args.calibration) != bool(args.calibrated_on):
         ap.error("--calibration and --calibrated-on go together")
     # a time limit's SIGTERM unwinds through the `finally` below, which stops the deployment
