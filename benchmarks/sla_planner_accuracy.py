@@ -162,6 +162,8 @@ def rescore(recipe_path: str, results: Path, out: Path) -> int:
     run = json.loads(results.read_text())
     recipe = load_variant(recipe_path, None).recipe
     shapes, plans, spec = role_shapes(recipe, recipe_path)
+    # the run's endpoint counts: a recipe with 1 prefill endpoint rescores a run of 2 on the same GPU
+    shapes = {role: shape.model_copy(update={"endpoints": run["endpoints"][role]}) for role, shape in shapes.items()}
     models = {
         "calibrated": PerfModel.model_validate(run["calibration"]["model"]),
         "uncalibrated": analytic_for(recipe, plans, spec),
