@@ -271,11 +271,17 @@ def test_the_transfer_is_a_queue_so_users_wait_for_each_others_kv():
     one = predict(m, PRE, DEC, isl=1000, osl=32, concurrency=1)
     four = predict(m, PRE, DEC, isl=1000, osl=32, concurrency=4)
     assert one.transfer_s == pytest.approx(four.transfer_s) and one.transfer_s > 0.2
-    assert four.queue_s > 2 * one.transfer_s  # waiting at the link, not at prefill
+    assert one.transfer_wait_s == 0
+    assert four.transfer_wait_s > 2 * one.transfer_s > four.queue_s  # waiting at the link, not at prefill
     assert four.ttft_s > 3 * one.ttft_s
+    assert four.ttft_s == pytest.approx(
+        four.queue_s + four.prefill_s + four.transfer_wait_s + four.transfer_s + four.first_step_s
+    )
     # a second decode endpoint pulls in parallel
     two = predict(m, PRE, DEC.model_copy(update={"endpoints": 2}), isl=1000, osl=32, concurrency=4)
-    assert two.queue_s < four.queue_s
+    assert two.transfer_wait_s < four.transfer_wait_s
+    sla = Sla(ttft_s=four.ttft_s * 0.9)
+    assert binding_constraint(m, sla, PRE, DEC, isl=1000, osl=32, concurrency=3, capacity=None) == "transfer"
 
 
 def test_prefill_on_decodes_gpu_queues_the_prefill_and_the_transfer_together():
@@ -284,7 +290,9 @@ def test_prefill_on_decodes_gpu_queues_the_prefill_and_the_transfer_together():
     shared = predict(
         m, PRE.model_copy(update={"endpoints": 2, "shares_gpu_with_decode": True}), DEC, isl=100, osl=8, concurrency=4
     )
-    assert shared.queue_s > apart.queue_s  # one GPU serves both prefills and every transfer
+    # one GPU serves both prefills and every transfer
+    assert shared.queue_s + shared.transfer_wait_s > apart.queue_s + apart.transfer_wait_s
+    assert shared.queue_s == pytest.approx(shared.transfer_wait_s, rel=1e-3)  # told apart by service: 0.1 s each
     assert (
         predict(m, PRE.model_copy(update={"shares_gpu_with_decode": True}), DEC, isl=100, osl=8, concurrency=1).queue_s
         == 0

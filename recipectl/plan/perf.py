@@ -95,8 +95,9 @@ class Prediction(BaseModel):
     ttft_s: float
     itl_s: float
     prefill_s: float
-    queue_s: float
+    queue_s: float  # waiting for a prefill endpoint
     transfer_s: float
+    transfer_wait_s: float  # waiting for the link: decode pulls one request's state after another
     first_step_s: float
     prefill_utilisation: float
     decode_residents: float  # per decode endpoint: the users decoding, not waiting for prefill
@@ -154,8 +155,13 @@ def predict(
         resident = 0.5 * resident + 0.5 * max(1.0, rate * (first + decoding) / decode.endpoints)
     itl = model.decode.itl_s(resident, context)
     first = model.decode.itl_s(resident, isl)
-    wait = sum(t - s for t, (s, _) in zip(times, stations, strict=True))
-    ttft = service + transfer + wait + first
+    waits = [t - s for t, (s, _) in zip(times, stations, strict=True)]
+    if prefill.shares_gpu_with_decode:  # one queue: its wait told apart by what each part asks of it
+        share = service / (service + transfer) if service + transfer > 0 else 1.0
+        wait, link_wait = waits[0] * share, waits[0] * (1 - share)
+    else:
+        wait, link_wait = waits
+    ttft = wait + service + link_wait + transfer + first
     cycle = ttft + max(0, osl - 1) * itl
     rate = concurrency / cycle
     util = rate / prefill.endpoints * service
@@ -167,6 +173,7 @@ def predict(
         prefill_s=service,
         queue_s=wait,
         transfer_s=transfer,
+        transfer_wait_s=link_wait,
         first_step_s=first,
         prefill_utilisation=min(util, 1.0),
         decode_residents=resident,

@@ -93,8 +93,9 @@ def binding_constraint(
     capacity: int | None,
 ) -> str:
     """What stops ``concurrency + 1`` users: the cache (decode holds no more), the ITL target
-    (decode compute), or the TTFT target, named by its largest part: prefill compute, queueing,
-    transfer, or decode compute (decode's first step)."""
+    (decode compute), or the TTFT target, named by its largest part: prefill compute, queueing (for
+    a prefill endpoint), transfer (moving the state, and waiting for the link while others' move),
+    or decode compute (decode's first step)."""
     if capacity is not None and concurrency >= capacity:
         return "KV capacity"
     nxt = predict(model, prefill, decode, isl=isl, osl=osl, concurrency=concurrency + 1)
@@ -103,7 +104,7 @@ def binding_constraint(
     parts = {
         "prefill compute": nxt.prefill_s,
         "queueing": nxt.queue_s,
-        "transfer": nxt.transfer_s,
+        "transfer": nxt.transfer_s + nxt.transfer_wait_s,
         "decode compute": nxt.first_step_s,
     }
     return max(parts, key=parts.__getitem__)
