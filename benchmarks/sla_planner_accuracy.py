@@ -108,6 +108,26 @@ def row(point, reps, preds) -> dict:
     return out
 
 
+def scored(point, reps, models: dict, shapes: dict) -> dict:
+    """The point's row: its repeats against every model's prediction of it."""
+    from recipectl.plan.perf import predict
+
+    isl, osl, c = point
+    preds = {
+        n: predict(m, shapes["prefill"], shapes["decode"], isl=isl, osl=osl, concurrency=c) for n, m in models.items()
+    }
+    return row(point, reps, preds)
+
+
+def write_results(out: Path, result: dict, rows: list[dict], sums: dict) -> None:
+    """results.json and table.md, each replaced whole: a run stopped by its time limit mid-write
+    keeps the last point's files, not half of them."""
+    from recipectl.fileio import write_atomic
+
+    write_atomic(out / "results.json", json.dumps(result, indent=2))
+    write_atomic(out / "table.md", table(rows, sums))
+
+
 def summary(rows: list[dict], name: str) -> dict:
     s = {}
     for m in METRICS:
@@ -156,7 +176,7 @@ def rescore(recipe_path: str, results: Path, out: Path) -> int:
     checkout's performance model: how a change to the model moves the error on points measured
     before it. Not a held-out test of the change where the change was made after seeing them."""
     from recipectl.commands.calibrate import analytic_for, role_shapes
-    from recipectl.plan.perf import PerfModel, predict
+    from recipectl.plan.perf import PerfModel
     from recipectl.validate import load_variant
 
     run = json.loads(results.read_text())
@@ -174,17 +194,10 @@ def rescore(recipe_path: str, results: Path, out: Path) -> int:
         reps = [
             {m: old["metrics"][m]["reps"][k] for m in METRICS} for k in range(len(old["metrics"]["ttft_s"]["reps"]))
         ]
-        preds = {
-            n: predict(m, shapes["prefill"], shapes["decode"], isl=isl, osl=osl, concurrency=c)
-            for n, m in models.items()
-        }
-        rows.append(row((isl, osl, c), reps, preds))
+        rows.append(scored((isl, osl, c), reps, models, shapes))
     sums = {n: summary(rows, n) for n in models}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(
-        json.dumps({**run, "rescored_from": str(results), "held_out": rows, "summary": sums}, indent=2)
-    )
-    (out / "table.md").write_text(table(rows, sums))
+    write_results(out, {**run, "rescored_from": str(results), "held_out": rows, "summary": sums}, rows, sums)
     print(table(rows, sums))
     return 0
 
@@ -210,7 +223,6 @@ def main() -> int:
     # a time limit's SIGTERM unwinds through the `finally` below, which stops the deployment
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     from recipectl.commands.calibrate import analytic_for, describe, read_calibration, role_shapes
-    from recipectl.plan.perf import predict
     from recipectl.runs.state import find_run, runs_root
     from recipectl.validate import load_variant
 
@@ -267,18 +279,13 @@ def main() -> int:
                 "wall_s": time.time() - t0,
                 "calibration": json.loads(cal.read_text()),
             }
-            (out / "results.json").write_text(json.dumps(result, indent=2))
-            (out / "table.md").write_text(table(rows, sums))
+            write_results(out, result, rows, sums)
 
         for point in args.held_out:
             isl, osl, c = point
             print(f"held-out isl={isl} osl={osl} c={c} ...", file=sys.stderr, flush=True)
             reps = measure_point(state.router_url, recipe.served_name, spec.vocab_size, isl, osl, c, args.repeats)
-            preds = {
-                n: predict(m, shapes["prefill"], shapes["decode"], isl=isl, osl=osl, concurrency=c)
-                for n, m in models.items()
-            }
-            rows.append(row(point, reps, preds))
+            rows.append(scored(point, reps, models, shapes))
             write(complete=False)
             x = rows[-1]["metrics"]
             print(
