@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..bench.probe import run_point
-from ..effective import detect_host_cpu, resolve_role
+from ..effective import batch_limits, detect_host_cpu, resolve_role
 from ..errors import ExitCode, RecipectlError
 from ..fileio import JsonRefused, UnreadableFile, read_json_bounded, write_atomic
 from ..models.spec import ModelSpec
@@ -37,7 +37,6 @@ from ..plan.perf import (
 )
 from ..plan.recipe_plan import RolePlan, model_spec, plan_recipe, unknown_model_error
 from ..schema import Recipe
-from ..topology import place
 from ..validate import load_variant
 from .measuring import config_differences, deployment_to_measure, describe
 
@@ -87,10 +86,10 @@ def role_shapes(recipe: Recipe, recipe_path: str) -> tuple[dict[str, RoleShape],
     plans = plan_recipe(recipe, Path(recipe_path).parent, host)
     if plans is None:
         raise RecipectlError(unknown_model_error(recipe), fix="model:\n  spec: Qwen3.5-35B-A3B   # a built-in model")
-    shared = any({q.role for q in procs} >= {"prefill", "decode"} for procs in place(recipe).shared_gpus.values())
     shapes = {}
     for role, rp in plans.items():
         p = rp.plan
+        limits = batch_limits(recipe, resolve_role(recipe, role, host), p.max_model_len)
         cap = p.saturation_concurrency if p.saturation_concurrency is not None else int(p.max_concurrency) * p.dp
         shapes[role] = RoleShape(
             endpoints=rp.endpoints,
@@ -99,7 +98,7 @@ def role_shapes(recipe: Recipe, recipe_path: str) -> tuple[dict[str, RoleShape],
             kv_bytes_per_token=p.kv_bytes_per_token,
             gdn_state_bytes_per_request=p.gdn_state_bytes_per_request,
             max_concurrency_per_endpoint=cap,
-            shares_gpu_with_decode=shared and role == "prefill",
+            tokens_per_step=limits.max_num_batched_tokens,
         )
     spec = model_spec(recipe, Path(recipe_path).parent)
     assert spec is not None  # plan_recipe planned, so the model has a spec

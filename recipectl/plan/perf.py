@@ -12,14 +12,12 @@ Pure arithmetic, no I/O. The pieces, each a few coefficients:
 - transfer: a request's KV (``kv_bytes_per_token`` x prompt tokens) plus its GDN state (one
   request's conv + SSM state, whatever the prompt length) per rank, ``latency_s + bytes /
   bytes_per_s``, the router's hand-off included in the latency;
-- queueing at prefill: the deployment is a closed loop of ``c`` users; a request's cycle is TTFT
-  plus ``osl - 1`` decode steps, so prefill sees ``c / cycle`` requests a second; an M/D/1 queue
-  at that rate gives the wait, bounded by the users ahead of it (a closed loop never queues more);
-  and only the users past their prefill are decoding: decode holds ``rate x decode time`` of them
-  (Little's law), which is what its step time depends on;
+- the closed loop: ``c`` users of one ISL and OSL move in waves (``predict``): a wave's prompts
+  are prefilled in batches of a step's tokens, its states cross one after another, and its
+  requests decode together, so a request waits for its wave at prefill and at the link;
 - the capacity planner caps it: a decode endpoint holds no more requests than its cache does.
 
-TTFT = queue wait + prefill + transfer + decode's first step. Without measurements the
+TTFT = the wave's prefill + the wave's transfers + decode's first step. Without measurements the
 coefficients come from the hardware's published peak compute and memory bandwidth
 (``analytic_model``), and every prediction says it is uncalibrated.
 """
@@ -85,7 +83,7 @@ class RoleShape(BaseModel):
     kv_bytes_per_token: int = Field(ge=0)  # per rank
     gdn_state_bytes_per_request: int = Field(ge=0)  # per rank
     max_concurrency_per_endpoint: int | None = None  # decode: what its cache keeps resident
-    shares_gpu_with_decode: bool = False  # prefill: its endpoints run on decode's GPUs (`devices`)
+    tokens_per_step: int | None = None  # prefill: max_num_batched_tokens (None: a wave in one step)
 
 
 class Prediction(BaseModel):
@@ -95,12 +93,12 @@ class Prediction(BaseModel):
     ttft_s: float
     itl_s: float
     prefill_s: float
-    queue_s: float  # waiting for a prefill endpoint
+    queue_s: float  # waiting for the rest of the wave's prompts at its prefill endpoint
     transfer_s: float
-    transfer_wait_s: float  # waiting for the link: decode pulls one request's state after another
+    transfer_wait_s: float  # waiting for the link: decode pulls the wave's states one after another
     first_step_s: float
     prefill_utilisation: float
-    decode_residents: float  # per decode endpoint: the users decoding, not waiting for prefill
+    decode_residents: float  # per decode endpoint: the requests of a wave, decoding together
     request_rate: float
     output_tps: float
     total_tps: float
@@ -122,61 +120,43 @@ def predict(
     isl: int,
     osl: int,
     concurrency: int,
-    iterations: int = 200,
 ) -> Prediction:
-    """The steady state of ``concurrency`` users, each sending its next request when the last one
-    finished (vllm bench serve's --max-concurrency), on ``prefill.endpoints`` x
-    ``decode.endpoints``."""
-    context = isl + osl / 2  # a resident request's mean context over its decode
+    """The steady state of ``concurrency`` users of the same ISL and OSL, each sending its next
+    request when the last one finished (vllm bench serve's --max-concurrency), on
+    ``prefill.endpoints`` x ``decode.endpoints``.
+
+    Such users move in waves. They start together; each prefill endpoint batches the prompts it
+    was sent (``tokens_per_step`` at a time, a step's overhead each); decode pulls the wave's KV
+    and GDN state one request after another, and starts the requests it was sent together once
+    the last has arrived (on H200 four users at 2,048 tokens got their first tokens within 1 ms of
+    each other, 0.97 s after they were sent, where one user's parts add up to 0.29 s); they decode
+    together and finish together, and the next wave starts. So within a wave prefill, transfer and
+    decode do not overlap, and a request waits for the others of its wave at prefill and at the
+    link."""
+    per_prefill = math.ceil(concurrency / prefill.endpoints)  # the router spreads a wave evenly
+    per_decode = math.ceil(concurrency / decode.endpoints)
     service = model.prefill.time_s(isl)
+    tokens = per_prefill * isl
+    steps = math.ceil(tokens / prefill.tokens_per_step) if prefill.tokens_per_step else 1
+    batch = steps * model.prefill.overhead_s + model.prefill.per_token_s * tokens
     transfer = model.transfer.time_s(transfer_bytes(prefill, isl))
-    # The closed loop as a queueing network (Schweitzer's approximate mean-value analysis): each
-    # request queues at a prefill endpoint, then at the transfer (decode pulls the KV and GDN state,
-    # one request after another per decode endpoint: on H200 four users at 2,048 tokens waited
-    # 0.97 s for a first token whose parts add up to 0.29 s), then decodes without queueing. Where
-    # prefill shares its GPU with decode (`devices`), the prefill and the transfer are one queue.
-    if prefill.shares_gpu_with_decode:
-        stations = [(service + transfer, decode.endpoints)]
-    else:
-        stations = [(service, prefill.endpoints), (transfer, decode.endpoints)]
-    queues = [0.0] * len(stations)  # requests at one copy of each station
-    times = [s for s, _ in stations]  # a request's time at each: waiting and served
-    resident = concurrency / decode.endpoints
-    rate = 0.0
-    n = concurrency
-    for _ in range(iterations):  # the fixed point of rate -> (queues, residents) -> cycle -> rate; damped
-        itl = model.decode.itl_s(resident, context)
-        first = model.decode.itl_s(resident, isl)
-        decoding = max(0, osl - 1) * itl
-        times = [s * (1 + (n - 1) / n * q) for (s, _), q in zip(stations, queues, strict=True)]
-        rate = n / (sum(times) + first + decoding)
-        queues = [0.5 * q + 0.5 * rate / copies * t for (_, copies), q, t in zip(stations, queues, times, strict=True)]
-        # Little's law: the users decoding now are the rate times the time each spends decoding
-        resident = 0.5 * resident + 0.5 * max(1.0, rate * (first + decoding) / decode.endpoints)
-    itl = model.decode.itl_s(resident, context)
-    first = model.decode.itl_s(resident, isl)
-    waits = [t - s for t, (s, _) in zip(times, stations, strict=True)]
-    if prefill.shares_gpu_with_decode:  # one queue: its wait told apart by what each part asks of it
-        share = service / (service + transfer) if service + transfer > 0 else 1.0
-        wait, link_wait = waits[0] * share, waits[0] * (1 - share)
-    else:
-        wait, link_wait = waits
-    ttft = wait + service + link_wait + transfer + first
+    first = model.decode.itl_s(per_decode, isl)
+    itl = model.decode.itl_s(per_decode, isl + osl / 2)  # a resident request's mean context over its decode
+    ttft = batch + per_decode * transfer + first
     cycle = ttft + max(0, osl - 1) * itl
     rate = concurrency / cycle
-    util = rate / prefill.endpoints * service
     gpus = prefill.endpoints * prefill.gpus_per_endpoint + decode.endpoints * decode.gpus_per_endpoint
     return Prediction(
         concurrency=concurrency,
         ttft_s=ttft,
         itl_s=itl,
         prefill_s=service,
-        queue_s=wait,
+        queue_s=max(0.0, batch - service),
         transfer_s=transfer,
-        transfer_wait_s=link_wait,
+        transfer_wait_s=(per_decode - 1) * transfer,
         first_step_s=first,
-        prefill_utilisation=min(util, 1.0),
-        decode_residents=resident,
+        prefill_utilisation=min(batch / cycle, 1.0),
+        decode_residents=per_decode,
         request_rate=rate,
         output_tps=rate * osl,
         total_tps=rate * (isl + osl),

@@ -94,8 +94,8 @@ def binding_constraint(
 ) -> str:
     """What stops ``concurrency + 1`` users: the cache (decode holds no more), the ITL target
     (decode compute), or the TTFT target, named by its largest part: prefill compute, queueing (for
-    a prefill endpoint), transfer (moving the state, and waiting for the link while others' move),
-    or decode compute (decode's first step)."""
+    the other prompts of its wave at prefill), transfer (moving the state, and waiting for the link
+    while the rest of its wave's move), or decode compute (decode's first step)."""
     if capacity is not None and concurrency >= capacity:
         return "KV capacity"
     nxt = predict(model, prefill, decode, isl=isl, osl=osl, concurrency=concurrency + 1)
@@ -148,7 +148,7 @@ def rank(
     for p in range(1, gpus // gp + 1):
         for d in range(1, (gpus - p * gp) // gd + 1):
             # each endpoint of a split on GPUs of its own: the GPUs counted are p x gp + d x gd
-            pre = prefill.model_copy(update={"endpoints": p, "shares_gpu_with_decode": False})
+            pre = prefill.model_copy(update={"endpoints": p})
             dec = decode.model_copy(update={"endpoints": d})
             cap = d * decode.max_concurrency_per_endpoint if decode.max_concurrency_per_endpoint else None
             limit = min(cap, max_concurrency) if cap else max_concurrency
