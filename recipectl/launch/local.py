@@ -27,6 +27,7 @@ from ..render.processes import Deployment, ProcessSpec, build_deployment
 from ..render.registry import TARGETS
 from ..render.values import EnvRef, literal
 from ..retry import poll_until
+from ..runs import cpu_binding
 from ..runs import processes as procs
 from ..runs.diagnose import diagnose, never_ready
 from ..runs.state import Member, ProcessState, RunState, new_run_dir, runs_root
@@ -382,6 +383,24 @@ class Supervisor:
             for g in gpus:
                 taken[g] = ps
 
+    def keep_on_cores(self) -> list[str]:
+        """On the CPU platform, every thread of each endpoint allowed none of the cores its
+        environment binds it to is put back on them (cpu_binding: the engine's NIXL connector
+        moves the forward pass to the host's last core); what was moved, a line per endpoint."""
+        if not self.recipe.cluster.is_cpu:
+            return []
+        cores_of: dict[str, frozenset[int]] = {}
+        found = []
+        for ps in self.state.processes:
+            if ps.kind == "router" or ps.name not in self.popen:
+                continue
+            cores = cpu_binding.bound_cores(process_environ(self.recipe, self.specs[ps.name]))
+            if cores is None:
+                continue
+            cores_of[ps.name] = cores
+            found += cpu_binding.strays(ps.name, cpu_binding.endpoint_pids(ps), cores)
+        return cpu_binding.describe(cpu_binding.put_back(found, cores_of), cores_of)
+
     def dead(self) -> ProcessState | None:
         for ps in self.state.processes:
             p = self.popen.get(ps.name)
@@ -460,6 +479,9 @@ def launch(
         deadline = time.monotonic() + timeout_s
         result = _wait_ready(sup, state, timeout_s, display)
         if result.ok:
+            sup.record_members(now=True)
+            for line in sup.keep_on_cores():
+                display.console.print(line, highlight=False)
             result = _prove_serving(state, deadline, display)
             sup.record_members(now=True)
         if not result.ok or detach:
