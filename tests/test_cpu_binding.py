@@ -12,6 +12,7 @@ import time
 import psutil
 import pytest
 
+from recipectl.render.processes import OMP_BIND
 from recipectl.runs import cpu_binding
 
 pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to move a thread between")
@@ -70,5 +71,20 @@ def test_a_process_that_has_exited_is_no_stray():
     [("0", {0}), ("0-2", {0, 1, 2}), ("1,3|4,5", {1, 3}), ("auto", None), ("nobind", None), ("", None), ("x", None)],
 )
 def test_the_cores_an_endpoint_is_bound_to_are_its_first_ranks(value, cores):
-    got = cpu_binding.bound_cores({cpu_binding.OMP_BIND: value} if value else {})
+    got = cpu_binding.bound_cores({OMP_BIND: value} if value else {})
     assert got == (frozenset(cores) if cores else None)
+
+
+def test_a_running_process_is_bound_to_the_cores_its_own_environment_names():
+    child = "import time; print('up', flush=True); time.sleep(30)"
+    p = subprocess.Popen(
+        [sys.executable, "-c", child], env={**os.environ, OMP_BIND: "0-1|2"}, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        # read once it runs: a process just made can show an empty environment for a moment
+        assert p.stdout is not None and p.stdout.readline().strip() == "up"
+        assert cpu_binding.process_cores(p.pid) == frozenset({0, 1})
+    finally:
+        p.kill()
+        p.wait()
+    assert cpu_binding.process_cores(p.pid) is None  # gone: no cores, no error

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import httpx
 import pytest
@@ -151,8 +150,7 @@ def test_each_endpoint_computes_on_its_own_cpu_cores(deployment):
     assert {p.name for p in workers} == {"prefill-0", "decode-0"}
     cores = {}
     for p in workers:
-        env = dict(item.split("=", 1) for item in Path(f"/proc/{p.pid}/environ").read_text().split("\0") if "=" in item)
-        cores[p.name] = cpu_binding.bound_cores(env)
+        cores[p.name] = cpu_binding.process_cores(p.pid)
         assert cores[p.name], p.name
         pids = cpu_binding.endpoint_pids(p)
         assert len(pids) >= 3, pids  # the API server, its engine core and the worker

@@ -303,7 +303,7 @@ async def _cpu_cores(run: DoctorRun, on: Subject) -> CheckResult:
     for p in state.processes:  # type: ignore[attr-defined]
         if p.kind == "router" or not is_ours(p.pid, p.start_time):
             continue
-        sets[p.name] = _omp_binding(p.pid)
+        sets[p.name] = cpu_binding.process_cores(p.pid)
         endpoints[p.name] = p
     names = list(sets)
     unbound = [n for n in names if not sets[n]]
@@ -335,12 +335,3 @@ async def _cpu_cores(run: DoctorRun, on: Subject) -> CheckResult:
         )
     detail = ", ".join(f"{n}: cores {sorted(c or [])}" for n, c in sets.items())
     return found(PASS if sets else SKIP, detail or "no running endpoint")
-
-
-def _omp_binding(pid: int) -> frozenset[int] | None:
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return None
-    env = dict(item.decode(errors="replace").split("=", 1) for item in environ if b"=" in item)
-    return cpu_binding.bound_cores(env)

@@ -384,7 +384,7 @@ class Supervisor:
                 taken[g] = ps
 
     def keep_on_cores(self) -> list[str]:
-        """On the CPU platform, every thread of each endpoint allowed none of the cores its
+        """On the CPU platform, every thread of each endpoint allowed none of the cores its own
         environment binds it to is put back on them (cpu_binding: the engine's NIXL connector
         moves the forward pass to the host's last core); what was moved, a line per endpoint."""
         if not self.recipe.cluster.is_cpu:
@@ -392,9 +392,9 @@ class Supervisor:
         cores_of: dict[str, frozenset[int]] = {}
         found = []
         for ps in self.state.processes:
-            if ps.kind == "router" or ps.name not in self.popen:
+            if ps.kind == "router" or ps.name not in self.popen or ps.pid is None:
                 continue
-            cores = cpu_binding.bound_cores(process_environ(self.recipe, self.specs[ps.name]))
+            cores = cpu_binding.process_cores(ps.pid)
             if cores is None:
                 continue
             cores_of[ps.name] = cores

@@ -15,6 +15,9 @@ from ..schema import Recipe, RoleSection
 from ..topology import Placement, Process, place
 from .values import NodeAddress, UrlOf, Value, parse_env_value, path_value
 
+# the engine binds a CPU endpoint's OpenMP threads to these cores (its first rank's, before "|")
+OMP_BIND = "VLLM_CPU_OMP_THREADS_BIND"
+
 
 @dataclass(frozen=True)
 class ProcessSpec:
@@ -210,7 +213,7 @@ def process_env(recipe: Recipe, proc: Process, placement: Placement) -> list[tup
     if recipe.cluster.is_cpu and proc.cpu_cores is not None:
         # vLLM's CPU backend binds its OpenMP threads to exactly these cores (with the default
         # `auto`, two servers on a small host share a core and every request crawls).
-        env.setdefault("VLLM_CPU_OMP_THREADS_BIND", proc.cpu_cores)
+        env.setdefault(OMP_BIND, proc.cpu_cores)
     return sorted(env.items())
 
 

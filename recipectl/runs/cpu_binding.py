@@ -21,11 +21,10 @@ from dataclasses import dataclass
 
 import psutil
 
+from ..render.processes import OMP_BIND
 from ..topology import parse_cores
 from .processes import is_ours
 from .state import ProcessState
-
-OMP_BIND = "VLLM_CPU_OMP_THREADS_BIND"
 
 
 @dataclass(frozen=True)
@@ -45,6 +44,15 @@ def bound_cores(env: dict[str, str]) -> frozenset[int] | None:
     try:
         return frozenset(parse_cores(value)) or None
     except ValueError:
+        return None
+
+
+def process_cores(pid: int) -> frozenset[int] | None:
+    """The cores a running process's own environment binds it to (bound_cores); None where it
+    binds none or cannot be read."""
+    try:
+        return bound_cores(psutil.Process(pid).environ())
+    except psutil.Error:
         return None
 
 
