@@ -410,6 +410,7 @@ def _print_sla_table(report: dict, recipe_path: str) -> None:
     )
     met_num = lambda key, d=1: lambda c: num(c["prediction"][key], d) if c["concurrency"] else "-"  # noqa: E731
     mark = lambda c: " *" if c["extrapolated"] else ""  # noqa: E731
+    sources_mark = lambda c: " ~" if c["prediction"]["transfer_sources"] > 1 else ""  # noqa: E731
     groups = [
         [
             Col("prefill x layout", "prefill", lambda c: f"{c['prefill_endpoints']} x {c['prefill_layout']}{mark(c)}"),
@@ -420,7 +421,7 @@ def _print_sla_table(report: dict, recipe_path: str) -> None:
             Col("tok/s/user", "tok/s\n/user", met_num("tps_per_user")),
         ],
         [
-            Col("TTFT ms", "TTFT\nms", lambda c: num(c["prediction"]["ttft_s"] * 1e3, 0)),
+            Col("TTFT ms", "TTFT\nms", lambda c: num(c["prediction"]["ttft_s"] * 1e3, 0) + sources_mark(c)),
             Col("ITL ms", "ITL\nms", lambda c: num(c["prediction"]["itl_s"] * 1e3)),
             Col("binding", "binding", lambda c: c["binding"]),
         ],
@@ -439,6 +440,14 @@ def _print_sla_table(report: dict, recipe_path: str) -> None:
             f"* another TP than the recipe's ({lay['prefill']} prefill, {lay['decode']} decode): the model's "
             f"coefficients describe the recipe's and are extrapolated to it ({report['tp_efficiency_per_doubling']:g} "
             "efficiency per doubling, docs/sla-planner.md); --keep-layout ranks the recipe's only"
+        )
+    several = [c for c in report["configurations"] if c["prediction"]["transfer_sources"] > 1]
+    if several:
+        p = several[0]["prediction"]
+        console.print(
+            f"~ several prefill endpoints feed a decode endpoint: how far their transfers overlap is not measured, "
+            f"so TTFT is midway between all in parallel and one after another (the first: "
+            f"{p['ttft_low_s'] * 1e3:,.0f}-{p['ttft_high_s'] * 1e3:,.0f} ms; --format json: ttft_low_s, ttft_high_s)"
         )
     if not report["calibrated"]:
         console.print(

@@ -96,6 +96,9 @@ class Prediction(BaseModel):
     queue_s: float  # waiting for the rest of the wave's prompts at its prefill endpoint
     transfer_s: float
     transfer_wait_s: float  # waiting for the link: decode pulls the wave's states one after another
+    transfer_sources: int  # prefill endpoints one decode endpoint pulls a wave from
+    ttft_low_s: float  # TTFT were those sources' transfers all in parallel (ttft_s where one source)
+    ttft_high_s: float  # TTFT were they one after another
     first_step_s: float
     prefill_utilisation: float
     decode_residents: float  # per decode endpoint: the requests of a wave, decoding together
@@ -110,6 +113,17 @@ class Prediction(BaseModel):
 def transfer_bytes(shape: RoleShape, isl: int) -> int:
     """Bytes one prefill rank sends decode for one request: its prompt's KV and its GDN state."""
     return shape.kv_bytes_per_token * isl + shape.gdn_state_bytes_per_request
+
+
+# Where several prefill endpoints feed one decode endpoint, how much of what parallel links would
+# save their transfers save: the wave's transfers take between one after another (a cost at the
+# sink, such as its NIC's bandwidth, takes all of them: no saving) and each source's in parallel
+# (a cost at each end, per request: the whole saving). Which it is depends on where a transfer
+# spends its time, which a calibration of one prefill endpoint does not measure; the midpoint,
+# and the range beside it. Measured on one H200 (docs/sla-planner.md): two prefill endpoints moved
+# a wave's states into one decode endpoint in 62-96% of the serial time, where all in parallel is
+# 50-67%.
+TRANSFER_OVERLAP = 0.5
 
 
 def predict(
@@ -132,7 +146,7 @@ def predict(
     each other, 0.97 s after they were sent, where one user's parts add up to 0.29 s); they decode
     together and finish together, and the next wave starts. So within a wave prefill, transfer and
     decode do not overlap, and a request waits for the others of its wave at prefill and at the
-    link."""
+    link. Several prefill endpoints feeding one decode endpoint: TRANSFER_OVERLAP."""
     per_prefill = math.ceil(concurrency / prefill.endpoints)  # the router spreads a wave evenly
     per_decode = math.ceil(concurrency / decode.endpoints)
     service = model.prefill.time_s(isl)
@@ -142,7 +156,11 @@ def predict(
     transfer = model.transfer.time_s(transfer_bytes(prefill, isl))
     first = model.decode.itl_s(per_decode, isl)
     itl = model.decode.itl_s(per_decode, isl + osl / 2)  # a resident request's mean context over its decode
-    ttft = batch + per_decode * transfer + first
+    sources = min(prefill.endpoints, per_decode)  # the router spreads a wave over the prefill endpoints
+    serial = per_decode * transfer
+    parallel = math.ceil(per_decode / sources) * transfer
+    transfers = serial - TRANSFER_OVERLAP * (serial - parallel)
+    ttft = batch + transfers + first
     cycle = ttft + max(0, osl - 1) * itl
     rate = concurrency / cycle
     gpus = prefill.endpoints * prefill.gpus_per_endpoint + decode.endpoints * decode.gpus_per_endpoint
@@ -153,7 +171,10 @@ def predict(
         prefill_s=service,
         queue_s=max(0.0, batch - service),
         transfer_s=transfer,
-        transfer_wait_s=(per_decode - 1) * transfer,
+        transfer_wait_s=transfers - transfer,
+        transfer_sources=sources,
+        ttft_low_s=batch + parallel + first,
+        ttft_high_s=batch + serial + first,
         first_step_s=first,
         prefill_utilisation=min(batch / cycle, 1.0),
         decode_residents=per_decode,
