@@ -46,6 +46,12 @@ WARMUP_REQUESTS = 1
 # requests per single-user point, their median the measurement: five, so that two disturbed by
 # something else on the host (a compile, a neighbour's burst) still leave the median undisturbed
 REPEATS = 5
+# the output of every routed point: 31 inter-token gaps a request, where 7 (an OSL of 8) left the
+# CPU engine's single-user ITL anywhere in 12-22 ms from one request to the next
+DECODE_OSL = 32
+# requests per concurrency-4 point: two waves, the second starting together (the first's users
+# start together, but its first prompt reaches prefill alone and decodes ahead of the rest)
+WAVE_REQUESTS = 8
 
 
 # ----- reading a calibration (what one describes: describe(), commands/measuring.py) ---------
@@ -192,14 +198,14 @@ def measure(
         prefill_pts.append(PrefillPoint(isl=isl, seconds=r.ttft_s))
         raw.append({"kind": "prefill", "isl": isl, "osl": 1, "concurrency": 1, "seconds": [s.e2e_s for s in r.samples]})
         progress(f"through the router, {isl} tokens")
-        r = point(router, isl, 8, 1, REPEATS, seed=100 + i)
+        r = point(router, isl, DECODE_OSL, 1, REPEATS, seed=100 + i)
         routed.append((isl, r))
-        decode_pts.append(DecodePoint(concurrency=1, context=isl + 4, itl_s=r.itl_s))
+        decode_pts.append(DecodePoint(concurrency=1, context=isl + DECODE_OSL // 2, itl_s=r.itl_s))
         raw.append(_raw("routed", r))
     for j, isl in enumerate((lengths[0], lengths[1])):
         progress(f"decode at concurrency 4, {isl} tokens")
-        r = point(router, isl, 32, 4, 4, seed=200 + j)
-        decode_pts.append(DecodePoint(concurrency=r.decode_residents, context=isl + 16, itl_s=r.itl_s))
+        r = point(router, isl, DECODE_OSL, 4, WAVE_REQUESTS, seed=200 + j)
+        decode_pts.append(DecodePoint(concurrency=r.decode_residents, context=isl + DECODE_OSL // 2, itl_s=r.itl_s))
         raw.append(_raw("routed", r))
     prefill = fit_prefill(prefill_pts)
     decode = fit_decode(decode_pts)
