@@ -275,6 +275,34 @@ def test_a_wave_batches_its_prompts_at_prefill_a_steps_overhead_each():
     assert halves.queue_s == pytest.approx(0.05)  # two prompts per endpoint, in one step
 
 
+def test_calibrations_decode_points_have_enough_gaps_and_two_waves(monkeypatch):
+    """calibrate's routed points stream 32 tokens (31 gaps a request: with 7 the CPU engine's
+    single-user ITL ranged 12-22 ms from one request to the next) and its concurrency-4 points
+    send 8 requests (two waves), each after a warm-up at the point's concurrency."""
+    import recipectl.commands.calibrate as calibrate
+    from recipectl.bench.probe import PointResult, Sample
+
+    calls = []
+
+    def fake_run_point(url, model, *, isl, osl, concurrency, num_requests, vocab_size, seed=0, stream=True):
+        calls.append((url, isl, osl, concurrency, num_requests))
+        samples = [
+            Sample(
+                ttft_s=0.01 + 1e-5 * isl, itl_s=0.005 if osl > 1 else None, output_tokens=osl, e2e_s=0.01 + 0.005 * osl
+            )
+            for _ in range(num_requests)
+        ]
+        return PointResult(isl=isl, osl=osl, concurrency=concurrency, samples=samples, duration_s=1.0)
+
+    monkeypatch.setattr(calibrate, "run_point", fake_run_point)
+    calibrate.measure("R", "P", "m", vocab_size=100, lengths=[32, 128, 512], shape=PRE, progress=lambda _: None)
+    measured = calls[1::2]  # each point's warm-up comes first
+    routed = [c for c in measured if c[0] == "R"]
+    assert [c[2] for c in routed] == [32] * 5
+    assert [(c[3], c[4]) for c in routed] == [(1, 5)] * 3 + [(4, 8)] * 2
+    assert all(w[3] == m[3] and w[4] >= m[3] for w, m in zip(calls[0::2], measured, strict=True))
+
+
 def test_four_users_on_h200_wait_for_their_wave_as_the_calibration_measured():
     """The H200 calibration's own four-user points (docs/sla-accuracy/h200-9b-1p1d.json): four
     requests sent together got their first tokens within 1 ms of each other, 0.55 s (512 tokens)
@@ -311,6 +339,38 @@ def test_the_transfer_is_a_queue_so_users_wait_for_each_others_kv():
     assert two.transfer_wait_s < four.transfer_wait_s
     sla = Sla(ttft_s=four.ttft_s * 0.9)
     assert binding_constraint(m, sla, PRE, DEC, isl=1000, osl=32, concurrency=3, capacity=None) == "transfer"
+
+
+def test_several_prefill_endpoints_feeding_one_decode_endpoint_give_a_range_and_its_midpoint():
+    """Two prefill endpoints into one decode endpoint: the wave's transfers lie between one after
+    another and both sources at once (on one H200: 62-96% of serial), so TTFT is their midpoint
+    and the range is reported; one prefill endpoint has no range."""
+    m = model(prefill=(0.01, 0.0), decode=(0.005, 0.0, 0.0), transfer=(0.0, 5e6))
+    one_source = predict(m, PRE, DEC, isl=1000, osl=32, concurrency=4)
+    assert one_source.transfer_sources == 1
+    assert one_source.ttft_low_s == one_source.ttft_s == one_source.ttft_high_s
+    two = predict(m, PRE.model_copy(update={"endpoints": 2}), DEC, isl=1000, osl=32, concurrency=4)
+    t = two.transfer_s
+    assert two.transfer_sources == 2
+    assert two.ttft_high_s - two.ttft_low_s == pytest.approx(2 * t)  # 4 transfers one after another, or 2
+    assert two.ttft_s == pytest.approx((two.ttft_low_s + two.ttft_high_s) / 2)
+    assert two.ttft_s == pytest.approx(two.queue_s + two.prefill_s + two.transfer_wait_s + t + two.first_step_s)
+    # one user comes from one source whatever the prefill endpoints
+    alone = predict(m, PRE.model_copy(update={"endpoints": 2}), DEC, isl=1000, osl=32, concurrency=1)
+    assert alone.transfer_sources == 1 and alone.ttft_low_s == alone.ttft_high_s
+
+
+def test_the_plan_table_marks_a_ttft_from_several_sources():
+    r = cli("plan", "recipes/h200/qwen3.5-9b-pd-1gpu.yaml", "--sla", "ttft=2s,itl=50ms", "--gpus", "3")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert " ~" in r.stdout and "midway between all in" in r.stdout.replace("\n", " ")
+    j = json.loads(
+        cli(
+            "plan", "recipes/h200/qwen3.5-9b-pd-1gpu.yaml", "--sla", "ttft=2s", "--gpus", "3", "--format", "json"
+        ).stdout
+    )
+    several = [c["prediction"] for c in j["configurations"] if c["prediction"]["transfer_sources"] > 1]
+    assert several and all(p["ttft_low_s"] < p["ttft_s"] < p["ttft_high_s"] for p in several)
 
 
 @pytest.mark.parametrize(
