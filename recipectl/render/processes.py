@@ -5,6 +5,7 @@ the sbatch script, the manifests and `recipectl launch` start exactly the same c
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..effective import Setting, Source, resolve_role
@@ -12,11 +13,24 @@ from ..engine_flags import BY_FIELD, Arity, flag_for
 from ..engine_versions import fmt_version, gdn_backends_for
 from ..errors import RecipectlError
 from ..schema import Recipe, RoleSection
-from ..topology import Placement, Process, place
+from ..topology import Placement, Process, parse_cores, place
 from .values import NodeAddress, UrlOf, Value, parse_env_value, path_value
 
 # the engine binds a CPU endpoint's OpenMP threads to these cores (its first rank's, before "|")
 OMP_BIND = "VLLM_CPU_OMP_THREADS_BIND"
+
+
+def bound_cores(env: Mapping[str, object]) -> frozenset[int] | None:
+    """The cores an endpoint's environment binds it to (VLLM_CPU_OMP_THREADS_BIND: its first
+    rank's list), or None where it binds none (unset, auto, nobind, not a plain value, or
+    unreadable)."""
+    value = env.get(OMP_BIND, "")
+    if not isinstance(value, str):
+        return None
+    try:
+        return frozenset(parse_cores(value.split("|")[0])) or None
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import yaml
 from ..errors import ExitCode, RecipectlError
 from ..fileio import write_atomic
 from ..secretscan import pure_reference, secret_flag, secret_name, secret_value
-from .processes import Deployment, ProcessSpec
+from .processes import Deployment, ProcessSpec, bound_cores
 from .registry import TARGETS
 from .values import EnvRef, HomePath, NodeAddress, Shell, Token, UrlOf, Var, concat, quote, shell_lines, shell_word
 
@@ -164,6 +164,16 @@ def render_bash(dep: Deployment) -> list[RenderedFile]:
                 "cmd": shell_lines(router.argv, node_expr),
                 "wait_urls": [f"http://{hosts[p.node]}:{p.port}/health" for p in dep.workers if p.port],
             },
+            "pinned": [
+                {
+                    "name": Token(p.name),
+                    "index": i,
+                    "cores": sorted(cores),
+                    "health": f"http://{hosts[p.node]}:{p.port}/health" if p.port else None,
+                }
+                for i, p in enumerate(workers)
+                if (cores := bound_cores(dict(p.env))) is not None
+            ],
         }
         text = environment().get_template("bash.sh.j2").render(**ctx)
         files_out.append(RenderedFile(f"{dep.recipe.name}.{hosts[node]}.sh", text, executable=True))

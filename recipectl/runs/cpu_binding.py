@@ -21,8 +21,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from ..render.processes import OMP_BIND
-from ..topology import parse_cores
+from ..render.processes import bound_cores
 from .processes import is_ours
 from .state import ProcessState
 
@@ -35,16 +34,6 @@ class Stray:
     pid: int
     tid: int
     allowed: frozenset[int]
-
-
-def bound_cores(env: dict[str, str]) -> frozenset[int] | None:
-    """The cores an endpoint's environment binds it to (VLLM_CPU_OMP_THREADS_BIND: its first
-    rank's list), or None where it binds none (unset, auto, nobind, or unreadable)."""
-    value = env.get(OMP_BIND, "").split("|")[0]
-    try:
-        return frozenset(parse_cores(value)) or None
-    except ValueError:
-        return None
 
 
 def process_cores(pid: int) -> frozenset[int] | None:
