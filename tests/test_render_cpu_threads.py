@@ -49,30 +49,26 @@ def repin_function(tmp_path) -> str:
     return text[start : text.index("\n}\n", start) + 3]
 
 
+def repin(function: str, name: str, session: int, core: int) -> subprocess.CompletedProcess:
+    """The script's repin_threads, run under the script's own shell options."""
+    script = f'set -euo pipefail\n{function}\nrepin_threads {name} "$1" {core}'
+    return subprocess.run(["bash", "-c", script, "_", str(session)], capture_output=True, text=True, timeout=30)
+
+
 def test_the_scripts_repin_puts_a_stray_thread_back_and_leaves_the_others(tmp_path):
     function = repin_function(tmp_path)
     child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         a, b, stray, both = (int(x) for x in child.stdout.readline().split())
         assert os.sched_getaffinity(stray) == {b}
-        r = subprocess.run(
-            ["bash", "-c", f'set -euo pipefail\n{function}\nrepin_threads prefill-0 "$1" {a}', "_", str(child.pid)],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        r = repin(function, "prefill-0", child.pid, a)
         assert r.returncode == 0, r.stderr
         assert os.sched_getaffinity(stray) == {a}
         assert os.sched_getaffinity(both) == {a, b}  # allowed one of its cores: left as it was
         assert os.sched_getaffinity(child.pid) == {a}
         assert r.stdout == f"prefill-0: 1 thread(s) the engine had put off its cores put back on cores {a}\n"
         # nothing off its cores: nothing moved, nothing said
-        again = subprocess.run(
-            ["bash", "-c", f'set -euo pipefail\n{function}\nrepin_threads prefill-0 "$1" {a}', "_", str(child.pid)],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        again = repin(function, "prefill-0", child.pid, a)
         assert again.returncode == 0 and again.stdout == ""
     finally:
         child.kill()
@@ -88,12 +84,7 @@ def test_a_process_of_another_session_is_not_touched(tmp_path):
     try:
         a, b, stray, _ = (int(x) for x in child.stdout.readline().split())
         time.sleep(0.1)
-        r = subprocess.run(
-            ["bash", "-c", f'set -euo pipefail\n{function}\nrepin_threads decode-0 "$1" {a}', "_", str(other.pid)],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        r = repin(function, "decode-0", other.pid, a)
         assert r.returncode == 0, r.stderr
         assert os.sched_getaffinity(stray) == {b}
     finally:
