@@ -83,8 +83,10 @@ def test_show_completion_gives_a_bash_script_that_completes_in_bash(tmp_path):
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 def test_install_completion_writes_the_script_where_bash_reads_it(tmp_path):
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "HOME": str(tmp_path)}
+    # `&& true` keeps bash from exec'ing recipectl in its place: typer names the shell by the
+    # parent process, and without that bash the parent is whatever ran pytest (none, detached)
     r = subprocess.run(
-        ["bash", "-c", "recipectl --install-completion"], capture_output=True, text=True, env=env, timeout=60
+        ["bash", "-c", "recipectl --install-completion && true"], capture_output=True, text=True, env=env, timeout=60
     )
     assert r.returncode == 0, r.stderr
     bashrc = (tmp_path / ".bashrc").read_text()
