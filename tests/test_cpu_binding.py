@@ -68,9 +68,21 @@ def test_a_process_that_has_exited_is_no_stray():
 
 @pytest.mark.parametrize(
     "value, cores",
-    [("0", {0}), ("0-2", {0, 1, 2}), ("1,3|4,5", {1, 3}), ("auto", None), ("nobind", None), ("", None), ("x", None)],
+    [
+        ("0", {0}),
+        ("0-2", {0, 1, 2}),
+        ("1,3|4,5", {1, 3, 4, 5}),
+        ("0|1", {0, 1}),
+        ("0|nobind", None),
+        ("auto", None),
+        ("nobind", None),
+        ("", None),
+        ("x", None),
+    ],
 )
-def test_the_cores_an_endpoint_is_bound_to_are_its_first_ranks(value, cores):
+def test_the_cores_an_endpoint_is_bound_to_are_all_its_ranks(value, cores):
+    """Every rank's list (a tensor-parallel endpoint's rank 1 on its own core is no stray to move
+    onto rank 0's)."""
     got = cpu_binding.bound_cores({OMP_BIND: value} if value else {})
     assert got == (frozenset(cores) if cores else None)
 
@@ -83,7 +95,7 @@ def test_a_running_process_is_bound_to_the_cores_its_own_environment_names():
     try:
         # read once it runs: a process just made can show an empty environment for a moment
         assert p.stdout is not None and p.stdout.readline().strip() == "up"
-        assert cpu_binding.process_cores(p.pid) == frozenset({0, 1})
+        assert cpu_binding.process_cores(p.pid) == frozenset({0, 1, 2})  # every rank's
     finally:
         p.kill()
         p.wait()

@@ -21,14 +21,15 @@ OMP_BIND = "VLLM_CPU_OMP_THREADS_BIND"
 
 
 def bound_cores(env: Mapping[str, object]) -> frozenset[int] | None:
-    """The cores an endpoint's environment binds it to (VLLM_CPU_OMP_THREADS_BIND: its first
-    rank's list), or None where it binds none (unset, auto, nobind, not a plain value, or
-    unreadable)."""
+    """The cores an endpoint's environment binds it to (VLLM_CPU_OMP_THREADS_BIND: every rank's
+    list, "|" between ranks, together: a thread of one rank on another rank's cores is on the
+    endpoint's, and moving it to the first rank's would put two ranks on one core), or None where
+    it binds none (unset, auto, nobind, not a plain value, or unreadable)."""
     value = env.get(OMP_BIND, "")
     if not isinstance(value, str):
         return None
     try:
-        return frozenset(parse_cores(value.split("|")[0])) or None
+        return frozenset().union(*(parse_cores(rank) for rank in value.split("|"))) or None
     except ValueError:
         return None
 
