@@ -221,3 +221,24 @@ def test_the_written_recipe_drops_the_per_endpoint_lists_of_a_role_whose_endpoin
     assert {e.path: e.value for e in edits} == {"prefill.endpoints": 3, "workload.concurrency": [12]}
     _, removed = planned_edits(recipe, {**chosen, "prefill_endpoints": 1}, isl=128, osl=16)
     assert removed == []
+
+
+def test_write_recipe_says_the_ttft_range_where_several_prefill_endpoints_feed_a_decode_endpoint(tmp_path):
+    out = tmp_path / "planned.yaml"
+    args = (
+        "plan",
+        "recipes/local/tiny-hybrid-cpu.yaml",
+        "--sla",
+        "ttft=2s,itl=50ms",
+        "--gpus",
+        "3",
+        "--format",
+        "json",
+    )
+    r = cli(*args, "--write-recipe", str(out), timeout=120)
+    assert r.returncode == 0, r.stderr
+    chosen = json.loads(r.stdout)["configurations"][0]
+    p = chosen["prediction"]
+    assert chosen["prefill_endpoints"] == 2 and p["transfer_sources"] == 2
+    line = f"# TTFT between {p['ttft_low_s'] * 1e3:,.0f} and {p['ttft_high_s'] * 1e3:,.0f} ms: 2 prefill endpoints"
+    assert line in out.read_text()

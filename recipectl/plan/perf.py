@@ -147,6 +147,8 @@ def predict(
     together and finish together, and the next wave starts. So within a wave prefill, transfer and
     decode do not overlap, and a request waits for the others of its wave at prefill and at the
     link. Several prefill endpoints feeding one decode endpoint: TRANSFER_OVERLAP."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency {concurrency}: a closed loop has at least one user")
     per_prefill = math.ceil(concurrency / prefill.endpoints)  # the router spreads a wave evenly
     per_decode = math.ceil(concurrency / decode.endpoints)
     service = model.prefill.time_s(isl)
