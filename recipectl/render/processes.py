@@ -16,7 +16,7 @@ from ..schema import Recipe, RoleSection
 from ..topology import Placement, Process, parse_cores, place
 from .values import NodeAddress, UrlOf, Value, parse_env_value, path_value
 
-# the engine binds a CPU endpoint's OpenMP threads to these cores (its first rank's, before "|")
+# the engine binds a CPU endpoint's OpenMP threads to these cores (a list per rank, "|" between)
 OMP_BIND = "VLLM_CPU_OMP_THREADS_BIND"
 
 

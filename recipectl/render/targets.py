@@ -137,6 +137,9 @@ def render_bash(dep: Deployment) -> list[RenderedFile]:
     def node_expr(n: int) -> str:
         return hosts[n]
 
+    def health(p: ProcessSpec) -> str:
+        return f"http://{hosts[p.node]}:{p.port}/health"
+
     files_out = []
     for node in dep.nodes_used:
         procs = dep.on_node(node)
@@ -152,7 +155,7 @@ def render_bash(dep: Deployment) -> list[RenderedFile]:
                     "name": Token(p.name),
                     "env": _env_pairs(p, node_expr),
                     "cmd": shell_lines(p.argv, node_expr),
-                    "after": [f"http://{hosts[q.node]}:{q.port}/health" for q in _sharing_before(workers, p)],
+                    "after": [health(q) for q in _sharing_before(workers, p)],
                 }
                 for p in workers
             ],
@@ -162,14 +165,14 @@ def render_bash(dep: Deployment) -> list[RenderedFile]:
                 "name": Token(router.name),
                 "env": _env_pairs(router, node_expr),
                 "cmd": shell_lines(router.argv, node_expr),
-                "wait_urls": [f"http://{hosts[p.node]}:{p.port}/health" for p in dep.workers if p.port],
+                "wait_urls": [health(p) for p in dep.workers if p.port],
             },
             "pinned": [
                 {
                     "name": Token(p.name),
                     "index": i,
                     "cores": sorted(cores),
-                    "health": f"http://{hosts[p.node]}:{p.port}/health" if p.port else None,
+                    "health": health(p) if p.port else None,
                 }
                 for i, p in enumerate(workers)
                 if (cores := bound_cores(dict(p.env))) is not None
