@@ -122,7 +122,7 @@ def transfer_bytes(shape: RoleShape, isl: int) -> int:
 # spends its time, which a calibration of one prefill endpoint does not measure; the midpoint,
 # and the range beside it. Measured on one H200 (docs/sla-planner.md): two prefill endpoints moved
 # a wave's states into one decode endpoint in 62-96% of the serial time, where all in parallel is
-# 50-67%.
+# 50-67%; on 8 points measured after it was chosen, 7 TTFTs lay inside the range.
 TRANSFER_OVERLAP = 0.5
 
 
