@@ -8,6 +8,7 @@ schema's models attach them to fields."""
 
 import ipaddress
 import re
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
@@ -268,6 +269,18 @@ def core_ranges(spec: str) -> list[tuple[int, int]]:
         else:
             merged.append((lo, hi))
     return merged
+
+
+def core_list_text(cores: Iterable[int]) -> str:
+    """{0, 1, 2, 5} -> '0-2,5': cores as the shortest core list (what taskset -c and
+    VLLM_CPU_OMP_THREADS_BIND read)."""
+    out: list[list[int]] = []
+    for c in sorted(set(cores)):
+        if out and c == out[-1][1] + 1:
+            out[-1][1] = c
+        else:
+            out.append([c, c])
+    return ",".join(f"{lo}-{hi}" if hi > lo else f"{lo}" for lo, hi in out)
 
 
 def check_core_lists(lists: list[str] | None) -> list[str] | None:

