@@ -275,10 +275,10 @@ def test_a_wave_batches_its_prompts_at_prefill_a_steps_overhead_each():
     assert halves.queue_s == pytest.approx(0.05)  # two prompts per endpoint, in one step
 
 
-def test_calibrations_decode_points_have_enough_gaps_and_two_waves(monkeypatch):
+def test_calibrations_decode_points_have_enough_gaps_and_three_waves(monkeypatch):
     """calibrate's routed points stream 32 tokens (31 gaps a request: with 7 the CPU engine's
     single-user ITL ranged 12-22 ms from one request to the next) and its concurrency-4 points
-    send 8 requests (two waves), each after a warm-up at the point's concurrency."""
+    send 12 requests (three waves), each after a warm-up at the point's concurrency."""
     import recipectl.commands.calibrate as calibrate
     from recipectl.bench.probe import PointResult, Sample
 
@@ -299,8 +299,30 @@ def test_calibrations_decode_points_have_enough_gaps_and_two_waves(monkeypatch):
     measured = calls[1::2]  # each point's warm-up comes first
     routed = [c for c in measured if c[0] == "R"]
     assert [c[2] for c in routed] == [32] * 5
-    assert [(c[3], c[4]) for c in routed] == [(1, 5)] * 3 + [(4, 8)] * 2
+    assert [(c[3], c[4]) for c in routed] == [(1, 5)] * 3 + [(4, 12)] * 2
     assert all(w[3] == m[3] and w[4] >= m[3] for w, m in zip(calls[0::2], measured, strict=True))
+
+
+def test_one_disturbed_wave_does_not_move_a_concurrency_point(monkeypatch):
+    """A wave's requests decode together, so a disturbance on the host (seen on the CPU: 83 ms
+    at 2.8 users where the held-out points measured 40-47 ms) slows all four: the point's ITL is
+    still the undisturbed waves'."""
+    import recipectl.commands.calibrate as calibrate
+    from recipectl.bench.probe import PointResult, Sample
+
+    def fake_run_point(url, model, *, isl, osl, concurrency, num_requests, vocab_size, seed=0, stream=True):
+        itls = [0.04] * num_requests
+        if concurrency == 4:
+            itls[:4] = [0.083] * 4  # the first wave, disturbed
+        samples = [
+            Sample(ttft_s=0.01, itl_s=itl if osl > 1 else None, output_tokens=osl, e2e_s=0.01 + itl * osl)
+            for itl in itls
+        ]
+        return PointResult(isl=isl, osl=osl, concurrency=concurrency, samples=samples, duration_s=1.0)
+
+    monkeypatch.setattr(calibrate, "run_point", fake_run_point)
+    got = calibrate.measure("R", "P", "m", vocab_size=100, lengths=[32, 128, 512], shape=PRE, progress=lambda _: None)
+    assert [p["itl_s"] for p in got["fit_points"]["decode"]] == [0.04] * 5
 
 
 def test_four_users_on_h200_wait_for_their_wave_as_the_calibration_measured():

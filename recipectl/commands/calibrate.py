@@ -49,9 +49,12 @@ REPEATS = 5
 # the output of every routed point: 31 inter-token gaps a request, where 7 (an OSL of 8) left the
 # CPU engine's single-user ITL anywhere in 12-22 ms from one request to the next
 DECODE_OSL = 32
-# requests per concurrency-4 point: two waves, the second starting together (the first's users
-# start together, but its first prompt reaches prefill alone and decodes ahead of the rest)
-WAVE_REQUESTS = 8
+# requests per concurrency-4 point: three waves (the first's users start together, but its first
+# prompt reaches prefill alone and decodes ahead of the rest). A wave's requests decode together,
+# so one disturbance moves all of them: of two waves' 8 ITLs one slow wave is half, and the median
+# with it (on the CPU host 83 ms at 2.8 users where the held-out points measured 40-47 ms); of
+# three waves' 12 it is a third, and the median is the other two's
+WAVE_REQUESTS = 12
 
 
 # ----- reading a calibration (what one describes: describe(), commands/measuring.py) ---------
