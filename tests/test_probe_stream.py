@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 
 import httpx
 from hypothesis import given, settings
@@ -72,3 +74,35 @@ def test_a_streamed_point_reads_text_with_u2028_through_a_real_socket(fake_serve
     r = run_point(server.url, "m", isl=8, osl=3, concurrency=2, num_requests=4, vocab_size=512)
     assert r.errors == []
     assert [s.output_tokens for s in r.samples] == [3, 3, 3, 3]
+
+
+def test_no_two_calls_send_a_prompt_that_shares_a_prefix(fake_server):
+    """The prompts of every call are its own, whatever seed it is given: a second calibration of
+    one running deployment (`calibrate --run`, the accuracy benchmark's recalibration) sent the
+    first's prompts again and the engine's prefix cache answered them (a 512-token prompt in 0.3 s
+    that had taken 1.1 s). Two calls with one seed, and a call in another process, share no
+    prompt's first 16 tokens (an attention block's worth on the smallest block size)."""
+    sent: list[list[int]] = []
+
+    def handler(req):
+        sent.append(req.body["prompt"])
+        return (200, {"choices": [{"text": "x"}], "usage": {"completion_tokens": 1}})
+
+    server = fake_server(handler)
+    for _ in range(2):
+        r = run_point(server.url, "m", isl=64, osl=1, concurrency=1, num_requests=3, vocab_size=512, stream=False)
+        assert r.errors == []
+    other = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, random; from recipectl.bench import probe; "
+            "rng = random.Random(f'{probe._PROCESS_SALT}:0:0'); print(json.dumps(probe.random_prompt(rng, 64, 512)))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    heads = [tuple(p[:16]) for p in [*sent, json.loads(other.stdout)]]
+    assert len(sent) == 6 and all(len(p) == 64 for p in sent)
+    assert len(set(heads)) == len(heads)
