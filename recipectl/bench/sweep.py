@@ -9,8 +9,10 @@ against it, and the levels no other level beats on both are the Pareto frontier 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
+import secrets
 import subprocess
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -19,6 +21,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..engine_env import engine_venv
+from ..fileio import write_atomic
 from ..schema import Recipe, WorkloadSection
 
 if TYPE_CHECKING:
@@ -32,6 +35,7 @@ class Level:
     concurrency: int
     num_prompts: int
     result_file: str
+    seed: int = 0  # vllm bench serve's --seed: the level's prompts
     completed: int = 0
     failed: int = 0
     total_input_tokens: int = 0
@@ -68,7 +72,7 @@ def _workload(recipe: Recipe) -> WorkloadSection:
 
 
 def bench_argv(
-    recipe: Recipe, router_url: str, concurrency: int, num_prompts: int, out_dir: Path, result_file: str
+    recipe: Recipe, router_url: str, concurrency: int, num_prompts: int, out_dir: Path, result_file: str, seed: int
 ) -> list[str]:
     w = _workload(recipe)
     model = os.path.expanduser(recipe.model.path)
@@ -111,7 +115,7 @@ def bench_argv(
         result_file,
         "--disable-tqdm",
         "--seed",
-        "0",
+        str(seed),
     ]
 
 
@@ -150,15 +154,22 @@ def run_sweep(
     on_level: Callable[[Level], None] | None = None,
     max_failed_ratio: float = 0.0,
     level_timeout_s: float = 3600,
+    seed: int | None = None,
 ) -> list[Level]:
+    """Each level's prompts from a seed of its own, ``seed`` + the level's index (a random one
+    where none is given), recorded in the level: vLLM's random dataset draws the same first
+    prompts from one seed whatever their number (vLLM 0.32.0's RandomDataset: the 4 of a level of
+    4 are the first 4 of a level of 16), so one seed for every level, or for two runs on one
+    deployment, sends a later level prompts the engine's prefix cache already holds."""
     workload = _workload(recipe)
+    base = secrets.randbelow(1 << 30) if seed is None else seed
     out_dir.mkdir(parents=True, exist_ok=True)
     gpus = devices(recipe)
     levels: list[Level] = []
-    for c in workload.concurrency:
+    for i, c in enumerate(workload.concurrency):
         n = c * workload.prompts_per_concurrency
-        level = Level(concurrency=c, num_prompts=n, result_file=f"level-c{c}.json")
-        argv = bench_argv(recipe, router_url, c, n, out_dir, level.result_file)
+        level = Level(concurrency=c, num_prompts=n, result_file=f"level-c{c}.json", seed=base + i)
+        argv = bench_argv(recipe, router_url, c, n, out_dir, level.result_file, level.seed)
         log = out_dir / f"level-c{c}.log"
         with open(log, "w") as f:
             f.write("$ " + " ".join(argv) + "\n")
@@ -198,13 +209,14 @@ def write_outputs(recipe: Recipe, levels: list[Level], out_dir: Path, router_url
         "valid": all(lv.valid for lv in levels),
         "levels": [asdict(lv) for lv in levels],
     }
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_atomic(out_dir / "summary.json", json.dumps(summary, indent=2))
     fields = [f for f in asdict(levels[0]).keys() if f != "problems"] if levels else []
-    with open(out_dir / "summary.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
-        w.writeheader()
-        for lv in levels:
-            w.writerow(asdict(lv))
+    table = io.StringIO(newline="")
+    w = csv.DictWriter(table, fieldnames=fields, extrasaction="ignore")
+    w.writeheader()
+    for lv in levels:
+        w.writerow(asdict(lv))
+    write_atomic(out_dir / "summary.csv", table.getvalue())
     plot(levels, out_dir, recipe.name)
     return summary
 
