@@ -123,6 +123,17 @@ CPU_STATED = {
         "total_tps": (0.083, 0.181),
     },
     ("cpu-tiny-1p1d-2026-12-03c", "calibrated_after"): {"itl_s": (0.044, 0.221)},
+    # both changes: three waves, and prompts new at every call (the second calibration uncached)
+    ("cpu-tiny-1p1d-2026-12-03d", "calibrated"): {
+        "ttft_s": (0.224, 0.637),
+        "itl_s": (0.093, 0.319),
+        "total_tps": (0.08, 0.229),
+    },
+    ("cpu-tiny-1p1d-2026-12-03d", "calibrated_after"): {
+        "ttft_s": (0.031, 0.458),
+        "itl_s": (0.241, 0.522),
+        "total_tps": (0.112, 0.262),
+    },
 }
 
 
