@@ -262,6 +262,11 @@ def core_ranges(spec: str) -> list[tuple[int, int]]:
         if hi < lo or hi > MAX_CPU_ID:
             raise ValueError(spec)
         ranges.append((lo, hi))
+    return _merged(ranges)
+
+
+def _merged(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Inclusive ranges sorted, the overlapping and the adjacent joined."""
     merged: list[tuple[int, int]] = []
     for lo, hi in sorted(ranges):
         if merged and lo <= merged[-1][1] + 1:
@@ -274,13 +279,7 @@ def core_ranges(spec: str) -> list[tuple[int, int]]:
 def core_list_text(cores: Iterable[int]) -> str:
     """{0, 1, 2, 5} -> '0-2,5': cores as the shortest core list (what taskset -c and
     VLLM_CPU_OMP_THREADS_BIND read)."""
-    out: list[list[int]] = []
-    for c in sorted(set(cores)):
-        if out and c == out[-1][1] + 1:
-            out[-1][1] = c
-        else:
-            out.append([c, c])
-    return ",".join(f"{lo}-{hi}" if hi > lo else f"{lo}" for lo, hi in out)
+    return ",".join(f"{lo}-{hi}" if hi > lo else f"{lo}" for lo, hi in _merged((c, c) for c in cores))
 
 
 def check_core_lists(lists: list[str] | None) -> list[str] | None:

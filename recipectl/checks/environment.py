@@ -324,7 +324,7 @@ async def _cpu_cores(run: DoctorRun, on: Subject) -> CheckResult:
         return found(FAIL, "; ".join(clashes), "give each endpoint its own cpu_cores")
     elsewhere = [line for n, c in bound.items() if (line := cpu_binding.unusable_line(n, c))]
     if elsewhere:
-        return found(FAIL, "; ".join(elsewhere), "set each endpoint's cpu_cores to CPUs of this host (nproc, lscpu)")
+        return found(FAIL, "; ".join(elsewhere), cpu_binding.UNUSABLE_FIX)
     moved = [s for n, c in bound.items() for s in cpu_binding.strays(n, cpu_binding.endpoint_pids(endpoints[n]), c)]
     if moved:
         where = "; ".join(

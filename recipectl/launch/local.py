@@ -399,7 +399,7 @@ class Supervisor:
             if cores is None:
                 continue
             if line := cpu_binding.unusable_line(ps.name, cores):
-                refused.append(f"{line}; set its cpu_cores to CPUs of this host (nproc, lscpu)")
+                refused.append(f"{line}; {cpu_binding.UNUSABLE_FIX}")
                 if cpu_binding.unusable(cores) == cores:
                     continue  # nowhere to put its threads
             cores_of[ps.name] = cores

@@ -54,6 +54,10 @@ def unusable(cores: frozenset[int]) -> frozenset[int]:
     return cores - frozenset(os.sched_getaffinity(0))
 
 
+# what to do about cores this host cannot give (launch's line and doctor's fix)
+UNUSABLE_FIX = "set its cpu_cores to CPUs of this host (nproc, lscpu)"
+
+
 def unusable_line(endpoint: str, cores: frozenset[int]) -> str | None:
     """What launch and doctor say of an endpoint whose cpu_cores this host cannot give it: None
     where every core is usable."""
