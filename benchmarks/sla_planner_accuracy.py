@@ -19,7 +19,11 @@ and worst <= 25%, or the prediction inside the repeats' range where the spread i
 Other points with --held-out ISL:OSL:CONCURRENCY,... (a GPU's, say: scripts/gpu-sla-accuracy.sh).
 With --calibration FILE --calibrated-on RECIPE0 it calibrates nothing: it predicts RECIPE from a
 calibration of another layout of the same roles (RECIPE0: 1 prefill endpoint, RECIPE: 2, say), as
-`plan --sla` ranks endpoint counts it did not measure, and measures RECIPE.
+`plan --sla` ranks endpoint counts it did not measure, and measures RECIPE. With --compare FILE
+--compare-on RECIPE0 it calibrates RECIPE itself and scores the points by that other layout's
+calibration too (model "compared": a layout of two prefill endpoints calibrated on itself, where
+it measures how far their transfers overlap, beside the midpoint a one-prefill calibration gives);
+--no-recalibrate skips the second calibration after the held-out points.
 """
 
 from __future__ import annotations
@@ -42,6 +46,10 @@ sys.path.insert(0, str(ROOT))
 # and 512 tokens, osl 8, and concurrency 4 at 32 and 128 tokens, osl 32). Short: on the CPU
 # platform a prompt's prefill runs at tens of ms a token.
 HELD_OUT = [(64, 24, 1), (320, 16, 1), (160, 16, 2), (96, 32, 3), (48, 32, 4)]
+
+
+def endpoint_counts(recipe) -> dict[str, int]:
+    return {"prefill": recipe.prefill.endpoints, "decode": recipe.decode.endpoints}
 
 
 def held_out_points(text: str) -> list[tuple[int, int, int]]:
@@ -134,16 +142,46 @@ def write_results(out: Path, result: dict, rows: list[dict], sums: dict) -> None
     write_atomic(out / "table.md", table(rows, sums))
 
 
+# issue #30's target: median |error| <= 10% and worst <= 25%, or within the measured spread where
+# the spread is larger
+TARGET_MEDIAN = 0.10
+TARGET_WORST = 0.25
+
+
+def verdict(errors: list[float], spreads: list[float], in_range: list[bool]) -> dict:
+    """The target, half by half, and by which clause: the median |error| is "met" at 10% or less,
+    "within the spread" where it exceeds 10% but not the median of the points' spreads ((max - min)
+    / median of the repeats: the measurement's own repeatability is then the larger); the worst is
+    "met" at 25% or less, "within the spread" where every point past 25% has its prediction inside
+    its repeats' range; else "not met"."""
+    median, worst = statistics.median(errors), max(errors)
+    past_worst = [inside for e, inside in zip(errors, in_range, strict=True) if e > TARGET_WORST]
+    result = {"median": "not met", "worst": "not met"}
+    if median <= TARGET_MEDIAN:
+        result["median"] = "met"
+    elif median <= statistics.median(spreads):
+        result["median"] = "within the spread"
+    if worst <= TARGET_WORST:
+        result["worst"] = "met"
+    elif all(past_worst):
+        result["worst"] = "within the spread"
+    return result
+
+
 def summary(rows: list[dict], name: str) -> dict:
     s = {}
     for m in METRICS:
-        errs = [abs(r["metrics"][m][f"{name}_error"]) for r in rows]
-        ok = [abs(r["metrics"][m][f"{name}_error"]) <= 0.25 or r["metrics"][m][f"{name}_in_range"] for r in rows]
+        entries = [r["metrics"][m] for r in rows]
+        errs = [abs(e[f"{name}_error"]) for e in entries]
+        in_range = [e[f"{name}_in_range"] for e in entries]
+        ok = [err <= TARGET_WORST or inside for err, inside in zip(errs, in_range, strict=True)]
         s[m] = {
             "median_abs_error": statistics.median(errs),
             "worst_abs_error": max(errs),
             "points_within_25pct_or_spread": sum(ok),
             "points": len(rows),
+            "median_spread": statistics.median(e["spread"] for e in entries),
+            "target": verdict(errs, [e["spread"] for e in entries], in_range),
         }
     ttfts = [r["metrics"]["ttft_s"] for r in rows]
     s["ttft_s"]["measured_inside_range"] = sum(
@@ -170,13 +208,19 @@ def table(rows: list[dict], sums: dict) -> str:
                 f"{e['calibrated'] * k:,.1f} | {e['calibrated_error']:+.0%}{star} | "
                 f"{e['uncalibrated'] * k:,.1f} | {e['uncalibrated_error']:+.0%} |"
             )
-    lines += ["", "| model | metric | median abs. error | worst | within 25% or the spread |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| model | metric | median abs. error | worst | within 25% or the spread | median spread | "
+        "median <= 10% | worst <= 25% |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, s in sums.items():
         for m in METRICS:
             x = s[m]
             lines.append(
                 f"| {name} | {unit[m][0]} | {x['median_abs_error']:.0%} | {x['worst_abs_error']:.0%} | "
-                f"{x['points_within_25pct_or_spread']}/{x['points']} |"
+                f"{x['points_within_25pct_or_spread']}/{x['points']} | {x['median_spread']:.0%} | "
+                f"{x['target']['median']} | {x['target']['worst']} |"
             )
     return "\n".join(lines) + "\n"
 
@@ -188,24 +232,42 @@ def rescored(old: dict, models: dict, shapes: dict) -> dict:
 
 
 def rescore(recipe_path: str, results: Path, out: Path) -> int:
-    """The measurements of an earlier run, predicted again from its calibration by this
-    checkout's performance model: how a change to the model moves the error on points measured
-    before it. Not a held-out test of the change where the change was made after seeing them."""
-    from recipectl.commands.calibrate import analytic_for, role_shapes
-    from recipectl.plan.perf import PerfModel
+    """The measurements of an earlier run, predicted again by this checkout's performance model,
+    its calibrations fitted again from the points they recorded (calibrate.fit_calibration): how a
+    change to the model or its fit moves the error on points measured before it. Not a held-out
+    test of the change where the change was made after seeing them. RECIPE: the recipe the
+    calibration was measured on (its layout), the run's endpoint counts the layout predicted."""
+    from recipectl.commands.calibrate import analytic_for, fit_calibration, role_shapes
     from recipectl.validate import load_variant
 
     run = json.loads(results.read_text())
     recipe = load_variant(recipe_path, None).recipe
-    shapes, plans, spec = role_shapes(recipe, recipe_path)
+    calibrated_shapes, plans, spec = role_shapes(recipe, recipe_path)
+
+    def refit(calibration: dict, endpoints: dict | None):
+        # the layout the calibration measured: recorded by runs since it was; before, RECIPE's
+        layout = {
+            role: shape.model_copy(update={"endpoints": (endpoints or {}).get(role, shape.endpoints)})
+            for role, shape in calibrated_shapes.items()
+        }
+        model, _ = fit_calibration(
+            calibration["points"], prefill_shape=layout["prefill"], decode_shape=layout["decode"]
+        )
+        return model
+
     # the run's endpoint counts: a recipe with 1 prefill endpoint rescores a run of 2 on the same GPU
-    shapes = {role: shape.model_copy(update={"endpoints": run["endpoints"][role]}) for role, shape in shapes.items()}
+    shapes = {
+        role: shape.model_copy(update={"endpoints": run["endpoints"][role]})
+        for role, shape in calibrated_shapes.items()
+    }
     models = {
-        "calibrated": PerfModel.model_validate(run["calibration"]["model"]),
+        "calibrated": refit(run["calibration"], run.get("calibration_endpoints")),
         "uncalibrated": analytic_for(recipe, plans, spec),
     }
+    if "compared" in run:
+        models["compared"] = refit(run["compared"], run.get("compared_endpoints"))
     if "calibration_after" in run:
-        models["calibrated_after"] = PerfModel.model_validate(run["calibration_after"]["model"])
+        models["calibrated_after"] = refit(run["calibration_after"], run.get("calibration_endpoints"))
     rows = [rescored(old, models, shapes) for old in run["held_out"]]
     sums = {n: summary(rows, n) for n in models}
     out.mkdir(parents=True, exist_ok=True)
@@ -222,6 +284,9 @@ def main() -> int:
     ap.add_argument("--held-out", type=held_out_points, default=HELD_OUT, help="ISL:OSL:CONCURRENCY,...")
     ap.add_argument("--calibration", help="predict from this calibration instead of calibrating")
     ap.add_argument("--calibrated-on", help="the recipe the --calibration was measured on")
+    ap.add_argument("--compare", help="also score the points by this calibration (of another layout)")
+    ap.add_argument("--compare-on", help="the recipe the --compare calibration was measured on")
+    ap.add_argument("--no-recalibrate", action="store_true", help="no second calibration after the points")
     ap.add_argument(
         "--rescore",
         metavar="RESULTS",
@@ -232,6 +297,8 @@ def main() -> int:
         return rescore(args.recipe, Path(args.rescore), Path(args.out))
     if bool(args.calibration) != bool(args.calibrated_on):
         ap.error("--calibration and --calibrated-on go together")
+    if bool(args.compare) != bool(args.compare_on) or (args.compare and args.calibration):
+        ap.error("--compare and --compare-on go together, and not with --calibration")
     # a time limit's SIGTERM unwinds through the `finally` below, which stops the deployment
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     from recipectl.commands.calibrate import analytic_for, describe, read_calibration, role_shapes
@@ -271,6 +338,9 @@ def main() -> int:
             "calibrated": read_calibration(str(cal), described),
             "uncalibrated": analytic_for(recipe, plans, spec),
         }
+        if args.compare:
+            compared_on = load_variant(args.compare_on, None)
+            models["compared"] = read_calibration(args.compare, describe(compared_on, args.compare_on))
         rows: list[dict] = []
 
         def write(complete: bool) -> None:
@@ -290,7 +360,14 @@ def main() -> int:
                 "launch_s": launch_s,
                 "wall_s": time.time() - t0,
                 "calibration": json.loads(cal.read_text()),
+                # the layout the calibration measured: --rescore fits it again for that layout
+                "calibration_endpoints": endpoint_counts(
+                    load_variant(args.calibrated_on, None).recipe if args.calibrated_on else recipe
+                ),
             }
+            if args.compare:
+                result["compared"] = json.loads(Path(args.compare).read_text())
+                result["compared_endpoints"] = endpoint_counts(compared_on.recipe)
             if "calibrated_after" in models:
                 result["calibration_after"] = json.loads((out / "calibration-after.json").read_text())
             write_results(out, result, rows, sums)
@@ -311,7 +388,7 @@ def main() -> int:
                 ),
                 file=sys.stderr,
             )
-        if not args.calibration:
+        if not args.calibration and not args.no_recalibrate:
             # the calibration again, after the held-out points: what two calibrations of one
             # deployment minutes apart predict differently is an error no model removes, and the
             # held-out points scored by both say how much of the first's error that is

@@ -7,7 +7,9 @@
 #
 # Phases: `one` launches 1 + 1, calibrates and measures the held-out points; `again` launches it
 # anew and measures them from one's calibration (a run that one's time limit cut short, or the
-# launch-to-launch spread); `two` launches 2 + 1 and measures them from one's calibration.
+# launch-to-launch spread); `two` launches 2 + 1 and measures them from one's calibration; `self2`
+# launches 2 + 1, calibrates it on itself (which measures how far its two prefill endpoints'
+# transfers overlap) and measures the points from that calibration and from one's (the midpoint).
 #
 # Environment:
 #   RECIPE   a recipe whose roles share GPU 0 (default recipes/h200/tiny-qwen35-pd-1gpu.yaml;
@@ -75,7 +77,10 @@ for phase in "${PHASES[@]}"; do
       if [[ ! -f "$OUT/one/calibration.json" ]]; then log "phase $phase needs $OUT/one/calibration.json"; exit 1; fi
       recipe="$ONE"; [[ "$phase" == two ]] && recipe="$TWO"
       bench "$phase" "$recipe" --calibration "$OUT/one/calibration.json" --calibrated-on "$ONE" ;;
-    *) log "unknown phase $phase (one, again, two)"; exit 2 ;;
+    self2)
+      if [[ ! -f "$OUT/one/calibration.json" ]]; then log "phase $phase needs $OUT/one/calibration.json"; exit 1; fi
+      bench self2 "$TWO" --compare "$OUT/one/calibration.json" --compare-on "$ONE" --no-recalibrate ;;
+    *) log "unknown phase $phase (one, again, two, self2)"; exit 2 ;;
   esac
 done
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >> "$OUT/driver.log" 2>&1

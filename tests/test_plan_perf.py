@@ -20,10 +20,13 @@ from recipectl.plan.perf import (
     RoleShape,
     TransferCoeffs,
     TransferPoint,
+    WavePoint,
     fit_decode,
+    fit_parallel_transfer,
     fit_prefill,
     fit_transfer,
     predict,
+    transfer_bytes,
 )
 from recipectl.plan.sla import Sla, SlaError, binding_constraint, parse_sla, rank
 from recipectl.validate import load_variant
@@ -157,12 +160,12 @@ def test_ranking_puts_the_best_throughput_per_gpu_that_meets_the_sla_first():
     assert all(c.concurrency is None for c in strict) and strict[0].binding == "prefill compute"
 
 
-def _calibration(tmp_path, recipe_path):
+def _calibration(tmp_path, recipe_path, perf: PerfModel | None = None):
     from recipectl.commands.calibrate import CALIBRATION_VERSION, describe
     from recipectl.validate import load_variant
 
     ident = describe(load_variant(str(recipe_path), None), str(recipe_path))
-    doc = {"calibration_version": CALIBRATION_VERSION, **ident, "model": model().model_dump(mode="json")}
+    doc = {"calibration_version": CALIBRATION_VERSION, **ident, "model": (perf or model()).model_dump(mode="json")}
     out = tmp_path / "cal.json"
     out.write_text(json.dumps(doc))
     return out
@@ -275,10 +278,11 @@ def test_a_wave_batches_its_prompts_at_prefill_a_steps_overhead_each():
     assert halves.queue_s == pytest.approx(0.05)  # two prompts per endpoint, in one step
 
 
-def test_calibrations_decode_points_have_enough_gaps_and_three_waves(monkeypatch):
+def test_calibrations_decode_points_have_enough_gaps_and_five_waves(monkeypatch):
     """calibrate's routed points stream 32 tokens (31 gaps a request: with 7 the CPU engine's
     single-user ITL ranged 12-22 ms from one request to the next) and its concurrency-4 points
-    send 12 requests (three waves), each after a warm-up at the point's concurrency."""
+    send 20 requests (five waves), each after a warm-up at the point's concurrency: one wave at one
+    user, two at four."""
     import recipectl.commands.calibrate as calibrate
     from recipectl.bench.probe import PointResult, Sample
 
@@ -295,12 +299,22 @@ def test_calibrations_decode_points_have_enough_gaps_and_three_waves(monkeypatch
         return PointResult(isl=isl, osl=osl, concurrency=concurrency, samples=samples, duration_s=1.0)
 
     monkeypatch.setattr(calibrate, "run_point", fake_run_point)
-    calibrate.measure("R", "P", "m", vocab_size=100, lengths=[32, 128, 512], shape=PRE, progress=lambda _: None)
+    calibrate.measure(
+        "R",
+        "P",
+        "m",
+        vocab_size=100,
+        lengths=[32, 128, 512],
+        prefill_shape=PRE,
+        decode_shape=DEC,
+        progress=lambda _: None,
+    )
     measured = calls[1::2]  # each point's warm-up comes first
     routed = [c for c in measured if c[0] == "R"]
     assert [c[2] for c in routed] == [32] * 5
-    assert [(c[3], c[4]) for c in routed] == [(1, 5)] * 3 + [(4, 12)] * 2
+    assert [(c[3], c[4]) for c in routed] == [(1, 5)] * 3 + [(4, 20)] * 2
     assert all(w[3] == m[3] and w[4] >= m[3] for w, m in zip(calls[0::2], measured, strict=True))
+    assert [w[4] for w in calls[0::2] if w[0] == "R" and w[3] == 4] == [8, 8]
 
 
 def test_one_disturbed_wave_does_not_move_a_concurrency_point(monkeypatch):
@@ -321,8 +335,58 @@ def test_one_disturbed_wave_does_not_move_a_concurrency_point(monkeypatch):
         return PointResult(isl=isl, osl=osl, concurrency=concurrency, samples=samples, duration_s=1.0)
 
     monkeypatch.setattr(calibrate, "run_point", fake_run_point)
-    got = calibrate.measure("R", "P", "m", vocab_size=100, lengths=[32, 128, 512], shape=PRE, progress=lambda _: None)
+    got = calibrate.measure(
+        "R",
+        "P",
+        "m",
+        vocab_size=100,
+        lengths=[32, 128, 512],
+        prefill_shape=PRE,
+        decode_shape=DEC,
+        progress=lambda _: None,
+    )
     assert [p["itl_s"] for p in got["fit_points"]["decode"]] == [0.04] * 5
+
+
+def test_decode_is_fitted_at_the_users_per_decode_endpoint_the_prediction_uses():
+    """On the CPU engine a concurrency-4 point's requests overlapped 2.4-3.8 at a time; fitted at
+    that count and predicted at 4, each request's cost was multiplied past what was measured (ITL
+    20-70% long at two to four users). The fit takes the point's users per decode endpoint, so the
+    prediction at the calibration's own point is what it measured."""
+    from recipectl.commands.calibrate import fit_calibration
+
+    staggered = [  # four users whose decodes overlap in part: decode_residents well below 4
+        {"start": 0.0, "ttft": 0.1},
+        {"start": 0.0, "ttft": 0.5},
+        {"start": 0.0, "ttft": 0.9},
+        {"start": 0.0, "ttft": 1.3},
+    ]
+    points = [
+        {"kind": "prefill", "isl": n, "osl": 1, "concurrency": 1, "seconds": [0.02 + 1e-4 * n] * 5}
+        for n in (32, 128, 512)
+    ]
+    points += [
+        {"kind": "routed", "isl": n, "osl": 32, "concurrency": 1, "ttft_s": [0.05 + 1e-4 * n] * 5, "itl_s": [0.030] * 5}
+        for n in (32, 128, 512)
+    ]
+    points += [
+        {
+            "kind": "routed",
+            "isl": n,
+            "osl": 32,
+            "concurrency": 4,
+            "ttft_s": [r["ttft"] for r in staggered],
+            "itl_s": [itl] * 4,
+            "decode_residents": 2.6,
+        }
+        for n, itl in ((32, 0.040), (128, 0.042))
+    ]
+    fitted, fit_points = fit_calibration(points, prefill_shape=PRE, decode_shape=DEC)
+    assert [p["concurrency"] for p in fit_points["decode"]] == [1, 1, 1, 4, 4]
+    assert fitted.decode.itl_s(4, 32 + 16) == pytest.approx(0.040, rel=0.03)
+    # two decode endpoints: four users are two per endpoint
+    _, two = fit_calibration(points, prefill_shape=PRE, decode_shape=DEC.model_copy(update={"endpoints": 2}))
+    assert [p["concurrency"] for p in two["decode"]] == [1, 1, 1, 2, 2]
 
 
 def test_four_users_on_h200_wait_for_their_wave_as_the_calibration_measured():
@@ -382,6 +446,81 @@ def test_several_prefill_endpoints_feeding_one_decode_endpoint_give_a_range_and_
     assert alone.transfer_sources == 1 and alone.ttft_low_s == alone.ttft_high_s
 
 
+def test_a_measured_overlap_moves_each_requests_shared_part_at_once_and_the_rest_one_after_another():
+    """Where a calibration of several prefill endpoints measured how much of a transfer they do at
+    once (transfer.parallel_s), TTFT takes it instead of the midpoint: a wave of four from two
+    sources moves 4 x (t - p) + 2 x p; none at once is the serial end, all of it the parallel one."""
+    m = model(prefill=(0.01, 0.0), decode=(0.005, 0.0, 0.0), transfer=(0.0, 5e6))
+    two_pre = PRE.model_copy(update={"endpoints": 2})
+    midpoint = predict(m, two_pre, DEC, isl=1000, osl=32, concurrency=4)
+    t = midpoint.transfer_s
+
+    def with_parallel(p: float):
+        measured = m.model_copy(update={"transfer": m.transfer.model_copy(update={"parallel_s": p})})
+        return predict(measured, two_pre, DEC, isl=1000, osl=32, concurrency=4)
+
+    part = with_parallel(0.25 * t)
+    assert part.overlap_measured and not midpoint.overlap_measured
+    assert part.ttft_s - part.ttft_low_s == pytest.approx(4 * 0.75 * t + 2 * 0.25 * t - 2 * t)
+    assert with_parallel(0.0).ttft_s == pytest.approx(midpoint.ttft_high_s)
+    assert with_parallel(10 * t).ttft_s == pytest.approx(midpoint.ttft_low_s)  # no more than the whole transfer
+    # one source: a measured overlap changes nothing
+    measured = m.model_copy(update={"transfer": m.transfer.model_copy(update={"parallel_s": 0.5 * t})})
+    one = predict(measured, PRE, DEC, isl=1000, osl=32, concurrency=4)
+    assert one.ttft_s == predict(m, PRE, DEC, isl=1000, osl=32, concurrency=4).ttft_s and not one.overlap_measured
+
+
+@pytest.mark.parametrize("share", [0.0, 0.3, 0.7, 1.0])
+def test_the_overlap_fit_recovers_the_share_that_made_the_waves(share):
+    m = model(prefill=(0.02, 20e-6), decode=(0.005, 0.0001, 0.0), transfer=(0.01, 0.5e9))
+    two_pre = PRE.model_copy(update={"endpoints": 2, "kv_bytes_per_token": 32768})
+    t_long = m.transfer.time_s(transfer_bytes(two_pre, 2048))
+    truth = m.model_copy(update={"transfer": m.transfer.model_copy(update={"parallel_s": share * t_long})})
+    points = [
+        WavePoint(
+            isl=n, osl=32, concurrency=4, ttft_s=predict(truth, two_pre, DEC, isl=n, osl=32, concurrency=4).ttft_s
+        )
+        for n in (512, 2048)
+    ]
+    got = fit_parallel_transfer(m, two_pre, DEC, points)
+    assert got is not None
+    # the shorter prompt's transfer bounds what it can tell: past it, only the longer one's TTFT moves
+    assert got == pytest.approx(share * t_long, abs=0.005 * t_long)
+    # one prefill endpoint per decode endpoint measures no overlap
+    assert fit_parallel_transfer(m, PRE, DEC, points) is None
+
+
+def test_calibrating_a_layout_of_two_prefill_endpoints_measures_their_overlap(monkeypatch):
+    """calibrate on 2 prefill + 1 decode: the concurrency-4 waves' TTFTs (made here by the model
+    with a known share at once) give transfer.parallel_s; on 1 + 1 it stays unmeasured."""
+    import recipectl.commands.calibrate as calibrate
+    from recipectl.bench.probe import PointResult, Sample
+
+    m = model(prefill=(0.02, 20e-6), decode=(0.005, 0.0001, 0.0), transfer=(0.01, 0.5e9))
+    two_pre = PRE.model_copy(update={"endpoints": 2, "kv_bytes_per_token": 32768})
+    share_s = 0.6 * m.transfer.time_s(transfer_bytes(two_pre, 2048))
+    truth = m.model_copy(update={"transfer": m.transfer.model_copy(update={"parallel_s": share_s})})
+
+    def fake_run_point(url, model_name, *, isl, osl, concurrency, num_requests, vocab_size, seed=0, stream=True):
+        if url == "P":  # the prefill endpoint alone, not streamed: the whole request's time
+            t = truth.prefill.time_s(isl)
+            samples = [Sample(ttft_s=t, itl_s=None, output_tokens=1, e2e_s=t) for _ in range(num_requests)]
+            return PointResult(isl=isl, osl=osl, concurrency=concurrency, samples=samples, duration_s=1.0)
+        ttft = predict(truth, two_pre, DEC, isl=isl, osl=osl, concurrency=concurrency).ttft_s
+        itl = truth.decode.itl_s(concurrency, isl + osl // 2)
+        samples = [
+            Sample(ttft_s=ttft, itl_s=itl, output_tokens=osl, e2e_s=ttft + itl * (osl - 1)) for _ in range(num_requests)
+        ]
+        return PointResult(isl=isl, osl=osl, concurrency=concurrency, samples=samples, duration_s=1.0)
+
+    monkeypatch.setattr(calibrate, "run_point", fake_run_point)
+    args = dict(vocab_size=100, lengths=[512, 2048, 8192], decode_shape=DEC, progress=lambda _: None)
+    got = calibrate.measure("R", "P", "m", prefill_shape=two_pre, **args)
+    assert got["model"]["transfer"]["parallel_s"] == pytest.approx(share_s, rel=0.05)
+    one = calibrate.measure("R", "P", "m", prefill_shape=PRE, **args)
+    assert one["model"]["transfer"]["parallel_s"] is None
+
+
 def test_the_plan_table_marks_a_ttft_from_several_sources():
     r = cli("plan", "recipes/h200/qwen3.5-9b-pd-1gpu.yaml", "--sla", "ttft=2s,itl=50ms", "--gpus", "3")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -393,6 +532,23 @@ def test_the_plan_table_marks_a_ttft_from_several_sources():
     )
     several = [c["prediction"] for c in j["configurations"] if c["prediction"]["transfer_sources"] > 1]
     assert several and all(p["ttft_low_s"] < p["ttft_s"] < p["ttft_high_s"] for p in several)
+
+
+def test_the_plan_table_marks_no_ttft_whose_overlap_a_calibration_measured(tmp_path):
+    """A calibration of several prefill endpoints per decode endpoint measured how far their
+    transfers overlap: plan predicts from it, without the midpoint's ~ and its footnote."""
+    recipe = Path(__file__).resolve().parent.parent / "recipes/h200/qwen3.5-9b-pd-1gpu.yaml"
+    slow_link = model(transfer=(0.01, 0.5e9))
+    measured = slow_link.model_copy(update={"transfer": slow_link.transfer.model_copy(update={"parallel_s": 0.05})})
+    cal = _calibration(tmp_path, recipe, measured)
+    args = ("plan", str(recipe), "--sla", "ttft=2s,itl=50ms", "--gpus", "3", "--calibration", str(cal))
+    r = cli(*args, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert " ~" not in r.stdout and "midway" not in r.stdout.replace("\n", " ")
+    j = json.loads(cli(*args, "--format", "json", timeout=120).stdout)
+    several = [c["prediction"] for c in j["configurations"] if c["prediction"]["transfer_sources"] > 1]
+    assert several and all(p["overlap_measured"] for p in several)
+    assert j["model"]["transfer"]["parallel_s"] == 0.05
 
 
 @pytest.mark.parametrize(

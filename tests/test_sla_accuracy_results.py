@@ -94,45 +94,79 @@ def test_the_midpoints_range_holds_seven_of_the_eight_held_out_two_prefill_ttfts
 
 
 # The CPU runs (docs/sla-planner.md, "held-out points on the CPU deployment"): (run, model, metric)
-# -> median and worst absolute error. The 2026-12-03 run calibrated twice, before and after the
-# held-out points: the second calibration's errors are the first's repeatability on that host.
+# -> median and worst absolute error, each calibration fitted again from its points by this
+# checkout (decode at the users per decode endpoint). The runs from 2026-12-03 on calibrated twice,
+# before and after the held-out points: the second calibration's errors are the first's
+# repeatability on that host.
 CPU_RECIPE = ROOT / "recipes" / "local" / "tiny-hybrid-cpu.yaml"
 CPU_STATED = {
-    ("cpu-tiny-1p1d", "calibrated"): {"ttft_s": (0.053, 0.175), "itl_s": (0.215, 0.271), "total_tps": (0.027, 0.125)},
+    ("cpu-tiny-1p1d", "calibrated"): {"ttft_s": (0.053, 0.176), "itl_s": (0.185, 0.248), "total_tps": (0.026, 0.107)},
     ("cpu-tiny-1p1d-2026-12-03", "calibrated"): {
-        "ttft_s": (0.081, 0.187),
-        "itl_s": (0.287, 0.667),
-        "total_tps": (0.135, 0.221),
+        "ttft_s": (0.09, 0.168),
+        "itl_s": (0.286, 0.459),
+        "total_tps": (0.066, 0.139),
     },
     ("cpu-tiny-1p1d-2026-12-03", "calibrated_after"): {
-        "ttft_s": (0.314, 0.53),
-        "itl_s": (0.23, 0.67),
-        "total_tps": (0.161, 0.457),
+        "ttft_s": (0.315, 0.531),
+        "itl_s": (0.243, 0.566),
+        "total_tps": (0.119, 0.491),
     },
     # the same host again: two waves per concurrency-4 point, then three ("-c"); both runs'
     # second calibrations re-sent the first's prompts (their TTFTs from the prefix cache)
     ("cpu-tiny-1p1d-2026-12-03b", "calibrated"): {
-        "ttft_s": (0.108, 0.229),
-        "itl_s": (0.267, 0.696),
-        "total_tps": (0.117, 0.245),
+        "ttft_s": (0.109, 0.261),
+        "itl_s": (0.062, 0.269),
+        "total_tps": (0.123, 0.254),
     },
-    ("cpu-tiny-1p1d-2026-12-03b", "calibrated_after"): {"itl_s": (0.056, 0.16)},
+    ("cpu-tiny-1p1d-2026-12-03b", "calibrated_after"): {"itl_s": (0.13, 0.182)},
     ("cpu-tiny-1p1d-2026-12-03c", "calibrated"): {
-        "ttft_s": (0.063, 0.155),
-        "itl_s": (0.15, 0.226),
-        "total_tps": (0.083, 0.181),
+        "ttft_s": (0.067, 0.144),
+        "itl_s": (0.158, 0.208),
+        "total_tps": (0.189, 0.204),
     },
-    ("cpu-tiny-1p1d-2026-12-03c", "calibrated_after"): {"itl_s": (0.044, 0.221)},
-    # both changes: three waves, and prompts new at every call (the second calibration uncached)
+    ("cpu-tiny-1p1d-2026-12-03c", "calibrated_after"): {"itl_s": (0.085, 0.276)},
+    # three waves, and prompts new at every call (the second calibration uncached)
     ("cpu-tiny-1p1d-2026-12-03d", "calibrated"): {
-        "ttft_s": (0.224, 0.637),
-        "itl_s": (0.093, 0.319),
-        "total_tps": (0.08, 0.229),
+        "ttft_s": (0.22, 0.634),
+        "itl_s": (0.07, 0.261),
+        "total_tps": (0.08, 0.208),
     },
     ("cpu-tiny-1p1d-2026-12-03d", "calibrated_after"): {
-        "ttft_s": (0.031, 0.458),
-        "itl_s": (0.241, 0.522),
-        "total_tps": (0.112, 0.262),
+        "ttft_s": (0.026, 0.452),
+        "itl_s": (0.176, 0.391),
+        "total_tps": (0.088, 0.217),
+    },
+    # decode fitted at the users per decode endpoint ("-e" on), then five waves and a warm-up of
+    # two at concurrency 4 ("-f" on; "-f" ran beside this checkout's tests: load average 8.5 after)
+    ("cpu-tiny-1p1d-2026-12-03e", "calibrated"): {
+        "ttft_s": (0.09, 0.181),
+        "itl_s": (0.296, 0.447),
+        "total_tps": (0.065, 0.167),
+    },
+    ("cpu-tiny-1p1d-2026-12-03e", "calibrated_after"): {
+        "ttft_s": (0.043, 0.154),
+        "itl_s": (0.125, 0.253),
+        "total_tps": (0.084, 0.107),
+    },
+    ("cpu-tiny-1p1d-2026-12-03f", "calibrated"): {
+        "ttft_s": (0.033, 0.148),
+        "itl_s": (0.082, 0.103),
+        "total_tps": (0.097, 0.207),
+    },
+    ("cpu-tiny-1p1d-2026-12-03f", "calibrated_after"): {
+        "ttft_s": (0.13, 0.19),
+        "itl_s": (0.246, 0.372),
+        "total_tps": (0.426, 0.62),
+    },
+    ("cpu-tiny-1p1d-2026-12-03g", "calibrated"): {
+        "ttft_s": (0.057, 0.474),
+        "itl_s": (0.103, 0.191),
+        "total_tps": (0.088, 0.168),
+    },
+    ("cpu-tiny-1p1d-2026-12-03g", "calibrated_after"): {
+        "ttft_s": (0.104, 0.306),
+        "itl_s": (0.105, 0.143),
+        "total_tps": (0.088, 0.117),
     },
 }
 
@@ -144,3 +178,19 @@ def test_the_cpu_runs_score_as_the_document_says(run, model, tmp_path):
     for metric, (median, worst) in CPU_STATED[(run, model)].items():
         assert summary[metric]["median_abs_error"] == pytest.approx(median, abs=0.005), metric
         assert summary[metric]["worst_abs_error"] == pytest.approx(worst, abs=0.005), metric
+
+
+def test_the_target_says_which_of_its_clauses_met_it():
+    """Issue #30's target: median |error| <= 10% and worst <= 25%, or within the measured spread
+    where the spread is larger; the benchmark says which."""
+    assert accuracy.verdict([0.05, 0.08, 0.25], [0.01] * 3, [False] * 3) == {"median": "met", "worst": "met"}
+    # the median past 10% but inside the points' median spread; the one point past 25% inside its
+    # repeats' range
+    assert accuracy.verdict([0.12, 0.15, 0.30], [0.2, 0.4, 0.5], [False, False, True]) == {
+        "median": "within the spread",
+        "worst": "within the spread",
+    }
+    assert accuracy.verdict([0.12, 0.15, 0.30], [0.05, 0.1, 0.5], [True, True, False]) == {
+        "median": "not met",
+        "worst": "not met",
+    }

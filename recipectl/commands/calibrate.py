@@ -4,14 +4,16 @@ describe: the engine release, the device, the model, the effective configuration
 
 The points, each of a few requests (bench/probe.py): a prompt's time on the prefill endpoint alone
 at three lengths (prefill); the same prompts through the router, streamed (TTFT, so the transfer,
-and ITL at concurrency 1); two points at concurrency 4 (decode per request and per resident token,
-at the number of requests that were decoding together: prefill's queue keeps it below 4).
+and ITL at concurrency 1); two points at concurrency 4 (decode per request and per resident token).
+Every point's requests go into the file, and the model is fitted from them (``fit_calibration``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,8 +31,10 @@ from ..plan.perf import (
     RoleShape,
     TransferCoeffs,
     TransferPoint,
+    WavePoint,
     analytic_model,
     fit_decode,
+    fit_parallel_transfer,
     fit_prefill,
     fit_transfer,
     transfer_bytes,
@@ -42,19 +46,23 @@ from .measuring import config_differences, deployment_to_measure, describe
 
 CALIBRATION_VERSION = 1
 MAX_CALIBRATION_BYTES = 4 << 20
-WARMUP_REQUESTS = 1
+# the warm-up before each point, in waves of the point's concurrency: one at a single user; two at
+# four, where on the CPU engine the first measured wave after a one-wave warm-up still stalled
+# (three of four first tokens at 2.2-2.5 s, against 0.5-1.3 s once the deployment had seen those
+# concurrencies: the first calibration of docs/sla-planner.md's 2026-12-03e run, and its second)
+WARMUP_WAVES = {1: 1, 4: 2}
 # requests per single-user point, their median the measurement: five, so that two disturbed by
 # something else on the host (a compile, a neighbour's burst) still leave the median undisturbed
 REPEATS = 5
 # the output of every routed point: 31 inter-token gaps a request, where 7 (an OSL of 8) left the
 # CPU engine's single-user ITL anywhere in 12-22 ms from one request to the next
 DECODE_OSL = 32
-# requests per concurrency-4 point: three waves (the first's users start together, but its first
-# prompt reaches prefill alone and decodes ahead of the rest). A wave's requests decode together,
-# so one disturbance moves all of them: of two waves' 8 ITLs one slow wave is half, and the median
-# with it (on the CPU host 83 ms at 2.8 users where the held-out points measured 40-47 ms); of
-# three waves' 12 it is a third, and the median is the other two's
-WAVE_REQUESTS = 12
+# requests per concurrency-4 point: five waves. A wave's requests decode together, so one
+# disturbance moves all of them: of two waves' 8 ITLs one slow wave is half, and the median with it
+# (on the CPU host 83 ms at 2.8 users where the held-out points measured 40-47 ms); of three waves'
+# 12, two slow waves were the median (68 ms at 128 tokens, the third wave 42 ms, held-out points
+# 33-43 ms: the 2026-12-03e run); of five, the median is the other three's
+WAVE_REQUESTS = 20
 
 
 # ----- reading a calibration (what one describes: describe(), commands/measuring.py) ---------
@@ -162,10 +170,12 @@ def measure(
     *,
     vocab_size: int,
     lengths: list[int],
-    shape,
+    prefill_shape: RoleShape,
+    decode_shape: RoleShape,
     progress: Callable[[str], None],
 ) -> dict:
-    """Every point, and the fit. ``shape``: the prefill role's RoleShape (bytes per request)."""
+    """Every point, and the fit (``fit_calibration``), for the layout ``prefill_shape`` x
+    ``decode_shape`` (the bytes a request moves, the endpoints the router spreads users over)."""
 
     def point(url, isl, osl, c, n, stream=True, seed=0):
         # the warm-up at the point's own concurrency: on the CPU platform the first batch of a new
@@ -177,7 +187,7 @@ def measure(
             isl=isl,
             osl=osl,
             concurrency=c,
-            num_requests=max(WARMUP_REQUESTS, c),
+            num_requests=WARMUP_WAVES.get(c, 1) * c,
             vocab_size=vocab_size,
             seed=10_000 + seed,
             stream=stream,
@@ -194,41 +204,75 @@ def measure(
         return r
 
     raw: list[dict] = []
-    prefill_pts, decode_pts, routed = [], [], []
     for i, isl in enumerate(lengths):
         progress(f"prefill alone, {isl} tokens")
         r = point(prefill_url, isl, 1, 1, REPEATS, stream=False, seed=i)
-        prefill_pts.append(PrefillPoint(isl=isl, seconds=r.ttft_s))
         raw.append({"kind": "prefill", "isl": isl, "osl": 1, "concurrency": 1, "seconds": [s.e2e_s for s in r.samples]})
         progress(f"through the router, {isl} tokens")
-        r = point(router, isl, DECODE_OSL, 1, REPEATS, seed=100 + i)
-        routed.append((isl, r))
-        decode_pts.append(DecodePoint(concurrency=1, context=isl + DECODE_OSL // 2, itl_s=r.itl_s))
-        raw.append(_raw("routed", r))
+        raw.append(_raw("routed", point(router, isl, DECODE_OSL, 1, REPEATS, seed=100 + i)))
     for j, isl in enumerate((lengths[0], lengths[1])):
         progress(f"decode at concurrency 4, {isl} tokens")
-        r = point(router, isl, DECODE_OSL, 4, WAVE_REQUESTS, seed=200 + j)
-        decode_pts.append(DecodePoint(concurrency=r.decode_residents, context=isl + DECODE_OSL // 2, itl_s=r.itl_s))
-        raw.append(_raw("routed", r))
+        raw.append(_raw("routed", point(router, isl, DECODE_OSL, 4, WAVE_REQUESTS, seed=200 + j)))
+    fitted, fit_points = fit_calibration(raw, prefill_shape=prefill_shape, decode_shape=decode_shape)
+    return {"model": fitted.model_dump(mode="json"), "points": raw, "fit_points": fit_points}
+
+
+def fit_calibration(points: list[dict], *, prefill_shape: RoleShape, decode_shape: RoleShape) -> tuple[PerfModel, dict]:
+    """The model from a calibration's points as ``measure`` records them (and a calibration file
+    keeps them): the one fit, so that a calibration written earlier can be fitted again by this
+    release's model (benchmarks/sla_planner_accuracy.py --rescore). Each point's measurement is the
+    median of its requests. Returns the model and the points each part was fitted to.
+
+    Decode's points are taken at the concurrency ``predict`` gives a decode endpoint, the point's
+    users over the decode endpoints, not at the requests measured decoding together
+    (``decode_residents``): on the CPU engine four users' requests overlapped 2.4-3.8 at a time,
+    and a fit at those counts put the cost of each request on fewer of them than the prediction
+    at four then multiplied it by (ITL predicted 20-70% long at two to four users, in every CPU run
+    of docs/sla-planner.md); on the H200 they were 3.97-3.99, and it makes no difference there.
+
+    On a layout of several prefill endpoints per decode endpoint the concurrency-4 points' waves
+    came from several of them, and their TTFTs give how much of a transfer those sources did at
+    once (``transfer.parallel_s``, perf.fit_parallel_transfer); elsewhere it is left unmeasured."""
+    prefill_pts, decode_pts, routed, waves = [], [], [], []
+    for p in points:
+        if p["kind"] == "prefill":
+            prefill_pts.append(PrefillPoint(isl=p["isl"], seconds=statistics.median(p["seconds"])))
+            continue
+        itls = [x for x in p["itl_s"] if x is not None]
+        if not itls:
+            continue
+        per_endpoint = math.ceil(p["concurrency"] / decode_shape.endpoints)
+        decode_pts.append(
+            DecodePoint(concurrency=per_endpoint, context=p["isl"] + p["osl"] // 2, itl_s=statistics.median(itls))
+        )
+        if p["concurrency"] == 1:
+            routed.append((p["isl"], statistics.median(p["ttft_s"])))
+        else:
+            waves.append(
+                WavePoint(
+                    isl=p["isl"], osl=p["osl"], concurrency=p["concurrency"], ttft_s=statistics.median(p["ttft_s"])
+                )
+            )
     prefill = fit_prefill(prefill_pts)
     decode = fit_decode(decode_pts)
     dev = ANALYTIC_DEVICES["CPU"]  # replaced below wherever the points pin it
     transfer_pts = [
-        TransferPoint(nbytes=transfer_bytes(shape, isl), seconds=r.ttft_s - prefill.time_s(isl) - decode.itl_s(1, isl))
-        for isl, r in routed
+        TransferPoint(
+            nbytes=transfer_bytes(prefill_shape, isl), seconds=ttft - prefill.time_s(isl) - decode.itl_s(1, isl)
+        )
+        for isl, ttft in routed
     ]
     transfer = fit_transfer(
         transfer_pts, TransferCoeffs(latency_s=dev.link_latency_s, bytes_per_s=dev.link_bytes_per_s)
     )
     fitted = PerfModel(prefill=prefill, decode=decode, transfer=transfer, calibrated=True)
-    return {
-        "model": fitted.model_dump(mode="json"),
-        "points": raw,
-        "fit_points": {
-            "prefill": [p.model_dump() for p in prefill_pts],
-            "decode": [p.model_dump() for p in decode_pts],
-            "transfer": [p.model_dump() for p in transfer_pts],
-        },
+    parallel_s = fit_parallel_transfer(fitted, prefill_shape, decode_shape, waves)
+    if parallel_s is not None:
+        fitted = fitted.model_copy(update={"transfer": transfer.model_copy(update={"parallel_s": parallel_s})})
+    return fitted, {
+        "prefill": [p.model_dump() for p in prefill_pts],
+        "decode": [p.model_dump() for p in decode_pts],
+        "transfer": [p.model_dump() for p in transfer_pts],
     }
 
 
@@ -279,7 +323,8 @@ def calibrate(recipe_path: str, *, out: str, variant: str | None, attach: str | 
                 recipe.served_name,
                 vocab_size=spec.vocab_size,
                 lengths=lengths,
-                shape=shapes["prefill"],
+                prefill_shape=shapes["prefill"],
+                decode_shape=shapes["decode"],
                 progress=progress,
             )
     except KeyboardInterrupt:  # what was launched is stopped by then
@@ -301,7 +346,14 @@ def calibrate(recipe_path: str, *, out: str, variant: str | None, attach: str | 
         f"{m['prefill']['per_token_s'] * 1e6:.1f} us/token; decode step {m['decode']['step_s'] * 1e3:.1f} ms "
         f"+ {m['decode']['per_seq_s'] * 1e3:.2f} ms/request + {m['decode']['per_ctx_token_s'] * 1e6:.3f} "
         f"us/resident token; transfer {m['transfer']['latency_s'] * 1e3:.1f} ms + "
-        f"{m['transfer']['bytes_per_s'] / 1e9:.2f} GB/s -> {out}",
+        f"{m['transfer']['bytes_per_s'] / 1e9:.2f} GB/s"
+        + (
+            f" ({m['transfer']['parallel_s'] * 1e3:.1f} ms of it at once from "
+            f"{shapes['prefill'].endpoints} prefill endpoints)"
+            if m["transfer"].get("parallel_s") is not None
+            else ""
+        )
+        + f" -> {out}",
         highlight=False,
     )
     return 0
