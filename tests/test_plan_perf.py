@@ -20,13 +20,10 @@ from recipectl.plan.perf import (
     RoleShape,
     TransferCoeffs,
     TransferPoint,
-    WavePoint,
     fit_decode,
-    fit_parallel_transfer,
     fit_prefill,
     fit_transfer,
     predict,
-    transfer_bytes,
 )
 from recipectl.plan.sla import Sla, SlaError, binding_constraint, parse_sla, rank
 from recipectl.validate import load_variant
@@ -160,12 +157,12 @@ def test_ranking_puts_the_best_throughput_per_gpu_that_meets_the_sla_first():
     assert all(c.concurrency is None for c in strict) and strict[0].binding == "prefill compute"
 
 
-def _calibration(tmp_path, recipe_path, perf: PerfModel | None = None):
+def _calibration(tmp_path, recipe_path):
     from recipectl.commands.calibrate import CALIBRATION_VERSION, describe
     from recipectl.validate import load_variant
 
     ident = describe(load_variant(str(recipe_path), None), str(recipe_path))
-    doc = {"calibration_version": CALIBRATION_VERSION, **ident, "model": (perf or model()).model_dump(mode="json")}
+    doc = {"calibration_version": CALIBRATION_VERSION, **ident, "model": model().model_dump(mode="json")}
     out = tmp_path / "cal.json"
     out.write_text(json.dumps(doc))
     return out
@@ -446,81 +443,6 @@ def test_several_prefill_endpoints_feeding_one_decode_endpoint_give_a_range_and_
     assert alone.transfer_sources == 1 and alone.ttft_low_s == alone.ttft_high_s
 
 
-def test_a_measured_overlap_moves_each_requests_shared_part_at_once_and_the_rest_one_after_another():
-    """Where a calibration of several prefill endpoints measured how much of a transfer they do at
-    once (transfer.parallel_s), TTFT takes it instead of the midpoint: a wave of four from two
-    sources moves 4 x (t - p) + 2 x p; none at once is the serial end, all of it the parallel one."""
-    m = model(prefill=(0.01, 0.0), decode=(0.005, 0.0, 0.0), transfer=(0.0, 5e6))
-    two_pre = PRE.model_copy(update={"endpoints": 2})
-    midpoint = predict(m, two_pre, DEC, isl=1000, osl=32, concurrency=4)
-    t = midpoint.transfer_s
-
-    def with_parallel(p: float):
-        measured = m.model_copy(update={"transfer": m.transfer.model_copy(update={"parallel_s": p})})
-        return predict(measured, two_pre, DEC, isl=1000, osl=32, concurrency=4)
-
-    part = with_parallel(0.25 * t)
-    assert part.overlap_measured and not midpoint.overlap_measured
-    assert part.ttft_s - part.ttft_low_s == pytest.approx(4 * 0.75 * t + 2 * 0.25 * t - 2 * t)
-    assert with_parallel(0.0).ttft_s == pytest.approx(midpoint.ttft_high_s)
-    assert with_parallel(10 * t).ttft_s == pytest.approx(midpoint.ttft_low_s)  # no more than the whole transfer
-    # one source: a measured overlap changes nothing
-    measured = m.model_copy(update={"transfer": m.transfer.model_copy(update={"parallel_s": 0.5 * t})})
-    one = predict(measured, PRE, DEC, isl=1000, osl=32, concurrency=4)
-    assert one.ttft_s == predict(m, PRE, DEC, isl=1000, osl=32, concurrency=4).ttft_s and not one.overlap_measured
-
-
-@pytest.mark.parametrize("share", [0.0, 0.3, 0.7, 1.0])
-def test_the_overlap_fit_recovers_the_share_that_made_the_waves(share):
-    m = model(prefill=(0.02, 20e-6), decode=(0.005, 0.0001, 0.0), transfer=(0.01, 0.5e9))
-    two_pre = PRE.model_copy(update={"endpoints": 2, "kv_bytes_per_token": 32768})
-    t_long = m.transfer.time_s(transfer_bytes(two_pre, 2048))
-    truth = m.model_copy(update={"transfer": m.transfer.model_copy(update={"parallel_s": share * t_long})})
-    points = [
-        WavePoint(
-            isl=n, osl=32, concurrency=4, ttft_s=predict(truth, two_pre, DEC, isl=n, osl=32, concurrency=4).ttft_s
-        )
-        for n in (512, 2048)
-    ]
-    got = fit_parallel_transfer(m, two_pre, DEC, points)
-    assert got is not None
-    # the shorter prompt's transfer bounds what it can tell: past it, only the longer one's TTFT moves
-    assert got == pytest.approx(share * t_long, abs=0.005 * t_long)
-    # one prefill endpoint per decode endpoint measures no overlap
-    assert fit_parallel_transfer(m, PRE, DEC, points) is None
-
-
-def test_calibrating_a_layout_of_two_prefill_endpoints_measures_their_overlap(monkeypatch):
-    """calibrate on 2 prefill + 1 decode: the concurrency-4 waves' TTFTs (made here by the model
-    with a known share at once) give transfer.parallel_s; on 1 + 1 it stays unmeasured."""
-    import recipectl.commands.calibrate as calibrate
-    from recipectl.bench.probe import PointResult, Sample
-
-    m = model(prefill=(0.02, 20e-6), decode=(0.005, 0.0001, 0.0), transfer=(0.01, 0.5e9))
-    two_pre = PRE.model_copy(update={"endpoints": 2, "kv_bytes_per_token": 32768})
-    share_s = 0.6 * m.transfer.time_s(transfer_bytes(two_pre, 2048))
-    truth = m.model_copy(update={"transfer": m.transfer.model_copy(update={"parallel_s": share_s})})
-
-    def fake_run_point(url, model_name, *, isl, osl, concurrency, num_requests, vocab_size, seed=0, stream=True):
-        if url == "P":  # the prefill endpoint alone, not streamed: the whole request's time
-            t = truth.prefill.time_s(isl)
-            samples = [Sample(ttft_s=t, itl_s=None, output_tokens=1, e2e_s=t) for _ in range(num_requests)]
-            return PointResult(isl=isl, osl=osl, concurrency=concurrency, samples=samples, duration_s=1.0)
-        ttft = predict(truth, two_pre, DEC, isl=isl, osl=osl, concurrency=concurrency).ttft_s
-        itl = truth.decode.itl_s(concurrency, isl + osl // 2)
-        samples = [
-            Sample(ttft_s=ttft, itl_s=itl, output_tokens=osl, e2e_s=ttft + itl * (osl - 1)) for _ in range(num_requests)
-        ]
-        return PointResult(isl=isl, osl=osl, concurrency=concurrency, samples=samples, duration_s=1.0)
-
-    monkeypatch.setattr(calibrate, "run_point", fake_run_point)
-    args = dict(vocab_size=100, lengths=[512, 2048, 8192], decode_shape=DEC, progress=lambda _: None)
-    got = calibrate.measure("R", "P", "m", prefill_shape=two_pre, **args)
-    assert got["model"]["transfer"]["parallel_s"] == pytest.approx(share_s, rel=0.05)
-    one = calibrate.measure("R", "P", "m", prefill_shape=PRE, **args)
-    assert one["model"]["transfer"]["parallel_s"] is None
-
-
 def test_the_plan_table_marks_a_ttft_from_several_sources():
     r = cli("plan", "recipes/h200/qwen3.5-9b-pd-1gpu.yaml", "--sla", "ttft=2s,itl=50ms", "--gpus", "3")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -532,23 +454,6 @@ def test_the_plan_table_marks_a_ttft_from_several_sources():
     )
     several = [c["prediction"] for c in j["configurations"] if c["prediction"]["transfer_sources"] > 1]
     assert several and all(p["ttft_low_s"] < p["ttft_s"] < p["ttft_high_s"] for p in several)
-
-
-def test_the_plan_table_marks_no_ttft_whose_overlap_a_calibration_measured(tmp_path):
-    """A calibration of several prefill endpoints per decode endpoint measured how far their
-    transfers overlap: plan predicts from it, without the midpoint's ~ and its footnote."""
-    recipe = Path(__file__).resolve().parent.parent / "recipes/h200/qwen3.5-9b-pd-1gpu.yaml"
-    slow_link = model(transfer=(0.01, 0.5e9))
-    measured = slow_link.model_copy(update={"transfer": slow_link.transfer.model_copy(update={"parallel_s": 0.05})})
-    cal = _calibration(tmp_path, recipe, measured)
-    args = ("plan", str(recipe), "--sla", "ttft=2s,itl=50ms", "--gpus", "3", "--calibration", str(cal))
-    r = cli(*args, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert " ~" not in r.stdout and "midway" not in r.stdout.replace("\n", " ")
-    j = json.loads(cli(*args, "--format", "json", timeout=120).stdout)
-    several = [c["prediction"] for c in j["configurations"] if c["prediction"]["transfer_sources"] > 1]
-    assert several and all(p["overlap_measured"] for p in several)
-    assert j["model"]["transfer"]["parallel_s"] == 0.05
 
 
 @pytest.mark.parametrize(

@@ -31,10 +31,8 @@ from ..plan.perf import (
     RoleShape,
     TransferCoeffs,
     TransferPoint,
-    WavePoint,
     analytic_model,
     fit_decode,
-    fit_parallel_transfer,
     fit_prefill,
     fit_transfer,
     transfer_bytes,
@@ -228,12 +226,8 @@ def fit_calibration(points: list[dict], *, prefill_shape: RoleShape, decode_shap
     (``decode_residents``): on the CPU engine four users' requests overlapped 2.4-3.8 at a time,
     and a fit at those counts put the cost of each request on fewer of them than the prediction
     at four then multiplied it by (ITL predicted 20-70% long at two to four users, in every CPU run
-    of docs/sla-planner.md); on the H200 they were 3.97-3.99, and it makes no difference there.
-
-    On a layout of several prefill endpoints per decode endpoint the concurrency-4 points' waves
-    came from several of them, and their TTFTs give how much of a transfer those sources did at
-    once (``transfer.parallel_s``, perf.fit_parallel_transfer); elsewhere it is left unmeasured."""
-    prefill_pts, decode_pts, routed, waves = [], [], [], []
+    of docs/sla-planner.md); on the H200 they were 3.97-3.99, and it makes no difference there."""
+    prefill_pts, decode_pts, routed = [], [], []
     for p in points:
         if p["kind"] == "prefill":
             prefill_pts.append(PrefillPoint(isl=p["isl"], seconds=statistics.median(p["seconds"])))
@@ -247,12 +241,6 @@ def fit_calibration(points: list[dict], *, prefill_shape: RoleShape, decode_shap
         )
         if p["concurrency"] == 1:
             routed.append((p["isl"], statistics.median(p["ttft_s"])))
-        else:
-            waves.append(
-                WavePoint(
-                    isl=p["isl"], osl=p["osl"], concurrency=p["concurrency"], ttft_s=statistics.median(p["ttft_s"])
-                )
-            )
     prefill = fit_prefill(prefill_pts)
     decode = fit_decode(decode_pts)
     dev = ANALYTIC_DEVICES["CPU"]  # replaced below wherever the points pin it
@@ -266,9 +254,6 @@ def fit_calibration(points: list[dict], *, prefill_shape: RoleShape, decode_shap
         transfer_pts, TransferCoeffs(latency_s=dev.link_latency_s, bytes_per_s=dev.link_bytes_per_s)
     )
     fitted = PerfModel(prefill=prefill, decode=decode, transfer=transfer, calibrated=True)
-    parallel_s = fit_parallel_transfer(fitted, prefill_shape, decode_shape, waves)
-    if parallel_s is not None:
-        fitted = fitted.model_copy(update={"transfer": transfer.model_copy(update={"parallel_s": parallel_s})})
     return fitted, {
         "prefill": [p.model_dump() for p in prefill_pts],
         "decode": [p.model_dump() for p in decode_pts],
@@ -346,14 +331,7 @@ def calibrate(recipe_path: str, *, out: str, variant: str | None, attach: str | 
         f"{m['prefill']['per_token_s'] * 1e6:.1f} us/token; decode step {m['decode']['step_s'] * 1e3:.1f} ms "
         f"+ {m['decode']['per_seq_s'] * 1e3:.2f} ms/request + {m['decode']['per_ctx_token_s'] * 1e6:.3f} "
         f"us/resident token; transfer {m['transfer']['latency_s'] * 1e3:.1f} ms + "
-        f"{m['transfer']['bytes_per_s'] / 1e9:.2f} GB/s"
-        + (
-            f" ({m['transfer']['parallel_s'] * 1e3:.1f} ms of it at once from "
-            f"{shapes['prefill'].endpoints} prefill endpoints)"
-            if m["transfer"].get("parallel_s") is not None
-            else ""
-        )
-        + f" -> {out}",
+        f"{m['transfer']['bytes_per_s'] / 1e9:.2f} GB/s -> {out}",
         highlight=False,
     )
     return 0

@@ -410,8 +410,7 @@ def _print_sla_table(report: dict, recipe_path: str) -> None:
     )
     met_num = lambda key, d=1: lambda c: num(c["prediction"][key], d) if c["concurrency"] else "-"  # noqa: E731
     mark = lambda c: " *" if c["extrapolated"] else ""  # noqa: E731
-    midpoint = lambda c: c["prediction"]["transfer_sources"] > 1 and not c["prediction"]["overlap_measured"]  # noqa: E731
-    sources_mark = lambda c: " ~" if midpoint(c) else ""  # noqa: E731
+    sources_mark = lambda c: " ~" if c["prediction"]["transfer_sources"] > 1 else ""  # noqa: E731
     groups = [
         [
             Col("prefill x layout", "prefill", lambda c: f"{c['prefill_endpoints']} x {c['prefill_layout']}{mark(c)}"),
@@ -442,7 +441,7 @@ def _print_sla_table(report: dict, recipe_path: str) -> None:
             f"coefficients describe the recipe's and are extrapolated to it ({report['tp_efficiency_per_doubling']:g} "
             "efficiency per doubling, docs/sla-planner.md); --keep-layout ranks the recipe's only"
         )
-    several = [c for c in report["configurations"] if midpoint(c)]
+    several = [c for c in report["configurations"] if c["prediction"]["transfer_sources"] > 1]
     if several:
         p = several[0]["prediction"]
         console.print(

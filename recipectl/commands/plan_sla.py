@@ -323,16 +323,11 @@ def _header(recipe_path: str, report: dict, chosen: dict, removed: list[str]) ->
         f"ms, ITL {p['itl_s'] * 1e3:,.1f} ms, {p['tps_per_gpu']:,.1f} TPS/device; binding: {chosen['binding']}"
         + ("; TP extrapolated from the recipe's" if chosen.get("extrapolated") else ""),
     ]
-    if p["transfer_sources"] > 1 and not p["overlap_measured"]:
+    if p["transfer_sources"] > 1:
         lines.append(
             f"TTFT between {p['ttft_low_s'] * 1e3:,.0f} and {p['ttft_high_s'] * 1e3:,.0f} ms: "
             f"{p['transfer_sources']} prefill endpoints feed a decode endpoint, and how far their transfers "
             "overlap is not measured (the midpoint is predicted)"
-        )
-    elif p["transfer_sources"] > 1:
-        lines.append(
-            f"{p['transfer_sources']} prefill endpoints feed a decode endpoint: how far their transfers overlap "
-            "is the calibration's, measured on a layout of several"
         )
     if removed:
         lines.append(f"removed {', '.join(removed)}: they named the old layout's endpoints (placement assigns them)")

@@ -56,11 +56,6 @@ class TransferCoeffs(BaseModel):
 
     latency_s: float = Field(ge=0)
     bytes_per_s: float = Field(gt=0)
-    # Where several prefill endpoints feed one decode endpoint: how much of each request's transfer
-    # the sources do at once (each its own, in parallel); the rest moves one request after another.
-    # Measured by a calibration of such a layout (fit_parallel_transfer); None where none was, and
-    # predict takes TRANSFER_OVERLAP's midpoint instead.
-    parallel_s: float | None = Field(default=None, ge=0)
 
     def time_s(self, nbytes: float) -> float:
         return self.latency_s + nbytes / self.bytes_per_s
@@ -102,7 +97,6 @@ class Prediction(BaseModel):
     transfer_s: float
     transfer_wait_s: float  # waiting for the link: decode pulls the wave's states one after another
     transfer_sources: int  # prefill endpoints one decode endpoint pulls a wave from
-    overlap_measured: bool  # several sources' overlap from a calibration of such a layout (not the midpoint)
     ttft_low_s: float  # TTFT were those sources' transfers all in parallel (ttft_s where one source)
     ttft_high_s: float  # TTFT were they one after another
     first_step_s: float
@@ -152,9 +146,7 @@ def predict(
     each other, 0.97 s after they were sent, where one user's parts add up to 0.29 s); they decode
     together and finish together, and the next wave starts. So within a wave prefill, transfer and
     decode do not overlap, and a request waits for the others of its wave at prefill and at the
-    link. Several prefill endpoints feeding one decode endpoint: each request's
-    ``transfer.parallel_s`` at once and the rest one after another, where a calibration of such a
-    layout measured it; else TRANSFER_OVERLAP."""
+    link. Several prefill endpoints feeding one decode endpoint: TRANSFER_OVERLAP."""
     if concurrency < 1:
         raise ValueError(f"concurrency {concurrency}: a closed loop has at least one user")
     per_prefill = math.ceil(concurrency / prefill.endpoints)  # the router spreads a wave evenly
@@ -169,13 +161,7 @@ def predict(
     sources = min(prefill.endpoints, per_decode)  # the router spreads a wave over the prefill endpoints
     serial = per_decode * transfer
     parallel = math.ceil(per_decode / sources) * transfer
-    measured = sources > 1 and model.transfer.parallel_s is not None
-    if measured:
-        assert model.transfer.parallel_s is not None  # for the type checker: `measured` says so
-        at_once = min(model.transfer.parallel_s, transfer)
-        transfers = per_decode * (transfer - at_once) + math.ceil(per_decode / sources) * at_once
-    else:
-        transfers = serial - TRANSFER_OVERLAP * (serial - parallel)
+    transfers = serial - TRANSFER_OVERLAP * (serial - parallel)
     ttft = batch + transfers + first
     cycle = ttft + max(0, osl - 1) * itl
     rate = concurrency / cycle
@@ -189,7 +175,6 @@ def predict(
         transfer_s=transfer,
         transfer_wait_s=transfers - transfer,
         transfer_sources=sources,
-        overlap_measured=measured,
         ttft_low_s=batch + parallel + first,
         ttft_high_s=batch + serial + first,
         first_step_s=first,
@@ -335,52 +320,6 @@ def fit_transfer(points: Sequence[TransferPoint], default: TransferCoeffs) -> Tr
         lat = max(0.0, sum(max(0.0, p.seconds) - p.nbytes / default.bytes_per_s for p in points) / len(points))
         return TransferCoeffs(latency_s=lat, bytes_per_s=default.bytes_per_s)
     return TransferCoeffs(latency_s=lat, bytes_per_s=1 / per_byte)
-
-
-class WavePoint(BaseModel):
-    """A closed-loop point through the router: ``concurrency`` users of one ISL and OSL, and the
-    median TTFT (seconds) they measured."""
-
-    isl: int
-    osl: int
-    concurrency: int
-    ttft_s: float
-
-
-def fit_parallel_transfer(
-    model: PerfModel, prefill: RoleShape, decode: RoleShape, points: Sequence[WavePoint]
-) -> float | None:
-    """``transfer.parallel_s`` from points at which several prefill endpoints fed a decode
-    endpoint (the layout ``prefill`` x ``decode`` measured them, ``model`` fitted from its other
-    points): the share of a request's transfer that the sources did at once, which the TTFTs of
-    such waves pin once the rest of the model is known. Least squares over the points' TTFTs, the
-    value between none (one after another) and all of the longest transfer. None where no point had
-    several sources: a layout of one prefill endpoint per decode endpoint does not measure it."""
-    several = [
-        p for p in points if min(prefill.endpoints, math.ceil(p.concurrency / decode.endpoints)) > 1 and p.ttft_s > 0
-    ]
-    if not several:
-        return None
-    top = max(model.transfer.time_s(transfer_bytes(prefill, p.isl)) for p in several)
-
-    def residual(parallel_s: float) -> float:
-        m = model.model_copy(update={"transfer": model.transfer.model_copy(update={"parallel_s": parallel_s})})
-        return sum(
-            (
-                (predict(m, prefill, decode, isl=p.isl, osl=p.osl, concurrency=p.concurrency).ttft_s - p.ttft_s)
-                / p.ttft_s
-            )
-            ** 2
-            for p in several
-        )
-
-    # the squared error is piecewise quadratic in parallel_s (each point's prediction bends where
-    # parallel_s passes its transfer): a fine grid, then the best step's neighbourhood
-    grid = [top * k / 400 for k in range(401)]
-    best = min(grid, key=residual)
-    step = top / 400
-    fine = [max(0.0, best - step + 2 * step * k / 100) for k in range(101)]
-    return min(fine, key=residual)
 
 
 # ----- analytic defaults -----------------------------------------------------------------------
