@@ -52,6 +52,14 @@ STATED = {
     ("h200-9b-1p1d-2026-12-03b-again", "ttft_s"): (0.033, 0.197),
     ("h200-9b-1p1d-2026-12-03b-again", "itl_s"): (0.009, 0.029),
     ("h200-9b-1p1d-2026-12-03b-again", "total_tps"): (0.036, 0.135),
+    # the fifth run: a 1 + 1 calibrated with five waves at concurrency 4, then a 2 + 1 calibrated
+    # on itself ("-self"), its points scored by both calibrations (the 1 + 1's: "compared" below)
+    ("h200-9b-1p1d-2026-12-03c", "ttft_s"): (0.015, 0.015),
+    ("h200-9b-1p1d-2026-12-03c", "itl_s"): (0.0, 0.0),
+    ("h200-9b-1p1d-2026-12-03c", "total_tps"): (0.019, 0.019),
+    ("h200-9b-2p1d-self-2026-12-03", "ttft_s"): (0.138, 0.828),
+    ("h200-9b-2p1d-self-2026-12-03", "itl_s"): (0.022, 0.329),
+    ("h200-9b-2p1d-self-2026-12-03", "total_tps"): (0.035, 0.245),
 }
 RUNS = sorted({run for run, _ in STATED})
 
@@ -80,6 +88,19 @@ def test_the_two_prefill_run_is_predicted_from_the_one_prefill_runs_calibration(
     two = json.loads((ROOT / "docs" / "sla-accuracy" / f"{two_run}.json").read_text())
     assert (one["endpoints"], two["endpoints"]) == ({"prefill": 1, "decode": 1}, {"prefill": 2, "decode": 1})
     assert two["calibration"]["fingerprint"] == one["calibration"]["fingerprint"]
+
+
+def test_a_two_prefill_layout_calibrated_on_itself_predicted_its_points_worse_than_the_one_prefill_calibration(
+    tmp_path,
+):
+    # docs/sla-planner.md, "A 2 + 1 layout calibrated on itself": the run's 2 + 1 calibration, and
+    # the 1 + 1 calibration of the same machine, on the same five 2 + 1 points
+    run = ROOT / "docs" / "sla-accuracy" / "h200-9b-2p1d-self-2026-12-03.json"
+    assert accuracy.rescore(str(RECIPE), run, tmp_path) == 0
+    summary = json.loads((tmp_path / "results.json").read_text())["summary"]
+    assert summary["compared"]["ttft_s"]["median_abs_error"] == pytest.approx(0.088, abs=0.005)
+    assert summary["compared"]["ttft_s"]["worst_abs_error"] == pytest.approx(0.464, abs=0.005)
+    assert summary["calibrated"]["ttft_s"]["median_abs_error"] > summary["compared"]["ttft_s"]["median_abs_error"]
 
 
 def test_the_midpoints_range_holds_seven_of_the_eight_held_out_two_prefill_ttfts(tmp_path):
