@@ -12,7 +12,8 @@ and OUT/table.md (the table docs/sla-planner.md holds).
 
 Per point and metric: the measured median of the repeats, their spread ((max - min) / median), the
 predictions and their errors ((predicted - measured) / measured). The target: median |error| <= 10%
-and worst <= 25%, or the prediction inside the repeats' range where the spread is larger.
+and worst <= 25%, or within the measured spread where the spread is larger; the summary says, per
+model and metric, which clause met each half, or that neither did (``verdict``).
 
     .venv/bin/python benchmarks/sla_planner_accuracy.py [RECIPE] [--out DIR]   # alone on the host
 

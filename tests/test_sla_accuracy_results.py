@@ -189,6 +189,16 @@ CPU_STATED = {
         "itl_s": (0.105, 0.143),
         "total_tps": (0.088, 0.117),
     },
+    ("cpu-tiny-1p1d-2026-12-03h", "calibrated"): {
+        "ttft_s": (0.294, 0.327),
+        "itl_s": (0.164, 0.21),
+        "total_tps": (0.083, 0.149),
+    },
+    ("cpu-tiny-1p1d-2026-12-03h", "calibrated_after"): {
+        "ttft_s": (0.028, 0.339),
+        "itl_s": (0.176, 0.248),
+        "total_tps": (0.32, 0.413),
+    },
 }
 
 
