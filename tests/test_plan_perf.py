@@ -275,6 +275,21 @@ def test_a_wave_batches_its_prompts_at_prefill_a_steps_overhead_each():
     assert halves.queue_s == pytest.approx(0.05)  # two prompts per endpoint, in one step
 
 
+def measure_against_fakes(calibrate) -> dict:
+    """calibrate.measure on the local recipe's three lengths, 1 + 1, against the router "R" and the
+    prefill endpoint "P" of whatever fake run_point the test put in its place."""
+    return calibrate.measure(
+        "R",
+        "P",
+        "m",
+        vocab_size=100,
+        lengths=[32, 128, 512],
+        prefill_shape=PRE,
+        decode_shape=DEC,
+        progress=lambda _: None,
+    )
+
+
 def test_calibrations_decode_points_have_enough_gaps_and_five_waves(monkeypatch):
     """calibrate's routed points stream 32 tokens (31 gaps a request: with 7 the CPU engine's
     single-user ITL ranged 12-22 ms from one request to the next) and its concurrency-4 points
@@ -296,16 +311,7 @@ def test_calibrations_decode_points_have_enough_gaps_and_five_waves(monkeypatch)
         return PointResult(isl=isl, osl=osl, concurrency=concurrency, samples=samples, duration_s=1.0)
 
     monkeypatch.setattr(calibrate, "run_point", fake_run_point)
-    calibrate.measure(
-        "R",
-        "P",
-        "m",
-        vocab_size=100,
-        lengths=[32, 128, 512],
-        prefill_shape=PRE,
-        decode_shape=DEC,
-        progress=lambda _: None,
-    )
+    measure_against_fakes(calibrate)
     measured = calls[1::2]  # each point's warm-up comes first
     routed = [c for c in measured if c[0] == "R"]
     assert [c[2] for c in routed] == [32] * 5
@@ -332,16 +338,7 @@ def test_one_disturbed_wave_does_not_move_a_concurrency_point(monkeypatch):
         return PointResult(isl=isl, osl=osl, concurrency=concurrency, samples=samples, duration_s=1.0)
 
     monkeypatch.setattr(calibrate, "run_point", fake_run_point)
-    got = calibrate.measure(
-        "R",
-        "P",
-        "m",
-        vocab_size=100,
-        lengths=[32, 128, 512],
-        prefill_shape=PRE,
-        decode_shape=DEC,
-        progress=lambda _: None,
-    )
+    got = measure_against_fakes(calibrate)
     assert [p["itl_s"] for p in got["fit_points"]["decode"]] == [0.04] * 5
 
 
