@@ -345,8 +345,8 @@ def test_one_disturbed_wave_does_not_move_a_concurrency_point(monkeypatch):
 def test_decode_is_fitted_at_the_users_per_decode_endpoint_the_prediction_uses():
     """On the CPU engine a concurrency-4 point's requests overlapped 2.4-3.8 at a time; fitted at
     that count and predicted at 4, each request's cost was multiplied past what was measured (ITL
-    20-70% long at two to four users). The fit takes the point's users per decode endpoint, so the
-    prediction at the calibration's own point is what it measured."""
+    22-70% long at four users in every CPU run). The fit takes the point's users per decode
+    endpoint, so the prediction at the calibration's own point is what it measured."""
     from recipectl.commands.calibrate import fit_calibration
 
     staggered = [  # four users whose decodes overlap in part: decode_residents well below 4

@@ -225,8 +225,8 @@ def fit_calibration(points: list[dict], *, prefill_shape: RoleShape, decode_shap
     users over the decode endpoints, not at the requests measured decoding together
     (``decode_residents``): on the CPU engine four users' requests overlapped 2.4-3.8 at a time,
     and a fit at those counts put the cost of each request on fewer of them than the prediction
-    at four then multiplied it by (ITL predicted 20-70% long at two to four users, in every CPU run
-    of docs/sla-planner.md); on the H200 they were 3.97-3.99, and it makes no difference there."""
+    at four then multiplied it by (ITL predicted long at four users, by 22-70%, in every CPU run of
+    docs/sla-planner.md); on the H200 they were 3.97-3.99, and it makes no difference there."""
     prefill_pts, decode_pts, routed = [], [], []
     for p in points:
         if p["kind"] == "prefill":
