@@ -22,9 +22,8 @@ With --calibration FILE --calibrated-on RECIPE0 it calibrates nothing: it predic
 calibration of another layout of the same roles (RECIPE0: 1 prefill endpoint, RECIPE: 2, say), as
 `plan --sla` ranks endpoint counts it did not measure, and measures RECIPE. With --compare FILE
 --compare-on RECIPE0 it calibrates RECIPE itself and scores the points by that other layout's
-calibration too (model "compared": a layout of two prefill endpoints calibrated on itself, where
-it measures how far their transfers overlap, beside the midpoint a one-prefill calibration gives);
---no-recalibrate skips the second calibration after the held-out points.
+calibration too (model "compared": a layout of two prefill endpoints calibrated on itself beside
+a calibration of one); --no-recalibrate skips the second calibration after the held-out points.
 """
 
 from __future__ import annotations
@@ -339,9 +338,16 @@ def main() -> int:
             "calibrated": read_calibration(str(cal), described),
             "uncalibrated": analytic_for(recipe, plans, spec),
         }
+        # the layouts the calibrations measured: --rescore fits each again for its own
+        layouts = {
+            "calibration_endpoints": endpoint_counts(
+                load_variant(args.calibrated_on, None).recipe if args.calibrated_on else recipe
+            )
+        }
         if args.compare:
             compared_on = load_variant(args.compare_on, None)
             models["compared"] = read_calibration(args.compare, describe(compared_on, args.compare_on))
+            layouts["compared_endpoints"] = endpoint_counts(compared_on.recipe)
         rows: list[dict] = []
 
         def write(complete: bool) -> None:
@@ -361,14 +367,10 @@ def main() -> int:
                 "launch_s": launch_s,
                 "wall_s": time.time() - t0,
                 "calibration": json.loads(cal.read_text()),
-                # the layout the calibration measured: --rescore fits it again for that layout
-                "calibration_endpoints": endpoint_counts(
-                    load_variant(args.calibrated_on, None).recipe if args.calibrated_on else recipe
-                ),
+                **layouts,
             }
             if args.compare:
                 result["compared"] = json.loads(Path(args.compare).read_text())
-                result["compared_endpoints"] = endpoint_counts(compared_on.recipe)
             if "calibrated_after" in models:
                 result["calibration_after"] = json.loads((out / "calibration-after.json").read_text())
             write_results(out, result, rows, sums)

@@ -8,8 +8,8 @@
 # Phases: `one` launches 1 + 1, calibrates and measures the held-out points; `again` launches it
 # anew and measures them from one's calibration (a run that one's time limit cut short, or the
 # launch-to-launch spread); `two` launches 2 + 1 and measures them from one's calibration; `self2`
-# launches 2 + 1, calibrates it on itself (which measures how far its two prefill endpoints'
-# transfers overlap) and measures the points from that calibration and from one's (the midpoint).
+# launches 2 + 1, calibrates it on itself and measures the points from that calibration and from
+# one's.
 #
 # Environment:
 #   RECIPE   a recipe whose roles share GPU 0 (default recipes/h200/tiny-qwen35-pd-1gpu.yaml;
@@ -73,13 +73,14 @@ bench() {
 for phase in "${PHASES[@]}"; do
   case "$phase" in
     one) bench one "$ONE" ;;
-    again | two)
+    again | two | self2)
       if [[ ! -f "$OUT/one/calibration.json" ]]; then log "phase $phase needs $OUT/one/calibration.json"; exit 1; fi
-      recipe="$ONE"; [[ "$phase" == two ]] && recipe="$TWO"
-      bench "$phase" "$recipe" --calibration "$OUT/one/calibration.json" --calibrated-on "$ONE" ;;
-    self2)
-      if [[ ! -f "$OUT/one/calibration.json" ]]; then log "phase $phase needs $OUT/one/calibration.json"; exit 1; fi
-      bench self2 "$TWO" --compare "$OUT/one/calibration.json" --compare-on "$ONE" --no-recalibrate ;;
+      if [[ "$phase" == self2 ]]; then
+        bench self2 "$TWO" --compare "$OUT/one/calibration.json" --compare-on "$ONE" --no-recalibrate
+      else
+        recipe="$ONE"; [[ "$phase" == two ]] && recipe="$TWO"
+        bench "$phase" "$recipe" --calibration "$OUT/one/calibration.json" --calibrated-on "$ONE"
+      fi ;;
     *) log "unknown phase $phase (one, again, two, self2)"; exit 2 ;;
   esac
 done
