@@ -8,7 +8,9 @@ prefill step) through the router, each --repeats times, and compares them with t
 prediction and with the uncalibrated (analytic) one; then calibrates again and scores the same
 points by that second calibration too (two calibrations minutes apart: the error that is the
 calibration's own, not the model's). Stops the deployment. Writes OUT/results.json
-and OUT/table.md (the table docs/sla-planner.md holds).
+and OUT/table.md (the table docs/sla-planner.md holds). With --interleave the repeats run in rounds
+over every point instead of back to back, so a point's spread spans the run (minutes), not the
+minute its repeats would otherwise take.
 
 Per point and metric: the measured median of the repeats, their spread ((max - min) / median), the
 predictions and their errors ((predicted - measured) / measured). The target: median |error| <= 10%
@@ -72,39 +74,68 @@ def cli(*args: str, env: dict, timeout: float = 1800) -> subprocess.CompletedPro
     )
 
 
-def measure_point(router: str, model: str, vocab: int, isl: int, osl: int, c: int, repeats: int) -> list[dict]:
+def warm_point(router: str, model: str, vocab: int, isl: int, osl: int, c: int) -> None:
+    """A round at the point's concurrency, not scored: a batch shape's first run pays its kernels'
+    set-up."""
     from recipectl.bench.probe import run_point
 
-    # warm at the point's concurrency: a batch shape's first run pays its kernels' set-up
     run_point(router, model, isl=isl, osl=osl, concurrency=c, num_requests=c, vocab_size=vocab, seed=99)
-    reps = []
+
+
+def repeat_point(router: str, model: str, vocab: int, isl: int, osl: int, c: int, k: int, t0: float) -> dict:
+    """The point's ``k``-th repeat: its median TTFT and ITL and its throughput, and when it ran."""
+    from recipectl.bench.probe import run_point
+
+    r = run_point(
+        router,
+        model,
+        isl=isl,
+        osl=osl,
+        concurrency=c,
+        num_requests=max(6, 3 * c),  # enough requests that a repeat's median is not one request's
+        vocab_size=vocab,
+        seed=1000 * k + isl + c,
+    )
+    if r.errors:
+        raise SystemExit(f"isl={isl} osl={osl} c={c}: {r.errors[:3]}")
+    return {
+        "ttft_s": r.ttft_s,
+        "itl_s": r.itl_s,
+        "total_tps": len(r.samples) * (isl + osl) / r.duration_s,
+        "load": os.getloadavg()[0],
+        "at_s": time.time() - t0,
+    }
+
+
+def measure_points(
+    router: str, model: str, vocab: int, points: list, repeats: int, *, interleave: bool, t0: float, done
+) -> None:
+    """Every point's repeats, handing each point's list to ``done(point, reps)`` when it has them
+    all (interleaved: after every round, with the repeats so far). Back to back, a point's repeats
+    run within a minute of each other; interleaved, its k-th repeat runs in the k-th round over all
+    points, so they spread over the whole run, as far apart as the calibration is from the last
+    point: their spread then holds what the host does over minutes too."""
+    if not interleave:
+        for isl, osl, c in points:
+            print(f"held-out isl={isl} osl={osl} c={c} ...", file=sys.stderr, flush=True)
+            warm_point(router, model, vocab, isl, osl, c)
+            done((isl, osl, c), [repeat_point(router, model, vocab, isl, osl, c, k, t0) for k in range(repeats)])
+        return
+    for isl, osl, c in points:
+        warm_point(router, model, vocab, isl, osl, c)
+    reps: dict[tuple, list[dict]] = {p: [] for p in points}
     for k in range(repeats):
-        r = run_point(
-            router,
-            model,
-            isl=isl,
-            osl=osl,
-            concurrency=c,
-            num_requests=max(6, 3 * c),  # enough requests that a repeat's median is not one request's
-            vocab_size=vocab,
-            seed=1000 * k + isl + c,
-        )
-        if r.errors:
-            raise SystemExit(f"isl={isl} osl={osl} c={c}: {r.errors[:3]}")
-        done = len(r.samples)
-        reps.append(
-            {
-                "ttft_s": r.ttft_s,
-                "itl_s": r.itl_s,
-                "total_tps": done * (isl + osl) / r.duration_s,
-                "load": os.getloadavg()[0],
-            }
-        )
-    return reps
+        print(f"round {k + 1} of {repeats} over {len(points)} points ...", file=sys.stderr, flush=True)
+        for point in points:
+            reps[point].append(repeat_point(router, model, vocab, *point, k, t0))
+            done(point, reps[point])
 
 
 def row(point, reps, preds) -> dict:
     out = {"isl": point[0], "osl": point[1], "concurrency": point[2], "metrics": {}}
+    for key in ("at_s", "load"):  # when each repeat ran (seconds since launch) and the host's load then
+        if all(key in r for r in reps):
+            out[f"repeats_{key}"] = [r[key] for r in reps]
     for m in METRICS:
         xs = [r[m] for r in reps]
         med = statistics.median(xs)
@@ -227,7 +258,11 @@ def table(rows: list[dict], sums: dict) -> str:
 
 def rescored(old: dict, models: dict, shapes: dict) -> dict:
     """A scored row's repeats scored again by ``models``."""
-    reps = [{m: old["metrics"][m]["reps"][k] for m in METRICS} for k in range(len(old["metrics"]["ttft_s"]["reps"]))]
+    reps = [
+        {m: old["metrics"][m]["reps"][k] for m in METRICS}
+        | {key: old[f"repeats_{key}"][k] for key in ("at_s", "load") if f"repeats_{key}" in old}
+        for k in range(len(old["metrics"]["ttft_s"]["reps"]))
+    ]
     return scored((old["isl"], old["osl"], old["concurrency"]), reps, models, shapes)
 
 
@@ -287,6 +322,11 @@ def main() -> int:
     ap.add_argument("--compare", help="also score the points by this calibration (of another layout)")
     ap.add_argument("--compare-on", help="the recipe the --compare calibration was measured on")
     ap.add_argument("--no-recalibrate", action="store_true", help="no second calibration after the points")
+    ap.add_argument(
+        "--interleave",
+        action="store_true",
+        help="the repeats in rounds over every point, not back to back (each point's spread then spans the run)",
+    )
     ap.add_argument(
         "--rescore",
         metavar="RESULTS",
@@ -358,6 +398,7 @@ def main() -> int:
                 "endpoints": {role: shapes[role].endpoints for role in ("prefill", "decode")},
                 "calibrated_on": args.calibrated_on or args.recipe,
                 "repeats": args.repeats,
+                "interleaved": args.interleave,
                 "complete": complete,
                 "held_out": rows,
                 "summary": sums,
@@ -375,15 +416,14 @@ def main() -> int:
                 result["calibration_after"] = json.loads((out / "calibration-after.json").read_text())
             write_results(out, result, rows, sums)
 
-        for point in args.held_out:
-            isl, osl, c = point
-            print(f"held-out isl={isl} osl={osl} c={c} ...", file=sys.stderr, flush=True)
-            reps = measure_point(state.router_url, recipe.served_name, spec.vocab_size, isl, osl, c, args.repeats)
-            rows.append(scored(point, reps, models, shapes))
+        def done(point, reps) -> None:
+            # after every point (and round): a run stopped by a time limit keeps what it measured
+            at = next((i for i, r in enumerate(rows) if (r["isl"], r["osl"], r["concurrency"]) == point), len(rows))
+            rows[at : at + 1] = [scored(point, reps, models, shapes)]
             write(complete=False)
-            x = rows[-1]["metrics"]
+            x = rows[at]["metrics"]
             print(
-                "  "
+                f"  {point}: "
                 + ", ".join(
                     f"{m} {x[m]['measured']:.4g} (cal {x[m]['calibrated_error']:+.0%}, "
                     f"uncal {x[m]['uncalibrated_error']:+.0%})"
@@ -391,6 +431,17 @@ def main() -> int:
                 ),
                 file=sys.stderr,
             )
+
+        measure_points(
+            state.router_url,
+            recipe.served_name,
+            spec.vocab_size,
+            args.held_out,
+            args.repeats,
+            interleave=args.interleave,
+            t0=t0,
+            done=done,
+        )
         if not args.calibration and not args.no_recalibrate:
             # the calibration again, after the held-out points: what two calibrations of one
             # deployment minutes apart predict differently is an error no model removes, and the

@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from recipectl.commands.calibrate import role_shapes
+from recipectl.plan.perf import PerfModel
+from recipectl.validate import load_variant
+
 ROOT = Path(__file__).resolve().parent.parent
 RECIPE = ROOT / "recipes" / "h200" / "qwen3.5-9b-pd-1gpu.yaml"
 spec = importlib.util.spec_from_file_location("sla_planner_accuracy", ROOT / "benchmarks" / "sla_planner_accuracy.py")
@@ -225,3 +229,72 @@ def test_the_target_says_which_of_its_clauses_met_it():
         "median": "not met",
         "worst": "not met",
     }
+
+
+POINTS = [(64, 24, 1), (48, 32, 4)]
+
+
+def fake_repeats(monkeypatch) -> list[tuple]:
+    """The benchmark's requests replaced by a record of them: a mock of the deployment, which the
+    order of the repeats does not need."""
+    calls: list[tuple] = []
+    monkeypatch.setattr(accuracy, "warm_point", lambda router, model, vocab, *point: calls.append(("warm", point)))
+
+    def repeat(router, model, vocab, isl, osl, c, k, t0):
+        calls.append(("repeat", (isl, osl, c), k))
+        return {"ttft_s": 0.5, "itl_s": 0.03, "total_tps": 100.0, "load": 1.5, "at_s": float(len(calls))}
+
+    monkeypatch.setattr(accuracy, "repeat_point", repeat)
+    return calls
+
+
+def test_interleaved_repeats_run_in_rounds_over_every_point(monkeypatch):
+    calls = fake_repeats(monkeypatch)
+    handed: list[tuple] = []
+    accuracy.measure_points(
+        "r", "m", 1000, POINTS, 3, interleave=True, t0=0.0, done=lambda p, reps: handed.append((p, len(reps)))
+    )
+    assert calls[:2] == [("warm", POINTS[0]), ("warm", POINTS[1])]
+    assert [c[1:] for c in calls[2:]] == [(p, k) for k in range(3) for p in POINTS]
+    # every round's repeats reach the results, so a run stopped by a time limit keeps them
+    assert handed == [(p, k + 1) for k in range(3) for p in POINTS]
+
+
+def test_repeats_back_to_back_finish_a_point_before_the_next(monkeypatch):
+    calls = fake_repeats(monkeypatch)
+    handed: list[tuple] = []
+    accuracy.measure_points(
+        "r", "m", 1000, POINTS, 2, interleave=False, t0=0.0, done=lambda p, reps: handed.append((p, len(reps)))
+    )
+    assert [c[:2] for c in calls] == [
+        ("warm", POINTS[0]),
+        ("repeat", POINTS[0]),
+        ("repeat", POINTS[0]),
+        ("warm", POINTS[1]),
+        ("repeat", POINTS[1]),
+        ("repeat", POINTS[1]),
+    ]
+    assert handed == [(POINTS[0], 2), (POINTS[1], 2)]
+
+
+def test_when_each_repeat_ran_is_kept_and_survives_a_rescore():
+    model = PerfModel.model_validate(
+        {
+            "prefill": {"overhead_s": 0.01, "per_token_s": 0.002},
+            "decode": {"step_s": 0.02, "per_seq_s": 0.001, "per_ctx_token_s": 1e-6},
+            "transfer": {"latency_s": 0.05, "bytes_per_s": 1e8},
+            "calibrated": True,
+        }
+    )
+    shapes, _, _ = role_shapes(load_variant(str(CPU_RECIPE), None).recipe, str(CPU_RECIPE))
+    models = {"calibrated": model, "uncalibrated": model}
+    reps = [
+        {"ttft_s": 0.4 + k / 10, "itl_s": 0.03, "total_tps": 90.0 + k, "load": 1.0 + k, "at_s": 60.0 * k}
+        for k in range(3)
+    ]
+    row = accuracy.scored(POINTS[0], reps, models, shapes)
+    assert row["repeats_at_s"] == [0.0, 60.0, 120.0]
+    assert row["repeats_load"] == [1.0, 2.0, 3.0]
+    again = accuracy.rescored(row, models, shapes)
+    assert again["repeats_at_s"] == row["repeats_at_s"]
+    assert again["metrics"]["ttft_s"]["reps"] == row["metrics"]["ttft_s"]["reps"]
