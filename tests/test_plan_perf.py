@@ -342,6 +342,81 @@ def test_one_disturbed_wave_does_not_move_a_concurrency_point(monkeypatch):
     assert [p["itl_s"] for p in got["fit_points"]["decode"]] == [0.04] * 5
 
 
+def fake_with_disturbed_points(calibrate, monkeypatch, measured: dict[tuple[int, int], list[dict]]) -> list[tuple]:
+    """run_point replaced: every point steady (TTFT 0.2 s, ITL 24 ms) but those of ``measured``,
+    (isl, concurrency) -> each measurement's "ttft" or "itl" lists (requests in the order they
+    finished). Returns the calls, (url, isl, concurrency, requests, seed); a warm-up's seed is 10,000
+    up."""
+    from recipectl.bench.probe import PointResult, Sample
+
+    calls: list[tuple] = []
+    left = {at: iter(ms) for at, ms in measured.items()}
+
+    def fake_run_point(url, model, *, isl, osl, concurrency, num_requests, vocab_size, seed=0, stream=True):
+        calls.append((url, isl, concurrency, num_requests, seed))
+        m = next(left[(isl, concurrency)]) if (isl, concurrency) in left and url == "R" and seed < 10_000 else {}
+        ttfts, itls = m.get("ttft", [0.2] * num_requests), m.get("itl", [0.024] * num_requests)
+        samples = [
+            Sample(ttft_s=t, itl_s=itl if osl > 1 else None, output_tokens=osl, e2e_s=t + itl * osl)
+            for t, itl in zip(ttfts, itls, strict=True)
+        ]
+        return PointResult(isl=isl, osl=osl, concurrency=concurrency, samples=samples, duration_s=1.0)
+
+    monkeypatch.setattr(calibrate, "run_point", fake_run_point)
+    return calls
+
+
+def measurements(calls: list[tuple], isl: int, concurrency: int) -> int:
+    """How many times the router was measured at (isl, concurrency), warm-ups not counted."""
+    return len([c for c in calls if c[:3] == ("R", isl, concurrency) and c[4] < 10_000])
+
+
+def test_a_concurrency_point_the_host_slowed_halfway_is_measured_again_and_the_steady_one_fitted(monkeypatch):
+    """The CPU host's run j (docs/sla-planner.md): the four-user point at 128 tokens measured
+    30 ms in its first half and 38 ms in its second, and the fit put decode's cost per resident token
+    at 10x the next calibration's: ITLs predicted 20-31% long."""
+    import recipectl.commands.calibrate as calibrate
+
+    unsteady = [0.030] * 10 + [0.038] * 10
+    calls = fake_with_disturbed_points(calibrate, monkeypatch, {(128, 4): [{"itl": unsteady}, {"itl": [0.024] * 20}]})
+    got = measure_against_fakes(calibrate)
+    assert measurements(calls, 128, 4) == 2
+    assert [p["itl_s"] for p in got["fit_points"]["decode"]] == [0.024] * 5
+    set_aside = [p for p in got["points"] if p["kind"] == "set_aside"]
+    assert [p["itl_s"] for p in set_aside] == [unsteady]  # kept in the file, not fitted
+
+
+def test_a_single_user_point_with_stalled_first_tokens_is_measured_again(monkeypatch):
+    """Run k: three of the 32-token point's five first tokens stalled (0.38-0.77 s against 0.14 s),
+    the transfer's latency was fitted at 113 ms and every held-out TTFT predicted 14-76% long."""
+    import recipectl.commands.calibrate as calibrate
+
+    stalled = [0.382, 0.768, 0.148, 0.669, 0.140]
+    calls = fake_with_disturbed_points(calibrate, monkeypatch, {(32, 1): [{"ttft": stalled}, {"ttft": [0.2] * 5}]})
+    got = measure_against_fakes(calibrate)
+    assert measurements(calls, 32, 1) == 2
+    assert measurements(calls, 128, 1) == 1
+    assert [p["ttft_s"] for p in got["points"] if p["kind"] == "set_aside"] == [stalled]
+    # the transfer is fitted from the steady measurement: each point's leftover alike
+    leftovers = [p["seconds"] for p in got["fit_points"]["transfer"]]
+    assert max(leftovers) - min(leftovers) < 0.05
+
+
+def test_a_steady_point_is_measured_once_and_the_steadier_of_two_disturbed_kept(monkeypatch):
+    import recipectl.commands.calibrate as calibrate
+
+    calls = fake_with_disturbed_points(calibrate, monkeypatch, {(128, 4): [{"itl": [0.024] * 10 + [0.026] * 10}]})
+    measure_against_fakes(calibrate)
+    assert measurements(calls, 128, 4) == 1  # 8% apart: steady
+    assert measurements(calls, 32, 1) == 1
+
+    worse, better = [0.020] * 10 + [0.040] * 10, [0.024] * 10 + [0.030] * 10
+    fake_with_disturbed_points(calibrate, monkeypatch, {(128, 4): [{"itl": worse}, {"itl": better}]})
+    got = measure_against_fakes(calibrate)
+    assert got["fit_points"]["decode"][-1]["itl_s"] == pytest.approx(0.027)  # the median of the steadier
+    assert calibrate.halves_apart([0.03] * 3) == 0  # too few requests to halve: steady
+
+
 def test_decode_is_fitted_at_the_users_per_decode_endpoint_the_prediction_uses():
     """On the CPU engine a concurrency-4 point's requests overlapped 2.4-3.8 at a time; fitted at
     that count and predicted at 4, each request's cost was multiplied past what was measured (ITL
