@@ -131,6 +131,30 @@ def measure_points(
             done(point, reps[point])
 
 
+def trace(router: str, model: str, vocab: int, points: list, waves: int, out: Path) -> int:
+    """Each point's requests, ``waves`` x its concurrency of them after a warm-up, each with when
+    it started (seconds since the point's first), its TTFT and its end: whether the point's users
+    stay in step (the waves perf.predict takes) or drift apart."""
+    from recipectl.bench.probe import run_point
+    from recipectl.fileio import write_atomic
+
+    traced = []
+    for isl, osl, c in points:
+        warm_point(router, model, vocab, isl, osl, c)
+        r = run_point(router, model, isl=isl, osl=osl, concurrency=c, num_requests=waves * c, vocab_size=vocab)
+        t0 = min(s.start_s for s in r.samples)
+        requests = [
+            {"start_s": s.start_s - t0, "ttft_s": s.ttft_s, "end_s": s.start_s - t0 + s.e2e_s, "itl_s": s.itl_s}
+            for s in sorted(r.samples, key=lambda s: s.start_s)
+        ]
+        traced.append({"isl": isl, "osl": osl, "concurrency": c, "requests": requests, "errors": r.errors})
+        print(f"isl={isl} osl={osl} c={c}: start / TTFT ms", file=sys.stderr)
+        for q in requests:
+            print(f"  {q['start_s'] * 1e3:8.0f} {q['ttft_s'] * 1e3:6.0f}", file=sys.stderr)
+    write_atomic(out / "trace.json", json.dumps({"points": traced, "load_average": os.getloadavg()}, indent=2))
+    return 0
+
+
 def row(point, reps, preds) -> dict:
     out = {"isl": point[0], "osl": point[1], "concurrency": point[2], "metrics": {}}
     for key in ("at_s", "load"):  # when each repeat ran (seconds since launch) and the host's load then
@@ -323,6 +347,12 @@ def main() -> int:
     ap.add_argument("--compare-on", help="the recipe the --compare calibration was measured on")
     ap.add_argument("--no-recalibrate", action="store_true", help="no second calibration after the points")
     ap.add_argument(
+        "--trace",
+        action="store_true",
+        help="no calibration, no scores: each point's requests (--repeats waves' worth) and when each "
+        "started, got its first token and ended (OUT/trace.json): how a closed loop's users move",
+    )
+    ap.add_argument(
         "--interleave",
         action="store_true",
         help="the repeats in rounds over every point, not back to back (each point's spread then spans the run)",
@@ -361,6 +391,12 @@ def main() -> int:
         print(r.stdout, r.stderr, file=sys.stderr)
         return 1
     try:
+        if args.trace:
+            os.environ["RECIPECTL_RUN_DIR"] = run_dir
+            state = find_run(
+                args.recipe, runs_root(recipe.launch.run_dir), lambda _: (recipe.name, recipe.launch.run_dir)
+            )
+            return trace(state.router_url, recipe.served_name, spec.vocab_size, args.held_out, args.repeats, out)
         if args.calibration:
             cal, described = (
                 Path(args.calibration),
