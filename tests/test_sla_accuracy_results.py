@@ -203,6 +203,58 @@ CPU_STATED = {
         "itl_s": (0.176, 0.248),
         "total_tps": (0.32, 0.413),
     },
+    # repeats interleaved ("-i", "-j", "-l", "-m"; "-k" back to back); "-l" on, a disturbed
+    # calibration point measured again ("-m": twice disturbed, and said so)
+    ("cpu-tiny-1p1d-2026-12-03i", "calibrated"): {
+        "ttft_s": (0.037, 0.236),
+        "itl_s": (0.016, 0.066),
+        "total_tps": (0.049, 0.155),
+    },
+    ("cpu-tiny-1p1d-2026-12-03i", "calibrated_after"): {
+        "ttft_s": (0.05, 0.234),
+        "itl_s": (0.023, 0.09),
+        "total_tps": (0.054, 0.169),
+    },
+    ("cpu-tiny-1p1d-2026-12-03j", "calibrated"): {
+        "ttft_s": (0.022, 0.078),
+        "itl_s": (0.203, 0.306),
+        "total_tps": (0.029, 0.06),
+    },
+    ("cpu-tiny-1p1d-2026-12-03j", "calibrated_after"): {
+        "ttft_s": (0.043, 0.083),
+        "itl_s": (0.112, 0.187),
+        "total_tps": (0.135, 0.165),
+    },
+    ("cpu-tiny-1p1d-2026-12-03k", "calibrated"): {
+        "ttft_s": (0.456, 0.764),
+        "itl_s": (0.203, 0.267),
+        "total_tps": (0.164, 0.221),
+    },
+    ("cpu-tiny-1p1d-2026-12-03k", "calibrated_after"): {
+        "ttft_s": (0.011, 0.088),
+        "itl_s": (0.14, 0.252),
+        "total_tps": (0.026, 0.136),
+    },
+    ("cpu-tiny-1p1d-2026-12-03l", "calibrated"): {
+        "ttft_s": (0.045, 0.428),
+        "itl_s": (0.026, 0.092),
+        "total_tps": (0.021, 0.19),
+    },
+    ("cpu-tiny-1p1d-2026-12-03l", "calibrated_after"): {
+        "ttft_s": (0.031, 0.329),
+        "itl_s": (0.055, 0.125),
+        "total_tps": (0.059, 0.274),
+    },
+    ("cpu-tiny-1p1d-2026-12-03m", "calibrated"): {
+        "ttft_s": (0.263, 0.835),
+        "itl_s": (0.187, 0.31),
+        "total_tps": (0.181, 0.233),
+    },
+    ("cpu-tiny-1p1d-2026-12-03m", "calibrated_after"): {
+        "ttft_s": (0.046, 0.257),
+        "itl_s": (0.045, 0.086),
+        "total_tps": (0.034, 0.071),
+    },
 }
 
 
@@ -298,3 +350,28 @@ def test_when_each_repeat_ran_is_kept_and_survives_a_rescore():
     again = accuracy.rescored(row, models, shapes)
     assert again["repeats_at_s"] == row["repeats_at_s"]
     assert again["metrics"]["ttft_s"]["reps"] == row["metrics"]["ttft_s"]["reps"]
+
+
+def test_a_trace_records_when_each_request_started_and_got_its_first_token(monkeypatch, tmp_path):
+    """--trace: whether a point's users stay in step, from each request's start and TTFT (a mock
+    of the deployment: the real one is the CPU engine docs/sla-planner.md traced)."""
+    import recipectl.bench.probe as probe
+
+    monkeypatch.setattr(accuracy, "warm_point", lambda *a: None)
+
+    def fake_run_point(url, model, *, isl, osl, concurrency, num_requests, vocab_size, seed=0, stream=True):
+        # finished out of order: two users in step, then a third 0.4 s behind
+        samples = [
+            probe.Sample(ttft_s=0.7, itl_s=0.02, output_tokens=osl, e2e_s=1.3, start_s=100.4),
+            probe.Sample(ttft_s=0.26, itl_s=0.02, output_tokens=osl, e2e_s=0.9, start_s=100.0),
+            probe.Sample(ttft_s=0.74, itl_s=0.02, output_tokens=osl, e2e_s=1.4, start_s=100.001),
+        ]
+        return probe.PointResult(isl=isl, osl=osl, concurrency=concurrency, samples=samples, duration_s=1.8)
+
+    monkeypatch.setattr(probe, "run_point", fake_run_point)
+    assert accuracy.trace("R", "m", 1000, [(96, 32, 3)], 1, tmp_path) == 0
+    [point] = json.loads((tmp_path / "trace.json").read_text())["points"]
+    assert (point["isl"], point["osl"], point["concurrency"]) == (96, 32, 3)
+    assert [round(q["start_s"], 3) for q in point["requests"]] == [0.0, 0.001, 0.4]
+    assert [q["ttft_s"] for q in point["requests"]] == [0.26, 0.74, 0.7]
+    assert point["requests"][2]["end_s"] == pytest.approx(1.7)
