@@ -203,7 +203,7 @@ CPU_STATED = {
         "itl_s": (0.176, 0.248),
         "total_tps": (0.32, 0.413),
     },
-    # repeats interleaved ("-i", "-j", "-l", "-m"; "-k" back to back); "-l" on, a disturbed
+    # repeats interleaved ("-i", "-j", "-l" on; "-k" back to back); "-l" on, a disturbed
     # calibration point measured again ("-m": twice disturbed, and said so)
     ("cpu-tiny-1p1d-2026-12-03i", "calibrated"): {
         "ttft_s": (0.037, 0.236),
@@ -254,6 +254,36 @@ CPU_STATED = {
         "ttft_s": (0.046, 0.257),
         "itl_s": (0.045, 0.086),
         "total_tps": (0.034, 0.071),
+    },
+    ("cpu-tiny-1p1d-2026-12-03n", "calibrated"): {
+        "ttft_s": (0.048, 0.308),
+        "itl_s": (0.017, 0.077),
+        "total_tps": (0.08, 0.264),
+    },
+    ("cpu-tiny-1p1d-2026-12-03n", "calibrated_after"): {
+        "ttft_s": (0.027, 0.34),
+        "itl_s": (0.088, 0.121),
+        "total_tps": (0.017, 0.206),
+    },
+    ("cpu-tiny-1p1d-2026-12-03o", "calibrated"): {
+        "ttft_s": (0.091, 0.512),
+        "itl_s": (0.073, 0.136),
+        "total_tps": (0.017, 0.294),
+    },
+    ("cpu-tiny-1p1d-2026-12-03o", "calibrated_after"): {
+        "ttft_s": (0.072, 0.496),
+        "itl_s": (0.075, 0.143),
+        "total_tps": (0.055, 0.133),
+    },
+    ("cpu-tiny-1p1d-2026-12-03p", "calibrated"): {
+        "ttft_s": (0.024, 0.227),
+        "itl_s": (0.09, 0.277),
+        "total_tps": (0.061, 0.37),
+    },
+    ("cpu-tiny-1p1d-2026-12-03p", "calibrated_after"): {
+        "ttft_s": (0.088, 0.108),
+        "itl_s": (0.113, 0.294),
+        "total_tps": (0.108, 0.147),
     },
 }
 
