@@ -402,7 +402,7 @@ def test_a_single_user_point_with_stalled_first_tokens_is_measured_again(monkeyp
     assert max(leftovers) - min(leftovers) < 0.05
 
 
-def test_a_steady_point_is_measured_once_and_the_steadier_of_two_disturbed_kept(monkeypatch):
+def test_a_steady_point_is_measured_once_and_the_faster_of_two_disturbed_kept(monkeypatch):
     import recipectl.commands.calibrate as calibrate
 
     calls = fake_with_disturbed_points(calibrate, monkeypatch, {(128, 4): [{"itl": [0.024] * 10 + [0.026] * 10}]})
@@ -410,11 +410,48 @@ def test_a_steady_point_is_measured_once_and_the_steadier_of_two_disturbed_kept(
     assert measurements(calls, 128, 4) == 1  # 8% apart: steady
     assert measurements(calls, 32, 1) == 1
 
-    worse, better = [0.020] * 10 + [0.040] * 10, [0.024] * 10 + [0.030] * 10
-    fake_with_disturbed_points(calibrate, monkeypatch, {(128, 4): [{"itl": worse}, {"itl": better}]})
+    slower, faster = [0.020] * 10 + [0.040] * 10, [0.024] * 10 + [0.030] * 10
+    fake_with_disturbed_points(calibrate, monkeypatch, {(128, 4): [{"itl": slower}, {"itl": faster}]})
     got = measure_against_fakes(calibrate)
-    assert got["fit_points"]["decode"][-1]["itl_s"] == pytest.approx(0.027)  # the median of the steadier
+    assert got["fit_points"]["decode"][-1]["itl_s"] == pytest.approx(0.027)  # the median of the faster
     assert calibrate.halves_apart([0.03] * 3) == 0  # too few requests to halve: steady
+
+
+def test_a_steady_measurement_a_little_slower_than_a_disturbed_one_is_fitted(monkeypatch):
+    """Run m's four-user point at 128 tokens: disturbed at a median of 25.2 ms, then steady at
+    25.4: the steady one, not the disturbed one 1% faster."""
+    import recipectl.commands.calibrate as calibrate
+
+    disturbed, steady = [0.020] * 10 + [0.030] * 10, [0.0254] * 20
+    fake_with_disturbed_points(calibrate, monkeypatch, {(128, 4): [{"itl": disturbed}, {"itl": steady}]})
+    got = measure_against_fakes(calibrate)
+    assert got["fit_points"]["decode"][-1]["itl_s"] == pytest.approx(0.0254)
+    assert not any("disturbed" in p for p in got["points"])
+
+
+def test_a_host_that_slowed_and_stayed_slow_is_not_fitted_and_a_disturbed_fit_is_marked(monkeypatch):
+    """The first measurement slowed halfway; the second, as even as it is slow, is steadier by its
+    spread but no truer: the faster one is fitted, marked disturbed, and calibrate warns."""
+    import recipectl.commands.calibrate as calibrate
+
+    halfway = [0.14, 0.14, 0.30, 0.30, 0.30]
+    fake_with_disturbed_points(calibrate, monkeypatch, {(32, 1): [{"ttft": halfway}, {"ttft": [0.41] * 5}]})
+    said: list[str] = []
+    got = calibrate.measure(
+        "R",
+        "P",
+        "m",
+        vocab_size=100,
+        lengths=[32, 128, 512],
+        prefill_shape=PRE,
+        decode_shape=DEC,
+        progress=said.append,
+    )
+    [fitted] = [p for p in got["points"] if p["kind"] == "routed" and p["isl"] == 32 and p["concurrency"] == 1]
+    assert fitted["ttft_s"] == halfway
+    assert "above its fastest" in fitted["disturbed"]
+    assert [p["ttft_s"] for p in got["points"] if p["kind"] == "set_aside"] == [[0.41] * 5]
+    assert any(line.startswith("warning: through the router, 32 tokens") for line in said)
 
 
 def test_decode_is_fitted_at_the_users_per_decode_endpoint_the_prediction_uses():
