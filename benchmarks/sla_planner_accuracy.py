@@ -61,8 +61,17 @@ def held_out_points(text: str) -> list[tuple[int, int, int]]:
         parts = item.strip().split(":")
         if len(parts) != 3 or not all(x.isdigit() and int(x) > 0 for x in parts):
             raise argparse.ArgumentTypeError(f"{item!r}: not ISL:OSL:CONCURRENCY (three positive integers)")
-        points.append((int(parts[0]), int(parts[1]), int(parts[2])))
+        point = (int(parts[0]), int(parts[1]), int(parts[2]))
+        if point in points:
+            raise argparse.ArgumentTypeError(f"{item!r}: given twice (a point's row holds all its repeats)")
+        points.append(point)
     return points
+
+
+def positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a positive integer")
+    return int(text)
 
 
 METRICS = ("ttft_s", "itl_s", "total_tps")
@@ -142,16 +151,21 @@ def trace(router: str, model: str, vocab: int, points: list, waves: int, out: Pa
     for isl, osl, c in points:
         warm_point(router, model, vocab, isl, osl, c)
         r = run_point(router, model, isl=isl, osl=osl, concurrency=c, num_requests=waves * c, vocab_size=vocab)
-        t0 = min(s.start_s for s in r.samples)
+        t0 = min((s.start_s for s in r.samples), default=0.0)
         requests = [
             {"start_s": s.start_s - t0, "ttft_s": s.ttft_s, "end_s": s.start_s - t0 + s.e2e_s, "itl_s": s.itl_s}
             for s in sorted(r.samples, key=lambda s: s.start_s)
         ]
         traced.append({"isl": isl, "osl": osl, "concurrency": c, "requests": requests, "errors": r.errors})
+        # after every point: a run stopped by a time limit keeps the points it traced
+        write_atomic(out / "trace.json", json.dumps({"points": traced, "load_average": os.getloadavg()}, indent=2))
         print(f"isl={isl} osl={osl} c={c}: start / TTFT ms", file=sys.stderr)
         for q in requests:
             print(f"  {q['start_s'] * 1e3:8.0f} {q['ttft_s'] * 1e3:6.0f}", file=sys.stderr)
-    write_atomic(out / "trace.json", json.dumps({"points": traced, "load_average": os.getloadavg()}, indent=2))
+        if r.errors:
+            print(f"  {len(r.errors)} requests failed: {r.errors[:3]}", file=sys.stderr)
+    if any(p["errors"] for p in traced):
+        return 1
     return 0
 
 
@@ -282,10 +296,12 @@ def table(rows: list[dict], sums: dict) -> str:
 
 def rescored(old: dict, models: dict, shapes: dict) -> dict:
     """A scored row's repeats scored again by ``models``."""
+    n = len(old["metrics"]["ttft_s"]["reps"])
+    # when each repeat ran, where the row says it for every repeat
+    kept = [key for key in ("at_s", "load") if len(old.get(f"repeats_{key}") or []) == n]
     reps = [
-        {m: old["metrics"][m]["reps"][k] for m in METRICS}
-        | {key: old[f"repeats_{key}"][k] for key in ("at_s", "load") if f"repeats_{key}" in old}
-        for k in range(len(old["metrics"]["ttft_s"]["reps"]))
+        {m: old["metrics"][m]["reps"][k] for m in METRICS} | {key: old[f"repeats_{key}"][k] for key in kept}
+        for k in range(n)
     ]
     return scored((old["isl"], old["osl"], old["concurrency"]), reps, models, shapes)
 
@@ -300,6 +316,8 @@ def rescore(recipe_path: str, results: Path, out: Path) -> int:
     from recipectl.validate import load_variant
 
     run = json.loads(results.read_text())
+    if not run.get("held_out"):
+        raise SystemExit(f"{results}: no held-out points to score")
     recipe = load_variant(recipe_path, None).recipe
     calibrated_shapes, plans, spec = role_shapes(recipe, recipe_path)
 
@@ -339,7 +357,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("recipe", nargs="?", default=str(ROOT / "recipes/local/tiny-hybrid-cpu.yaml"))
     ap.add_argument("--out", default="sla-accuracy")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=positive, default=3)
     ap.add_argument("--held-out", type=held_out_points, default=HELD_OUT, help="ISL:OSL:CONCURRENCY,...")
     ap.add_argument("--calibration", help="predict from this calibration instead of calibrating")
     ap.add_argument("--calibrated-on", help="the recipe the --calibration was measured on")

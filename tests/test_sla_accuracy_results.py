@@ -4,6 +4,7 @@ the document states fails here, and the document is rewritten with the change.""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 from pathlib import Path
@@ -405,3 +406,42 @@ def test_a_trace_records_when_each_request_started_and_got_its_first_token(monke
     assert [round(q["start_s"], 3) for q in point["requests"]] == [0.0, 0.001, 0.4]
     assert [q["ttft_s"] for q in point["requests"]] == [0.26, 0.74, 0.7]
     assert point["requests"][2]["end_s"] == pytest.approx(1.7)
+
+
+def test_the_benchmarks_arguments_refuse_a_point_twice_and_no_repeats():
+    assert accuracy.held_out_points("64:24:1,48:32:4") == [(64, 24, 1), (48, 32, 4)]
+    with pytest.raises(argparse.ArgumentTypeError, match="given twice"):
+        accuracy.held_out_points("64:24:1,64:24:1")
+    for bad in ("0", "-1", "x"):
+        with pytest.raises(argparse.ArgumentTypeError, match="not a positive integer"):
+            accuracy.positive(bad)
+
+
+def test_a_trace_keeps_a_point_whose_requests_all_failed_and_says_so(monkeypatch, tmp_path):
+    import recipectl.bench.probe as probe
+
+    monkeypatch.setattr(accuracy, "warm_point", lambda *a: None)
+
+    def failing(url, model, *, isl, osl, concurrency, num_requests, vocab_size, seed=0, stream=True):
+        return probe.PointResult(isl=isl, osl=osl, concurrency=concurrency, errors=["ConnectError: refused"])
+
+    monkeypatch.setattr(probe, "run_point", failing)
+    assert accuracy.trace("R", "m", 1000, [(96, 32, 3)], 1, tmp_path) == 1
+    [point] = json.loads((tmp_path / "trace.json").read_text())["points"]
+    assert point["requests"] == [] and point["errors"] == ["ConnectError: refused"]
+
+
+def test_a_rescore_drops_repeat_times_that_do_not_match_the_repeats(tmp_path):
+    run = json.loads((ROOT / "docs" / "sla-accuracy" / "cpu-tiny-1p1d-2026-12-03i.json").read_text())
+    run["held_out"][0]["repeats_at_s"] = run["held_out"][0]["repeats_at_s"][:2]
+    run["held_out"][1]["repeats_load"] = None
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(run))
+    assert accuracy.rescore(str(CPU_RECIPE), edited, tmp_path / "out") == 0
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["held_out"]
+    assert "repeats_at_s" not in rows[0] and "repeats_load" in rows[0]
+    assert "repeats_load" not in rows[1] and len(rows[1]["repeats_at_s"]) == 5
+    run["held_out"] = []
+    edited.write_text(json.dumps(run))
+    with pytest.raises(SystemExit, match="no held-out points"):
+        accuracy.rescore(str(CPU_RECIPE), edited, tmp_path / "out")
