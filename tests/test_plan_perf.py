@@ -275,7 +275,7 @@ def test_a_wave_batches_its_prompts_at_prefill_a_steps_overhead_each():
     assert halves.queue_s == pytest.approx(0.05)  # two prompts per endpoint, in one step
 
 
-def measure_against_fakes(calibrate) -> dict:
+def measure_against_fakes(calibrate, progress=lambda _: None) -> dict:
     """calibrate.measure on the local recipe's three lengths, 1 + 1, against the router "R" and the
     prefill endpoint "P" of whatever fake run_point the test put in its place."""
     return calibrate.measure(
@@ -286,7 +286,7 @@ def measure_against_fakes(calibrate) -> dict:
         lengths=[32, 128, 512],
         prefill_shape=PRE,
         decode_shape=DEC,
-        progress=lambda _: None,
+        progress=progress,
     )
 
 
@@ -437,16 +437,7 @@ def test_a_host_that_slowed_and_stayed_slow_is_not_fitted_and_a_disturbed_fit_is
     halfway = [0.14, 0.14, 0.30, 0.30, 0.30]
     fake_with_disturbed_points(calibrate, monkeypatch, {(32, 1): [{"ttft": halfway}, {"ttft": [0.41] * 5}]})
     said: list[str] = []
-    got = calibrate.measure(
-        "R",
-        "P",
-        "m",
-        vocab_size=100,
-        lengths=[32, 128, 512],
-        prefill_shape=PRE,
-        decode_shape=DEC,
-        progress=said.append,
-    )
+    got = measure_against_fakes(calibrate, progress=said.append)
     [fitted] = [p for p in got["points"] if p["kind"] == "routed" and p["isl"] == 32 and p["concurrency"] == 1]
     assert fitted["ttft_s"] == halfway
     assert "above its fastest" in fitted["disturbed"]
