@@ -409,11 +409,9 @@ def main() -> int:
         print(r.stdout, r.stderr, file=sys.stderr)
         return 1
     try:
+        os.environ["RECIPECTL_RUN_DIR"] = run_dir
+        state = find_run(args.recipe, runs_root(recipe.launch.run_dir), lambda _: (recipe.name, recipe.launch.run_dir))
         if args.trace:
-            os.environ["RECIPECTL_RUN_DIR"] = run_dir
-            state = find_run(
-                args.recipe, runs_root(recipe.launch.run_dir), lambda _: (recipe.name, recipe.launch.run_dir)
-            )
             return trace(state.router_url, recipe.served_name, spec.vocab_size, args.held_out, args.repeats, out)
         if args.calibration:
             cal, described = (
@@ -426,8 +424,6 @@ def main() -> int:
             print(r.stderr, file=sys.stderr)
             if r.returncode != 0:
                 return 1
-        os.environ["RECIPECTL_RUN_DIR"] = run_dir
-        state = find_run(args.recipe, runs_root(recipe.launch.run_dir), lambda _: (recipe.name, recipe.launch.run_dir))
         models = {
             "calibrated": read_calibration(str(cal), described),
             "uncalibrated": analytic_for(recipe, plans, spec),

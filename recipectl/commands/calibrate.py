@@ -63,8 +63,8 @@ DECODE_OSL = 32
 # 33-43 ms: the 2026-12-03e run); of five, the median is the other three's
 WAVE_REQUESTS = 20
 # A routed point the host disturbed is measured again (which of the two is fitted: measure's
-# steadily; the other stays in the file, set aside). Disturbed, at one user: its median TTFT this far above its
-# fastest request's, some of its requests stalled (on the CPU host three of five first tokens at
+# steadily; the other stays in the file, set aside). Disturbed, at one user: its median TTFT this
+# far above its fastest request's, some of its requests stalled (on the CPU host three of five first tokens at
 # 0.38-0.77 s against 0.14 s: the transfer's latency fitted at 113 ms, every held-out TTFT
 # predicted 14-76% long; docs/sla-planner.md, run k). At four users: its first and second halves
 # (its requests in the order they finished) this far apart in median ITL, the host changed speed
@@ -86,9 +86,14 @@ def halves_apart(itls: list[float]) -> float:
     return abs(a - b) / min(a, b) if min(a, b) > 0 else 0.0
 
 
+def point_itls(point: dict) -> list[float]:
+    """A routed point's ITLs, less those of requests that streamed a single token (none)."""
+    return [x for x in point["itl_s"] if x is not None]
+
+
 def point_median(point: dict) -> float:
     """What a routed point is fitted by: its median TTFT at one user, its median ITL above."""
-    xs = point["ttft_s"] if point["concurrency"] == 1 else [x for x in point["itl_s"] if x is not None]
+    xs = point["ttft_s"] if point["concurrency"] == 1 else point_itls(point)
     return statistics.median(xs) if xs else math.inf
 
 
@@ -99,7 +104,7 @@ def disturbance(point: dict) -> tuple[float, float, str]:
         ttfts = point["ttft_s"]
         above = statistics.median(ttfts) / min(ttfts) - 1 if ttfts and min(ttfts) > 0 else 0.0
         return above, STALLED_TTFT, f"its median TTFT {above:.0%} above its fastest request's"
-    apart = halves_apart([x for x in point["itl_s"] if x is not None])
+    apart = halves_apart(point_itls(point))
     return apart, UNSTEADY_HALVES, f"its halves' median ITLs {apart:.0%} apart"
 
 
@@ -254,10 +259,9 @@ def measure(
             return [kept]
         progress(f"{what}, again: {why}")
         again = _raw("routed", point(router, isl, DECODE_OSL, c, n, seed=seed + 1000))
+        before, after = point_median(kept), point_median(again)
         steady_again = disturbance(again)[0] <= limit
-        if point_median(again) < point_median(kept) or (
-            steady_again and point_median(again) <= point_median(kept) * (1 + STEADY_BUT_SLOWER)
-        ):
+        if after < before or (steady_again and after <= before * (1 + STEADY_BUT_SLOWER)):
             kept, again = again, kept
         left, _, why_left = disturbance(kept)
         if left > limit:
@@ -301,7 +305,7 @@ def fit_calibration(points: list[dict], *, prefill_shape: RoleShape, decode_shap
             continue
         if p["kind"] != "routed":  # a point measured again, and the measurement not fitted
             continue
-        itls = [x for x in p["itl_s"] if x is not None]
+        itls = point_itls(p)
         if not itls:
             continue
         per_endpoint = math.ceil(p["concurrency"] / decode_shape.endpoints)
