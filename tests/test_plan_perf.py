@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from recipectl.commands.calibrate import role_shapes
+from recipectl.effective import resolve_role
 from recipectl.errors import RecipectlError
 from recipectl.plan.perf import (
     DecodeCoeffs,
@@ -24,7 +25,10 @@ from recipectl.plan.perf import (
     fit_prefill,
     fit_transfer,
     predict,
+    prompt_chunk,
+    wave_prefill_steps,
 )
+from recipectl.plan.recipe_plan import model_spec, prompt_split
 from recipectl.plan.sla import Sla, SlaError, binding_constraint, parse_sla, rank
 from recipectl.validate import load_variant
 
@@ -564,3 +568,90 @@ def test_prefills_step_is_the_recipes_token_budget(recipe, tokens):
     path = str(Path(__file__).resolve().parent.parent / recipe)
     shapes, _, _ = role_shapes(load_variant(path, None).recipe, path)
     assert shapes["prefill"].tokens_per_step == tokens
+
+
+# ----- the prefill steps of a hybrid model with prefix caching (engine fact hybrid-prefill-split-at-last-block)
+SPLIT = PRE.model_copy(update={"tokens_per_step": 4096, "split_block": 128})
+
+
+@pytest.mark.parametrize(
+    "isl, whole_blocks, steps",
+    [
+        (96, True, 1),  # within a block: one step
+        (160, True, 2),  # 128, then 32 (the CPU engine's measured case)
+        (320, True, 2),  # to the last boundary in one step (256), then 64: not a step per block
+        (128, True, 1),  # one block: no boundary before its last token
+        (256, True, 2),  # whole blocks, vLLM 0.32+: split before the last token's block (128 + 128)
+        (256, False, 1),  # before 0.32 a prompt of whole blocks is prefilled in one step
+    ],
+)
+def test_a_hybrid_prompt_is_prefilled_to_its_last_block_boundary_then_the_rest(isl, whole_blocks, steps):
+    shape = SPLIT.model_copy(update={"split_whole_blocks": whole_blocks})
+    assert wave_prefill_steps(1, isl, shape) == steps
+    assert wave_prefill_steps(1, isl, SPLIT.model_copy(update={"split_block": None})) == 1
+
+
+def test_prompts_sent_together_share_both_steps_and_a_budget_cut_ends_on_a_block():
+    assert wave_prefill_steps(2, 160, SPLIT) == 2  # 128 + 128, then 32 + 32
+    small = SPLIT.model_copy(update={"tokens_per_step": 200})
+    assert wave_prefill_steps(1, 320, small) == 3  # 128 (200 cut back to the block), 128 (to 256), 64
+    assert wave_prefill_steps(1, 320, small.model_copy(update={"split_block": None})) == 2  # 200 + 120
+    narrow = SPLIT.model_copy(update={"tokens_per_step": 100})
+    assert wave_prefill_steps(1, 160, narrow) == 3  # a block wider than a step: 100, 28 (to 128), 32
+    assert prompt_chunk(0, 320, 200, small) == 128  # the budget's cut moved back to a block boundary
+    assert prompt_chunk(0, 320, 44, small) == 0  # less than a block left in a step that holds one: next step
+    assert prompt_chunk(0, 160, 100, narrow) == 100  # a step narrower than a block: sub-block chunks
+
+
+def test_the_prefill_fit_and_the_prediction_count_the_split_steps():
+    """A calibration's 512-token prompt took two steps, each with the step's overhead: the fit
+    must not read that overhead as cost per token, and a prediction for 160 tokens pays it twice."""
+    truth = PrefillCoeffs(overhead_s=0.04, per_token_s=1.7e-3)
+    pts = [
+        PrefillPoint(
+            isl=n, seconds=truth.time_s(n, wave_prefill_steps(1, n, SPLIT)), steps=wave_prefill_steps(1, n, SPLIT)
+        )
+        for n in (32, 128, 512)
+    ]
+    fitted = fit_prefill(pts)
+    assert fitted.overhead_s == pytest.approx(0.04) and fitted.per_token_s == pytest.approx(1.7e-3)
+    m = model(prefill=(0.04, 1.7e-3))
+    one = predict(m, SPLIT, DEC, isl=160, osl=8, concurrency=1)
+    assert one.prefill_s == pytest.approx(2 * 0.04 + 160 * 1.7e-3)
+    two = predict(m, SPLIT, DEC, isl=160, osl=8, concurrency=2)
+    assert two.prefill_s + two.queue_s == pytest.approx(2 * 0.04 + 320 * 1.7e-3)
+
+
+@pytest.mark.parametrize(
+    "recipe, split_block",
+    [
+        ("recipes/local/tiny-hybrid-cpu.yaml", 128),  # prefix caching on by default at 0.32: align mode
+        ("recipes/h200/qwen3.5-9b-pd-1gpu.yaml", None),  # the recipe turns prefix caching off
+    ],
+)
+def test_a_recipes_prefill_splits_where_its_prefix_caching_makes_vllm_split(recipe, split_block):
+    path = str(Path(__file__).resolve().parent.parent / recipe)
+    shapes, _, _ = role_shapes(load_variant(path, None).recipe, path)
+    assert shapes["prefill"].split_block == split_block
+
+
+def test_flashinfer_gdn_prefill_on_033_writes_the_state_mid_step_so_nothing_is_split():
+    """vLLM 0.33 with FlashInfer's GDN prefill (auto on Hopper) exports the boundary's state from
+    the step (engine fact hybrid-prefill-no-split-flashinfer-gdn); Triton still splits."""
+    path = str(Path(__file__).resolve().parent.parent / "recipes/h200/qwen3.5-9b-pd-1gpu.yaml")
+    base = load_variant(path, None).recipe
+    spec = model_spec(base, Path(path).parent)
+
+    def split(version: str, backend: str, prefix_caching: bool = True) -> tuple[int | None, bool]:
+        raw = base.model_dump(mode="json", exclude_none=True)
+        raw["engine"]["vllm_version"] = version
+        raw["prefill"]["enable_prefix_caching"] = prefix_caching
+        raw["prefill"]["gdn_prefill_backend"] = backend
+        recipe = type(base).model_validate(raw)
+        return prompt_split(recipe, resolve_role(recipe, "prefill", None), spec, 1088)
+
+    assert split("0.33.0", "flashinfer") == (None, True)
+    assert split("0.33.0", "triton") == (1088, True)
+    assert split("0.32.0", "flashinfer") == (1088, True)
+    assert split("0.31.0", "flashinfer") == (1088, False)
+    assert split("0.32.0", "triton", prefix_caching=False) == (None, True)

@@ -37,8 +37,9 @@ from ..plan.perf import (
     fit_prefill,
     fit_transfer,
     transfer_bytes,
+    wave_prefill_steps,
 )
-from ..plan.recipe_plan import RolePlan, model_spec, plan_recipe, unknown_model_error
+from ..plan.recipe_plan import RolePlan, model_spec, plan_recipe, prompt_split, unknown_model_error
 from ..schema import Recipe
 from ..validate import load_variant
 from .measuring import config_differences, deployment_to_measure, describe
@@ -146,11 +147,15 @@ def role_shapes(recipe: Recipe, recipe_path: str) -> tuple[dict[str, RoleShape],
     plans = plan_recipe(recipe, Path(recipe_path).parent, host)
     if plans is None:
         raise RecipectlError(unknown_model_error(recipe), fix="model:\n  spec: Qwen3.5-35B-A3B   # a built-in model")
+    spec = model_spec(recipe, Path(recipe_path).parent)
+    assert spec is not None  # plan_recipe planned, so the model has a spec
     shapes = {}
     for role, rp in plans.items():
         p = rp.plan
-        limits = batch_limits(recipe, resolve_role(recipe, role, host), p.max_model_len)
+        eff = resolve_role(recipe, role, host)
+        limits = batch_limits(recipe, eff, p.max_model_len)
         cap = p.saturation_concurrency if p.saturation_concurrency is not None else int(p.max_concurrency) * p.dp
+        split_block, split_whole_blocks = prompt_split(recipe, eff, spec, p.block_size)
         shapes[role] = RoleShape(
             endpoints=rp.endpoints,
             gpus_per_endpoint=p.tp * p.dp,
@@ -159,9 +164,9 @@ def role_shapes(recipe: Recipe, recipe_path: str) -> tuple[dict[str, RoleShape],
             gdn_state_bytes_per_request=p.gdn_state_bytes_per_request,
             max_concurrency_per_endpoint=cap,
             tokens_per_step=limits.max_num_batched_tokens,
+            split_block=split_block,
+            split_whole_blocks=split_whole_blocks,
         )
-    spec = model_spec(recipe, Path(recipe_path).parent)
-    assert spec is not None  # plan_recipe planned, so the model has a spec
     return shapes, plans, spec
 
 
@@ -301,7 +306,13 @@ def fit_calibration(points: list[dict], *, prefill_shape: RoleShape, decode_shap
     prefill_pts, decode_pts, routed = [], [], []
     for p in points:
         if p["kind"] == "prefill":
-            prefill_pts.append(PrefillPoint(isl=p["isl"], seconds=statistics.median(p["seconds"])))
+            prefill_pts.append(
+                PrefillPoint(
+                    isl=p["isl"],
+                    seconds=statistics.median(p["seconds"]),
+                    steps=wave_prefill_steps(1, p["isl"], prefill_shape),
+                )
+            )
             continue
         if p["kind"] != "routed":  # a point measured again, and the measurement not fitted
             continue
@@ -319,7 +330,8 @@ def fit_calibration(points: list[dict], *, prefill_shape: RoleShape, decode_shap
     dev = ANALYTIC_DEVICES["CPU"]  # replaced below wherever the points pin it
     transfer_pts = [
         TransferPoint(
-            nbytes=transfer_bytes(prefill_shape, isl), seconds=ttft - prefill.time_s(isl) - decode.itl_s(1, isl)
+            nbytes=transfer_bytes(prefill_shape, isl),
+            seconds=ttft - prefill.time_s(isl, wave_prefill_steps(1, isl, prefill_shape)) - decode.itl_s(1, isl),
         )
         for isl, ttft in routed
     ]
@@ -400,7 +412,7 @@ def calibrate(recipe_path: str, *, out: str, variant: str | None, attach: str | 
     write_atomic(out, json.dumps(doc, indent=2, sort_keys=True) + "\n")
     m = result["model"]
     console.print(
-        f"[green]calibrated[/]: prefill {m['prefill']['overhead_s'] * 1e3:.1f} ms + "
+        f"[green]calibrated[/]: prefill {m['prefill']['overhead_s'] * 1e3:.1f} ms a step + "
         f"{m['prefill']['per_token_s'] * 1e6:.1f} us/token; decode step {m['decode']['step_s'] * 1e3:.1f} ms "
         f"+ {m['decode']['per_seq_s'] * 1e3:.2f} ms/request + {m['decode']['per_ctx_token_s'] * 1e6:.3f} "
         f"us/resident token; transfer {m['transfer']['latency_s'] * 1e3:.1f} ms + "

@@ -3,9 +3,11 @@ configurations by, and what `recipectl calibrate` fits to a deployment's own mea
 
 Pure arithmetic, no I/O. The pieces, each a few coefficients:
 
-- prefill: one prompt of ``n`` tokens takes ``overhead_s + per_token_s * n`` on one endpoint (the
+- prefill: a step of ``n`` tokens takes ``overhead_s + per_token_s * n`` on one endpoint (the
   scheduler step, tokenisation and the HTTP hop are the overhead; the forward pass is linear in
-  tokens at the lengths a P/D prefill sees);
+  tokens at the lengths a P/D prefill sees). A prompt takes one step, or more: where it is cut by
+  the step's token budget, and, for a hybrid model with prefix caching on, where vLLM ends a step
+  at the prompt's last block boundary (``prompt_chunk``);
 - decode: one step (the inter-token latency every resident request sees) at ``c`` requests of mean
   context ``L`` on one endpoint takes ``step_s + per_seq_s * c + per_ctx_token_s * c * L`` (the
   weights read once per step; per request its GDN state and sampling; per resident token its KV);
@@ -36,8 +38,8 @@ class PrefillCoeffs(BaseModel):
     overhead_s: float = Field(ge=0)
     per_token_s: float = Field(ge=0)
 
-    def time_s(self, tokens: int) -> float:
-        return self.overhead_s + self.per_token_s * tokens
+    def time_s(self, tokens: int, steps: int = 1) -> float:
+        return self.overhead_s * steps + self.per_token_s * tokens
 
 
 class DecodeCoeffs(BaseModel):
@@ -84,6 +86,14 @@ class RoleShape(BaseModel):
     gdn_state_bytes_per_request: int = Field(ge=0)  # per rank
     max_concurrency_per_endpoint: int | None = None  # decode: what its cache keeps resident
     tokens_per_step: int | None = None  # prefill: max_num_batched_tokens (None: a wave in one step)
+    # prefill, hybrid models with prefix caching on (vLLM's Mamba cache mode "align"): the block
+    # (tokens) at whose last boundary in a prompt a prefill step ends, so that the GDN state there
+    # can be cached; None where prompts are not split so (prefix caching off, or a GDN prefill
+    # kernel that writes the state mid-step: prompt_split in recipe_plan.py)
+    split_block: int | None = None
+    # since vLLM 0.32 that boundary is the last one before the prompt's last token, so a prompt
+    # of whole blocks is split too; before, such a prompt is prefilled in one step
+    split_whole_blocks: bool = True
 
 
 class Prediction(BaseModel):
@@ -108,6 +118,49 @@ class Prediction(BaseModel):
     tps_per_gpu: float
     tps_per_user: float
     calibrated: bool
+
+
+def prompt_chunk(done: int, isl: int, left: int, shape: RoleShape) -> int:
+    """The tokens of a prompt of ``isl`` tokens, ``done`` of them prefilled, that one prefill step
+    with ``left`` tokens of its budget left takes: vLLM's scheduler (Scheduler.
+    _mamba_block_aligned_split, engine fact hybrid-prefill-split-at-last-block). With a split block
+    a step ends at the prompt's last block boundary (the GDN state there is cached), and a chunk
+    the budget cuts ends on a block boundary; so a prompt longer than a block is prefilled in (at
+    least) two steps, and a prompt sent during the first rides in the second, which it delays.
+    Measured on the CPU engine: two 160-token prompts 85 ms apart at one prefill endpoint each
+    took 0.58-0.59 s where one alone takes 0.35-0.41 s (docs/sla-planner.md)."""
+    budget = shape.tokens_per_step or isl
+    end = min(isl, done + left)
+    block = shape.split_block
+    if block:
+        if end < isl:
+            aligned = end // block * block
+            if aligned > done or block <= budget:  # else a block wider than a step: sub-block chunks
+                end = aligned
+        last = (isl - 1 if shape.split_whole_blocks else isl) // block * block
+        if done < last < end:
+            end = last
+    return max(end - done, 0)
+
+
+def wave_prefill_steps(requests: int, isl: int, shape: RoleShape) -> int:
+    """The steps one prefill endpoint takes for ``requests`` prompts of ``isl`` tokens that arrived
+    together: each step fills its budget (``tokens_per_step``) from the prompts in order, each
+    prompt its next chunk (``prompt_chunk``). Each step moves the first unfinished prompt on by a
+    block at least (by its budget where that is narrower than a block), so the loop ends."""
+    budget = shape.tokens_per_step or requests * isl
+    done = [0] * requests
+    steps = 0
+    while any(d < isl for d in done):
+        steps += 1
+        left = budget
+        for i, d in enumerate(done):
+            if d >= isl or left <= 0:
+                continue
+            c = prompt_chunk(d, isl, left, shape)
+            done[i] += c
+            left -= c
+    return steps
 
 
 def transfer_bytes(shape: RoleShape, isl: int) -> int:
@@ -151,10 +204,8 @@ def predict(
         raise ValueError(f"concurrency {concurrency}: a closed loop has at least one user")
     per_prefill = math.ceil(concurrency / prefill.endpoints)  # the router spreads a wave evenly
     per_decode = math.ceil(concurrency / decode.endpoints)
-    service = model.prefill.time_s(isl)
-    tokens = per_prefill * isl
-    steps = math.ceil(tokens / prefill.tokens_per_step) if prefill.tokens_per_step else 1
-    batch = steps * model.prefill.overhead_s + model.prefill.per_token_s * tokens
+    service = model.prefill.time_s(isl, wave_prefill_steps(1, isl, prefill))
+    batch = model.prefill.time_s(per_prefill * isl, wave_prefill_steps(per_prefill, isl, prefill))
     transfer = model.transfer.time_s(transfer_bytes(prefill, isl))
     first = model.decode.itl_s(per_decode, isl)
     itl = model.decode.itl_s(per_decode, isl + osl / 2)  # a resident request's mean context over its decode
@@ -277,10 +328,12 @@ def _solve(rows: Sequence[Sequence[float]], y: Sequence[float]) -> list[float] |
 
 
 class PrefillPoint(BaseModel):
-    """One prompt's time on a prefill endpoint alone (seconds), at concurrency 1."""
+    """One prompt's time on a prefill endpoint alone (seconds), at concurrency 1, in ``steps``
+    prefill steps (``wave_prefill_steps``)."""
 
     isl: int
     seconds: float
+    steps: int = 1
 
 
 class DecodePoint(BaseModel):
@@ -300,7 +353,7 @@ class TransferPoint(BaseModel):
 
 
 def fit_prefill(points: Sequence[PrefillPoint]) -> PrefillCoeffs:
-    a, b = nonneg_least_squares([[1.0, p.isl] for p in points], [p.seconds for p in points])
+    a, b = nonneg_least_squares([[float(p.steps), p.isl] for p in points], [p.seconds for p in points])
     return PrefillCoeffs(overhead_s=a, per_token_s=b)
 
 

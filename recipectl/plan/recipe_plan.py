@@ -158,6 +158,27 @@ def checkpoint_alignment(recipe: Recipe, eff: EffectiveRole, spec: ModelSpec | N
     return 1
 
 
+def prompt_split(
+    recipe: Recipe, eff: EffectiveRole, spec: ModelSpec | None, block_size: int
+) -> tuple[int | None, bool]:
+    """Where vLLM ends a prompt's prefill step besides the token budget: (the block at whose last
+    boundary in a prompt a step ends, whether a prompt of whole blocks is split too). A hybrid
+    model with prefix caching on (engine facts hybrid-prefill-split-at-last-block and
+    hybrid-prefill-split-whole-blocks), unless its GDN prefill runs FlashInfer on 0.33 or newer,
+    which writes that state mid-step (hybrid-prefill-no-split-flashinfer-gdn, the same condition
+    as checkpoint_alignment's); (None, True) otherwise."""
+    version = recipe.engine.version
+    whole = holds("hybrid-prefill-split-whole-blocks", version) is not False
+    if spec is None or not spec.num_linear_attention_layers or not eff.value("enable_prefix_caching"):
+        return None, whole
+    if (
+        checkpoint_alignment(recipe, eff, spec) > 1
+        and holds("hybrid-prefill-no-split-flashinfer-gdn", version) is not False
+    ):
+        return None, whole
+    return block_size, whole
+
+
 def role_pages(
     recipe: Recipe, eff: EffectiveRole, spec: ModelSpec | None, host: str | None = None
 ) -> StatePages | None:
