@@ -26,6 +26,10 @@ calibration of another layout of the same roles (RECIPE0: 1 prefill endpoint, RE
 --compare-on RECIPE0 it calibrates RECIPE itself and scores the points by that other layout's
 calibration too (model "compared": a layout of two prefill endpoints calibrated on itself beside
 a calibration of one); --no-recalibrate skips the second calibration after the held-out points.
+Two diagnostics score nothing: --trace records when each request of a point started and got its
+first token (whether a closed loop's users stay in step), --pair ISL:OFFSET_MS,... a prompt alone
+and two sent OFFSET_MS apart, at the prefill endpoint and through the router (whether a prompt
+sent during another's prefill delays it).
 """
 
 from __future__ import annotations
@@ -167,6 +171,69 @@ def trace(router: str, model: str, vocab: int, points: list, waves: int, out: Pa
     if any(p["errors"] for p in traced):
         return 1
     return 0
+
+
+def pair_points(text: str) -> list[tuple[int, int]]:
+    """``ISL:OFFSET_MS,...`` as (isl, offset_ms) tuples."""
+    points = []
+    for item in text.split(","):
+        parts = item.strip().split(":")
+        if len(parts) != 2 or not all(x.isdigit() for x in parts) or int(parts[0]) < 1:
+            raise argparse.ArgumentTypeError(f"{item!r}: not ISL:OFFSET_MS (a positive and a non-negative integer)")
+        points.append((int(parts[0]), int(parts[1])))
+    return points
+
+
+def offset_requests(
+    url: str, model: str, vocab: int, isl: int, osl: int, offsets_s: list[float]
+) -> tuple[list[dict], list[str]]:
+    """One request per offset, each sent that long after the first: when each started (s after
+    the first), its TTFT and its end; and the errors of those that failed."""
+    from recipectl.bench.probe import run_offsets
+
+    r = run_offsets(url, model, isl=isl, osl=osl, offsets_s=offsets_s, vocab_size=vocab, stream=osl > 1)
+    t0 = min((s.start_s for s in r.samples), default=0.0)
+    requests = [{"start_s": s.start_s - t0, "ttft_s": s.ttft_s, "end_s": s.start_s - t0 + s.e2e_s} for s in r.samples]
+    return sorted(requests, key=lambda q: q["start_s"]), r.errors
+
+
+def pairs(router: str, prefill: str, model: str, vocab: int, points: list, repeats: int, out: Path) -> int:
+    """Whether a prompt sent while another is in its prefill step delays the first: per
+    ISL:OFFSET, ``repeats`` times each, one prompt alone and two with the second sent OFFSET ms
+    after the first, at the prefill endpoint (``max_tokens`` 1) and through the router (OSL 16).
+    A hybrid model with prefix caching prefills a prompt longer than a block in two steps (engine
+    fact hybrid-prefill-split-at-last-block): a second prompt sent during the first step rides in
+    the second, and the first prompt ends with it. Exit 1 where a request failed (its errors are
+    in the file, beside what the others measured)."""
+    from recipectl.fileio import write_atomic
+
+    found = []
+    for isl, offset_ms in points:
+        warm_point(router, model, vocab, isl, 16, 2)
+        for where, url, osl in (("prefill", prefill, 1), ("router", router, 16)):
+            row: dict = {"isl": isl, "offset_ms": offset_ms, "at": where, "osl": osl, "alone": [], "pair": []}
+            row["errors"] = []
+            for _ in range(repeats):
+                for kind, offsets in (("alone", [0.0]), ("pair", [0.0, offset_ms / 1e3])):
+                    requests, errors = offset_requests(url, model, vocab, isl, osl, offsets)
+                    if errors:
+                        row["errors"] += errors
+                    else:
+                        row[kind].append(requests)
+            found.append(row)
+            # after every row: a run stopped by a time limit keeps what it measured
+            write_atomic(out / "pairs.json", json.dumps({"points": found, "load_average": os.getloadavg()}, indent=2))
+            said = [f"isl={isl} offset={offset_ms} ms at the {where}:"]
+            if row["alone"] and row["pair"]:
+                alone = statistics.median(r[0]["ttft_s"] for r in row["alone"])
+                first = statistics.median(r[0]["ttft_s"] for r in row["pair"])
+                second = statistics.median(r[1]["ttft_s"] for r in row["pair"])
+                said.append(f"alone {alone * 1e3:.0f} ms; in a pair, the first {first * 1e3:.0f} ms, the second")
+                said.append(f"{second * 1e3:.0f} ms (medians)")
+            if row["errors"]:
+                said.append(f"{len(row['errors'])} requests failed: {row['errors'][:3]}")
+            print(" ".join(said), file=sys.stderr, flush=True)
+    return 1 if any(row["errors"] for row in found) else 0
 
 
 def row(point, reps, preds) -> dict:
@@ -371,6 +438,13 @@ def main() -> int:
         "started, got its first token and ended (OUT/trace.json): how a closed loop's users move",
     )
     ap.add_argument(
+        "--pair",
+        type=pair_points,
+        metavar="ISL:OFFSET_MS,...",
+        help="no calibration, no scores: per item, --repeats times, a prompt alone and two with the second "
+        "OFFSET_MS after the first, at the prefill endpoint and through the router (OUT/pairs.json)",
+    )
+    ap.add_argument(
         "--interleave",
         action="store_true",
         help="the repeats in rounds over every point, not back to back (each point's spread then spans the run)",
@@ -413,6 +487,11 @@ def main() -> int:
         state = find_run(args.recipe, runs_root(recipe.launch.run_dir), lambda _: (recipe.name, recipe.launch.run_dir))
         if args.trace:
             return trace(state.router_url, recipe.served_name, spec.vocab_size, args.held_out, args.repeats, out)
+        if args.pair:
+            prefill_url = next(p.url for p in state.processes if p.kind == "prefill")
+            return pairs(
+                state.router_url, prefill_url, recipe.served_name, spec.vocab_size, args.pair, args.repeats, out
+            )
         if args.calibration:
             cal, described = (
                 Path(args.calibration),

@@ -445,3 +445,52 @@ def test_a_rescore_drops_repeat_times_that_do_not_match_the_repeats(tmp_path):
     edited.write_text(json.dumps(run))
     with pytest.raises(SystemExit, match="no held-out points"):
         accuracy.rescore(str(CPU_RECIPE), edited, tmp_path / "out")
+
+
+def test_pairs_send_a_prompt_alone_and_two_an_offset_apart_at_the_endpoint_and_the_router(monkeypatch, tmp_path):
+    """--pair: whether a prompt sent during another's prefill delays it (a mock of the deployment:
+    the real one is the CPU engine docs/sla-planner.md measured; run_offsets' own timing is
+    tests/test_probe_offsets.py's)."""
+    import recipectl.bench.probe as probe
+
+    monkeypatch.setattr(accuracy, "warm_point", lambda *a: None)
+    sent = []
+
+    def fake_run_offsets(url, model, *, isl, osl, offsets_s, vocab_size, stream=True):
+        sent.append((url, osl, stream, tuple(offsets_s)))
+        samples = [  # the later one finished first: rows keep the order they were sent in
+            probe.Sample(ttft_s=0.5, itl_s=None, output_tokens=osl, e2e_s=0.6, start_s=100.0 + o)
+            for o in reversed(offsets_s)
+        ]
+        return probe.PointResult(isl=isl, osl=osl, concurrency=len(offsets_s), samples=samples)
+
+    monkeypatch.setattr(probe, "run_offsets", fake_run_offsets)
+    assert accuracy.pairs("R", "P", "m", 1000, [(160, 40)], 2, tmp_path) == 0
+    rows = json.loads((tmp_path / "pairs.json").read_text())["points"]
+    assert [(r["at"], r["osl"]) for r in rows] == [("prefill", 1), ("router", 16)]
+    for r in rows:
+        assert len(r["alone"]) == 2 and len(r["pair"]) == 2 and not r["errors"]
+        assert [[round(q["start_s"], 3) for q in p] for p in r["pair"]] == [[0.0, 0.04]] * 2
+    assert {x[:3] for x in sent} == {("P", 1, False), ("R", 16, True)}  # max_tokens 1 not streamed
+    assert {x[3] for x in sent} == {(0.0,), (0.0, 0.04)}
+
+
+def test_pairs_keep_what_was_measured_when_a_request_fails_and_exit_1(monkeypatch, tmp_path):
+    import recipectl.bench.probe as probe
+
+    monkeypatch.setattr(accuracy, "warm_point", lambda *a: None)
+
+    def failing(url, model, *, isl, osl, offsets_s, vocab_size, stream=True):
+        return probe.PointResult(isl=isl, osl=osl, concurrency=len(offsets_s), errors=["ConnectError: refused"])
+
+    monkeypatch.setattr(probe, "run_offsets", failing)
+    assert accuracy.pairs("R", "P", "m", 1000, [(160, 40)], 1, tmp_path) == 1
+    rows = json.loads((tmp_path / "pairs.json").read_text())["points"]
+    assert len(rows) == 2 and all(r["errors"] and not r["pair"] for r in rows)
+
+
+def test_the_pair_argument_is_isl_and_offset():
+    assert accuracy.pair_points("160:85,96:0") == [(160, 85), (96, 0)]
+    for bad in ("160", "0:85", "160:-1", "a:b"):
+        with pytest.raises(argparse.ArgumentTypeError, match="ISL:OFFSET_MS"):
+            accuracy.pair_points(bad)

@@ -200,3 +200,49 @@ def run_point(
             timeout_s=timeout_s,
         )
     )
+
+
+def run_offsets(
+    url: str,
+    model: str,
+    *,
+    isl: int,
+    osl: int,
+    offsets_s: list[float],
+    vocab_size: int,
+    stream: bool = True,
+    timeout_s: float = 600,
+) -> PointResult:
+    """One request per offset, each sent that many seconds after the first, from one event loop
+    and over connections opened before the first is sent (so an offset is not a connection's or a
+    thread's start-up): not a closed loop, a schedule. Samples in the order of ``offsets_s``."""
+    return asyncio.run(_offsets(url, model, isl, osl, offsets_s, vocab_size, stream, timeout_s))
+
+
+async def _offsets(
+    url: str, model: str, isl: int, osl: int, offsets_s: list[float], vocab_size: int, stream: bool, timeout_s: float
+) -> PointResult:
+    rng = random.Random(f"{_PROCESS_SALT}:{next(_CALLS)}:offsets")
+    prompts = [random_prompt(rng, isl, vocab_size) for _ in offsets_s]
+    result = PointResult(isl=isl, osl=osl, concurrency=len(offsets_s))
+    samples: list[Sample | None] = [None] * len(offsets_s)
+    # one client per request, each connected first (a GET of the model list): a request sent
+    # later must not wait for, nor ride on, another's connection
+    clients = [httpx.AsyncClient(timeout=timeout_s) for _ in offsets_s]
+    try:
+        await asyncio.gather(*(c.get(url + "/v1/models") for c in clients))
+        t0 = time.perf_counter()
+
+        async def send(i: int) -> None:
+            await asyncio.sleep(max(0.0, t0 + offsets_s[i] - time.perf_counter()))
+            try:
+                samples[i] = await _request(clients[i], url, model, prompts[i], osl, stream)
+            except Exception as e:
+                result.errors.append(f"{type(e).__name__}: {str(e)[:200]}")
+
+        await asyncio.gather(*(send(i) for i in range(len(offsets_s))))
+        result.duration_s = time.perf_counter() - t0
+    finally:
+        await asyncio.gather(*(c.aclose() for c in clients))
+    result.samples = [x for x in samples if x is not None]
+    return result
