@@ -159,8 +159,14 @@ def test_the_rendered_script_runs_the_cpu_deployment_with_every_thread_on_its_en
     assert r.returncode == 0, r.stderr
     (script,) = out.glob("*.sh")
     log = open(tmp_path / "script.out", "w+")
+    # SIGINT as a terminal gives it: a shell that starts with SIGINT ignored (a test run started
+    # in the background of a non-interactive shell passes that on) cannot trap it, and the script's
+    # Ctrl-C cleanup would never run
+    default_int = (
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp('bash', ['bash', sys.argv[1]])"
+    )
     proc = subprocess.Popen(
-        ["bash", str(script)],
+        [sys.executable, "-c", default_int, str(script)],
         stdout=log,
         stderr=subprocess.STDOUT,
         env={**os.environ, "LOG_DIR": str(tmp_path / "logs")},
@@ -192,6 +198,14 @@ def test_the_rendered_script_runs_the_cpu_deployment_with_every_thread_on_its_en
         os.killpg(proc.pid, signal.SIGINT)
         try:
             proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            # the cleanup did not finish: stop what the script started, so that the deployment
+            # does not run on beside the tests after this one
+            sessions = {int(x) for x in re.findall(r"\(pid (\d+)\)", text())} | {proc.pid}
+            for p in psutil.process_iter():
+                if _session(p) in sessions:
+                    p.kill()
+            raise
         finally:
             log.close()
     gone = lambda: not [p for p in psutil.process_iter() if _session(p) in {int(x) for x in started.values()}]  # noqa: E731
