@@ -37,3 +37,11 @@ def test_a_request_that_fails_is_an_error_and_the_others_are_kept(fake_server):
     server = fake_server(second_fails)
     r = run_offsets(server.url, "m", isl=8, osl=1, offsets_s=[0.0, 0.1], vocab_size=500, stream=False)
     assert len(r.samples) == 1 and len(r.errors) == 1 and "500" in r.errors[0]
+
+
+def test_a_server_that_refuses_the_connections_is_an_error_per_request_not_a_traceback(fake_server):
+    server = fake_server(completion)
+    url = server.url
+    server.close()  # nothing listens there now
+    r = run_offsets(url, "m", isl=8, osl=1, offsets_s=[0.0, 0.1], vocab_size=500, stream=False)
+    assert r.samples == [] and len(r.errors) == 2 and all("Connect" in e for e in r.errors)

@@ -215,7 +215,8 @@ def run_offsets(
 ) -> PointResult:
     """One request per offset, each sent that many seconds after the first, from one event loop
     and over connections opened before the first is sent (so an offset is not a connection's or a
-    thread's start-up): not a closed loop, a schedule. Samples in the order of ``offsets_s``."""
+    thread's start-up): not a closed loop, a schedule. Samples in the order of ``offsets_s``, less
+    those that failed (each an entry of ``errors``); a server that refuses the connections: no samples."""
     return asyncio.run(_offsets(url, model, isl, osl, offsets_s, vocab_size, stream, timeout_s))
 
 
@@ -230,7 +231,8 @@ async def _offsets(
     # later must not wait for, nor ride on, another's connection
     clients = [httpx.AsyncClient(timeout=timeout_s) for _ in offsets_s]
     try:
-        await asyncio.gather(*(c.get(url + "/v1/models") for c in clients))
+        # a connection refused here is refused again when its request is sent: an error there
+        await asyncio.gather(*(c.get(url + "/v1/models") for c in clients), return_exceptions=True)
         t0 = time.perf_counter()
 
         async def send(i: int) -> None:

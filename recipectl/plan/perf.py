@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -85,7 +86,9 @@ class RoleShape(BaseModel):
     kv_bytes_per_token: int = Field(ge=0)  # per rank
     gdn_state_bytes_per_request: int = Field(ge=0)  # per rank
     max_concurrency_per_endpoint: int | None = None  # decode: what its cache keeps resident
-    tokens_per_step: int | None = None  # prefill: max_num_batched_tokens (None: a wave in one step)
+    tokens_per_step: int | None = Field(
+        default=None, ge=1
+    )  # prefill: max_num_batched_tokens (None: a wave in one step)
     # prefill, hybrid models with prefix caching on (vLLM's Mamba cache mode "align"): the block
     # (tokens) at whose last boundary in a prompt a prefill step ends, so that the GDN state there
     # can be cached; None where prompts are not split so (prefix caching off, or a GDN prefill
@@ -127,8 +130,8 @@ def prompt_chunk(done: int, isl: int, left: int, shape: RoleShape) -> int:
     a step ends at the prompt's last block boundary (the GDN state there is cached), and a chunk
     the budget cuts ends on a block boundary; so a prompt longer than a block is prefilled in (at
     least) two steps, and a prompt sent during the first rides in the second, which it delays.
-    Measured on the CPU engine: two 160-token prompts 85 ms apart at one prefill endpoint each
-    took 0.58-0.59 s where one alone takes 0.35-0.41 s (docs/sla-planner.md)."""
+    Measured on the CPU engine: of two 160-token prompts sent 85 ms apart to one prefill endpoint,
+    the first took 0.57-0.63 s where one alone takes 0.35-0.40 s (docs/sla-planner.md)."""
     budget = shape.tokens_per_step or isl
     end = min(isl, done + left)
     block = shape.split_block
@@ -146,8 +149,19 @@ def prompt_chunk(done: int, isl: int, left: int, shape: RoleShape) -> int:
 def wave_prefill_steps(requests: int, isl: int, shape: RoleShape) -> int:
     """The steps one prefill endpoint takes for ``requests`` prompts of ``isl`` tokens that arrived
     together: each step fills its budget (``tokens_per_step``) from the prompts in order, each
-    prompt its next chunk (``prompt_chunk``). Each step moves the first unfinished prompt on by a
-    block at least (by its budget where that is narrower than a block), so the loop ends."""
+    prompt its next chunk (``prompt_chunk``). Without a split block the budget alone cuts them:
+    the tokens over the budget, rounded up."""
+    budget = shape.tokens_per_step or requests * isl
+    if not shape.split_block:
+        return math.ceil(requests * isl / budget)
+    return _split_wave_steps(requests, isl, shape)
+
+
+@lru_cache(maxsize=4096)
+def _split_wave_steps(requests: int, isl: int, shape: RoleShape) -> int:
+    """wave_prefill_steps with a split block, step by step (plan --sla predicts each layout at many
+    concurrencies: each count is worked out once). Each step moves the first unfinished prompt on
+    by a block at least (by its budget where that is narrower than a block), so the loop ends."""
     budget = shape.tokens_per_step or requests * isl
     done = [0] * requests
     steps = 0
