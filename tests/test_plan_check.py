@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from recipectl.bench.sweep import Level
+from recipectl.commands.calibrate import CALIBRATION_VERSION
 from recipectl.fileio import append_line
 from recipectl.launch.result import LaunchResult
 from recipectl.plan.ledger import (
@@ -420,7 +421,11 @@ def test_bench_refuses_a_calibration_of_another_configuration_before_the_sweep(
     swept = []
     monkeypatch.setattr("recipectl.commands.bench.run_sweep", lambda *a, **kw: swept.append(1) or [])
     cal = tmp_path / "cal.json"
-    cal.write_text(json.dumps({"calibration_version": 1, "fingerprint": "0" * 64, "configuration": {}, "model": {}}))
+    cal.write_text(
+        json.dumps(
+            {"calibration_version": CALIBRATION_VERSION, "fingerprint": "0" * 64, "configuration": {}, "model": {}}
+        )
+    )
     args = ("bench", str(LOCAL_RECIPE), "--router", "http://127.0.0.1:9", "--calibration", str(cal))
     code, out, err = recipectl_in_process(*args)
     assert code == 2 and "describes another configuration" in err and not swept

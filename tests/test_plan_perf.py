@@ -18,6 +18,7 @@ from recipectl.plan.perf import (
     PerfModel,
     PrefillCoeffs,
     PrefillPoint,
+    PromptSplit,
     RoleShape,
     TransferCoeffs,
     TransferPoint,
@@ -191,6 +192,18 @@ def test_a_calibration_is_refused_for_a_configuration_it_does_not_describe(tmp_p
         read_calibration(str(cal), describe(load_variant(str(cache), None), str(cache)))
     r = cli("plan", str(other), "--sla", "ttft=2s", "--calibration", str(cal), timeout=120)
     assert r.returncode == 2 and "describes another configuration" in r.stderr, r.stdout + r.stderr
+
+
+def test_a_calibration_of_an_older_version_is_refused_with_the_command_that_makes_a_new_one(tmp_path):
+    """Version 1 fitted prefill's overhead per prompt, version 2 per step: read as version 2 its
+    overhead would be counted twice for a split prompt, so plan refuses it and says what to run."""
+    cal = _calibration(tmp_path, LOCAL_RECIPE)
+    doc = json.loads(cal.read_text())
+    cal.write_text(json.dumps({**doc, "calibration_version": 1}))
+    r = cli("plan", str(LOCAL_RECIPE), "--sla", "ttft=2s", "--calibration", str(cal), timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "a calibration of version 1" in r.stderr and "recipectl calibrate" in r.stderr
+    assert "Traceback" not in r.stderr
 
 
 def test_plan_sla_json_says_whether_it_is_calibrated(tmp_path):
@@ -571,7 +584,12 @@ def test_prefills_step_is_the_recipes_token_budget(recipe, tokens):
 
 
 # ----- the prefill steps of a hybrid model with prefix caching (engine fact hybrid-prefill-split-at-last-block)
-SPLIT = PRE.model_copy(update={"tokens_per_step": 4096, "split_block": 128})
+SPLIT = PRE.model_copy(update={"tokens_per_step": 4096, "split": PromptSplit(block=128)})
+
+
+def variant(shape: RoleShape, **flags) -> RoleShape:
+    """``shape`` with its prompt split's flags changed (a release's variant of the split)."""
+    return shape.model_copy(update={"split": shape.split.model_copy(update=flags)})
 
 
 @pytest.mark.parametrize(
@@ -586,16 +604,15 @@ SPLIT = PRE.model_copy(update={"tokens_per_step": 4096, "split_block": 128})
     ],
 )
 def test_a_hybrid_prompt_is_prefilled_to_its_last_block_boundary_then_the_rest(isl, whole_blocks, steps):
-    shape = SPLIT.model_copy(update={"split_whole_blocks": whole_blocks})
-    assert wave_prefill_steps(1, isl, shape) == steps
-    assert wave_prefill_steps(1, isl, SPLIT.model_copy(update={"split_block": None})) == 1
+    assert wave_prefill_steps(1, isl, variant(SPLIT, whole_blocks=whole_blocks)) == steps
+    assert wave_prefill_steps(1, isl, SPLIT.model_copy(update={"split": None})) == 1
 
 
 def test_prompts_sent_together_share_both_steps_and_a_budget_cut_ends_on_a_block():
     assert wave_prefill_steps(2, 160, SPLIT) == 2  # 128 + 128, then 32 + 32
     small = SPLIT.model_copy(update={"tokens_per_step": 200})
     assert wave_prefill_steps(1, 320, small) == 3  # 128 (200 cut back to the block), 128 (to 256), 64
-    assert wave_prefill_steps(1, 320, small.model_copy(update={"split_block": None})) == 2  # 200 + 120
+    assert wave_prefill_steps(1, 320, small.model_copy(update={"split": None})) == 2  # 200 + 120
     narrow = SPLIT.model_copy(update={"tokens_per_step": 100})
     assert wave_prefill_steps(1, 160, narrow) == 3  # a block wider than a step: 100, 28 (to 128), 32
     assert prompt_chunk(0, 320, 200, small) == 128  # the budget's cut moved back to a block boundary
@@ -632,7 +649,8 @@ def test_the_prefill_fit_and_the_prediction_count_the_split_steps():
 def test_a_recipes_prefill_splits_where_its_prefix_caching_makes_vllm_split(recipe, split_block):
     path = str(Path(__file__).resolve().parent.parent / recipe)
     shapes, _, _ = role_shapes(load_variant(path, None).recipe, path)
-    assert shapes["prefill"].split_block == split_block
+    split = shapes["prefill"].split
+    assert (split.block if split else None) == split_block
 
 
 def test_flashinfer_gdn_prefill_on_033_writes_the_state_mid_step_so_nothing_is_split():
@@ -642,7 +660,7 @@ def test_flashinfer_gdn_prefill_on_033_writes_the_state_mid_step_so_nothing_is_s
     base = load_variant(path, None).recipe
     spec = model_spec(base, Path(path).parent)
 
-    def split(version: str, backend: str, prefix_caching: bool = True) -> tuple[int | None, bool]:
+    def split(version: str, backend: str, prefix_caching: bool = True) -> PromptSplit | None:
         raw = base.model_dump(mode="json", exclude_none=True)
         raw["engine"]["vllm_version"] = version
         raw["prefill"]["enable_prefix_caching"] = prefix_caching
@@ -650,8 +668,32 @@ def test_flashinfer_gdn_prefill_on_033_writes_the_state_mid_step_so_nothing_is_s
         recipe = type(base).model_validate(raw)
         return prompt_split(recipe, resolve_role(recipe, "prefill", None), spec, 1088)
 
-    assert split("0.33.0", "flashinfer") == (None, True)
-    assert split("0.33.0", "triton") == (1088, True)
-    assert split("0.32.0", "flashinfer") == (1088, True)
-    assert split("0.31.0", "flashinfer") == (1088, False)
-    assert split("0.32.0", "triton", prefix_caching=False) == (None, True)
+    assert split("0.33.0", "flashinfer") == PromptSplit(block=1088, last_chunk_whole=True)
+    assert split("0.33.0", "triton") == PromptSplit(block=1088)
+    assert split("0.32.0", "flashinfer") == PromptSplit(block=1088)
+    assert split("0.31.0", "flashinfer") == PromptSplit(block=1088, whole_blocks=False)
+    assert split("0.26.0", "triton") == PromptSplit(block=1088, whole_blocks=False, cuts_aligned_to_end=False)
+    assert split("0.32.0", "triton", prefix_caching=False) is None
+
+
+def test_flashinfer_gdn_prefill_on_033_still_aligns_a_chunk_the_budget_cuts():
+    """0.33's FlashInfer GDN prefill lifts the stop at the last boundary only for a prompt's last
+    chunk that starts on a block: four 150-token prompts in 256-token steps take four steps (the
+    second's 106 tokens wait for a block), not the three the budget alone would give."""
+    fi = variant(SPLIT.model_copy(update={"tokens_per_step": 256}), last_chunk_whole=True)
+    assert wave_prefill_steps(1, 160, fi) == 1  # not split at 128
+    assert wave_prefill_steps(4, 150, fi) == 4
+    assert wave_prefill_steps(4, 150, fi.model_copy(update={"split": None})) == 3
+    narrow = variant(SPLIT.model_copy(update={"tokens_per_step": 100}), last_chunk_whole=True)
+    assert prompt_chunk(228, 300, 100, narrow) == 28  # a last chunk starting mid-block: still to 256
+
+
+def test_before_027_a_budget_cut_past_the_last_boundary_is_not_moved_back_to_a_block():
+    """vLLM 0.26 and older align a cut chunk only before the prompt's last boundary (engine fact
+    hybrid-prefill-cuts-aligned-to-prompt-end): five 95-token prompts in 256-token steps take two
+    steps there (95, 95, 66; 29, 95, 95) and three from 0.27 (the third prompt waits for a block)."""
+    now = SPLIT.model_copy(update={"tokens_per_step": 256})
+    before = variant(now, cuts_aligned_to_end=False, whole_blocks=False)
+    assert wave_prefill_steps(5, 95, now) == 3
+    assert wave_prefill_steps(5, 95, before) == 2
+    assert prompt_chunk(0, 300, 200, before) == 128  # before the last boundary (256) a cut is aligned still

@@ -44,7 +44,9 @@ from ..schema import Recipe
 from ..validate import load_variant
 from .measuring import config_differences, deployment_to_measure, describe
 
-CALIBRATION_VERSION = 1
+# 2: prefill's overhead_s is per step (a hybrid prompt's split counted); a version 1 file fitted
+# it per prompt, so its coefficients read under version 2 would count that overhead twice
+CALIBRATION_VERSION = 2
 MAX_CALIBRATION_BYTES = 4 << 20
 # the warm-up before each point, in waves of the point's concurrency: one at a single user; two at
 # four, where on the CPU engine the first measured wave after a one-wave warm-up still stalled
@@ -121,8 +123,18 @@ def read_calibration(path: str, current: dict) -> PerfModel:
         raise RecipectlError(f"cannot read calibration {path}: {e.reason}", fix=fix) from None
     except JsonRefused as e:
         raise RecipectlError(f"{path}: not a calibration: {e}", fix=fix) from None
-    if not isinstance(data, dict) or data.get("calibration_version") != CALIBRATION_VERSION:
-        raise RecipectlError(f"{path}: not a recipectl calibration (version {CALIBRATION_VERSION})", fix=fix)
+    not_one = RecipectlError(f"{path}: not a recipectl calibration (version {CALIBRATION_VERSION})", fix=fix)
+    if not isinstance(data, dict):
+        raise not_one
+    version = data.get("calibration_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version != CALIBRATION_VERSION:
+        raise RecipectlError(
+            f"{path}: a calibration of version {version}; this recipectl reads version {CALIBRATION_VERSION}"
+            " (its model counts prefill's overhead per step since version 2)",
+            fix=f"recipectl calibrate RECIPE -o {path}   (again, on this configuration)",
+        )
+    if version != CALIBRATION_VERSION:
+        raise not_one
     if data.get("fingerprint") != current["fingerprint"]:
         theirs = data.get("configuration")
         shown = config_differences(
@@ -155,7 +167,6 @@ def role_shapes(recipe: Recipe, recipe_path: str) -> tuple[dict[str, RoleShape],
         eff = resolve_role(recipe, role, host)
         limits = batch_limits(recipe, eff, p.max_model_len)
         cap = p.saturation_concurrency if p.saturation_concurrency is not None else int(p.max_concurrency) * p.dp
-        split_block, split_whole_blocks = prompt_split(recipe, eff, spec, p.block_size)
         shapes[role] = RoleShape(
             endpoints=rp.endpoints,
             gpus_per_endpoint=p.tp * p.dp,
@@ -164,8 +175,7 @@ def role_shapes(recipe: Recipe, recipe_path: str) -> tuple[dict[str, RoleShape],
             gdn_state_bytes_per_request=p.gdn_state_bytes_per_request,
             max_concurrency_per_endpoint=cap,
             tokens_per_step=limits.max_num_batched_tokens,
-            split_block=split_block,
-            split_whole_blocks=split_whole_blocks,
+            split=prompt_split(recipe, eff, spec, p.block_size),
         )
     return shapes, plans, spec
 

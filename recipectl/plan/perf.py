@@ -75,6 +75,26 @@ class PerfModel(BaseModel):
     calibrated: bool
 
 
+class PromptSplit(BaseModel):
+    """Where vLLM ends a hybrid model's prefill chunk besides the token budget, with prefix caching
+    on (Mamba cache mode "align": the GDN state is cached at block boundaries only). Each flag is
+    an engine fact's, set by the release (prompt_split in recipe_plan.py)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    block: int = Field(ge=1)  # tokens; a step ends at the prompt's last boundary of these
+    # hybrid-prefill-split-whole-blocks (0.32+): that boundary is the last before the prompt's
+    # last token, so a prompt of whole blocks is split too; before, it is prefilled in one step
+    whole_blocks: bool = True
+    # hybrid-prefill-cuts-aligned-to-prompt-end (0.27+): a chunk the budget cuts ends on a block
+    # anywhere in the prompt; before, only a cut before the last boundary is moved back to one
+    cuts_aligned_to_end: bool = True
+    # hybrid-prefill-no-split-flashinfer-gdn (0.33+, FlashInfer's GDN prefill): a prompt's last
+    # chunk that starts on a block is not stopped at the last boundary (the kernel writes that
+    # state inside the step); a chunk the budget cuts is still aligned
+    last_chunk_whole: bool = False
+
+
 class RoleShape(BaseModel):
     """What the model needs to know of a role's layout, from the capacity planner."""
 
@@ -86,17 +106,11 @@ class RoleShape(BaseModel):
     kv_bytes_per_token: int = Field(ge=0)  # per rank
     gdn_state_bytes_per_request: int = Field(ge=0)  # per rank
     max_concurrency_per_endpoint: int | None = None  # decode: what its cache keeps resident
-    tokens_per_step: int | None = Field(
-        default=None, ge=1
-    )  # prefill: max_num_batched_tokens (None: a wave in one step)
-    # prefill, hybrid models with prefix caching on (vLLM's Mamba cache mode "align"): the block
-    # (tokens) at whose last boundary in a prompt a prefill step ends, so that the GDN state there
-    # can be cached; None where prompts are not split so (prefix caching off, or a GDN prefill
-    # kernel that writes the state mid-step: prompt_split in recipe_plan.py)
-    split_block: int | None = None
-    # since vLLM 0.32 that boundary is the last one before the prompt's last token, so a prompt
-    # of whole blocks is split too; before, such a prompt is prefilled in one step
-    split_whole_blocks: bool = True
+    # prefill: max_num_batched_tokens (None: a wave in one step)
+    tokens_per_step: int | None = Field(default=None, ge=1)
+    # prefill: where a hybrid prompt's chunks end besides the budget; None where nothing splits
+    # them (not hybrid, or prefix caching off)
+    split: PromptSplit | None = None
 
 
 class Prediction(BaseModel):
@@ -126,40 +140,44 @@ class Prediction(BaseModel):
 def prompt_chunk(done: int, isl: int, left: int, shape: RoleShape) -> int:
     """The tokens of a prompt of ``isl`` tokens, ``done`` of them prefilled, that one prefill step
     with ``left`` tokens of its budget left takes: vLLM's scheduler (Scheduler.
-    _mamba_block_aligned_split, engine fact hybrid-prefill-split-at-last-block). With a split block
-    a step ends at the prompt's last block boundary (the GDN state there is cached), and a chunk
-    the budget cuts ends on a block boundary; so a prompt longer than a block is prefilled in (at
+    _mamba_block_aligned_split, engine fact hybrid-prefill-split-at-last-block). Where prompts are
+    split (``shape.split``) a step ends at the prompt's last block boundary (the GDN state there is
+    cached), and a chunk the budget cuts ends on a block boundary; so a prompt longer than a block is prefilled in (at
     least) two steps, and a prompt sent during the first rides in the second, which it delays.
     Measured on the CPU engine: of two 160-token prompts sent 85 ms apart to one prefill endpoint,
     the first took 0.57-0.63 s where one alone takes 0.35-0.40 s (docs/sla-planner.md)."""
     budget = shape.tokens_per_step or isl
     end = min(isl, done + left)
-    block = shape.split_block
-    if block:
-        if end < isl:
-            aligned = end // block * block
-            if aligned > done or block <= budget:  # else a block wider than a step: sub-block chunks
-                end = aligned
-        last = (isl - 1 if shape.split_whole_blocks else isl) // block * block
-        if done < last < end:
-            end = last
+    split = shape.split
+    if split is None:
+        return end - done
+    block = split.block
+    last = (isl - 1 if split.whole_blocks else isl) // block * block
+    if split.last_chunk_whole and end == isl and done % block == 0:
+        last = 0  # the kernel caches the boundary's state inside the step
+    if end < isl and (split.cuts_aligned_to_end or end < last):
+        aligned = end // block * block
+        if aligned > done or block <= budget:  # else a block wider than a step: sub-block chunks
+            end = aligned
+    if done < last < end:
+        end = last
     return max(end - done, 0)
 
 
 def wave_prefill_steps(requests: int, isl: int, shape: RoleShape) -> int:
     """The steps one prefill endpoint takes for ``requests`` prompts of ``isl`` tokens that arrived
     together: each step fills its budget (``tokens_per_step``) from the prompts in order, each
-    prompt its next chunk (``prompt_chunk``). Without a split block the budget alone cuts them:
-    the tokens over the budget, rounded up."""
+    prompt its next chunk (``prompt_chunk``). Where nothing splits them the budget alone cuts
+    them: the tokens over the budget, rounded up."""
     budget = shape.tokens_per_step or requests * isl
-    if not shape.split_block:
+    if shape.split is None:
         return math.ceil(requests * isl / budget)
     return _split_wave_steps(requests, isl, shape)
 
 
 @lru_cache(maxsize=4096)
 def _split_wave_steps(requests: int, isl: int, shape: RoleShape) -> int:
-    """wave_prefill_steps with a split block, step by step (plan --sla predicts each layout at many
+    """wave_prefill_steps where prompts are split, step by step (plan --sla predicts each layout at many
     concurrencies: each count is worked out once). Each step moves the first unfinished prompt on
     by a block at least (by its budget where that is narrower than a block), so the loop ends."""
     budget = shape.tokens_per_step or requests * isl

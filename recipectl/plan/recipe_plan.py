@@ -26,6 +26,7 @@ from .capacity import (
     state_pages,
 )
 from .memory import engine_overheads
+from .perf import PromptSplit
 
 # Memory per GPU as the driver reports it (bytes). The plan sizes from what the engine sees
 # (hardware.GPU_FACTS: ``memory_bytes``), which is less where it has been measured.
@@ -158,25 +159,22 @@ def checkpoint_alignment(recipe: Recipe, eff: EffectiveRole, spec: ModelSpec | N
     return 1
 
 
-def prompt_split(
-    recipe: Recipe, eff: EffectiveRole, spec: ModelSpec | None, block_size: int
-) -> tuple[int | None, bool]:
-    """Where vLLM ends a prompt's prefill step besides the token budget: (the block at whose last
-    boundary in a prompt a step ends, whether a prompt of whole blocks is split too). A hybrid
-    model with prefix caching on (engine facts hybrid-prefill-split-at-last-block and
-    hybrid-prefill-split-whole-blocks), unless its GDN prefill runs FlashInfer on 0.33 or newer,
-    which writes that state mid-step (hybrid-prefill-no-split-flashinfer-gdn, the same condition
-    as checkpoint_alignment's); (None, True) otherwise."""
-    version = recipe.engine.version
-    whole = holds("hybrid-prefill-split-whole-blocks", version) is not False
+def prompt_split(recipe: Recipe, eff: EffectiveRole, spec: ModelSpec | None, block_size: int) -> PromptSplit | None:
+    """Where vLLM ends a prompt's prefill chunk besides the token budget: a hybrid model with
+    prefix caching on (engine fact hybrid-prefill-split-at-last-block), each of the split's
+    variants as the release has it (hybrid-prefill-split-whole-blocks, hybrid-prefill-cuts-
+    aligned-to-prompt-end, and hybrid-prefill-no-split-flashinfer-gdn where the GDN prefill runs
+    FlashInfer: the same condition as checkpoint_alignment's). None where nothing splits."""
     if spec is None or not spec.num_linear_attention_layers or not eff.value("enable_prefix_caching"):
-        return None, whole
-    if (
-        checkpoint_alignment(recipe, eff, spec) > 1
-        and holds("hybrid-prefill-no-split-flashinfer-gdn", version) is not False
-    ):
-        return None, whole
-    return block_size, whole
+        return None
+    version = recipe.engine.version
+    return PromptSplit(
+        block=block_size,
+        whole_blocks=holds("hybrid-prefill-split-whole-blocks", version) is not False,
+        cuts_aligned_to_end=holds("hybrid-prefill-cuts-aligned-to-prompt-end", version) is not False,
+        last_chunk_whole=checkpoint_alignment(recipe, eff, spec) > 1
+        and holds("hybrid-prefill-no-split-flashinfer-gdn", version) is not False,
+    )
 
 
 def role_pages(
