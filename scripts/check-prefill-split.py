@@ -40,13 +40,24 @@ sys.path.insert(0, str(ROOT))
 
 from recipectl.engine_facts import holds, parse_version  # noqa: E402
 from recipectl.fileio import write_atomic  # noqa: E402
-from recipectl.plan.perf import PromptSplit, RoleShape, wave_prefill_steps  # noqa: E402
+from recipectl.plan.perf import PromptSplit, RoleShape, fill_steps, wave_prefill_steps  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("verify_engine_facts", ROOT / "scripts" / "verify-engine-facts.py")
-assert _spec is not None and _spec.loader is not None
-verify = importlib.util.module_from_spec(_spec)
-sys.modules["verify_engine_facts"] = verify
-_spec.loader.exec_module(verify)
+
+def _verifier():
+    """scripts/verify-engine-facts.py (its wheel cache), loaded once: its dataclasses look their
+    module up in sys.modules, so a copy loaded already (by a test) is the one to use."""
+    loaded = sys.modules.get("verify_engine_facts")
+    if loaded is not None:
+        return loaded
+    spec = importlib.util.spec_from_file_location("verify_engine_facts", ROOT / "scripts" / "verify-engine-facts.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["verify_engine_facts"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+verify = _verifier()
 
 REPORT = ROOT / "docs" / "prefill-split-check.md"
 RELEASES = tuple(
@@ -111,23 +122,14 @@ def release_steps(split, requests: int, isl: int, block: int, budget: int, flash
         num_hash_lookahead_tokens=0,
         mamba_shared_prefix_checkpoint=False,
     )
-    done = [0] * requests
-    steps = 0
-    while any(d < isl for d in done):
-        steps += 1
-        left = budget
-        for i, d in enumerate(done):
-            if d >= isl or left <= 0:
-                continue
-            request = SimpleNamespace(
-                num_computed_tokens=d, num_prompt_tokens=isl, num_tokens=isl, shared_prefix_boundary=0
-            )
-            chunk = split(scheduler, request, min(isl - d, left))
-            done[i] += chunk
-            left -= chunk
-        if left == budget:
-            return None
-    return steps
+
+    def chunk(done: int, left: int) -> int:
+        request = SimpleNamespace(
+            num_computed_tokens=done, num_prompt_tokens=isl, num_tokens=isl, shared_prefix_boundary=0
+        )
+        return split(scheduler, request, min(isl - done, left))
+
+    return fill_steps(requests, isl, budget, chunk)
 
 
 def recipectl_split(version: str, block: int, flashinfer: bool) -> PromptSplit:

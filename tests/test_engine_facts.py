@@ -8,6 +8,8 @@ import pytest
 from recipectl import engine_facts
 from recipectl.engine_facts import Fact, fact, facts, holds, newest_release, releases
 
+from .scripts import load_script
+
 
 def test_every_row_has_a_kind_evidence_and_known_releases():
     known = set(releases())
@@ -74,16 +76,7 @@ def test_code_that_moved_is_read_where_each_release_has_it():
     """0.24 moved the NIXL worker's code into NixlBaseConnectorWorker: each release is checked at
     its own place, the releases on both sides of the move are among those checked, and a row whose
     places leave a release out is refused."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parent.parent
-    spec = importlib.util.spec_from_file_location("verify_engine_facts", root / "scripts" / "verify-engine-facts.py")
-    verifier = importlib.util.module_from_spec(spec)
-    verifier = sys.modules.setdefault("verify_engine_facts", verifier)  # its dataclasses look it up
-    if not hasattr(verifier, "checked_releases"):
-        spec.loader.exec_module(verifier)
+    verifier = load_script("scripts/verify-engine-facts.py")
 
     f = fact("nixl-prefill-tp-above-decode")
     at = {v: [e.symbol for e in f.evidence if e.applies(v)] for v in ((0, 23, 0), (0, 24, 0))}

@@ -10,9 +10,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,21 +21,14 @@ from recipectl.engine_facts import fmt_version
 from recipectl.engine_versions import engine_pins
 
 from .requirements import ENGINE_INSTALL, require
+from .scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = ROOT / "docs" / "engine-facts.md"
 RERUN = "python scripts/verify-engine-facts.py (then commit docs/engine-facts.md)"
 
 
-def _verifier():
-    spec = importlib.util.spec_from_file_location("verify_engine_facts", ROOT / "scripts" / "verify-engine-facts.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("verify_engine_facts", mod)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-verifier = _verifier()
+verifier = load_script("scripts/verify-engine-facts.py")
 
 
 @pytest.fixture(scope="module")

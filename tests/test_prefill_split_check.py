@@ -9,9 +9,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 from recipectl import engine_facts
@@ -20,6 +18,7 @@ from recipectl.engine_facts import fmt_version
 from recipectl.engine_versions import engine_pins
 
 from .requirements import ENGINE_INSTALL, require
+from .scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = ROOT / "docs" / "prefill-split-check.md"
@@ -27,15 +26,7 @@ RERUN = "python scripts/check-prefill-split.py (then commit docs/prefill-split-c
 FIRST_WITH_SPLIT = (0, 17, 1)
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("check_prefill_split", ROOT / "scripts" / "check-prefill-split.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("check_prefill_split", mod)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-check_prefill_split = _script()
+check_prefill_split = load_script("scripts/check-prefill-split.py")
 ROW = re.compile(r"^\| (\d+\.\d+\.\d+) \| ([^|]+) \| `[^`]+` \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$", re.M)
 
 

@@ -4,7 +4,6 @@ planner; the summary compares the arms level by level and never compares an inva
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -14,21 +13,16 @@ import yaml
 from recipectl.commands.plan import plan_report
 from recipectl.validate import load_one, refuse_rule_errors
 
+from .scripts import load_script
+
 ROOT = Path(__file__).resolve().parent.parent
 GPU_RECIPE = ROOT / "recipes" / "h200" / "qwen3.5-35b-a3b-2gpu-pd.yaml"
 CPU_RECIPE = ROOT / "recipes" / "local" / "tiny-hybrid-cpu.yaml"
 SETTINGS = ("prefill-mnbt", "stream-interval", "async-scheduling", "ssm-dtype")
 
 
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name.replace("-", "_"), ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-arms_script = _script("settings-arms")
-summary_script = _script("settings-summary")
+arms_script = load_script("scripts/settings-arms.py")
+summary_script = load_script("scripts/settings-summary.py")
 
 
 def _changes(base: dict, arm: dict) -> dict:

@@ -5,7 +5,6 @@ the document states fails here, and the document is rewritten with the change.""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 from pathlib import Path
 
@@ -15,12 +14,11 @@ from recipectl.commands.calibrate import role_shapes
 from recipectl.plan.perf import PerfModel
 from recipectl.validate import load_variant
 
+from .scripts import load_script
+
 ROOT = Path(__file__).resolve().parent.parent
 RECIPE = ROOT / "recipes" / "h200" / "qwen3.5-9b-pd-1gpu.yaml"
-spec = importlib.util.spec_from_file_location("sla_planner_accuracy", ROOT / "benchmarks" / "sla_planner_accuracy.py")
-assert spec is not None and spec.loader is not None
-accuracy = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(accuracy)
+accuracy = load_script("benchmarks/sla_planner_accuracy.py")
 
 
 # (run, metric): the calibrated model's median and worst absolute error, as docs/sla-planner.md says.

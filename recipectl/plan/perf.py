@@ -27,7 +27,7 @@ coefficients come from the hardware's published peak compute and memory bandwidt
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -177,10 +177,22 @@ def wave_prefill_steps(requests: int, isl: int, shape: RoleShape) -> int:
 
 @lru_cache(maxsize=4096)
 def _split_wave_steps(requests: int, isl: int, shape: RoleShape) -> int:
-    """wave_prefill_steps where prompts are split, step by step (plan --sla predicts each layout at many
-    concurrencies: each count is worked out once). Each step moves the first unfinished prompt on
-    by a block at least (by its budget where that is narrower than a block), so the loop ends."""
-    budget = shape.tokens_per_step or requests * isl
+    """wave_prefill_steps where prompts are split, step by step (plan --sla predicts each layout at
+    many concurrencies: each count is worked out once). Each step moves the first unfinished prompt
+    on by a block at least (by its budget where that is narrower than a block), so it ends."""
+    steps = fill_steps(
+        requests, isl, shape.tokens_per_step or requests * isl, lambda done, left: prompt_chunk(done, isl, left, shape)
+    )
+    assert steps is not None  # prompt_chunk always moves the first unfinished prompt on
+    return steps
+
+
+def fill_steps(requests: int, isl: int, budget: int, chunk: Callable[[int, int], int]) -> int | None:
+    """The steps one prefill endpoint takes for ``requests`` prompts of ``isl`` tokens that arrived
+    together, each step filling its ``budget`` from the prompts in order (vLLM's scheduler: the
+    prompts it has started, then those waiting, in the order they came), each prompt taking
+    ``chunk(done, left)`` of the ``left`` tokens of the step. None where a step schedules nothing.
+    scripts/check-prefill-split.py fills steps with each vLLM release's own chunk function."""
     done = [0] * requests
     steps = 0
     while any(d < isl for d in done):
@@ -189,9 +201,11 @@ def _split_wave_steps(requests: int, isl: int, shape: RoleShape) -> int:
         for i, d in enumerate(done):
             if d >= isl or left <= 0:
                 continue
-            c = prompt_chunk(d, isl, left, shape)
+            c = chunk(d, left)
             done[i] += c
             left -= c
+        if left == budget:
+            return None
     return steps
 
 
