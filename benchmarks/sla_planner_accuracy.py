@@ -492,19 +492,24 @@ def main() -> int:
             return pairs(
                 state.router_url, prefill_url, recipe.served_name, spec.vocab_size, args.pair, args.repeats, out
             )
+
+        def measured_on(path: str) -> tuple:
+            """What read_calibration needs of the recipe a calibration measured: its description
+            and its (prefill, decode) shapes (an earlier version's file is fitted again on them)."""
+            variant = load_variant(path, None)
+            theirs = role_shapes(variant.recipe, path)[0]
+            return describe(variant, path), (theirs["prefill"], theirs["decode"])
+
         if args.calibration:
-            cal, described = (
-                Path(args.calibration),
-                describe(load_variant(args.calibrated_on, None), args.calibrated_on),
-            )
+            cal, (described, cal_shapes) = Path(args.calibration), measured_on(args.calibrated_on)
         else:
-            cal, described = out / "calibration.json", describe(loaded, args.recipe)
+            cal, (described, cal_shapes) = out / "calibration.json", measured_on(args.recipe)
             r = cli("calibrate", args.recipe, "--run", args.recipe, "-o", str(cal), "--force", env=env)
             print(r.stderr, file=sys.stderr)
             if r.returncode != 0:
                 return 1
         models = {
-            "calibrated": read_calibration(str(cal), described),
+            "calibrated": read_calibration(str(cal), described, cal_shapes),
             "uncalibrated": analytic_for(recipe, plans, spec),
         }
         # the layouts the calibrations measured: --rescore fits each again for its own
@@ -515,7 +520,7 @@ def main() -> int:
         }
         if args.compare:
             compared_on = load_variant(args.compare_on, None)
-            models["compared"] = read_calibration(args.compare, describe(compared_on, args.compare_on))
+            models["compared"] = read_calibration(args.compare, *measured_on(args.compare_on))
             layouts["compared_endpoints"] = endpoint_counts(compared_on.recipe)
         rows: list[dict] = []
 
@@ -580,7 +585,7 @@ def main() -> int:
             r = cli("calibrate", args.recipe, "--run", args.recipe, "-o", str(again), "--force", env=env)
             print(r.stderr, file=sys.stderr)
             if r.returncode == 0:
-                models["calibrated_after"] = read_calibration(str(again), described)
+                models["calibrated_after"] = read_calibration(str(again), described, cal_shapes)
                 rows[:] = [rescored(old, models, shapes) for old in rows]
         write(complete=True)
     finally:

@@ -8,6 +8,8 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from recipectl.commands.calibrate import role_shapes
 from recipectl.effective import resolve_role
@@ -22,6 +24,7 @@ from recipectl.plan.perf import (
     RoleShape,
     TransferCoeffs,
     TransferPoint,
+    fill_steps,
     fit_decode,
     fit_prefill,
     fit_transfer,
@@ -162,6 +165,33 @@ def test_ranking_puts_the_best_throughput_per_gpu_that_meets_the_sla_first():
     assert all(c.concurrency is None for c in strict) and strict[0].binding == "prefill compute"
 
 
+def calibration_points() -> list[dict]:
+    """A calibration's points as calibrate records them: prefill alone and through the router at
+    one user, and two points of four users whose decodes overlap in part (decode_residents 2.6)."""
+    staggered = [0.1, 0.5, 0.9, 1.3]  # four users' first tokens
+    points = [
+        {"kind": "prefill", "isl": n, "osl": 1, "concurrency": 1, "seconds": [0.02 + 1e-4 * n] * 5}
+        for n in (32, 128, 512)
+    ]
+    points += [
+        {"kind": "routed", "isl": n, "osl": 32, "concurrency": 1, "ttft_s": [0.05 + 1e-4 * n] * 5, "itl_s": [0.030] * 5}
+        for n in (32, 128, 512)
+    ]
+    points += [
+        {
+            "kind": "routed",
+            "isl": n,
+            "osl": 32,
+            "concurrency": 4,
+            "ttft_s": staggered,
+            "itl_s": [itl] * 4,
+            "decode_residents": 2.6,
+        }
+        for n, itl in ((32, 0.040), (128, 0.042))
+    ]
+    return points
+
+
 def _calibration(tmp_path, recipe_path):
     from recipectl.commands.calibrate import CALIBRATION_VERSION, describe
     from recipectl.validate import load_variant
@@ -182,27 +212,53 @@ def test_a_calibration_is_refused_for_a_configuration_it_does_not_describe(tmp_p
     other.write_text(LOCAL_RECIPE.read_text().replace("max_num_batched_tokens: 4096", "max_num_batched_tokens: 2048"))
     moved = tmp_path / "moved.yaml"  # other ports: the same configuration
     moved.write_text(LOCAL_RECIPE.read_text().replace("port: 8100", "port: 8101"))
-    assert read_calibration(str(cal), describe(load_variant(str(moved), None), str(moved))).calibrated
+    shapes = (PRE, DEC)
+    assert read_calibration(str(cal), describe(load_variant(str(moved), None), str(moved)), shapes).calibrated
     with pytest.raises(RecipectlError) as e:
-        read_calibration(str(cal), describe(load_variant(str(other), None), str(other)))
+        read_calibration(str(cal), describe(load_variant(str(other), None), str(other)), shapes)
     assert "max_num_batched_tokens" in e.value.message and e.value.exit_code == 2
     cache = tmp_path / "cache.yaml"  # an engine setting that lives in the environment
     cache.write_text(LOCAL_RECIPE.read_text().replace('VLLM_CPU_KVCACHE_SPACE: "1"', 'VLLM_CPU_KVCACHE_SPACE: "2"'))
     with pytest.raises(RecipectlError, match="VLLM_CPU_KVCACHE_SPACE"):
-        read_calibration(str(cal), describe(load_variant(str(cache), None), str(cache)))
+        read_calibration(str(cal), describe(load_variant(str(cache), None), str(cache)), shapes)
     r = cli("plan", str(other), "--sla", "ttft=2s", "--calibration", str(cal), timeout=120)
     assert r.returncode == 2 and "describes another configuration" in r.stderr, r.stdout + r.stderr
 
 
-def test_a_calibration_of_an_older_version_is_refused_with_the_command_that_makes_a_new_one(tmp_path):
-    """Version 1 fitted prefill's overhead per prompt, version 2 per step: read as version 2 its
-    overhead would be counted twice for a split prompt, so plan refuses it and says what to run."""
+def test_a_calibration_of_an_older_version_is_fitted_again_from_its_points(tmp_path):
+    """Version 1's coefficients may come from a fit that took prefill's overhead per prompt (this
+    model counts it per step): read_calibration fits its points again instead of reading them."""
+    from recipectl.commands.calibrate import describe, fit_calibration, read_calibration
+    from recipectl.validate import load_variant
+
     cal = _calibration(tmp_path, LOCAL_RECIPE)
     doc = json.loads(cal.read_text())
-    cal.write_text(json.dumps({**doc, "calibration_version": 1}))
+    stale = {**doc["model"], "prefill": {"overhead_s": 9.0, "per_token_s": 1.0}}
+    cal.write_text(json.dumps({**doc, "calibration_version": 1, "model": stale, "points": calibration_points()}))
+    current = describe(load_variant(str(LOCAL_RECIPE), None), str(LOCAL_RECIPE))
+    got = read_calibration(str(cal), current, (PRE, DEC))
+    assert got == fit_calibration(calibration_points(), prefill_shape=PRE, decode_shape=DEC)[0]
+    assert got.calibrated and got.prefill.overhead_s != 9.0
+    r = cli("plan", str(LOCAL_RECIPE), "--sla", "ttft=2s", "--calibration", str(cal), "--format", "json", timeout=120)
+    assert r.returncode == 0 and json.loads(r.stdout)["calibrated"], r.stderr
+
+
+@pytest.mark.parametrize(
+    "version, said",
+    [
+        (1, "fitted again from its points"),  # and none to fit
+        (3, "written by a newer recipectl"),
+        (0, "not a recipectl calibration"),
+        ("2", "not a recipectl calibration"),
+        (True, "not a recipectl calibration"),
+    ],
+)
+def test_a_calibration_that_cannot_be_read_is_refused_with_what_to_run(tmp_path, version, said):
+    cal = _calibration(tmp_path, LOCAL_RECIPE)
+    cal.write_text(json.dumps({**json.loads(cal.read_text()), "calibration_version": version}))
     r = cli("plan", str(LOCAL_RECIPE), "--sla", "ttft=2s", "--calibration", str(cal), timeout=120)
     assert r.returncode == 2, r.stdout + r.stderr
-    assert "a calibration of version 1" in r.stderr and "recipectl calibrate" in r.stderr
+    assert said in r.stderr and "recipectl calibrate RECIPE -o" in r.stderr and "--force" in r.stderr
     assert "Traceback" not in r.stderr
 
 
@@ -469,37 +525,13 @@ def test_decode_is_fitted_at_the_users_per_decode_endpoint_the_prediction_uses()
     endpoint, so the prediction at the calibration's own point is what it measured."""
     from recipectl.commands.calibrate import fit_calibration
 
-    staggered = [  # four users whose decodes overlap in part: decode_residents well below 4
-        {"start": 0.0, "ttft": 0.1},
-        {"start": 0.0, "ttft": 0.5},
-        {"start": 0.0, "ttft": 0.9},
-        {"start": 0.0, "ttft": 1.3},
-    ]
-    points = [
-        {"kind": "prefill", "isl": n, "osl": 1, "concurrency": 1, "seconds": [0.02 + 1e-4 * n] * 5}
-        for n in (32, 128, 512)
-    ]
-    points += [
-        {"kind": "routed", "isl": n, "osl": 32, "concurrency": 1, "ttft_s": [0.05 + 1e-4 * n] * 5, "itl_s": [0.030] * 5}
-        for n in (32, 128, 512)
-    ]
-    points += [
-        {
-            "kind": "routed",
-            "isl": n,
-            "osl": 32,
-            "concurrency": 4,
-            "ttft_s": [r["ttft"] for r in staggered],
-            "itl_s": [itl] * 4,
-            "decode_residents": 2.6,
-        }
-        for n, itl in ((32, 0.040), (128, 0.042))
-    ]
-    fitted, fit_points = fit_calibration(points, prefill_shape=PRE, decode_shape=DEC)
+    fitted, fit_points = fit_calibration(calibration_points(), prefill_shape=PRE, decode_shape=DEC)
     assert [p["concurrency"] for p in fit_points["decode"]] == [1, 1, 1, 4, 4]
     assert fitted.decode.itl_s(4, 32 + 16) == pytest.approx(0.040, rel=0.03)
     # two decode endpoints: four users are two per endpoint
-    _, two = fit_calibration(points, prefill_shape=PRE, decode_shape=DEC.model_copy(update={"endpoints": 2}))
+    _, two = fit_calibration(
+        calibration_points(), prefill_shape=PRE, decode_shape=DEC.model_copy(update={"endpoints": 2})
+    )
     assert [p["concurrency"] for p in two["decode"]] == [1, 1, 1, 2, 2]
 
 
@@ -620,6 +652,34 @@ def test_prompts_sent_together_share_both_steps_and_a_budget_cut_ends_on_a_block
     assert prompt_chunk(0, 160, 100, narrow) == 100  # a step narrower than a block: sub-block chunks
 
 
+@settings(deadline=None)  # the reference, prompt by prompt, takes a while on the longest waves
+@given(
+    block=st.sampled_from([16, 64, 100, 128, 1088]),
+    budget=st.sampled_from([7, 64, 100, 128, 200, 1000, 2048, 16384]),
+    isl=st.integers(1, 3000),
+    requests=st.integers(1, 120),
+    whole_blocks=st.booleans(),
+    cuts_aligned_to_end=st.booleans(),
+    last_chunk_whole=st.booleans(),
+)
+def test_a_waves_steps_worked_out_by_runs_of_prompts_are_the_steps_one_prompt_at_a_time(
+    block, budget, isl, requests, whole_blocks, cuts_aligned_to_end, last_chunk_whole
+):
+    """plan --sla counts waves of thousands of prompts by runs of alike prompts, skipping repeats;
+    prompt by prompt (fill_steps, what scripts/check-prefill-split.py holds to each vLLM release's
+    own function) is the reference."""
+    assume(requests * isl / budget <= 2000)
+    split = PromptSplit(
+        block=block,
+        whole_blocks=whole_blocks,
+        cuts_aligned_to_end=cuts_aligned_to_end,
+        last_chunk_whole=last_chunk_whole,
+    )
+    shape = SPLIT.model_copy(update={"tokens_per_step": budget, "split": split})
+    one_at_a_time = fill_steps(requests, isl, budget, lambda done, left: prompt_chunk(done, isl, left, shape))
+    assert wave_prefill_steps(requests, isl, shape) == one_at_a_time
+
+
 def test_the_prefill_fit_and_the_prediction_count_the_split_steps():
     """A calibration's 512-token prompt took two steps, each with the step's overhead: the fit
     must not read that overhead as cost per token, and a prediction for 160 tokens pays it twice."""
@@ -668,7 +728,7 @@ def test_flashinfer_gdn_prefill_on_033_writes_the_state_mid_step_so_nothing_is_s
         recipe = type(base).model_validate(raw)
         return prompt_split(recipe, resolve_role(recipe, "prefill", None), spec, 1088)
 
-    assert split("0.33.0", "flashinfer") == PromptSplit(block=1088, last_chunk_whole=True)
+    assert split("0.33.0", "flashinfer") == PromptSplit(block=1088, last_chunk_whole=True, checkpoint_alignment=64)
     assert split("0.33.0", "triton") == PromptSplit(block=1088)
     assert split("0.32.0", "flashinfer") == PromptSplit(block=1088)
     assert split("0.31.0", "flashinfer") == PromptSplit(block=1088, whole_blocks=False)
@@ -686,6 +746,15 @@ def test_flashinfer_gdn_prefill_on_033_still_aligns_a_chunk_the_budget_cuts():
     assert wave_prefill_steps(4, 150, fi.model_copy(update={"split": None})) == 3
     narrow = variant(SPLIT.model_copy(update={"tokens_per_step": 100}), last_chunk_whole=True)
     assert prompt_chunk(228, 300, 100, narrow) == 28  # a last chunk starting mid-block: still to 256
+    # the kernel writes the state only at a boundary a whole number of its alignment past the
+    # chunk's start (block 96, alignment 64): 192 past it is, 96 is not
+    odd = SPLIT.model_copy(
+        update={"split": PromptSplit(block=96, last_chunk_whole=True, checkpoint_alignment=64), "tokens_per_step": 4096}
+    )
+    assert prompt_chunk(0, 200, 4096, odd) == 200  # boundary 192, 192 % 64 == 0: not split
+    assert prompt_chunk(96, 300, 4096, odd) == 204  # boundary 288, 192 past the start: not split either
+    assert prompt_chunk(96, 250, 4096, odd) == 96  # boundary 192, 96 past the start: split there
+    assert prompt_chunk(0, 100, 4096, odd) == 96  # boundary 96, 96 % 64 != 0: split there
 
 
 def test_before_027_a_budget_cut_past_the_last_boundary_is_not_moved_back_to_a_block():

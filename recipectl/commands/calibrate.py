@@ -112,29 +112,32 @@ def disturbance(point: dict) -> tuple[float, float, str]:
 
 
 # ----- reading a calibration (what one describes: describe(), commands/measuring.py) ---------
-def read_calibration(path: str, current: dict) -> PerfModel:
+def read_calibration(path: str, current: dict, shapes: tuple[RoleShape, RoleShape]) -> PerfModel:
     """A calibration file's model, refused (exit 2) unless it describes ``current`` (describe()):
-    the message names the settings that differ."""
+    the message names the settings that differ. ``shapes``: the recipe's (prefill, decode) shapes.
 
-    fix = f"recipectl calibrate RECIPE -o {path}   (on this configuration), or plan without --calibration"
+    A calibration of an earlier version is fitted again from the points it recorded
+    (``fit_calibration``, as the accuracy benchmark's --rescore does), not read: version 1's
+    coefficients may come from a fit that took prefill's overhead per prompt, where this model
+    counts it per step of a split prompt, and would count it twice. One of a later version
+    (a newer recipectl's) is refused."""
+    again = f"recipectl calibrate RECIPE -o {path} --force   (on this configuration)"
+    fix = f"{again}, or plan without --calibration"
     try:
         data = read_json_bounded(path, MAX_CALIBRATION_BYTES)
     except UnreadableFile as e:
         raise RecipectlError(f"cannot read calibration {path}: {e.reason}", fix=fix) from None
     except JsonRefused as e:
         raise RecipectlError(f"{path}: not a calibration: {e}", fix=fix) from None
-    not_one = RecipectlError(f"{path}: not a recipectl calibration (version {CALIBRATION_VERSION})", fix=fix)
-    if not isinstance(data, dict):
-        raise not_one
-    version = data.get("calibration_version")
-    if isinstance(version, int) and not isinstance(version, bool) and version != CALIBRATION_VERSION:
+    version = data.get("calibration_version") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise RecipectlError(f"{path}: not a recipectl calibration (version {CALIBRATION_VERSION})", fix=fix)
+    if version > CALIBRATION_VERSION:
         raise RecipectlError(
-            f"{path}: a calibration of version {version}; this recipectl reads version {CALIBRATION_VERSION}"
-            " (its model counts prefill's overhead per step since version 2)",
-            fix=f"recipectl calibrate RECIPE -o {path}   (again, on this configuration)",
+            f"{path}: a calibration of version {version}, written by a newer recipectl; this one reads "
+            f"versions 1 to {CALIBRATION_VERSION}",
+            fix=f"upgrade recipectl, or {again}",
         )
-    if version != CALIBRATION_VERSION:
-        raise not_one
     if data.get("fingerprint") != current["fingerprint"]:
         theirs = data.get("configuration")
         shown = config_differences(
@@ -144,9 +147,19 @@ def read_calibration(path: str, current: dict) -> PerfModel:
             f"{path} describes another configuration than this recipe on this host: {shown or 'fingerprints differ'}",
             fix=fix,
         )
+    if version < CALIBRATION_VERSION:
+        try:
+            refitted, _ = fit_calibration(data["points"], prefill_shape=shapes[0], decode_shape=shapes[1])
+        except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:
+            raise RecipectlError(
+                f"{path}: a calibration of version {version}, fitted again from its points by this recipectl's "
+                f"model, and they cannot be: {str(e)[:300] or type(e).__name__}",
+                fix=fix,
+            ) from None
+        return refitted
     try:
         return PerfModel.model_validate({**data["model"], "calibrated": True})
-    except (KeyError, ValueError) as e:
+    except (KeyError, ValueError, TypeError) as e:
         raise RecipectlError(f"{path}: its model coefficients cannot be read: {str(e)[:300]}", fix=fix) from None
 
 

@@ -75,7 +75,11 @@ def recipe_predictor(loaded: LoadedRecipe, recipe_path: str, calibration: str | 
     recipe = loaded.recipe
     identity = describe(loaded, recipe_path)
     shapes, plans, spec = role_shapes(recipe, recipe_path)
-    model = read_calibration(calibration, identity) if calibration else analytic_for(recipe, plans, spec)
+    model = (
+        read_calibration(calibration, identity, (shapes["prefill"], shapes["decode"]))
+        if calibration
+        else analytic_for(recipe, plans, spec)
+    )
     return RecipePredictor(
         recipe=recipe,
         identity=identity,

@@ -259,7 +259,7 @@ def sla_report(
         )
     shapes, plans, spec = role_shapes(recipe, recipe_path)
     if calibration:
-        model = read_calibration(calibration, describe(loaded, recipe_path))
+        model = read_calibration(calibration, describe(loaded, recipe_path), (shapes["prefill"], shapes["decode"]))
     else:
         model = analytic_for(recipe, plans, spec)
     budget = gpus or devices(recipe)

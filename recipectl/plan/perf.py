@@ -78,7 +78,10 @@ class PerfModel(BaseModel):
 class PromptSplit(BaseModel):
     """Where vLLM ends a hybrid model's prefill chunk besides the token budget, with prefix caching
     on (Mamba cache mode "align": the GDN state is cached at block boundaries only). Each flag is
-    an engine fact's, set by the release (prompt_split in recipe_plan.py)."""
+    an engine fact's, set by the release (prompt_split in recipe_plan.py). Not modelled, each off
+    by default: speculative decoding on the prefill role, --long-prefill-token-threshold, partial
+    prefix-cache hits (scripts/check-prefill-split.py, which holds them fixed, says how each moves
+    a chunk)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -90,9 +93,12 @@ class PromptSplit(BaseModel):
     # anywhere in the prompt; before, only a cut before the last boundary is moved back to one
     cuts_aligned_to_end: bool = True
     # hybrid-prefill-no-split-flashinfer-gdn (0.33+, FlashInfer's GDN prefill): a prompt's last
-    # chunk that starts on a block is not stopped at the last boundary (the kernel writes that
-    # state inside the step); a chunk the budget cuts is still aligned
+    # chunk that starts on a block is not stopped at the last boundary where the kernel can write
+    # that state inside the step, the boundary a whole number of its checkpoint alignment (64
+    # tokens, hybrid-block-align-flashinfer-gdn-64) past the chunk's start; a chunk the budget
+    # cuts is still aligned
     last_chunk_whole: bool = False
+    checkpoint_alignment: int = Field(default=1, ge=1)
 
 
 class RoleShape(BaseModel):
@@ -153,7 +159,7 @@ def prompt_chunk(done: int, isl: int, left: int, shape: RoleShape) -> int:
         return end - done
     block = split.block
     last = (isl - 1 if split.whole_blocks else isl) // block * block
-    if split.last_chunk_whole and end == isl and done % block == 0:
+    if split.last_chunk_whole and end == isl and done % block == 0 and (last - done) % split.checkpoint_alignment == 0:
         last = 0  # the kernel caches the boundary's state inside the step
     if end < isl and (split.cuts_aligned_to_end or end < last):
         aligned = end // block * block
@@ -177,14 +183,78 @@ def wave_prefill_steps(requests: int, isl: int, shape: RoleShape) -> int:
 
 @lru_cache(maxsize=4096)
 def _split_wave_steps(requests: int, isl: int, shape: RoleShape) -> int:
-    """wave_prefill_steps where prompts are split, step by step (plan --sla predicts each layout at
-    many concurrencies: each count is worked out once). Each step moves the first unfinished prompt
-    on by a block at least (by its budget where that is narrower than a block), so it ends."""
-    steps = fill_steps(
-        requests, isl, shape.tokens_per_step or requests * isl, lambda done, left: prompt_chunk(done, isl, left, shape)
-    )
-    assert steps is not None  # prompt_chunk always moves the first unfinished prompt on
+    """wave_prefill_steps where prompts are split: ``fill_steps`` with ``prompt_chunk``, worked out
+    on runs of prompts instead of one prompt at a time (plan --sla asks for waves of thousands of
+    prompts, at many concurrencies; each count is cached too).
+
+    The prompts are alike and served in order, so those at the same point of their prompt form a
+    run, and a run's prompts take the same chunk while the step has room for it (``prompt_chunk``
+    with more left than a prompt's next stop needs gives that stop); what the step has left after
+    them goes, as ``fill_steps`` gives it, to the next prompts one at a time until one takes
+    nothing (two at most: a budget cut ends on a block). Once the started prompts repeat a
+    pattern, the waiting ones are taken a pattern at a time (``_skip_repeats``).
+    tests/test_plan_perf.py holds this to fill_steps on random waves."""
+    budget = shape.tokens_per_step or requests * isl
+    runs: list[tuple[int, int]] = [(0, requests)]  # (tokens done, prompts), in order; unfinished only
+    steps = 0
+    seen: dict[tuple, tuple[int, int]] = {}
+    while runs:
+        steps += 1
+        left = budget
+        after: list[tuple[int, int]] = []
+        for done, count in runs:
+            if left > 0:
+                stop = prompt_chunk(done, isl, isl - done, shape)
+                whole = min(count, left // stop)
+                if whole:
+                    after.append((done + stop, whole))
+                    left -= whole * stop
+                    count -= whole
+                while count and left > 0:
+                    chunk = prompt_chunk(done, isl, left, shape)
+                    if not chunk:
+                        break
+                    after.append((done + chunk, 1))
+                    left -= chunk
+                    count -= 1
+            if count:
+                after.append((done, count))
+        runs = _merged(after, isl)
+        steps, runs = _skip_repeats(steps, runs, seen)
     return steps
+
+
+def _merged(runs: list[tuple[int, int]], isl: int) -> list[tuple[int, int]]:
+    """``runs`` less the finished prompts, neighbours at the same point as one run."""
+    out: list[tuple[int, int]] = []
+    for done, count in runs:
+        if done >= isl:
+            continue
+        if out and out[-1][0] == done:
+            out[-1] = (done, out[-1][1] + count)
+        else:
+            out.append((done, count))
+    return out
+
+
+def _skip_repeats(
+    steps: int, runs: list[tuple[int, int]], seen: dict[tuple, tuple[int, int]]
+) -> tuple[int, list[tuple[int, int]]]:
+    """Where the started prompts stand as they stood some steps ago, with fewer prompts waiting,
+    the steps between repeat for as long as the waiting prompts outlast them: skip ahead by whole
+    repeats, leaving more waiting prompts than one repeat takes (so none is cut short)."""
+    waiting = runs[-1][1] if runs and runs[-1][0] == 0 else 0
+    started = tuple(runs[:-1] if waiting else runs)
+    before = seen.get(started)
+    seen[started] = (steps, waiting)
+    if before is None or waiting >= before[1]:
+        return steps, runs
+    period, taken = steps - before[0], before[1] - waiting
+    repeats = (waiting - taken - 1) // taken
+    if repeats <= 0:
+        return steps, runs
+    seen.clear()
+    return steps + repeats * period, [*started, (0, waiting - repeats * taken)]
 
 
 def fill_steps(requests: int, isl: int, budget: int, chunk: Callable[[int, int], int]) -> int | None:

@@ -168,12 +168,13 @@ def prompt_split(recipe: Recipe, eff: EffectiveRole, spec: ModelSpec | None, blo
     if spec is None or not spec.num_linear_attention_layers or not eff.value("enable_prefix_caching"):
         return None
     version = recipe.engine.version
+    alignment = checkpoint_alignment(recipe, eff, spec)
     return PromptSplit(
         block=block_size,
         whole_blocks=holds("hybrid-prefill-split-whole-blocks", version) is not False,
         cuts_aligned_to_end=holds("hybrid-prefill-cuts-aligned-to-prompt-end", version) is not False,
-        last_chunk_whole=checkpoint_alignment(recipe, eff, spec) > 1
-        and holds("hybrid-prefill-no-split-flashinfer-gdn", version) is not False,
+        last_chunk_whole=alignment > 1 and holds("hybrid-prefill-no-split-flashinfer-gdn", version) is not False,
+        checkpoint_alignment=alignment,
     )
 
 
