@@ -326,6 +326,48 @@ CPU_STATED = {
         "itl_s": (0.019, 0.098),
         "total_tps": (0.034, 0.085),
     },
+    # this checkout's model, every point held out from it; "-u"'s first calibration kept a disturbed
+    # point (and said so), "-x"'s second fitted a routed point that did not agree with the others
+    ("cpu-tiny-1p1d-2026-12-04u", "calibrated"): {
+        "ttft_s": (0.625, 0.944),
+        "itl_s": (0.218, 0.412),
+        "total_tps": (0.234, 0.246),
+    },
+    ("cpu-tiny-1p1d-2026-12-04u", "calibrated_after"): {
+        "ttft_s": (0.054, 0.187),
+        "itl_s": (0.026, 0.099),
+        "total_tps": (0.099, 0.232),
+    },
+    ("cpu-tiny-1p1d-2026-12-04v", "calibrated"): {
+        "ttft_s": (0.062, 0.238),
+        "itl_s": (0.082, 0.118),
+        "total_tps": (0.034, 0.14),
+    },
+    ("cpu-tiny-1p1d-2026-12-04v", "calibrated_after"): {
+        "ttft_s": (0.075, 0.214),
+        "itl_s": (0.121, 0.139),
+        "total_tps": (0.044, 0.191),
+    },
+    ("cpu-tiny-1p1d-2026-12-04w", "calibrated"): {
+        "ttft_s": (0.125, 0.237),
+        "itl_s": (0.023, 0.125),
+        "total_tps": (0.041, 0.135),
+    },
+    ("cpu-tiny-1p1d-2026-12-04w", "calibrated_after"): {
+        "ttft_s": (0.153, 0.228),
+        "itl_s": (0.028, 0.143),
+        "total_tps": (0.189, 0.316),
+    },
+    ("cpu-tiny-1p1d-2026-12-04x", "calibrated"): {
+        "ttft_s": (0.062, 0.237),
+        "itl_s": (0.143, 0.198),
+        "total_tps": (0.086, 0.21),
+    },
+    ("cpu-tiny-1p1d-2026-12-04x", "calibrated_after"): {
+        "ttft_s": (0.461, 0.511),
+        "itl_s": (0.056, 0.132),
+        "total_tps": (0.111, 0.179),
+    },
 }
 
 
