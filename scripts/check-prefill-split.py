@@ -18,7 +18,8 @@ what is left of the step's budget (the scheduler's running-then-waiting order fo
 arrived together). What is compared is where each chunk ends, and so the steps a wave takes, on a
 grid of block sizes, budgets, prompt lengths and wave sizes. A release that cannot make progress
 on a cell (before 0.27, a block wider than the budget leaves nothing to schedule) is counted as
-stalled and not compared: vLLM checks that the budget holds a block.
+stalled and not compared: those releases refuse to start so (engine fact
+mamba-align-block-within-budget; rule HYB008).
 
 What this leaves unchecked, and recipectl/plan/perf.py does not model (the conditions held fixed):
 speculative decoding on the prefill role (EAGLE, EAGLE3 and MTP end the last chunk a block earlier,

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
+from ..effective import batch_limits
 from ..engine_facts import fact
 from ..engine_versions import fmt_version
+from ..plan.recipe_plan import role_pages
 from .context import RuleContext
 from .registry import Violation, rule, safe, set_field, unsafe
 
@@ -427,3 +429,64 @@ def ssm_float16(ctx: RuleContext) -> Iterator[Violation]:
                 f"{role} keeps SSM state in float16: the size of bfloat16, with less range",
                 "prefill:\n  mamba_ssm_cache_dtype: bfloat16\ndecode:\n  mamba_ssm_cache_dtype: bfloat16",
             )
+
+
+@rule(
+    code="HYB008",
+    name="hybrid.align-block-over-budget",
+    title="Prefix caching on a hybrid model with a block wider than the token budget",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="hybrid model, any role with prefix caching on, vLLM < 0.27 (error) or an unknown version (warning)",
+    source="vLLM config/vllm.py VllmConfig.validate_block_size (the assertion, 0.17.1-0.26.0: engine fact "
+    "mamba-align-block-within-budget); v1/core/sched/scheduler.py _mamba_block_aligned_split (0.27: a "
+    "block wider than a step prefilled in sub-block chunks)",
+)
+def align_block_over_budget(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That a role of a hybrid model with prefix caching on can fit its attention block, which vLLM
+    widens to hold a request's GDN state, in one scheduler step (max_num_batched_tokens).
+
+    Why:
+    With prefix caching on, a hybrid model's Mamba cache mode is "align": the GDN state is cached
+    at block boundaries, so before vLLM 0.27 every prefill chunk had to end on a block and the
+    engine refuses to start when a block is wider than the step ("In Mamba cache align mode,
+    block_size (...) must be <= max_num_batched_tokens"). The widened block is well over the
+    16 tokens a dense model uses (a thousand and more on GPU), so a token budget tuned for a
+    dense model can be below it. From 0.27 such a block is prefilled in sub-block chunks.
+
+    Example:
+        engine: {vllm_version: 0.26.0}
+        prefill:
+          enable_prefix_caching: true
+          max_num_batched_tokens: 512
+
+    Fix:
+        prefill:
+          max_num_batched_tokens: 4096   # at least the block (plan shows it)
+    """
+    if not ctx.hybrid or ctx.model_spec is None:
+        return
+    refused = ctx.holds("mamba-align-block-within-budget")
+    if refused is False:
+        return
+    for role, _ in ctx.roles():
+        eff = ctx.effective[role]
+        if not eff.value("enable_prefix_caching"):
+            continue
+        pages = role_pages(ctx.recipe, eff, ctx.model_spec)
+        max_model_len = eff.value("max_model_len") or ctx.model_spec.max_position_embeddings
+        if pages is None or not max_model_len:
+            continue
+        budget = batch_limits(ctx.recipe, eff, int(max_model_len)).max_num_batched_tokens
+        if pages.block_size <= budget:
+            continue
+        setting = ctx.setting(role, "max_num_batched_tokens")
+        where = "vLLM " + fmt_version(ctx.version) if ctx.version else "a vLLM before 0.27 (the version is unknown)"
+        yield Violation(
+            setting.path,
+            f"{role}'s hybrid block is {pages.block_size:,} tokens and its step {budget:,}: with prefix "
+            f"caching on, {where} refuses to start (a block must fit in max_num_batched_tokens)",
+            f"{role}:\n  max_num_batched_tokens: {pages.block_size}   # or more; or engine: {{vllm_version: 0.27.0}}",
+            None if refused else Severity.WARNING,
+        )
