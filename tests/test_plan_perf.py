@@ -262,6 +262,16 @@ def test_a_calibration_that_cannot_be_read_is_refused_with_what_to_run(tmp_path,
     assert "Traceback" not in r.stderr
 
 
+def test_a_request_longer_than_max_model_len_is_refused_not_planned():
+    """vLLM refuses a request whose prompt and output pass max_model_len: plan says so, with the
+    longest prompt that fits, instead of ranking configurations that serve no one."""
+    r = cli("plan", str(LOCAL_RECIPE), "--sla", "ttft=2s", "--isl", "100000", timeout=120)
+    assert r.returncode == 2 and "max_model_len (4,096)" in r.stderr and "--isl 4080" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    fits = cli("plan", str(LOCAL_RECIPE), "--sla", "ttft=2s", "--isl", "4000", "--osl", "96", timeout=120)
+    assert fits.returncode == 0, fits.stderr
+
+
 def test_plan_sla_json_says_whether_it_is_calibrated(tmp_path):
     cal = _calibration(tmp_path, LOCAL_RECIPE)
     for extra, calibrated in (([], False), (["--calibration", str(cal)], True)):

@@ -251,6 +251,7 @@ def sla_report(
     except SlaError as e:
         raise RecipectlError(f"--sla: {e}", fix=SLA_FIX) from None
     w = recipe.workload
+    isl_given, osl_given = bool(isl), bool(osl)
     isl, osl = isl or (w.isl if w else None), osl or (w.osl if w else None)
     if not isl or not osl:
         raise RecipectlError(
@@ -258,6 +259,14 @@ def sla_report(
             fix="--isl 8192 --osl 1024, or workload: {isl: 8192, osl: 1024} in the recipe",
         )
     shapes, plans, spec = role_shapes(recipe, recipe_path)
+    role, shortest = min(((r, rp.plan.max_model_len) for r, rp in plans.items()), key=lambda x: x[1])
+    if isl + osl > shortest:
+        given = "--isl/--osl" if (isl_given or osl_given) else "the workload's isl + osl"
+        raise RecipectlError(
+            f"{given}: {isl:,} + {osl:,} = {isl + osl:,} tokens, more than {role}'s max_model_len "
+            f"({shortest:,}): vLLM refuses such a request",
+            fix=f"--isl {max(shortest - osl, 1)} or less (at --osl {osl}), or a larger max_model_len in the recipe",
+        )
     if calibration:
         model = read_calibration(calibration, describe(loaded, recipe_path), (shapes["prefill"], shapes["decode"]))
     else:
