@@ -299,21 +299,23 @@ def batch_limits(recipe: Recipe, eff: EffectiveRole, max_model_len: int) -> Batc
     OPENAI_API_SERVER), facts max-num-batched-tokens-8192-gpu and -16384-large-gpu: on a GPU of
     >= 160 GiB (GB200, B200) from vLLM 0.28 16,384 batched tokens and 1,024 sequences; on one of
     >= 70 GiB that is not an A100 (H100, H200) 8,192 and 1,024; on the CPU 2,048 and 128 per TP
-    rank. A defaulted token budget is then capped at ``max_num_seqs x max_model_len``
-    (``_set_default_max_num_seqs_and_batched_tokens_args``; chunked prefill is on, so it is not
-    raised to ``max_model_len``). They are not entries of the settings map because the rules read
+    rank. A defaulted token budget is then capped at ``max_num_seqs x max_model_len``, and a
+    defaulted max_num_seqs at the token budget (``_set_default_max_num_seqs_and_batched_tokens_args``,
+    every release 0.17.1-0.33.0; chunked prefill is on, so the budget is not raised to
+    ``max_model_len``). They are not entries of the settings map because the rules read
     an unset value as "unset"."""
     world = eff.value("tp") or 1
     if recipe.cluster.is_cpu:
         default_tokens, default_seqs = 2048 * world, 128 * world
     else:
         default_tokens, default_seqs = gpu_batch_defaults(recipe)
-    seqs = eff.value("max_num_seqs")
-    if seqs is None:
-        seqs = default_seqs
+    given_seqs = eff.value("max_num_seqs")
+    seqs = default_seqs if given_seqs is None else given_seqs
     tokens = eff.value("max_num_batched_tokens")
     if tokens is None:
         tokens = min(seqs * max_model_len, default_tokens)
+    if given_seqs is None:  # a defaulted max_num_seqs never exceeds the token budget
+        seqs = min(seqs, tokens)
     return BatchLimits(int(tokens), int(seqs))
 
 

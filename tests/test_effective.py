@@ -7,7 +7,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from recipectl.effective import AVX512_BF16, NO_AVX512_BF16, HostCpu, Source, detect_host_cpu, resolve_role
+from recipectl.effective import (
+    AVX512_BF16,
+    NO_AVX512_BF16,
+    HostCpu,
+    Source,
+    batch_limits,
+    detect_host_cpu,
+    resolve_role,
+)
 from recipectl.engine_flags import parse_extra_args
 from recipectl.loader import load_text
 from recipectl.runs.diagnose import diagnose_endpoints
@@ -129,3 +137,19 @@ def test_the_handshake_assertion_is_diagnosed_by_what_it_means(tmp_path):
     assert "mamba_ssm_cache_dtype: decode bfloat16, prefill float32" in d.cause and "AVX512-BF16" in d.cause
     assert "VLLM_NIXL_SIDE_CHANNEL" not in d.cause + d.fix
     assert "prefill:\n  mamba_ssm_cache_dtype: bfloat16\ndecode:\n  mamba_ssm_cache_dtype: bfloat16" in d.fix
+
+
+@pytest.mark.parametrize(
+    "prefill, want",
+    [
+        ("max_num_batched_tokens: 64", (64, 64)),  # a defaulted max_num_seqs (128 on the CPU) capped at the budget
+        ("max_num_batched_tokens: 64, max_num_seqs: 100", (64, 100)),  # both given: kept (vLLM refuses it)
+        ("", (2048, 128)),  # both defaulted: the CPU's 2048 tokens and 128 sequences per rank
+    ],
+)
+def test_the_batch_limits_are_the_engines_defaults_as_vllm_fills_them(prefill, want):
+    """EngineArgs._set_default_max_num_seqs_and_batched_tokens_args (every release 0.17.1-0.33.0):
+    a defaulted max_num_seqs is cut to the token budget, so a small budget alone still starts."""
+    recipe = _recipe(prefill)
+    limits = batch_limits(recipe, resolve_role(recipe, "prefill"), 2048)
+    assert (limits.max_num_batched_tokens, limits.max_num_seqs) == want
