@@ -259,8 +259,10 @@ def sla_report(
             fix="--isl 8192 --osl 1024, or workload: {isl: 8192, osl: 1024} in the recipe",
         )
     shapes, plans, spec = role_shapes(recipe, recipe_path)
-    role, shortest = min(((r, rp.plan.max_model_len) for r, rp in plans.items()), key=lambda x: x[1])
-    if isl + osl > shortest:
+    # a role planned at the workload's length (its max_model_len and the model's unknown) says nothing
+    known = [(r, rp.plan.max_model_len) for r, rp in plans.items() if rp.max_model_len_from != "workload"]
+    role, shortest = min(known, key=lambda x: x[1], default=(None, None))
+    if shortest is not None and isl + osl > shortest:
         given = "--isl/--osl" if (isl_given or osl_given) else "the workload's isl + osl"
         raise RecipectlError(
             f"{given}: {isl:,} + {osl:,} = {isl + osl:,} tokens, more than {role}'s max_model_len "

@@ -8,7 +8,7 @@ from ..diagnostics import Category, Severity
 from ..effective import batch_limits
 from ..engine_facts import fact
 from ..engine_versions import fmt_version
-from ..plan.recipe_plan import role_pages
+from ..plan.recipe_plan import planned_max_model_len, role_pages
 from .context import RuleContext
 from .registry import Violation, rule, safe, set_field, unsafe
 
@@ -475,7 +475,7 @@ def align_block_over_budget(ctx: RuleContext) -> Iterator[Violation]:
         if not eff.value("enable_prefix_caching"):
             continue
         pages = role_pages(ctx.recipe, eff, ctx.model_spec)
-        max_model_len = eff.value("max_model_len") or ctx.model_spec.max_position_embeddings
+        max_model_len, _ = planned_max_model_len(eff, ctx.model_spec, ctx.recipe)
         if pages is None or not max_model_len:
             continue
         budget = batch_limits(ctx.recipe, eff, int(max_model_len)).max_num_batched_tokens
