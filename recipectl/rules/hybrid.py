@@ -472,7 +472,7 @@ def align_block_over_budget(ctx: RuleContext) -> Iterator[Violation]:
         return
     for role, _ in ctx.roles():
         eff = ctx.effective[role]
-        if not eff.value("enable_prefix_caching"):
+        if not eff.value("enable_prefix_caching") or "max_num_batched_tokens" in eff.deploy_time:
             continue
         pages = role_pages(ctx.recipe, eff, ctx.model_spec)
         max_model_len, _ = planned_max_model_len(eff, ctx.model_spec, ctx.recipe)
