@@ -602,6 +602,51 @@ def test_several_prefill_endpoints_feeding_one_decode_endpoint_give_a_range_and_
     assert alone.transfer_sources == 1 and alone.ttft_low_s == alone.ttft_high_s
 
 
+def test_servers_sharing_a_gpu_are_ranked_as_laid_out_and_counted_once():
+    """rank(laid_out=...): the recipe's own endpoints only, on the devices it lays them on: the
+    same prediction as on GPUs of their own, its throughput over the devices it uses."""
+    m = model()
+    sla = Sla(ttft_s=2.0, itl_s=0.05)
+    (shared,) = rank(m, sla, PRE, DEC, isl=4000, osl=50, gpus=1, laid_out=(1, 1))
+    own = next(c for c in rank(m, sla, PRE, DEC, isl=4000, osl=50, gpus=2) if c.prefill_endpoints == 1)
+    assert (shared.prefill_endpoints, shared.decode_endpoints, shared.gpus) == (1, 1, 1)
+    assert shared.concurrency == own.concurrency and shared.prediction.ttft_s == own.prediction.ttft_s
+    assert shared.prediction.tps_per_gpu == pytest.approx(2 * own.prediction.tps_per_gpu)
+
+
+def test_plan_sla_on_a_recipe_whose_roles_share_a_gpu_plans_it_as_laid_out():
+    """recipes/h200/qwen3.5-9b-pd-1gpu.yaml puts both servers on GPU 0: planned as it is (what a
+    calibration of it measured), where plan used to refuse it ("--gpus 1: ... need 2"); --gpus
+    ranks layouts on GPUs of their own."""
+    r = cli("plan", "recipes/h200/qwen3.5-9b-pd-1gpu.yaml", "--sla", "ttft=2s,itl=50ms")
+    assert r.returncode == 0, r.stdout + r.stderr
+    text = " ".join(r.stdout.split())
+    assert "planned as the recipe lays its servers out, sharing GPUs (GPU 0: prefill-0 0.45 + decode-0 0.45)" in text
+    assert "--gpus N ranks layouts on GPUs of their own" in text
+    j = json.loads(cli("plan", "recipes/h200/qwen3.5-9b-pd-1gpu.yaml", "--sla", "ttft=2s", "--format", "json").stdout)
+    assert j["gpus"] == 1 and j["shared_gpus"] == ["GPU 0: prefill-0 0.45 + decode-0 0.45"]
+    assert [(c["prefill_endpoints"], c["decode_endpoints"], c["gpus"]) for c in j["configurations"]] == [(1, 1, 1)]
+    two = json.loads(
+        cli(
+            "plan", "recipes/h200/qwen3.5-9b-pd-1gpu.yaml", "--sla", "ttft=2s", "--gpus", "2", "--format", "json"
+        ).stdout
+    )
+    assert two["shared_gpus"] == [] and two["configurations"][0]["gpus"] == 2
+
+
+def test_the_picture_of_servers_sharing_a_gpu_counts_it_once(tmp_path):
+    """The chosen configuration's star lies on its line: the curve's throughput per device is
+    over the one GPU too."""
+    png = tmp_path / "p.png"
+    r = cli("plan", "recipes/h200/qwen3.5-9b-pd-1gpu.yaml", "--sla", "ttft=2s", "--plot", str(png), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    (chosen,) = j["configurations"]
+    (line,) = j["curves"]
+    at = next(p for p in line["points"] if p["concurrency"] == chosen["concurrency"])
+    assert at["tps_per_gpu"] == pytest.approx(chosen["prediction"]["tps_per_gpu"])
+
+
 def test_the_plan_table_marks_a_ttft_from_several_sources():
     r = cli("plan", "recipes/h200/qwen3.5-9b-pd-1gpu.yaml", "--sla", "ttft=2s,itl=50ms", "--gpus", "3")
     assert r.returncode == 0, r.stdout + r.stderr

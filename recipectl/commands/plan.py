@@ -17,7 +17,7 @@ from ..errors import RecipectlError
 from ..models.info import ModelConfigError
 from ..plan.perf import TP_EFFICIENCY_PER_DOUBLING
 from ..plan.recipe_plan import plan_recipe, unknown_model_error
-from ..plan.shares import shared_gpus
+from ..plan.shares import SharedGpu, shared_gpus
 from ..plan.sla import SLA_FIX, SlaError, parse_sla, rank_layouts
 from ..schema import Recipe
 from ..secretscan import redact_data
@@ -229,6 +229,12 @@ def _tp_that_fits(v: dict) -> int:
 
 
 # ----- plan --sla -------------------------------------------------------------------------------
+def shared_gpu_text(shared: SharedGpu, nodes: int) -> str:
+    """``GPU 0: prefill-0 0.45 + decode-0 0.45`` (``node 1 GPU 0: ...`` where there are several)."""
+    where = f"node {shared.node} GPU {shared.gpu}" if nodes > 1 else f"GPU {shared.gpu}"
+    return f"{where}: {shared.names}"
+
+
 def sla_report(
     loaded,
     recipe_path: str,
@@ -274,15 +280,19 @@ def sla_report(
     else:
         model = analytic_for(recipe, plans, spec)
     budget = gpus or devices(recipe)
+    # servers that share a GPU, as the recipe lays them out, are planned as laid out (what a
+    # calibration of the recipe measured); --gpus ranks layouts on GPUs of their own
+    shared = [] if gpus else [shared_gpu_text(g, recipe.cluster.nodes) for g in shared_gpus(recipe, place(recipe))]
+    laid_out = (recipe.prefill.endpoints, recipe.decode.endpoints) if shared else None
     options, labels = layout_options(
-        recipe, recipe_path, model, shapes, plans, spec, budget=budget, keep_layout=keep_layout
+        recipe, recipe_path, model, shapes, plans, spec, budget=budget, keep_layout=keep_layout or bool(shared)
     )
     need = min(o.prefill.gpus_per_endpoint + o.decode.gpus_per_endpoint for o in options)
-    if budget < need:
+    if budget < need and not shared:
         raise RecipectlError(
             f"--gpus {budget}: one prefill and one decode endpoint need {need}", fix=f"--gpus {need} or more"
         )
-    ranked = rank_layouts(options, sla, isl=isl, osl=osl, gpus=budget)
+    ranked = rank_layouts(options, sla, isl=isl, osl=osl, gpus=budget, laid_out=laid_out)
     configurations = [
         {
             **c.model_dump(mode="json"),
@@ -298,6 +308,7 @@ def sla_report(
         "isl": isl,
         "osl": osl,
         "gpus": budget,
+        "shared_gpus": shared,  # planned as the recipe lays its servers out on these GPUs
         "calibrated": model.calibrated,
         "calibration": calibration,
         "layouts": {role: layout(rp.plan) for role, rp in plans.items()},
@@ -459,6 +470,12 @@ def _print_sla_table(report: dict, recipe_path: str) -> None:
             f"~ several prefill endpoints feed a decode endpoint: how far their transfers overlap is not measured, "
             f"so TTFT is midway between all in parallel and one after another (the first: "
             f"{p['ttft_low_s'] * 1e3:,.0f}-{p['ttft_high_s'] * 1e3:,.0f} ms; --format json: ttft_low_s, ttft_high_s)"
+        )
+    if report["shared_gpus"]:
+        console.print(
+            f"planned as the recipe lays its servers out, sharing GPUs ({'; '.join(report['shared_gpus'])})"
+            + ("" if report["calibrated"] else ", though the analytic figures give each server a GPU of its own")
+            + f"; recipectl plan {recipe_path} --sla ... --gpus N ranks layouts on GPUs of their own"
         )
     if not report["calibrated"]:
         console.print(

@@ -136,13 +136,18 @@ def curves(options: list[LayoutOption], ranked: list, sla: Sla, *, isl: int, osl
         upto = max(8, 2 * (c.concurrency or 1))
         if c.capacity:
             upto = min(upto, c.capacity)
+        points = curve(o.model, sla, pre, dec, isl=isl, osl=osl, upto=upto, also=c.concurrency)
+        # servers sharing GPUs (sla.rank's laid_out): the throughput over the devices they are on
+        own = c.prefill_endpoints * pre.gpus_per_endpoint + c.decode_endpoints * dec.gpus_per_endpoint
+        for point in points:
+            point["tps_per_gpu"] *= own / c.gpus
         out.append(
             {
                 "prefill_endpoints": c.prefill_endpoints,
                 "decode_endpoints": c.decode_endpoints,
                 "prefill_tp": c.prefill_tp,
                 "decode_tp": c.decode_tp,
-                "points": curve(o.model, sla, pre, dec, isl=isl, osl=osl, upto=upto, also=c.concurrency),
+                "points": points,
             }
         )
     return out

@@ -140,34 +140,42 @@ def rank(
     osl: int,
     gpus: int,
     max_concurrency: int = 1 << 16,
+    laid_out: tuple[int, int] | None = None,
 ) -> list[Candidate]:
-    """Every split of ``gpus`` into prefill and decode endpoints of the roles' shapes, best first:
-    those meeting the SLA by TPS/GPU (then fewer GPUs), then those that do not."""
-    out = []
+    """Every split of ``gpus`` into prefill and decode endpoints of the roles' shapes, each endpoint
+    on GPUs of its own, best first: those meeting the SLA by TPS/GPU (then fewer GPUs), then those
+    that do not. ``laid_out``: only that split of (prefill, decode) endpoints, on the ``gpus`` the
+    recipe lays them on (servers sharing a GPU: its throughput is counted once)."""
     gp, gd = prefill.gpus_per_endpoint, decode.gpus_per_endpoint
-    for p in range(1, gpus // gp + 1):
-        for d in range(1, (gpus - p * gp) // gd + 1):
-            # each endpoint of a split on GPUs of its own: the GPUs counted are p x gp + d x gd
-            pre = prefill.model_copy(update={"endpoints": p})
-            dec = decode.model_copy(update={"endpoints": d})
-            cap = d * decode.max_concurrency_per_endpoint if decode.max_concurrency_per_endpoint else None
-            limit = min(cap, max_concurrency) if cap else max_concurrency
-            c = best_concurrency(model, sla, pre, dec, isl=isl, osl=osl, limit=limit) if limit >= 1 else None
-            at = predict(model, pre, dec, isl=isl, osl=osl, concurrency=c or 1)
-            binding = binding_constraint(model, sla, pre, dec, isl=isl, osl=osl, concurrency=c or 0, capacity=cap)
-            out.append(
-                Candidate(
-                    prefill_endpoints=p,
-                    decode_endpoints=d,
-                    prefill_tp=prefill.tp,
-                    decode_tp=decode.tp,
-                    gpus=p * gp + d * gd,
-                    concurrency=c,
-                    prediction=at,
-                    binding=binding,
-                    capacity=cap,
-                )
+    if laid_out is not None:
+        splits = [laid_out]
+    else:
+        splits = [(p, d) for p in range(1, gpus // gp + 1) for d in range(1, (gpus - p * gp) // gd + 1)]
+    out = []
+    for p, d in splits:
+        on = gpus if laid_out is not None else p * gp + d * gd
+        pre = prefill.model_copy(update={"endpoints": p})
+        dec = decode.model_copy(update={"endpoints": d})
+        cap = d * decode.max_concurrency_per_endpoint if decode.max_concurrency_per_endpoint else None
+        limit = min(cap, max_concurrency) if cap else max_concurrency
+        c = best_concurrency(model, sla, pre, dec, isl=isl, osl=osl, limit=limit) if limit >= 1 else None
+        at = predict(model, pre, dec, isl=isl, osl=osl, concurrency=c or 1)
+        if on != p * gp + d * gd:
+            at = at.model_copy(update={"tps_per_gpu": at.total_tps / on})
+        binding = binding_constraint(model, sla, pre, dec, isl=isl, osl=osl, concurrency=c or 0, capacity=cap)
+        out.append(
+            Candidate(
+                prefill_endpoints=p,
+                decode_endpoints=d,
+                prefill_tp=prefill.tp,
+                decode_tp=decode.tp,
+                gpus=on,
+                concurrency=c,
+                prediction=at,
+                binding=binding,
+                capacity=cap,
             )
+        )
     return sorted(out, key=_best_first)
 
 
@@ -195,12 +203,29 @@ class LayoutOption(BaseModel):
 
 
 def rank_layouts(
-    options: list[LayoutOption], sla: Sla, *, isl: int, osl: int, gpus: int, max_concurrency: int = 1 << 16
+    options: list[LayoutOption],
+    sla: Sla,
+    *,
+    isl: int,
+    osl: int,
+    gpus: int,
+    max_concurrency: int = 1 << 16,
+    laid_out: tuple[int, int] | None = None,
 ) -> list[Candidate]:
     """rank() over every layout option, the candidates of all of them in one order, best first."""
     out: list[Candidate] = []
     for o in options:
-        ranked = rank(o.model, sla, o.prefill, o.decode, isl=isl, osl=osl, gpus=gpus, max_concurrency=max_concurrency)
+        ranked = rank(
+            o.model,
+            sla,
+            o.prefill,
+            o.decode,
+            isl=isl,
+            osl=osl,
+            gpus=gpus,
+            max_concurrency=max_concurrency,
+            laid_out=laid_out,
+        )
         out += [c.model_copy(update={"extrapolated": o.extrapolated}) for c in ranked]
     return sorted(out, key=_best_first)
 
