@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from .engine_facts import fact, holds
+from .engine_facts import Version, fact, holds
 from .engine_flags import BY_FIELD, ArgProblem, ArgSetting, deploy_time_flags, parse_extra_args
 from .engine_versions import fmt_version
 from .hardware import GPU_FACTS
@@ -301,30 +301,32 @@ class BatchLimits:
     tokens_default: str = ""
 
 
-def batch_limits(recipe: Recipe, eff: EffectiveRole, max_model_len: int) -> BatchLimits:
+def batch_limits(recipe: Recipe, eff: EffectiveRole, max_model_len: int, at: Version | None = None) -> BatchLimits:
     """vLLM's ``EngineArgs._set_default_max_num_seqs_and_batched_tokens_args`` for ``vllm serve``
-    (UsageContext OPENAI_API_SERVER), every release 0.17.1-0.33.0, in its order:
+    (UsageContext OPENAI_API_SERVER), every release 0.17.1-0.33.0, in its order, at release ``at``
+    (default: the recipe's):
 
     1. the platform's defaults (``get_batch_defaults``; facts max-num-batched-tokens-8192-gpu and
        -16384-large-gpu): on a GPU of >= 160 GiB (GB200, B200) from vLLM 0.28 16,384 batched tokens
        and 1,024 sequences; on one of >= 70 GiB that is not an A100 (H100, H200) 8,192 and 1,024;
-       on the CPU 2,048 and 128 per TP rank. From 0.20 the budget is 256 where MoE all-to-all is
-       batched over DP ranks (max-num-batched-tokens-256-batched-dp-moe);
+       on the CPU 2,048 and 128 per rank of TP x PP. From 0.20 the budget is 256 where MoE
+       all-to-all is batched over DP ranks (max-num-batched-tokens-256-batched-dp-moe);
     2. ``--performance-mode throughput`` doubles each default (batch-defaults-doubled-throughput-mode);
-    3. a defaulted budget is capped at ``max_num_seqs x max_model_len`` (chunked prefill is on, so
-       it is not raised to ``max_model_len``), and a defaulted max_num_seqs at the budget.
+    3. a defaulted budget is raised to ``max_model_len`` where chunked prefill is turned off
+       (``--no-enable-chunked-prefill``; on by default for a generating model), then capped at
+       ``max_num_seqs x max_model_len``; a defaulted max_num_seqs is capped at the budget.
 
     A max_num_seqs that is given is kept above the budget, and vLLM then refuses to start (rule
     SIZ002). They are not entries of the settings map because the rules read an unset value as
     "unset"."""
-    version = recipe.engine.version
-    world = eff.value("tp") or 1
+    version = at if at is not None else recipe.engine.version
+    world = (eff.value("tp") or 1) * (eff.value("pipeline_parallel_size") or 1)
     if recipe.cluster.is_cpu:
         default_tokens, default_seqs = 2048 * world, 128 * world
-        why = f"vLLM's default on the CPU at TP{world}"
+        why = f"vLLM's default on the CPU for {world} rank(s)"
     else:
-        default_tokens, default_seqs = gpu_batch_defaults(recipe)
-        why = f"vLLM's default on {recipe.cluster.gpu}"
+        default_tokens, default_seqs = gpu_batch_defaults(recipe, version)
+        why = f"vLLM's default on {recipe.cluster.gpu.value}"
     if batched_dp_moe(eff) and holds("max-num-batched-tokens-256-batched-dp-moe", version) is not False:
         default_tokens = fact("max-num-batched-tokens-256-batched-dp-moe").value["max_num_batched_tokens"]
         backend = eff.value("all2all_backend")
@@ -340,6 +342,9 @@ def batch_limits(recipe: Recipe, eff: EffectiveRole, max_model_len: int) -> Batc
     if tokens is not None:
         why = ""
     else:
+        if eff.value("enable_chunked_prefill") is False and max_model_len > default_tokens:
+            default_tokens = max_model_len
+            why = "max_model_len: a defaulted budget with chunked prefill off"
         tokens = min(seqs * max_model_len, default_tokens)
     if given_seqs is None:  # a defaulted max_num_seqs never exceeds the token budget
         seqs = min(seqs, tokens)
@@ -355,13 +360,15 @@ def batched_dp_moe(eff: EffectiveRole) -> bool:
     )
 
 
-def gpu_batch_defaults(recipe: Recipe) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) that `vllm serve` defaults to on the recipe's GPU."""
+def gpu_batch_defaults(recipe: Recipe, version: Version | None = None) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) that `vllm serve` defaults to on the recipe's GPU, at
+    ``version`` (default: the recipe's)."""
+    at = version if version is not None else recipe.engine.version
     gpu = GPU_FACTS.get(recipe.cluster.gpu)
     memory = gpu.memory_bytes if gpu is not None else 0
     for fact_id in ("max-num-batched-tokens-16384-large-gpu", "max-num-batched-tokens-8192-gpu"):
         f = fact(fact_id)
-        if holds(fact_id, recipe.engine.version) is not False and memory >= f.value["min_gib"] * 2**30:
+        if holds(fact_id, at) is not False and memory >= f.value["min_gib"] * 2**30:
             return f.value["max_num_batched_tokens"], f.value["max_num_seqs"]
     return 2048, 256
 

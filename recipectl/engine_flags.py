@@ -54,6 +54,23 @@ def _tokens_or_auto(text: str) -> int | None:
     return _tokens(t)
 
 
+class ValueRefused(ValueError):
+    """A value the flag's type reads but vLLM refuses, with why."""
+
+
+def _positive(convert: Callable[[str], int]) -> Callable[[str], int]:
+    """``convert``, and a value below 1 refused: SchedulerConfig's max_num_seqs and
+    max_num_batched_tokens are ``Field(ge=1)`` (every release), so vLLM reads -5 and stops."""
+
+    def read(text: str) -> int:
+        value = convert(text)
+        if value < 1:
+            raise ValueRefused("vLLM wants at least 1")
+        return value
+
+    return read
+
+
 FLAG_JSON_MAX_BYTES = 64 * 1024  # a JSON flag value (--speculative-config): a few hundred bytes
 
 
@@ -71,6 +88,9 @@ class EngineFlag:
     aliases: tuple[str, ...] = ()
     arity: Arity = Arity.VALUE
     convert: Callable[[str], Any] = str
+    # a flag with no recipe field, read from extra_args (it moves what another setting defaults
+    # to) and left there by the importers
+    extra_only: bool = False
     # Flags recipectl writes itself from the recipe's structure (placement, ports, KV transfer):
     # one in extra_args contradicts what recipectl starts, checks and routes to.
     owned: bool = False
@@ -102,8 +122,9 @@ FLAGS: tuple[EngineFlag, ...] = (
     EngineFlag("language_model_only", "--language-model-only", (), Arity.BOOL),
     EngineFlag("max_model_len", "--max-model-len", convert=_tokens_or_auto),
     # scheduling and cache
-    EngineFlag("max_num_batched_tokens", "--max-num-batched-tokens", convert=_tokens),
-    EngineFlag("max_num_seqs", "--max-num-seqs", convert=int),
+    EngineFlag("max_num_batched_tokens", "--max-num-batched-tokens", convert=_positive(_tokens)),
+    EngineFlag("max_num_seqs", "--max-num-seqs", convert=_positive(int)),
+    EngineFlag("enable_chunked_prefill", "--enable-chunked-prefill", (), Arity.BOOL, extra_only=True),
     EngineFlag("gpu_memory_utilization", "--gpu-memory-utilization", ("--device-memory-utilization",), convert=float),
     EngineFlag("async_scheduling", "--async-scheduling", (), Arity.BOOL),
     EngineFlag("mamba_ssm_cache_dtype", "--mamba-ssm-cache-dtype"),
@@ -121,8 +142,9 @@ FLAGS: tuple[EngineFlag, ...] = (
     EngineFlag("enforce_eager", "--enforce-eager", (), Arity.BOOL),
     EngineFlag("all2all_backend", "--all2all-backend"),
     EngineFlag("enable_eplb", "--enable-eplb", (), Arity.BOOL),
-    # read from extra_args only (no recipe field): it moves the batch defaults (batch_limits)
-    EngineFlag("performance_mode", "--performance-mode"),
+    # no recipe field (extra_only), like --enable-chunked-prefill: they move the batch defaults
+    EngineFlag("performance_mode", "--performance-mode", extra_only=True),
+    EngineFlag("pipeline_parallel_size", "--pipeline-parallel-size", ("-pp",), convert=int, extra_only=True),
 )
 
 BY_FIELD: dict[str, EngineFlag] = {f.field: f for f in FLAGS}
@@ -157,6 +179,7 @@ class ArgProblem:
 
     index: int
     message: str
+    field: str = ""  # the field of the flag whose value it is
 
 
 def parse_extra_args(args: Sequence[str]) -> tuple[list[ArgSetting], list[ArgProblem]]:
@@ -198,7 +221,7 @@ def _scan(args: Sequence[str]) -> tuple[list[ArgSetting], list[ArgProblem], dict
             value: Any = not _normalise(name).startswith("--no-")
             i += 1
             if eq:
-                problems.append(ArgProblem(start, f"{name} takes no value (write {name} alone)"))
+                problems.append(ArgProblem(start, f"{name} takes no value (write {name} alone)", flag.field))
                 continue
         elif flag.arity is Arity.MANY:
             values = [inline] if eq else []
@@ -215,18 +238,18 @@ def _scan(args: Sequence[str]) -> tuple[list[ArgSetting], list[ArgProblem], dict
                 raw = args[i + 1]
                 i += 2
             else:
-                problems.append(ArgProblem(start, f"{name} needs a value"))
+                problems.append(ArgProblem(start, f"{name} needs a value", flag.field))
                 break
             if has_reference(raw):  # set at deploy time (`$PORT`): not a value to judge here (IMP001)
                 deferred[flag.field] = start
                 continue
             try:
                 value = flag.convert(raw)
-            except JsonRefused as e:
-                problems.append(ArgProblem(start, f"{name} {_shown(raw)} is not a valid value: {e}"))
+            except (JsonRefused, ValueRefused) as e:
+                problems.append(ArgProblem(start, f"{name} {_shown(raw)} is not a valid value: {e}", flag.field))
                 continue
             except (ValueError, TypeError):
-                problems.append(ArgProblem(start, f"{name} {_shown(raw)} is not a valid value"))
+                problems.append(ArgProblem(start, f"{name} {_shown(raw)} is not a valid value", flag.field))
                 continue
         found.append(ArgSetting(flag, value, start, name))
     return found, problems, deferred

@@ -62,6 +62,9 @@ def test_rule_case(case):
         assert d.line is not None, f"{d.code} finding without a file position"
     if case.get("severity"):  # every finding: a rule's severity can follow the evidence (version, host)
         assert {d.severity.value for d in found} == {case["severity"]}, [d.message for d in found]
+    for d in found:  # what every finding says, and its fix, where the case names a part of them
+        assert case.get("message", "") in d.message, d.message
+        assert case.get("fix", "") in d.fix, d.fix
 
 
 @pytest.mark.parametrize("base", sorted(BASES))

@@ -10,7 +10,8 @@ from ..engine_flags import FLAGS, Arity, EngineFlag, parse_extra_args
 from ..placeholders import has_reference
 from .shellwords import Word
 
-_SPELLINGS: dict[str, EngineFlag] = {s: f for f in FLAGS for s in f.spellings}
+# the flags an importer turns into recipe fields (the others stay in extra_args as written)
+_SPELLINGS: dict[str, EngineFlag] = {s: f for f in FLAGS if not f.extra_only for s in f.spellings}
 # Flags recipectl derives from the placement it computes; the original's values are not carried.
 DERIVED = {"data_parallel_size_local", "data_parallel_start_rank", "data_parallel_address", "headless", "host"}
 # Model-level settings (one value for both roles in a recipectl recipe).

@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
-from ..effective import batch_limits
+from ..effective import Setting, Source, batch_limits
+from ..engine_facts import Version, releases
+from ..engine_versions import fmt_version
 from ..fieldtypes import MAX_TOKENS
+from ..plan.recipe_plan import planned_max_model_len
 from .context import RuleContext
 from .registry import Violation, rule
 
@@ -67,7 +70,7 @@ def max_model_len(ctx: RuleContext) -> Iterator[Violation]:
     title="max_num_batched_tokens at least max_num_seqs",
     severity=Severity.ERROR,
     category=Category.REFUSED,
-    applies="any role whose max_num_seqs is given",
+    applies="any role whose max_num_seqs is given; an unknown vLLM version: a warning where only some releases refuse",
     source="vLLM config/scheduler.py SchedulerConfig.verify_max_model_len (engine fact "
     "max-num-batched-tokens-at-least-max-num-seqs, every release); engine/arg_utils.py "
     "_set_default_max_num_seqs_and_batched_tokens_args (the defaulted budget)",
@@ -83,7 +86,9 @@ def budget_below_max_num_seqs(ctx: RuleContext) -> Iterator[Violation]:
     A max_num_seqs raised for a large decode batch meets a defaulted budget that is smaller than
     it looks: 2,048 on the CPU, and 256 from vLLM 0.20 where MoE all-to-all is batched over DP
     ranks (--all2all-backend deepep_low_latency or nixl_ep with expert parallelism); a defaulted
-    max_num_seqs is cut to the budget and never trips it.
+    max_num_seqs is cut to the budget and never trips it. Where the version is unknown and the
+    default differs between releases (16,384 on a GB200 from 0.28, 8,192 before), a warning
+    names the releases that refuse.
 
     Example:
         decode:
@@ -97,24 +102,87 @@ def budget_below_max_num_seqs(ctx: RuleContext) -> Iterator[Violation]:
     """
     if ctx.holds("max-num-batched-tokens-at-least-max-num-seqs") is False:
         return
+    versions = [ctx.version] if ctx.version else list(releases())
     for role, _ in ctx.roles():
         eff = ctx.effective[role]
-        if eff.value("max_num_seqs") is None:  # defaulted: cut to the budget
+        seqs = eff.value("max_num_seqs")
+        if seqs is None:  # defaulted: cut to the budget
             continue
-        if eff.deploy_time & {"max_num_seqs", "max_num_batched_tokens", "performance_mode"}:  # not known here
+        unknown = eff.deploy_time | {p.field for p in eff.problems}  # set at deploy time, or unreadable
+        budget_given = eff.value("max_num_batched_tokens") is not None
+        if unknown & ({"max_num_seqs", "max_num_batched_tokens"} | (set() if budget_given else _MOVE_DEFAULT)):
             continue
-        # the cap of a defaulted budget at max_num_seqs x max_model_len never takes it below
-        # max_num_seqs, so the longest context stands in for max_model_len
-        limits = batch_limits(ctx.recipe, eff, MAX_TOKENS)
-        if limits.max_num_batched_tokens >= limits.max_num_seqs:
+        max_model_len = _max_model_len(ctx, role)
+        if max_model_len is None:
+            if not budget_given and eff.value("enable_chunked_prefill") is False:
+                continue  # the default budget is max_model_len then, and that is not known
+            # the cap of a defaulted budget at max_num_seqs x max_model_len never takes it below
+            # max_num_seqs: the longest context stands in
+            max_model_len = MAX_TOKENS
+        refused = [
+            (v, limits)
+            for v in versions
+            if (limits := batch_limits(ctx.recipe, eff, max_model_len, at=v)).max_num_batched_tokens < seqs
+        ]
+        if not refused:
             continue
-        given = not limits.tokens_default
-        setting = ctx.setting(role, "max_num_batched_tokens" if given else "max_num_seqs")
-        budget = f"{limits.max_num_batched_tokens:,}" + ("" if given else f" ({limits.tokens_default})")
+        version, limits = refused[0]
+        budget = f"{limits.max_num_batched_tokens:,}" + (f" ({limits.tokens_default})" if limits.tokens_default else "")
+        if ctx.version:
+            who, severity = f"vLLM {fmt_version(ctx.version)}", None
+        elif len(refused) == len(versions):
+            who, severity = "vLLM (every release)", None
+        else:
+            who = f"vLLM {_releases_text([v for v, _ in refused])} (the version is unknown)"
+            severity = Severity.WARNING
+        seqs_setting = ctx.setting(role, "max_num_seqs")
+        budget_setting = ctx.setting(role, "max_num_batched_tokens")
+        setting = budget_setting if budget_given else seqs_setting
         yield Violation(
             setting.path,
-            f"{role}'s max_num_batched_tokens {budget} is below its max_num_seqs {limits.max_num_seqs:,}: "
-            "vLLM refuses to start (each scheduled request takes a token of a step)",
-            f"{role}:\n  max_num_batched_tokens: {limits.max_num_seqs}"
-            f"   # or max_num_seqs: {limits.max_num_batched_tokens}",
+            f"{role}'s max_num_batched_tokens {budget} is below its max_num_seqs {seqs:,}: {who} refuses "
+            "to start (each scheduled request takes a token of a step)",
+            f"{role}:\n  {_set_text(budget_setting, '--max-num-batched-tokens', 'max_num_batched_tokens', seqs)}"
+            f"   # or {_set_text(seqs_setting, '--max-num-seqs', 'max_num_seqs', limits.max_num_batched_tokens)}",
+            severity,
         )
+
+
+# flags that move a defaulted budget (effective.batch_limits): one set at deploy time leaves it unknown
+_MOVE_DEFAULT = {
+    "performance_mode",
+    "enable_chunked_prefill",
+    "all2all_backend",
+    "expert_parallel",
+    "dp",
+    "tp",
+    "pipeline_parallel_size",
+}
+
+
+def _max_model_len(ctx: RuleContext, role: str) -> int | None:
+    """The role's max_model_len as the capacity planner plans it, else as the recipe gives it."""
+    eff = ctx.effective[role]
+    if ctx.model_spec is not None:
+        planned, _ = planned_max_model_len(eff, ctx.model_spec, ctx.recipe)
+        if planned:
+            return int(planned)
+    given = eff.value("max_model_len")
+    return given if isinstance(given, int) and given > 0 else None
+
+
+def _releases_text(versions: list[Version]) -> str:
+    """``0.20.0-0.27.0`` for a run of the table's releases, else each."""
+    table = list(releases())
+    first, last = table.index(versions[0]), table.index(versions[-1])
+    if last - first + 1 == len(versions) and len(versions) > 1:
+        return f"{fmt_version(versions[0])}-{fmt_version(versions[-1])}"
+    return ", ".join(fmt_version(v) for v in versions)
+
+
+def _set_text(setting: Setting, flag: str, field: str, value: int) -> str:
+    """How to set a limit where the recipe sets it: in extra_args (read after the fields, so the
+    field would not win) or as the field."""
+    if setting.source is Source.EXTRA_ARGS:
+        return f"{flag} {value} in extra_args ({setting.path})"
+    return f"{field}: {value}"
