@@ -242,3 +242,20 @@ def test_write_recipe_says_the_ttft_range_where_several_prefill_endpoints_feed_a
     assert chosen["prefill_endpoints"] == 2 and p["transfer_sources"] == 2
     line = f"# TTFT between {p['ttft_low_s'] * 1e3:,.0f} and {p['ttft_high_s'] * 1e3:,.0f} ms: 2 prefill endpoints"
     assert line in out.read_text()
+
+
+def test_write_recipe_of_a_matrix_variant_writes_that_variant_alone(tmp_path):
+    """--variant on a matrix recipe: the file written is the variant planned (the matrix's value
+    for it as a plain field, the matrix gone, the variant's name), not the whole matrix again with
+    the base edited; the comments stay."""
+    out = tmp_path / "planned.yaml"
+    gb200 = ROOT / "recipes" / "gb200" / "qwen3.5-397b-nvfp4-pd.yaml"
+    args = ("plan", str(gb200), "--variant", "prefill-endpoints-6", "--sla", "ttft=2s,itl=50ms", "--keep-layout")
+    r = cli(*args, "--write-recipe", str(out), timeout=120)
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert "\nmatrix:" not in text and "name: qwen3.5-397b-nvfp4-gb200-pd.prefill-endpoints-6" in text
+    assert "# 4..8 in the write-up" in text  # a comment of the recipe, kept
+    names = cli("expand", str(out), "-f", "names")
+    assert names.stdout.split() == ["qwen3.5-397b-nvfp4-gb200-pd.prefill-endpoints-6"], names.stderr
+    assert load_variant(str(out), None).recipe.prefill.endpoints == 6

@@ -291,6 +291,13 @@ def recipe_text(loaded, recipe_path: str, report: dict, chosen: dict) -> str:
     fix = "edit the recipe by hand from the ranked table (or --format json)"
     try:
         doc = Document(text)
+        if loaded.variant is not None:
+            # the variant planned, alone: the matrix's values for it set as plain fields, the
+            # matrix dropped (written whole, it would expand into every variant again)
+            variant = [Edit(key, _at_path(loaded.raw, key)) for key in doc.matrix_keys]
+            variant.append(Edit("name", loaded.recipe.name))
+            del doc.data["matrix"]
+            edits = variant + edits
         clash = sorted({edit.path for edit in edits} & set(doc.matrix_keys))
         if clash:
             raise RecipectlError(
@@ -309,6 +316,15 @@ def recipe_text(loaded, recipe_path: str, report: dict, chosen: dict) -> str:
     except Unfixable as e:
         raise RecipectlError(f"{recipe_path}: cannot write the chosen configuration: {e}", fix=fix) from None
     return _header(recipe_path, report, chosen, removed) + edited
+
+
+def _at_path(data: dict, dotted: str) -> object:
+    """The value at a matrix key's dotted path in a variant's data (matrix.py set it there)."""
+    value: object = data
+    for part in dotted.split("."):
+        assert isinstance(value, dict), dotted  # expand_matrix refused a path through anything else
+        value = value[part]
+    return value
 
 
 def _header(recipe_path: str, report: dict, chosen: dict, removed: list[str]) -> str:
