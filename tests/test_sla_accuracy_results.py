@@ -106,6 +106,43 @@ def test_a_two_prefill_layout_calibrated_on_itself_predicted_its_points_worse_th
     assert summary["calibrated"]["ttft_s"]["median_abs_error"] > summary["compared"]["ttft_s"]["median_abs_error"]
 
 
+def test_the_plan_check_points_on_the_h200_are_predicted_as_recorded_and_as_the_document_says():
+    """docs/sla-planner.md, "A user's path on one H200": calibrate --run, plan --sla, plan --check at
+    the plan's concurrency and at others, on three launches. This checkout's model, fitted again
+    from the calibration's points, predicts each point as plan --check did; the errors are the
+    document's (median / worst |error|), and the SLA verdict agreed at every point."""
+    from recipectl.commands.calibrate import fit_calibration
+    from recipectl.plan.perf import predict
+
+    run = json.loads((ROOT / "docs" / "sla-accuracy" / "h200-9b-plan-check-2026-12-04.json").read_text())
+    shapes, _, _ = role_shapes(load_variant(str(RECIPE), None).recipe, str(RECIPE))
+    model, _ = fit_calibration(
+        run["calibration"]["points"], prefill_shape=shapes["prefill"], decode_shape=shapes["decode"]
+    )
+    assert run["plan"]["shared_gpus"] == ["GPU 0: prefill-0 0.45 + decode-0 0.45"]
+    assert run["plan"]["configurations"][0]["concurrency"] == 2
+    errors: dict[str, list[float]] = {"ttft_s": [], "itl_s": [], "total_tps": []}
+    for check in run["checks"]:
+        point = check["point"]
+        p = predict(
+            model,
+            shapes["prefill"],
+            shapes["decode"],
+            isl=point["isl"],
+            osl=point["osl"],
+            concurrency=point["concurrency"],
+        )
+        for metric, seen in errors.items():
+            c = check["comparison"][metric]
+            assert getattr(p, metric) == pytest.approx(c["predicted"], rel=1e-6), (point, metric)
+            seen.append(abs(getattr(p, metric) - c["measured"]) / c["measured"])
+        assert check["meets_sla"] == check["predicted_meets_sla"]
+    stated = {"ttft_s": (0.057, 0.154), "itl_s": (0.019, 0.050), "total_tps": (0.034, 0.138)}
+    for metric, (median, worst) in stated.items():
+        assert sorted(errors[metric])[len(errors[metric]) // 2] == pytest.approx(median, abs=0.005), metric
+        assert max(errors[metric]) == pytest.approx(worst, abs=0.005), metric
+
+
 def test_the_midpoints_range_holds_seven_of_the_eight_held_out_two_prefill_ttfts(tmp_path):
     # docs/sla-planner.md, "The midpoint held out": the range plan prints beside the midpoint
     inside = 0
