@@ -71,6 +71,19 @@ def _positive(convert: Callable[[str], int]) -> Callable[[str], int]:
     return read
 
 
+# vLLM's PerformanceMode (config/vllm.py, every release 0.17.1-0.33.0): argparse refuses others
+PERFORMANCE_MODES = ("balanced", "interactivity", "throughput")
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
+    def read(text: str) -> str:
+        if text not in choices:
+            raise ValueRefused(f"one of {', '.join(choices)}")
+        return text
+
+    return read
+
+
 FLAG_JSON_MAX_BYTES = 64 * 1024  # a JSON flag value (--speculative-config): a few hundred bytes
 
 
@@ -143,8 +156,8 @@ FLAGS: tuple[EngineFlag, ...] = (
     EngineFlag("all2all_backend", "--all2all-backend"),
     EngineFlag("enable_eplb", "--enable-eplb", (), Arity.BOOL),
     # no recipe field (extra_only), like --enable-chunked-prefill: they move the batch defaults
-    EngineFlag("performance_mode", "--performance-mode", extra_only=True),
-    EngineFlag("pipeline_parallel_size", "--pipeline-parallel-size", ("-pp",), convert=int, extra_only=True),
+    EngineFlag("performance_mode", "--performance-mode", convert=_one_of(PERFORMANCE_MODES), extra_only=True),
+    EngineFlag("pipeline_parallel_size", "--pipeline-parallel-size", ("-pp",), convert=_positive(int), extra_only=True),
 )
 
 BY_FIELD: dict[str, EngineFlag] = {f.field: f for f in FLAGS}

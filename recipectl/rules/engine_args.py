@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
+from ..engine_flags import BY_FIELD, ArgSetting, Arity
 from .context import RuleContext
 from .registry import Violation, rule
 
@@ -63,11 +64,23 @@ def given_twice(ctx: RuleContext) -> Iterator[Violation]:
                 f"{role}:\n  {dup.field}: {_yaml(dup.arg.value)}  # and drop {dup.arg.text} from extra_args",
             )
         for arg in eff.repeated:
+            once = (
+                f"# {_as_written(arg)} once in {role}.extra_args (it has no recipe field)"
+                if arg.flag.extra_only
+                else f"{role}:\n  {arg.flag.field}: {_yaml(arg.value)}  # once, as a field"
+            )
             yield Violation(
                 f"{role}.extra_args.{arg.index}",
                 f"{arg.text} appears more than once in {role}.extra_args; the last one wins",
-                f"{role}:\n  {arg.flag.field}: {_yaml(arg.value)}  # once, as a field",
+                once,
             )
+
+
+def _as_written(arg: ArgSetting) -> str:
+    """The flag with its value as extra_args takes it (a boolean as --x or --no-x)."""
+    if arg.flag.arity is Arity.BOOL:
+        return arg.flag.flag if arg.value else "--no-" + arg.flag.flag[2:]
+    return f"{arg.flag.flag} {_yaml(arg.value)}"
 
 
 def _yaml(value: object) -> str:
@@ -143,8 +156,11 @@ def bad_value(ctx: RuleContext) -> Iterator[Violation]:
     """
     for role, eff in ctx.effective.items():
         for problem in eff.problems:
+            flag = BY_FIELD.get(problem.field)
             yield Violation(
                 f"{role}.extra_args.{problem.index}",
                 f"{role}.extra_args: {problem.message}",
-                f"{role}:\n  extra_args: []  # set it as a field instead",
+                f"# give {flag.flag} a value vLLM takes in {role}.extra_args.{problem.index} (it has no recipe field)"
+                if flag is not None and flag.extra_only
+                else f"# drop it from {role}.extra_args.{problem.index} and set it as a recipe field instead",
             )
