@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
-from ..effective import Source
+from ..effective import Source, batch_limits
 from ..effective import api_server_count as effective_api_servers
 from ..engine_facts import fact
 from ..engine_versions import ASYNC_RACE_FIXES, fmt_version
+from ..fieldtypes import MAX_TOKENS
 from .context import RuleContext
 from .registry import Edit, Violation, rule, set_field, unsafe
 
@@ -153,9 +154,24 @@ def language_model_only(ctx: RuleContext) -> Iterator[Violation]:
             )
 
 
+def _prefill_budget(ctx: RuleContext) -> tuple[int, int | None]:
+    """(the budget PRF004 asks for, vLLM's default where the recipe leaves it unset): at least
+    2 x ISL, never below the default vLLM would use nor below a given max_num_seqs (vLLM refuses a
+    budget under it, SIZ002)."""
+    assert ctx.recipe.workload is not None
+    eff = ctx.effective["prefill"]
+    want = 2 * ctx.recipe.workload.isl
+    default = None
+    if eff.value("max_num_batched_tokens") is None:
+        # the cap at max_num_seqs x max_model_len never takes it below max_num_seqs
+        default = batch_limits(ctx.recipe, eff, MAX_TOKENS).max_num_batched_tokens
+        want = max(want, default)
+    seqs = eff.value("max_num_seqs")
+    return (max(want, seqs) if isinstance(seqs, int) else want), default
+
+
 def _twice_isl(ctx: RuleContext, v: Violation) -> tuple[Edit, ...]:
-    w = ctx.recipe.workload
-    return set_field(2 * w.isl)(ctx, v) if w is not None else ()
+    return set_field(_prefill_budget(ctx)[0])(ctx, v) if ctx.recipe.workload is not None else ()
 
 
 @rule(
@@ -187,13 +203,21 @@ def batched_tokens(ctx: RuleContext) -> Iterator[Violation]:
     """
     if ctx.recipe.workload is None:  # no ISL to size the budget by
         return
-    want = 2 * ctx.recipe.workload.isl
+    twice = 2 * ctx.recipe.workload.isl
+    want, default = _prefill_budget(ctx)
     setting = ctx.setting("prefill", "max_num_batched_tokens")
     have = setting.value
-    if have is None or have < want:
+    if have is None:
         yield Violation(
             setting.path,
-            f"prefill max_num_batched_tokens is {have or 'unset'}, below 2 x ISL = {want}",
+            f"prefill max_num_batched_tokens is unset: vLLM picks it by the GPU and release "
+            f"({default:,} here), where 2 x ISL = {twice:,} is wanted",
+            f"prefill:\n  max_num_batched_tokens: {want}",
+        )
+    elif have < twice:
+        yield Violation(
+            setting.path,
+            f"prefill max_num_batched_tokens is {have}, below 2 x ISL = {twice}",
             f"prefill:\n  max_num_batched_tokens: {want}",
         )
 
