@@ -130,11 +130,18 @@ def load_variant(path: str, variant: str | None, *, refuse_errors: bool = False)
     report, recipes = validate_file(Path(path))
     if not report.valid:
         raise RecipectlError(format_reports_text([report]).rstrip())
-    for r in recipes:
-        if r.recipe.name == variant or (r.variant or "").endswith(variant):
-            if refuse_errors:
-                refuse_rule_errors(r, path)
-            return r
+    # the whole name, or whole labels at its end: a bare suffix took prefill-endpoints-14 for "4",
+    # and the first of several variants that end alike
+    matches = [r for r in recipes if variant and (r.recipe.name == variant or r.recipe.name.endswith("." + variant))]
+    if len(matches) == 1:
+        if refuse_errors:
+            refuse_rule_errors(matches[0], path)
+        return matches[0]
+    if matches:
+        raise RecipectlError(
+            f"--variant {variant!r} names {len(matches)} variants of {path}",
+            fix="name one: " + ", ".join(r.recipe.name for r in matches),
+        )
     raise RecipectlError(
         f"no variant {variant!r} in {path}", fix="variants: " + ", ".join(r.recipe.name for r in recipes)
     )

@@ -121,3 +121,28 @@ def test_bench_takes_variant(matrix_recipe, recipectl_cli):
         r = recipectl_cli(*argv, str(matrix_recipe), "--variant", VARIANTS[0])
         assert r.returncode == 2 and f"local-tiny-hybrid.{VARIANTS[0]}" not in r.stdout
         assert "no run found" in r.stderr, r.stderr
+
+
+def test_a_variant_is_named_by_whole_labels_and_an_ambiguous_or_empty_one_is_refused(tmp_path):
+    """--variant 4 took prefill-endpoints-14 (a bare suffix), and a label two variants end with
+    took the first of them; an empty --variant (an unset $V) took the first variant."""
+    from recipectl.errors import RecipectlError
+    from recipectl.validate import load_variant
+
+    base = (Path(__file__).resolve().parent.parent / "recipes" / "gb200" / "qwen3.5-397b-nvfp4-pd.yaml").read_text()
+    text = base.replace(
+        "prefill.endpoints: [4, 5, 6, 7, 8]", "prefill.endpoints: [14, 4]\n  decode.max_num_seqs: [256, 512]"
+    )
+    assert text != base
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    name = "qwen3.5-397b-nvfp4-gb200-pd"
+    chosen = load_variant(str(path), "prefill-endpoints-4.decode-max-num-seqs-512")
+    assert chosen.recipe.name == f"{name}.prefill-endpoints-4.decode-max-num-seqs-512"
+    assert load_variant(str(path), chosen.recipe.name).recipe.name == chosen.recipe.name
+    for given in ("4", "", "endpoints-4.decode-max-num-seqs-512"):
+        with pytest.raises(RecipectlError, match="no variant"):
+            load_variant(str(path), given)
+    with pytest.raises(RecipectlError, match="names 2 variants") as e:
+        load_variant(str(path), "decode-max-num-seqs-512")
+    assert f"{name}.prefill-endpoints-14.decode-max-num-seqs-512" in e.value.fix
