@@ -211,6 +211,8 @@ def test_write_recipe_writes_nothing_when_no_configuration_meets_the_sla_or_it_w
     r = cli("plan", str(H200), "--sla", "ttft=2s,itl=50ms", "--gpus", "16", "--write-recipe", str(out), timeout=120)
     assert r.returncode == 1 and "does not validate" in r.stderr and "--gpus 8" in r.stderr, r.stderr
     assert not out.exists()
+    fix = " ".join(r.stderr.partition("fix:")[2].split())
+    assert fix.startswith("plan with --gpus 8 or fewer") and "; or edit the recipe by hand" in fix, fix
 
 
 def test_the_written_recipe_drops_the_per_endpoint_lists_of_a_role_whose_endpoints_change():

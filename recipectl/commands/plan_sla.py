@@ -372,14 +372,15 @@ def write_recipe(loaded, recipe_path: str, report: dict, out: str) -> str:
     if not found.valid or errors:
         shown = "; ".join(f"{d.code} {d.message}" for d in errors[:3]) or "the recipe does not load"
         own = devices(loaded.recipe)
+        ways = ["edit the recipe by hand from the ranked table"]
+        if chosen["extrapolated"]:  # at another TP than the recipe's: its own may validate
+            ways.insert(0, "plan with --keep-layout")
+        if report["gpus"] > own:
+            more = f"plan with --gpus {own} or fewer, or give the recipe's cluster more nodes (it has {own} device(s))"
+            ways.insert(0, more)
         raise RecipectlError(
             f"the chosen configuration does not validate ({shown}); nothing was written to {out}",
-            fix=(
-                f"the recipe's cluster has {own} device(s): plan with --gpus {own} or fewer, or give it more nodes; "
-                if report["gpus"] > own
-                else ""
-            )
-            + "or plan with --keep-layout, or edit the recipe by hand from the ranked table",
+            fix="; or ".join(ways),
             exit_code=ExitCode.FINDINGS,
         )
     write_out(out, text, flag="--write-recipe")
