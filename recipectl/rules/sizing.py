@@ -135,6 +135,9 @@ def budget_below_max_num_seqs(ctx: RuleContext) -> Iterator[Violation]:
         else:
             who = f"vLLM {_releases_text([v for v, _ in refused])} (the version is unknown)"
             severity = Severity.WARNING
+        # chunked prefill off: a budget below max_model_len is refused too (SIZ003)
+        unchunked = eff.value("enable_chunked_prefill") is False and max_model_len != MAX_TOKENS
+        raise_to = max(seqs, max_model_len) if unchunked else seqs
         seqs_setting = ctx.setting(role, "max_num_seqs")
         budget_setting = ctx.setting(role, "max_num_batched_tokens")
         setting = budget_setting if budget_given else seqs_setting
@@ -142,9 +145,61 @@ def budget_below_max_num_seqs(ctx: RuleContext) -> Iterator[Violation]:
             setting.path,
             f"{role}'s max_num_batched_tokens {budget} is below its max_num_seqs {seqs:,}: {who} refuses "
             "to start (each scheduled request takes a token of a step)",
-            f"{role}:\n  {_set_text(budget_setting, '--max-num-batched-tokens', 'max_num_batched_tokens', seqs)}"
+            f"{role}:\n  {_set_text(budget_setting, '--max-num-batched-tokens', 'max_num_batched_tokens', raise_to)}"
             f"   # or {_set_text(seqs_setting, '--max-num-seqs', 'max_num_seqs', limits.max_num_batched_tokens)}",
             severity,
+        )
+
+
+@rule(
+    code="SIZ003",
+    name="sizing.unchunked-budget-below-max-model-len",
+    title="Chunked prefill off: max_num_batched_tokens at least max_model_len",
+    severity=Severity.ERROR,
+    category=Category.REFUSED,
+    applies="any role with --no-enable-chunked-prefill and a max_num_batched_tokens given",
+    source="vLLM config/scheduler.py SchedulerConfig.verify_max_model_len (engine fact "
+    "max-num-batched-tokens-covers-max-model-len-unchunked, every release)",
+)
+def unchunked_budget_below_max_model_len(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That a role which turns chunked prefill off gives itself a token budget per step of at least
+    its max_model_len.
+
+    Why:
+    Without chunked prefill a prompt is prefilled in one step, so vLLM refuses to start when a
+    step is shorter than the longest prompt it admits ("max_num_batched_tokens (1000) is smaller
+    than max_model_len (4096)"). A defaulted budget is raised to max_model_len then; a given one
+    is not.
+
+    Example:
+        decode:
+          max_num_batched_tokens: 1000
+          extra_args: [--no-enable-chunked-prefill]
+
+    Fix:
+        decode:
+          max_num_batched_tokens: 4096   # max_model_len
+    """
+    if ctx.holds("max-num-batched-tokens-covers-max-model-len-unchunked") is False:
+        return
+    for role, _ in ctx.roles():
+        eff = ctx.effective[role]
+        budget = eff.value("max_num_batched_tokens")
+        if eff.value("enable_chunked_prefill") is not False or budget is None:
+            continue
+        if eff.deploy_time & {"max_num_batched_tokens", "enable_chunked_prefill", "max_model_len"}:
+            continue
+        max_model_len = _max_model_len(ctx, role)
+        if max_model_len is None or budget >= max_model_len:
+            continue
+        setting = ctx.setting(role, "max_num_batched_tokens")
+        yield Violation(
+            setting.path,
+            f"{role} turns chunked prefill off with max_num_batched_tokens {budget:,}, below its max_model_len "
+            f"{max_model_len:,}: vLLM refuses to start (a prompt is prefilled in one step)",
+            f"{role}:\n  {_set_text(setting, '--max-num-batched-tokens', 'max_num_batched_tokens', max_model_len)}"
+            f"   # or chunked prefill on (drop --no-enable-chunked-prefill)",
         )
 
 
