@@ -243,6 +243,34 @@ def test_a_calibration_of_an_older_version_is_fitted_again_from_its_points(tmp_p
     assert r.returncode == 0 and json.loads(r.stdout)["calibrated"], r.stderr
 
 
+def test_a_plan_past_the_users_the_calibration_measured_says_so(tmp_path):
+    """A calibration measures a decode endpoint at up to four users; a plan that picks hundreds
+    carries the fit past its points (on the CPU engine a plan of 206 users measured an ITL half the
+    predicted one): the configuration is marked, in the table and in --format json. A calibration
+    written before it recorded the count is read from its fitted decode points."""
+    from recipectl.commands.calibrate import fit_calibration
+
+    fitted, fit_points = fit_calibration(calibration_points(), prefill_shape=PRE, decode_shape=DEC)
+    assert fitted.measured_users == 4
+    cal = _calibration(tmp_path, LOCAL_RECIPE)  # the model without measured_users, as written before
+    doc = json.loads(cal.read_text())
+    assert "measured_users" not in json.dumps(doc["model"]) or doc["model"]["measured_users"] is None
+    cal.write_text(json.dumps({**doc, "fit_points": fit_points}))
+    args = ("plan", str(LOCAL_RECIPE), "--sla", "ttft=30s,itl=500ms", "--calibration", str(cal))
+    j = json.loads(cli(*args, "--format", "json", timeout=120).stdout)
+    assert j["measured_users"] == 4
+    chosen = j["configurations"][0]
+    per_decode = -(-chosen["concurrency"] // chosen["decode_endpoints"])
+    assert per_decode > 4 and chosen["beyond_calibration"]
+    assert all(
+        c["beyond_calibration"] == (-(-(c["concurrency"] or 0) // c["decode_endpoints"]) > 4)
+        for c in j["configurations"]
+    )
+    text = " ".join(cli(*args, timeout=120).stdout.split())
+    assert f"{chosen['concurrency']} ^" in text
+    assert "^ more users a decode endpoint than the calibration measured (up to 4)" in text
+
+
 @pytest.mark.parametrize(
     "version, said",
     [

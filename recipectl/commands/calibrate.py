@@ -158,8 +158,12 @@ def read_calibration(path: str, current: dict, shapes: tuple[RoleShape, RoleShap
             ) from None
         return refitted
     try:
-        return PerfModel.model_validate({**data["model"], "calibrated": True})
-    except (KeyError, ValueError, TypeError) as e:
+        model = PerfModel.model_validate({**data["model"], "calibrated": True})
+        if model.measured_users is None:  # written before calibrations said it: their decode points do
+            users = [p["concurrency"] for p in data.get("fit_points", {}).get("decode", [])]
+            model = model.model_copy(update={"measured_users": math.ceil(max(users)) if users else None})
+        return model
+    except (KeyError, ValueError, TypeError, AttributeError) as e:
         raise RecipectlError(f"{path}: its model coefficients cannot be read: {str(e)[:300]}", fix=fix) from None
 
 
@@ -361,7 +365,8 @@ def fit_calibration(points: list[dict], *, prefill_shape: RoleShape, decode_shap
     transfer = fit_transfer(
         transfer_pts, TransferCoeffs(latency_s=dev.link_latency_s, bytes_per_s=dev.link_bytes_per_s)
     )
-    fitted = PerfModel(prefill=prefill, decode=decode, transfer=transfer, calibrated=True)
+    measured = max((math.ceil(p.concurrency) for p in decode_pts), default=None)
+    fitted = PerfModel(prefill=prefill, decode=decode, transfer=transfer, calibrated=True, measured_users=measured)
     return fitted, {
         "prefill": [p.model_dump() for p in prefill_pts],
         "decode": [p.model_dump() for p in decode_pts],

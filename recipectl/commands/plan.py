@@ -298,6 +298,12 @@ def sla_report(
             **c.model_dump(mode="json"),
             "prefill_layout": labels[("prefill", c.prefill_tp)],
             "decode_layout": labels[("decode", c.decode_tp)],
+            # more users a decode endpoint than the calibration measured: its fit carried past them
+            "beyond_calibration": bool(
+                model.measured_users
+                and c.concurrency
+                and -(-c.concurrency // c.decode_endpoints) > model.measured_users
+            ),
         }
         for c in ranked[:top]
     ]
@@ -311,6 +317,7 @@ def sla_report(
         "shared_gpus": shared,  # planned as the recipe lays its servers out on these GPUs
         "calibrated": model.calibrated,
         "calibration": calibration,
+        "measured_users": model.measured_users,
         "layouts": {role: layout(rp.plan) for role, rp in plans.items()},
         "model": model.model_dump(mode="json"),
         "keep_layout": keep_layout,
@@ -433,12 +440,13 @@ def _print_sla_table(report: dict, recipe_path: str) -> None:
     met_num = lambda key, d=1: lambda c: num(c["prediction"][key], d) if c["concurrency"] else "-"  # noqa: E731
     mark = lambda c: " *" if c["extrapolated"] else ""  # noqa: E731
     sources_mark = lambda c: " ~" if c["prediction"]["transfer_sources"] > 1 else ""  # noqa: E731
+    beyond_mark = lambda c: " ^" if c["beyond_calibration"] else ""  # noqa: E731
     groups = [
         [
             Col("prefill x layout", "prefill", lambda c: f"{c['prefill_endpoints']} x {c['prefill_layout']}{mark(c)}"),
             Col("decode x layout", "decode", lambda c: f"{c['decode_endpoints']} x {c['decode_layout']}{mark(c)}"),
             Col("devices", "dev.", lambda c: str(c["gpus"])),
-            Col("concurrency", "conc.", lambda c: str(c["concurrency"] or "none")),
+            Col("concurrency", "conc.", lambda c: str(c["concurrency"] or "none") + beyond_mark(c)),
             Col("TPS/device", "TPS\n/dev.", met_num("tps_per_gpu")),
             Col("tok/s/user", "tok/s\n/user", met_num("tps_per_user")),
         ],
@@ -470,6 +478,11 @@ def _print_sla_table(report: dict, recipe_path: str) -> None:
             f"~ several prefill endpoints feed a decode endpoint: how far their transfers overlap is not measured, "
             f"so TTFT is midway between all in parallel and one after another (the first: "
             f"{p['ttft_low_s'] * 1e3:,.0f}-{p['ttft_high_s'] * 1e3:,.0f} ms; --format json: ttft_low_s, ttft_high_s)"
+        )
+    if any(c["beyond_calibration"] for c in report["configurations"]):
+        console.print(
+            f"^ more users a decode endpoint than the calibration measured (up to {report['measured_users']}): "
+            "the fit is carried past its points; recipectl plan ... --check measures the chosen one"
         )
     if report["shared_gpus"]:
         console.print(

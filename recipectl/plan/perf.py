@@ -73,6 +73,9 @@ class PerfModel(BaseModel):
     decode: DecodeCoeffs
     transfer: TransferCoeffs
     calibrated: bool
+    # the most users a decode endpoint held in the calibration's points: beyond them a prediction
+    # carries the fit past what was measured (None: analytic, or a calibration that did not say)
+    measured_users: int | None = None
 
 
 class PromptSplit(BaseModel):
