@@ -404,6 +404,51 @@ def ephemeral_port(ctx: RuleContext) -> Iterator[Violation]:
                 )
 
 
+@rule(
+    code="TOP008",
+    name="topology.pipeline-parallel",
+    title="Pipeline parallelism on GPUs recipectl does not lay out",
+    severity=Severity.ERROR,
+    category=Category.CRASH,
+    applies="GPU roles whose extra_args set --pipeline-parallel-size above 1",
+    source='vLLM config/parallel.py ParallelConfig (world size = TP x PP: "World size (...) is larger than '
+    "the number of available GPUs\", every release); recipectl's placement gives an endpoint TP x DP GPUs",
+)
+def pipeline_parallel(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That a GPU role's `extra_args` do not set `--pipeline-parallel-size` (`-pp`) above 1.
+
+    Why:
+    recipectl places an endpoint on TP x DP GPUs (its CUDA_VISIBLE_DEVICES); pipeline stages
+    multiply what each DP rank needs by PP, so vLLM finds fewer GPUs than its world size and
+    stops ("World size (2) is larger than the number of available GPUs (1) in this node"). The
+    recipe has no pipeline-parallel layout to place them by.
+
+    Example:
+        decode:
+          parallel: TP2
+          extra_args: [-pp, "2"]
+
+    Fix:
+        decode:
+          parallel: TP4   # and -pp dropped from extra_args
+    """
+    if ctx.recipe.cluster.is_cpu:  # no CUDA device count to outgrow
+        return
+    for role, _ in ctx.roles():
+        setting = ctx.setting(role, "pipeline_parallel_size")
+        stages = setting.value
+        if isinstance(stages, int) and stages > 1:
+            tp = ctx.setting(role, "tp").value or 1
+            yield Violation(
+                setting.path,
+                f"{role} sets {stages} pipeline stages: vLLM wants TP {tp} x PP {stages} = {tp * stages} GPUs a "
+                f"DP rank, and recipectl gives it {tp} (it lays out no pipeline parallelism)",
+                f"# drop --pipeline-parallel-size from {role}.extra_args; for more GPUs an endpoint, "
+                f"a larger TP or DP in {role}.parallel",
+            )
+
+
 # A fix's value for the port fields the schema leaves unset: vllm-router's metrics default, and the
 # DP RPC port TOP004 suggests.
 _PORTS_WITHOUT_DEFAULT = {"prometheus_port": 29000, "data_parallel_rpc_port": 13345}
