@@ -3,7 +3,6 @@ file). Keys are dotted field paths; every combination of values makes one varian
 
 from __future__ import annotations
 
-import copy
 import itertools
 from typing import Any
 
@@ -41,6 +40,17 @@ def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
             raise KeyError(dotted)
         cur = nxt
     cur[parts[-1]] = value
+
+
+def _unshared(value: Any) -> Any:
+    """A copy in which no two places share a mapping or list. YAML aliases (`decode.env: *roleenv`)
+    load as one object in two places, and copy.deepcopy keeps that sharing: a matrix value set at
+    prefill.env.UCX_TLS then reached decode's environment too."""
+    if isinstance(value, dict):
+        return {k: _unshared(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unshared(v) for v in value]
+    return value
 
 
 def _label(key: str, value: Any) -> str:
@@ -94,7 +104,7 @@ def expand_matrix(data: dict[str, Any], smap: Any) -> tuple[list[tuple[str | Non
     base = {k: v for k, v in data.items() if k != "matrix"}
     out: list[tuple[str | None, dict[str, Any]]] = []
     for combo in itertools.product(*(matrix[k] for k in keys)):
-        variant = copy.deepcopy(base)
+        variant = _unshared(base)
         labels = []
         try:
             for k, v in zip(keys, combo, strict=True):

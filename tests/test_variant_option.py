@@ -146,3 +146,26 @@ def test_a_variant_is_named_by_whole_labels_and_an_ambiguous_or_empty_one_is_ref
     with pytest.raises(RecipectlError, match="names 2 variants") as e:
         load_variant(str(path), "decode-max-num-seqs-512")
     assert f"{name}.prefill-endpoints-14.decode-max-num-seqs-512" in e.value.fix
+
+
+def test_a_matrix_value_set_under_an_alias_reaches_only_its_own_role(tmp_path):
+    """prefill.env and decode.env as one YAML anchor and its alias: a matrix key under prefill.env
+    set decode's variable too (the variants' copy kept the alias's sharing), so decode ran with
+    prefill's UCX transports."""
+    from recipectl.validate import load_variant
+
+    base = LOCAL_RECIPE.read_text()
+    own = (
+        "  env:\n    VLLM_SSM_CONV_STATE_LAYOUT: DS # vLLM's CPU platform picks DS itself; "
+        "stated so the recipe ports to GPUs\n"
+    )
+    shared = "  env:\n    VLLM_SSM_CONV_STATE_LAYOUT: DS\n"
+    assert own in base and shared in base
+    text = base.replace(own, "  env: &roleenv {VLLM_SSM_CONV_STATE_LAYOUT: DS}\n").replace(shared, "  env: *roleenv\n")
+    text += "\nmatrix:\n  prefill.env.UCX_TLS: [rc, tcp]\n"
+    path = tmp_path / "aliased.yaml"
+    path.write_text(text)
+    for tls in ("rc", "tcp"):
+        recipe = load_variant(str(path), f"env-UCX_TLS-{tls}".replace("_", "-")).recipe
+        assert recipe.prefill.env.get("UCX_TLS") == tls
+        assert "UCX_TLS" not in recipe.decode.env, recipe.decode.env
