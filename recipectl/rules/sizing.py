@@ -216,14 +216,10 @@ _MOVE_DEFAULT = {
 
 
 def _max_model_len(ctx: RuleContext, role: str) -> int | None:
-    """The role's max_model_len as the capacity planner plans it, else as the recipe gives it."""
-    eff = ctx.effective[role]
-    if ctx.model_spec is not None:
-        planned, _ = planned_max_model_len(eff, ctx.model_spec, ctx.recipe)
-        if planned:
-            return int(planned)
-    given = eff.value("max_model_len")
-    return given if isinstance(given, int) and given > 0 else None
+    """The role's max_model_len as vLLM takes it: the recipe's, else the model's context; None
+    where neither is known (the planner's stand-in from the workload is not what vLLM runs with)."""
+    planned, source = planned_max_model_len(ctx.effective[role], ctx.model_spec, ctx.recipe)
+    return int(planned) if planned and source != "workload" else None
 
 
 def _releases_text(versions: list[Version]) -> str:
