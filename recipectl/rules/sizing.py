@@ -126,7 +126,7 @@ def budget_below_max_num_seqs(ctx: RuleContext) -> Iterator[Violation]:
         ]
         if not refused:
             continue
-        version, limits = refused[0]
+        _, limits = refused[0]
         budget = f"{limits.max_num_batched_tokens:,}" + (f" ({limits.tokens_default})" if limits.tokens_default else "")
         if ctx.version:
             who, severity = f"vLLM {fmt_version(ctx.version)}", None
