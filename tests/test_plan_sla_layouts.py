@@ -261,3 +261,21 @@ def test_write_recipe_of_a_matrix_variant_writes_that_variant_alone(tmp_path):
     names = cli("expand", str(out), "-f", "names")
     assert names.stdout.split() == ["qwen3.5-397b-nvfp4-gb200-pd.prefill-endpoints-6"], names.stderr
     assert load_variant(str(out), None).recipe.prefill.endpoints == 6
+
+
+def test_write_recipe_of_a_variant_whose_matrix_key_sits_under_an_empty_section(tmp_path):
+    """`launch:` with nothing under it and `matrix: {launch.ready_timeout_s: [...]}`: validate,
+    expand and plan take it (an empty section is an absent one), and --write-recipe refused it
+    ("launch is not a mapping"); the section is now made a mapping where it stands."""
+    gb200 = (ROOT / "recipes" / "gb200" / "qwen3.5-397b-nvfp4-pd.yaml").read_text()
+    text = gb200.replace("\nrouter:", "\nlaunch:\n\nrouter:", 1).replace(
+        "prefill.endpoints: [4, 5, 6, 7, 8]", "prefill.endpoints: [4]\n  launch.ready_timeout_s: [100, 200]"
+    )
+    src, out = tmp_path / "m.yaml", tmp_path / "planned.yaml"
+    src.write_text(text)
+    args = ("plan", str(src), "--variant", "launch-ready-timeout-s-200", "--sla", "ttft=2s,itl=50ms", "--keep-layout")
+    r = cli(*args, "--write-recipe", str(out), timeout=120)
+    assert r.returncode == 0, r.stderr
+    written = out.read_text()
+    assert "\nlaunch:\n  ready_timeout_s: 200\n" in written and "\nmatrix:" not in written
+    assert load_variant(str(out), None).recipe.launch.ready_timeout_s == 200

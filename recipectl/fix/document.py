@@ -134,6 +134,8 @@ class Document:
         something other than a mapping."""
         node = self.data
         for depth, key in enumerate(dotted_to_key(edit.path)):
+            if node is None and depth:  # `launch:` with nothing under it: apply makes the mapping
+                return
             if not isinstance(node, CommentedMap):
                 raise Unfixable(
                     f"{edit.path}: {'.'.join(edit.path.split('.')[:depth]) or 'the document'} is not a mapping"
@@ -151,6 +153,9 @@ class Document:
         for key in parents:
             if key not in node:
                 _append(node, key, CommentedMap())
+                created = True
+            elif node[key] is None:  # a key with nothing under it stands where it is, now a mapping
+                node[key] = CommentedMap()
                 created = True
             node = node[key]
         if last not in node:
