@@ -51,6 +51,7 @@ class LoadedRecipe:
     source: SourceMap
     raw: dict[str, Any]
     variant: str | None = None  # set for recipes expanded from a matrix
+    labels: tuple[str, ...] = ()  # its matrix labels (`prefill-endpoints-4`), each a key and its value
 
     def diagnostic(self, *, path: str, **kwargs: Any) -> Diagnostic:
         key = dotted_to_key(path)
@@ -344,7 +345,7 @@ def load_text(text: str, file: str = "<recipe>", *, base_dir: Path | None = None
         return LoadResult(file, [], matrix_diags)
     recipes: list[LoadedRecipe] = []
     facts: dict[str, ModelFacts] = {}  # by model path: the variants of a matrix share a model
-    for variant_name, variant in variants:
+    for variant_name, variant, labels in variants:
         try:
             recipe = Recipe.model_validate(variant)
         except ValidationError as err:
@@ -357,7 +358,7 @@ def load_text(text: str, file: str = "<recipe>", *, base_dir: Path | None = None
             if d not in diags:
                 diags.append(d)
             continue
-        recipes.append(LoadedRecipe(recipe=recipe, source=smap, raw=variant, variant=variant_name))
+        recipes.append(LoadedRecipe(recipe=recipe, source=smap, raw=variant, variant=variant_name, labels=labels))
     return LoadResult(file, recipes, diags)
 
 

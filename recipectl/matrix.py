@@ -57,10 +57,13 @@ def _label(key: str, value: Any) -> str:
     return f"{key.split('.')[-2] if '.' in key else key}-{key.split('.')[-1]}-{value}".replace("_", "-")
 
 
-def expand_matrix(data: dict[str, Any], smap: Any) -> tuple[list[tuple[str | None, dict[str, Any]]], list[Diagnostic]]:
+Variant = tuple[str | None, dict[str, Any], tuple[str, ...]]  # name, data, labels (None, data, () unexpanded)
+
+
+def expand_matrix(data: dict[str, Any], smap: Any) -> tuple[list[Variant], list[Diagnostic]]:
     matrix = data.get("matrix")
     if not matrix:
-        return [(None, data)], []
+        return [(None, data, ())], []
     diags: list[Diagnostic] = []
     if not isinstance(matrix, dict) or not all(isinstance(v, list) and v for v in matrix.values()):
         pos = smap.locate(("matrix",))
@@ -102,7 +105,7 @@ def expand_matrix(data: dict[str, Any], smap: Any) -> tuple[list[tuple[str | Non
             )
         ]
     base = {k: v for k, v in data.items() if k != "matrix"}
-    out: list[tuple[str | None, dict[str, Any]]] = []
+    out: list[Variant] = []
     for combo in itertools.product(*(matrix[k] for k in keys)):
         variant = _unshared(base)
         labels = []
@@ -128,5 +131,5 @@ def expand_matrix(data: dict[str, Any], smap: Any) -> tuple[list[tuple[str | Non
             return [], diags
         name = f"{base.get('name', 'recipe')}.{'.'.join(labels)}"
         variant["name"] = name
-        out.append((name, variant))
+        out.append((name, variant, tuple(labels)))
     return out, diags

@@ -130,9 +130,14 @@ def load_variant(path: str, variant: str | None, *, refuse_errors: bool = False)
     report, recipes = validate_file(Path(path))
     if not report.valid:
         raise RecipectlError(format_reports_text([report]).rstrip())
-    # the whole name, or whole labels at its end: a bare suffix took prefill-endpoints-14 for "4",
-    # and the first of several variants that end alike
-    matches = [r for r in recipes if variant and (r.recipe.name == variant or r.recipe.name.endswith("." + variant))]
+    # the whole name, or whole labels at its end: a bare suffix took prefill-endpoints-14 for "4"
+    # (and a label's value may hold a dot: 0.9), and the first of several variants that end alike
+    matches = [
+        r
+        for r in recipes
+        if variant
+        and (r.recipe.name == variant or any(".".join(r.labels[k:]) == variant for k in range(len(r.labels))))
+    ]
     if len(matches) == 1:
         if refuse_errors:
             refuse_rule_errors(matches[0], path)

@@ -146,6 +146,13 @@ def test_a_variant_is_named_by_whole_labels_and_an_ambiguous_or_empty_one_is_ref
     with pytest.raises(RecipectlError, match="names 2 variants") as e:
         load_variant(str(path), "decode-max-num-seqs-512")
     assert f"{name}.prefill-endpoints-14.decode-max-num-seqs-512" in e.value.fix
+    # a value with a dot in it: "9" is no label of decode-gpu-memory-utilization-0.9
+    dotted = tmp_path / "d.yaml"
+    dotted.write_text(base.replace("prefill.endpoints: [4, 5, 6, 7, 8]", "decode.gpu_memory_utilization: [0.9, 0.85]"))
+    assert load_variant(str(dotted), "decode-gpu-memory-utilization-0.9").recipe.decode.gpu_memory_utilization == 0.9
+    for given in ("9", "85", "0.9"):
+        with pytest.raises(RecipectlError, match="no variant"):
+            load_variant(str(dotted), given)
 
 
 def test_a_matrix_value_set_under_an_alias_reaches_only_its_own_role(tmp_path):

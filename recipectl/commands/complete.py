@@ -87,7 +87,7 @@ def variant_names(path: str) -> list[tuple[str, str]]:
         return []
     variants, _ = expand_matrix(data, smap)
     base = f"{data.get('name', 'recipe')}."
-    return [(name[len(base) :] if name.startswith(base) else name, name) for name, _ in variants if name]
+    return [(name[len(base) :] if name.startswith(base) else name, name) for name, _, _ in variants if name]
 
 
 @quietly
