@@ -156,3 +156,18 @@ def test_locks_carry_no_secret(tmp_path):
     recipe = _recipe(tmp_path, ('    HF_HUB_OFFLINE: "1"', f'    HF_TOKEN: {token}\n    HF_HUB_OFFLINE: "1"'))
     text = dumps(build_lock(load_variant(str(recipe), None), recipe, host=HostCpu(False), packages={}))
     assert token not in text
+
+
+def test_a_variant_has_one_lock_whichever_way_it_is_named(tmp_path):
+    """`lock --variant NAME.prefill-endpoints-5` wrote NAME.NAME.prefill-endpoints-5.lock.json and
+    `--check --variant prefill-endpoints-5` then found no lock: the file is named by the variant's
+    labels, however it was given."""
+    from recipectl.commands.lock import check, variant_lock_path, write
+
+    recipe = tmp_path / "g.yaml"
+    recipe.write_text((Path(__file__).resolve().parent.parent / "recipes/gb200/qwen3.5-397b-nvfp4-pd.yaml").read_text())
+    full = "qwen3.5-397b-nvfp4-gb200-pd.prefill-endpoints-5"
+    assert write(str(recipe), variant=full, out=None, host_cpu="this-host", as_json=True) == 0
+    assert variant_lock_path(str(recipe), "prefill-endpoints-5") == tmp_path / "g.prefill-endpoints-5.lock.json"
+    assert sorted(p.name for p in tmp_path.glob("*.lock.json")) == ["g.prefill-endpoints-5.lock.json"]
+    assert check(str(recipe), variant="prefill-endpoints-5", lock_file=None, host_cpu="this-host", as_json=True) == 0

@@ -23,11 +23,12 @@ from ..checks.endpoints import HEALTH
 from ..diagnostics import CheckResult, Status
 from ..errors import RecipectlError
 from ..launch.slurm import job_state
-from ..lock import CACHE_CONFIG_INFO, cache_config_labels, lock_path, read_lock, server_drift
+from ..lock import CACHE_CONFIG_INFO, cache_config_labels, read_lock, server_drift
 from ..runs.processes import is_ours
 from ..runs.state import find_run, runs_root
 from ..schema import Recipe
 from . import load_recipe_or_none
+from .lock import variant_lock_path
 
 PASS, FAIL, WARN, SKIP = Status.PASS, Status.FAIL, Status.WARN, Status.SKIP
 
@@ -269,7 +270,7 @@ def doctor(
     recipe = load_recipe_or_none(recipe_path, variant, "doctor")
     timeout = timeout or (recipe.checks.timeout_s if recipe else 30)
     targets = resolve_targets(recipe, recipe_path, run, router, prefill, decode)
-    lock_file = lock_path(recipe_path, variant) if recipe_path else None
+    lock_file = variant_lock_path(recipe_path, variant) if recipe_path else None
     if lock_file is not None and not lock_file.exists():
         lock_file = None  # no lock beside the recipe: nothing pinned to compare
     results = asyncio.run(

@@ -31,6 +31,14 @@ def host_for(recipe: Recipe, host_cpu: str = "this-host") -> HostCpu | None:
     return HostCpu(avx512_bf16=host_cpu == "avx512-bf16")
 
 
+def variant_lock_path(recipe_file: str, variant: str | None) -> Path:
+    """The lock of the variant ``variant`` names, however it is spelled (its whole name, or its
+    labels): one file per variant, named by its labels (`NAME.prefill-endpoints-4.lock.json`)."""
+    if not variant:
+        return lock_path(recipe_file, None)
+    return lock_path(recipe_file, ".".join(load_variant(recipe_file, variant).labels) or None)
+
+
 def current_lock(recipe_file: str, variant: str | None, host_cpu: str = "this-host") -> dict[str, Any]:
     loaded = load_variant(recipe_file, variant)
     return build_lock(loaded, recipe_file, host=host_for(loaded.recipe, host_cpu))
@@ -38,7 +46,7 @@ def current_lock(recipe_file: str, variant: str | None, host_cpu: str = "this-ho
 
 def write(recipe_file: str, *, variant: str | None, out: str | None, host_cpu: str, as_json: bool) -> int:
     lock = current_lock(recipe_file, variant, host_cpu)
-    target = Path(out) if out else lock_path(recipe_file, variant)
+    target = Path(out) if out else variant_lock_path(recipe_file, variant)
     if target.is_symlink():
         raise RecipectlError(
             f"{target} is a symbolic link: not written through", fix="name the file itself with -o, or remove the link"
@@ -54,7 +62,7 @@ def write(recipe_file: str, *, variant: str | None, out: str | None, host_cpu: s
 
 def check(recipe_file: str, *, variant: str | None, lock_file: str | None, host_cpu: str, as_json: bool) -> int:
     """0: the recipe and this host still resolve to the lock; 1: drift (each field named); 2: no lock."""
-    target = Path(lock_file) if lock_file else lock_path(recipe_file, variant)
+    target = Path(lock_file) if lock_file else variant_lock_path(recipe_file, variant)
     locked = read_lock(target)
     drift = compare(locked, current_lock(recipe_file, variant, host_cpu))
     _report(drift, as_json=as_json, what=f"{recipe_file} against {target}")
@@ -87,7 +95,7 @@ def _shown(value: Any) -> str:
 
 def refuse_drift(recipe_file: str, variant: str | None) -> None:
     """`launch --locked`: start nothing when the recipe no longer resolves to its lock."""
-    target = lock_path(recipe_file, variant)
+    target = variant_lock_path(recipe_file, variant)
     drift = compare(read_lock(target), current_lock(recipe_file, variant))
     if drift:
         lines = [f"  {d.field}: locked {_shown(d.locked)}, now {_shown(d.current)} ({d.why})" for d in drift]
@@ -98,4 +106,4 @@ def refuse_drift(recipe_file: str, variant: str | None) -> None:
         )
 
 
-__all__ = ["check", "diff", "host_for", "refuse_drift", "write"]
+__all__ = ["check", "diff", "host_for", "refuse_drift", "variant_lock_path", "write"]
