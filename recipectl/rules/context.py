@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ..effective import EffectiveRole, Setting, resolve
 from ..engine_versions import has_fix, holds
 from ..plan.recipe_plan import model_spec as recipe_model_spec
+from ..plan.recipe_plan import planned_max_model_len
 from ..schema import Recipe, RoleSection
 from ..topology import Placement, place
 
@@ -39,6 +40,13 @@ class RuleContext:
             return recipe_model_spec(self.recipe, self.base_dir)
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+    def max_model_len(self, role: str) -> int | None:
+        """The role's max_model_len as vLLM takes it: the recipe's, else the model's context; None
+        where neither is known (the capacity planner's stand-in from the workload is not what vLLM
+        runs with)."""
+        planned, source = planned_max_model_len(self.effective[role], self.model_spec, self.recipe)
+        return int(planned) if planned and source != "workload" else None
 
     @cached_property
     def gdn_head_k_dim(self) -> int | None:

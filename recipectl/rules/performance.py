@@ -163,9 +163,13 @@ def _prefill_budget(ctx: RuleContext) -> tuple[int, int | None]:
     want = 2 * ctx.recipe.workload.isl
     default = None
     if eff.value("max_num_batched_tokens") is None:
-        # the cap at max_num_seqs x max_model_len never takes it below max_num_seqs
-        default = batch_limits(ctx.recipe, eff, MAX_TOKENS).max_num_batched_tokens
-        want = max(want, default)
+        # the longest context stands in where max_model_len is unknown: the cap at max_num_seqs x
+        # max_model_len never takes the budget below max_num_seqs; but chunked prefill off raises it
+        # to max_model_len itself, unknown then
+        max_model_len = ctx.max_model_len("prefill")
+        if max_model_len is not None or eff.value("enable_chunked_prefill") is not False:
+            default = batch_limits(ctx.recipe, eff, max_model_len or MAX_TOKENS).max_num_batched_tokens
+            want = max(want, default)
     seqs = eff.value("max_num_seqs")
     return (max(want, seqs) if isinstance(seqs, int) else want), default
 
@@ -210,8 +214,9 @@ def batched_tokens(ctx: RuleContext) -> Iterator[Violation]:
     if have is None:
         yield Violation(
             setting.path,
-            f"prefill max_num_batched_tokens is unset: vLLM picks it by the GPU and release "
-            f"({default:,} here), where 2 x ISL = {twice:,} is wanted",
+            "prefill max_num_batched_tokens is unset: vLLM picks it by the GPU and release "
+            f"({f'{default:,}' if default else 'max_model_len, with chunked prefill off'} here), "
+            f"where 2 x ISL = {twice:,} is wanted",
             f"prefill:\n  max_num_batched_tokens: {want}",
         )
     elif have < twice:

@@ -9,7 +9,6 @@ from ..effective import Setting, Source, batch_limits
 from ..engine_facts import Version, releases
 from ..engine_versions import fmt_version
 from ..fieldtypes import MAX_TOKENS
-from ..plan.recipe_plan import planned_max_model_len
 from .context import RuleContext
 from .registry import Violation, rule
 
@@ -112,7 +111,7 @@ def budget_below_max_num_seqs(ctx: RuleContext) -> Iterator[Violation]:
         budget_given = eff.value("max_num_batched_tokens") is not None
         if unknown & ({"max_num_seqs", "max_num_batched_tokens"} | (set() if budget_given else _MOVE_DEFAULT)):
             continue
-        max_model_len = _max_model_len(ctx, role)
+        max_model_len = ctx.max_model_len(role)
         if max_model_len is None:
             if not budget_given and eff.value("enable_chunked_prefill") is False:
                 continue  # the default budget is max_model_len then, and that is not known
@@ -190,7 +189,7 @@ def unchunked_budget_below_max_model_len(ctx: RuleContext) -> Iterator[Violation
             continue
         if eff.deploy_time & {"max_num_batched_tokens", "enable_chunked_prefill", "max_model_len"}:
             continue
-        max_model_len = _max_model_len(ctx, role)
+        max_model_len = ctx.max_model_len(role)
         if max_model_len is None or budget >= max_model_len:
             continue
         setting = ctx.setting(role, "max_num_batched_tokens")
@@ -213,13 +212,6 @@ _MOVE_DEFAULT = {
     "tp",
     "pipeline_parallel_size",
 }
-
-
-def _max_model_len(ctx: RuleContext, role: str) -> int | None:
-    """The role's max_model_len as vLLM takes it: the recipe's, else the model's context; None
-    where neither is known (the planner's stand-in from the workload is not what vLLM runs with)."""
-    planned, source = planned_max_model_len(ctx.effective[role], ctx.model_spec, ctx.recipe)
-    return int(planned) if planned and source != "workload" else None
 
 
 def _releases_text(versions: list[Version]) -> str:
