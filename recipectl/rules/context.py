@@ -7,8 +7,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..effective import EffectiveRole, Setting, resolve
+from ..effective import BatchLimits, EffectiveRole, Setting, batch_limits, resolve
+from ..engine_facts import Version
 from ..engine_versions import has_fix, holds
+from ..fieldtypes import MAX_TOKENS
 from ..plan.recipe_plan import model_spec as recipe_model_spec
 from ..plan.recipe_plan import planned_max_model_len
 from ..schema import Recipe, RoleSection
@@ -47,6 +49,20 @@ class RuleContext:
         runs with)."""
         planned, source = planned_max_model_len(self.effective[role], self.model_spec, self.recipe)
         return int(planned) if planned and source != "workload" else None
+
+    def batch_limits(self, role: str, at: Version | None = None) -> BatchLimits | None:
+        """The role's batch limits as vLLM fills them (effective.batch_limits) at release ``at``
+        (default: the recipe's), with max_model_len as vLLM takes it. Where that is unknown the
+        longest context stands in: it only caps a defaulted budget at max_num_seqs x max_model_len,
+        which never takes it below max_num_seqs. None where the budget is defaulted with chunked
+        prefill off: vLLM makes it max_model_len itself."""
+        eff = self.effective[role]
+        max_model_len = self.max_model_len(role)
+        if max_model_len is None:
+            if eff.value("max_num_batched_tokens") is None and eff.value("enable_chunked_prefill") is False:
+                return None
+            max_model_len = MAX_TOKENS
+        return batch_limits(self.recipe, eff, max_model_len, at=at)
 
     @cached_property
     def gdn_head_k_dim(self) -> int | None:

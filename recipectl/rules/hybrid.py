@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
-from ..effective import batch_limits
 from ..engine_facts import fact
 from ..engine_versions import fmt_version
-from ..plan.recipe_plan import planned_max_model_len, role_pages
+from ..plan.recipe_plan import role_pages
 from .context import RuleContext
 from .registry import Violation, rule, safe, set_field, unsafe
 
@@ -475,10 +474,10 @@ def align_block_over_budget(ctx: RuleContext) -> Iterator[Violation]:
         if not eff.value("enable_prefix_caching") or "max_num_batched_tokens" in eff.deploy_time:
             continue
         pages = role_pages(ctx.recipe, eff, ctx.model_spec)
-        max_model_len, _ = planned_max_model_len(eff, ctx.model_spec, ctx.recipe)
-        if pages is None or not max_model_len:
+        limits = ctx.batch_limits(role)
+        if pages is None or limits is None:
             continue
-        budget = batch_limits(ctx.recipe, eff, int(max_model_len)).max_num_batched_tokens
+        budget = limits.max_num_batched_tokens
         if pages.block_size <= budget:
             continue
         setting = ctx.setting(role, "max_num_batched_tokens")

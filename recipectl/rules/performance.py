@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
-from ..effective import Source, batch_limits
+from ..effective import Source
 from ..effective import api_server_count as effective_api_servers
 from ..engine_facts import fact
 from ..engine_versions import ASYNC_RACE_FIXES, fmt_version
-from ..fieldtypes import MAX_TOKENS
 from .context import RuleContext
 from .registry import Edit, Violation, rule, set_field, unsafe
 
@@ -162,14 +161,10 @@ def _prefill_budget(ctx: RuleContext) -> tuple[int, int | None]:
     eff = ctx.effective["prefill"]
     want = 2 * ctx.recipe.workload.isl
     default = None
-    if eff.value("max_num_batched_tokens") is None:
-        # the longest context stands in where max_model_len is unknown: the cap at max_num_seqs x
-        # max_model_len never takes the budget below max_num_seqs; but chunked prefill off raises it
-        # to max_model_len itself, unknown then
-        max_model_len = ctx.max_model_len("prefill")
-        if max_model_len is not None or eff.value("enable_chunked_prefill") is not False:
-            default = batch_limits(ctx.recipe, eff, max_model_len or MAX_TOKENS).max_num_batched_tokens
-            want = max(want, default)
+    limits = ctx.batch_limits("prefill")
+    if eff.value("max_num_batched_tokens") is None and limits is not None:
+        default = limits.max_num_batched_tokens
+        want = max(want, default)
     seqs = eff.value("max_num_seqs")
     return (max(want, seqs) if isinstance(seqs, int) else want), default
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
-from ..effective import Setting, Source, batch_limits
+from ..effective import Setting, Source
 from ..engine_facts import Version, releases
 from ..engine_versions import fmt_version
-from ..fieldtypes import MAX_TOKENS
 from .context import RuleContext
 from .registry import Violation, rule
 
@@ -111,18 +110,8 @@ def budget_below_max_num_seqs(ctx: RuleContext) -> Iterator[Violation]:
         budget_given = eff.value("max_num_batched_tokens") is not None
         if unknown & ({"max_num_seqs", "max_num_batched_tokens"} | (set() if budget_given else _MOVE_DEFAULT)):
             continue
-        max_model_len = ctx.max_model_len(role)
-        if max_model_len is None:
-            if not budget_given and eff.value("enable_chunked_prefill") is False:
-                continue  # the default budget is max_model_len then, and that is not known
-            # the cap of a defaulted budget at max_num_seqs x max_model_len never takes it below
-            # max_num_seqs: the longest context stands in
-            max_model_len = MAX_TOKENS
-        refused = [
-            (v, limits)
-            for v in versions
-            if (limits := batch_limits(ctx.recipe, eff, max_model_len, at=v)).max_num_batched_tokens < seqs
-        ]
+        at = {v: ctx.batch_limits(role, at=v) for v in versions}
+        refused = [(v, limits) for v, limits in at.items() if limits and limits.max_num_batched_tokens < seqs]
         if not refused:
             continue
         _, limits = refused[0]
@@ -135,8 +124,8 @@ def budget_below_max_num_seqs(ctx: RuleContext) -> Iterator[Violation]:
             who = f"vLLM {_releases_text([v for v, _ in refused])} (the version is unknown)"
             severity = Severity.WARNING
         # chunked prefill off: a budget below max_model_len is refused too (SIZ003)
-        unchunked = eff.value("enable_chunked_prefill") is False and max_model_len != MAX_TOKENS
-        raise_to = max(seqs, max_model_len) if unchunked else seqs
+        max_model_len = ctx.max_model_len(role)
+        raise_to = max(seqs, max_model_len) if eff.value("enable_chunked_prefill") is False and max_model_len else seqs
         seqs_setting = ctx.setting(role, "max_num_seqs")
         budget_setting = ctx.setting(role, "max_num_batched_tokens")
         setting = budget_setting if budget_given else seqs_setting
