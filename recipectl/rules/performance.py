@@ -210,7 +210,7 @@ def batched_tokens(ctx: RuleContext) -> Iterator[Violation]:
         yield Violation(
             setting.path,
             "prefill max_num_batched_tokens is unset: vLLM picks it by the GPU and release "
-            f"({f'{default:,}' if default else 'max_model_len, with chunked prefill off'} here), "
+            f"({f'{default:,} here' if default else 'max_model_len here, chunked prefill being off'}), "
             f"where 2 x ISL = {twice:,} is wanted",
             f"prefill:\n  max_num_batched_tokens: {want}",
         )
