@@ -24,7 +24,7 @@ from enum import Enum
 from typing import Any
 
 from .engine_facts import Version, fact, holds
-from .engine_flags import BY_FIELD, ArgProblem, ArgSetting, deploy_time_flags, parse_extra_args
+from .engine_flags import BY_FIELD, ArgProblem, ArgSetting, scan_extra_args
 from .engine_versions import fmt_version
 from .hardware import GPU_FACTS
 from .schema import Recipe
@@ -248,8 +248,7 @@ RESOLVED_FIELDS = tuple(f for f, flag in BY_FIELD.items() if not flag.owned or f
 def resolve_role(recipe: Recipe, role: str, host: HostCpu | None = None) -> EffectiveRole:
     """One role's effective engine configuration on `host` (None: on any host)."""
     spec = recipe.roles[role]
-    found, problems = parse_extra_args(spec.extra_args)
-    deferred = deploy_time_flags(spec.extra_args)
+    found, problems, deferred = scan_extra_args(spec.extra_args)
     defaults = _defaults(recipe)
     last: dict[str, ArgSetting] = {}
     repeated: list[ArgSetting] = []

@@ -200,20 +200,15 @@ def parse_extra_args(args: Sequence[str]) -> tuple[list[ArgSetting], list[ArgPro
 
     `--x=V` and `--x V` both work; a flag recipectl does not know is skipped with its value (the
     next word when it does not start with '-'), as the engine's parser would consume it. A flag
-    whose value is set at deploy time (`$SEQS`) is not among them (deploy_time_flags).
+    whose value is set at deploy time (`$SEQS`) is not among them (scan_extra_args says which).
     """
-    found, problems, _ = _scan(args)
+    found, problems, _ = scan_extra_args(args)
     return found, problems
 
 
-def deploy_time_flags(args: Sequence[str]) -> dict[str, int]:
-    """The known flags of `extra_args` whose value is set at deploy time: field -> the index of
-    its last such occurrence."""
-    _, _, deferred = _scan(args)
-    return deferred
-
-
-def _scan(args: Sequence[str]) -> tuple[list[ArgSetting], list[ArgProblem], dict[str, int]]:
+def scan_extra_args(args: Sequence[str]) -> tuple[list[ArgSetting], list[ArgProblem], dict[str, int]]:
+    """parse_extra_args, and the known flags whose value is set at deploy time: field -> the index
+    of its last such occurrence."""
     found: list[ArgSetting] = []
     problems: list[ArgProblem] = []
     deferred: dict[str, int] = {}
