@@ -53,6 +53,14 @@ def _unshared(value: Any) -> Any:
     return value
 
 
+def value_at(data: dict[str, Any], dotted: str) -> Any:
+    """The value at a matrix key's dotted path in a variant's data (_set_path put it there)."""
+    value: Any = data
+    for part in dotted.split("."):
+        value = value[part]
+    return value
+
+
 def _label(key: str, value: Any) -> str:
     return f"{key.split('.')[-2] if '.' in key else key}-{key.split('.')[-1]}-{value}".replace("_", "-")
 

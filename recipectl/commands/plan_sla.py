@@ -20,6 +20,7 @@ from ..fileio import UnreadableFile, read_text_bounded, write_atomic
 from ..fix.document import Document, Unfixable
 from ..hardware import Parallelism
 from ..loader import load_text
+from ..matrix import value_at
 from ..models.spec import ModelSpec
 from ..plan.perf import PerfModel, RoleShape, at_tp
 from ..plan.recipe_plan import RolePlan
@@ -136,11 +137,8 @@ def curves(options: list[LayoutOption], ranked: list, sla: Sla, *, isl: int, osl
         upto = max(8, 2 * (c.concurrency or 1))
         if c.capacity:
             upto = min(upto, c.capacity)
-        points = curve(o.model, sla, pre, dec, isl=isl, osl=osl, upto=upto, also=c.concurrency)
-        # servers sharing GPUs (sla.rank's laid_out): the throughput over the devices they are on
-        own = c.prefill_endpoints * pre.gpus_per_endpoint + c.decode_endpoints * dec.gpus_per_endpoint
-        for point in points:
-            point["tps_per_gpu"] *= own / c.gpus
+        # over the devices the configuration is on (servers sharing GPUs: sla.rank's laid_out)
+        points = curve(o.model, sla, pre, dec, isl=isl, osl=osl, upto=upto, also=c.concurrency, devices=c.gpus)
         out.append(
             {
                 "prefill_endpoints": c.prefill_endpoints,
@@ -294,7 +292,7 @@ def recipe_text(loaded, recipe_path: str, report: dict, chosen: dict) -> str:
         if loaded.variant is not None:
             # the variant planned, alone: the matrix's values for it set as plain fields, the
             # matrix dropped (written whole, it would expand into every variant again)
-            variant = [Edit(key, _at_path(loaded.raw, key)) for key in doc.matrix_keys]
+            variant = [Edit(key, value_at(loaded.raw, key)) for key in doc.matrix_keys]
             variant.append(Edit("name", loaded.recipe.name))
             del doc.data["matrix"]
             edits = variant + edits
@@ -316,15 +314,6 @@ def recipe_text(loaded, recipe_path: str, report: dict, chosen: dict) -> str:
     except Unfixable as e:
         raise RecipectlError(f"{recipe_path}: cannot write the chosen configuration: {e}", fix=fix) from None
     return _header(recipe_path, report, chosen, removed) + edited
-
-
-def _at_path(data: dict, dotted: str) -> object:
-    """The value at a matrix key's dotted path in a variant's data (matrix.py set it there)."""
-    value: object = data
-    for part in dotted.split("."):
-        assert isinstance(value, dict), dotted  # expand_matrix refused a path through anything else
-        value = value[part]
-    return value
 
 
 def _header(recipe_path: str, report: dict, chosen: dict, removed: list[str]) -> str:

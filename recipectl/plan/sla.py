@@ -240,16 +240,23 @@ def curve(
     osl: int,
     upto: int,
     also: int | None = None,
+    devices: int | None = None,
 ) -> list[dict]:
     """Predictions from 1 user to ``upto`` at powers of two (and ``upto`` and ``also`` themselves:
     the configuration's best concurrency lies on its line): what the picture draws of one
-    configuration, each point with whether it meets the SLA."""
+    configuration, each point with whether it meets the SLA; throughput per device over
+    ``devices`` where given (servers sharing GPUs), else over the endpoints' own GPUs."""
     upto = max(1, upto)
     levels = sorted({*(1 << k for k in range(upto.bit_length())), upto, *([also] if also else [])})
     out = []
     for c in levels:
         p = predict(model, prefill, decode, isl=isl, osl=osl, concurrency=c)
         out.append(
-            {"concurrency": c, "tps_per_gpu": p.tps_per_gpu, "tps_per_user": p.tps_per_user, "meets_sla": sla.met_by(p)}
+            {
+                "concurrency": c,
+                "tps_per_gpu": p.total_tps / devices if devices else p.tps_per_gpu,
+                "tps_per_user": p.tps_per_user,
+                "meets_sla": sla.met_by(p),
+            }
         )
     return out
