@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `plan --sla`'s accuracy on a GPU host (issue #30's GPU leg): benchmarks/sla_planner_accuracy.py
-# on a P/D deployment sharing one GPU, at held-out points of a GPU's sizes; then the same
-# calibration predicting a layout it was not measured on: 2 prefill endpoints + 1 decode.
+# on a P/D deployment, at held-out points of a GPU's sizes; then the same calibration predicting a
+# layout it was not measured on: 2 prefill endpoints (both on GPU 0) + 1 decode.
 #
 #   BUNDLE=DIR OUT=DIR [RECIPE=...] bash scripts/gpu-sla-accuracy.sh [PHASE...]    # default: one two
 #
@@ -12,8 +12,9 @@
 # one's.
 #
 # Environment:
-#   RECIPE   a recipe whose roles share GPU 0 (default recipes/h200/tiny-qwen35-pd-1gpu.yaml;
-#            recipes/h200/qwen3.5-9b-pd-1gpu.yaml is the real-size one)
+#   RECIPE   a recipe whose prefill endpoint is on GPU 0 (default recipes/h200/tiny-qwen35-pd-1gpu.yaml;
+#            recipes/h200/qwen3.5-9b-pd-1gpu.yaml is the real-size one with decode on GPU 0 too,
+#            recipes/h200/qwen3.5-9b-pd-2gpu.yaml the one with decode on GPU 1)
 #   SHARE    every server's gpu_memory_utilization (default 0.3): the same in both phases, so the
 #            layouts differ in the prefill endpoints only, and three servers fit in phase two
 #   OUT      where results go (default ./gpu-sla-accuracy): one/, two/ (results.json, table.md,
@@ -45,8 +46,8 @@ source "$ROOT/scripts/gpu-driver-env.sh"
 make_model "$RECIPE" || { log "the model was not made (driver.log)"; exit 2; }
 export PYTHONPATH="$ROOT"
 
-# The recipes, with the model path made absolute and every server at SHARE of the GPU: 1 + 1, and
-# 2 + 1 (a second prefill endpoint on the same GPU).
+# The recipes, with the model path made absolute and every server at SHARE of its GPU: 1 + 1, and
+# 2 + 1 (a second prefill endpoint on the first one's GPU).
 ONE="$OUT/one-prefill.yaml"
 TWO="$OUT/two-prefill.yaml"
 sed -e "s#~/.cache/recipectl/models#$MODELS#" \
