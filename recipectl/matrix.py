@@ -4,6 +4,7 @@ file). Keys are dotted field paths; every combination of values makes one varian
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any
 
 from .diagnostics import Category, Diagnostic, Severity
@@ -61,8 +62,36 @@ def value_at(data: dict[str, Any], dotted: str) -> Any:
     return value
 
 
-def _label(key: str, value: Any) -> str:
-    return f"{key.split('.')[-2] if '.' in key else key}-{key.split('.')[-1]}-{value}".replace("_", "-")
+# What a run's name may hold (schema.Recipe's name check); a value's text with anything else in it is
+# written as its words joined by '-'
+_UNNAMEABLE = re.compile(r"[^A-Za-z0-9.-]+")
+
+
+def _words(value: Any) -> str:
+    """A matrix value as a label's last part. A scalar as YAML wrote it, as labels always were
+    (`True`, `0.9`, `-1`: existing variants keep their names); a list or mapping (extra_args, env),
+    or a string a name cannot hold, by its words joined by '-' (`["--foo", "1"]` is `foo-1`)."""
+    if isinstance(value, dict):
+        text = "-".join(f"{k}-{_words(v)}" for k, v in value.items())
+    elif isinstance(value, list):
+        text = "-".join(_words(v) for v in value)
+    else:
+        text = str(value).replace("_", "-")
+        if not _UNNAMEABLE.search(text):
+            return text
+    return re.sub(r"-{2,}", "-", _UNNAMEABLE.sub("-", text.replace("_", "-"))).strip("-.")
+
+
+def _labels_of(key: str, values: list[Any]) -> list[str]:
+    """One label per value of a matrix key, `prefill-endpoints-4`: the key's last two parts and the
+    value's words. Where two values' words are the same, or one has none (`["--"]`, `""`), each is
+    labelled by its position in the list instead (`prefill-extra-args-1`), so that every variant keeps
+    a name of its own that can name a run."""
+    stem = f"{key.split('.')[-2] if '.' in key else key}-{key.split('.')[-1]}".replace("_", "-")
+    words = [_words(v) for v in values]
+    if "" in words or len(set(words)) < len(words):
+        words = [str(i) for i in range(1, len(values) + 1)]
+    return [f"{stem}-{w}" for w in words]
 
 
 Variant = tuple[str | None, dict[str, Any], tuple[str, ...]]  # name, data, labels (None, data, () unexpanded)
@@ -114,13 +143,14 @@ def expand_matrix(data: dict[str, Any], smap: Any) -> tuple[list[Variant], list[
         ]
     base = {k: v for k, v in data.items() if k != "matrix"}
     out: list[Variant] = []
-    for combo in itertools.product(*(matrix[k] for k in keys)):
+    labelled = [list(zip(matrix[k], _labels_of(k, matrix[k]), strict=True)) for k in keys]
+    for combo in itertools.product(*labelled):
         variant = _unshared(base)
         labels = []
         try:
-            for k, v in zip(keys, combo, strict=True):
+            for k, (v, label) in zip(keys, combo, strict=True):
                 _set_path(variant, k, v)
-                labels.append(_label(k, v))
+                labels.append(label)
         except KeyError as e:
             pos = smap.locate(("matrix", str(e.args[0])))
             diags.append(

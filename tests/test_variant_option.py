@@ -176,3 +176,37 @@ def test_a_matrix_value_set_under_an_alias_reaches_only_its_own_role(tmp_path):
         recipe = load_variant(str(path), f"env-UCX_TLS-{tls}".replace("_", "-")).recipe
         assert recipe.prefill.env.get("UCX_TLS") == tls
         assert "UCX_TLS" not in recipe.decode.env, recipe.decode.env
+
+
+def test_a_list_or_mapping_valued_matrix_key_names_each_variant_by_its_words(tmp_path):
+    """A matrix over extra_args (lists) made the variant names `...-['--foo', '1']`, which cannot name
+    a run: validate refused every variant (SCH001). Each is now named by its value's words, or, where
+    two values' words are the same or one has none, by its position in the list."""
+    from recipectl.validate import load_variant
+
+    base = LOCAL_RECIPE.read_text()
+    path = tmp_path / "lists.yaml"
+    path.write_text(
+        base
+        + '\nmatrix:\n  prefill.extra_args: [["--max-num-seqs", "8"], ["--max-num-seqs=16"]]\n'
+        + "  decode.env: [{UCX_TLS: tcp}, {UCX_TLS: 'rc,tcp'}]\n"
+    )
+    chosen = load_variant(str(path), "prefill-extra-args-max-num-seqs-8.decode-env-UCX-TLS-rc-tcp")
+    assert chosen.recipe.prefill.extra_args == ["--max-num-seqs", "8"]
+    assert chosen.recipe.decode.env["UCX_TLS"] == "rc,tcp"
+    assert load_variant(str(path), "prefill-extra-args-max-num-seqs-16.decode-env-UCX-TLS-tcp").recipe.name.endswith(
+        "max-num-seqs-16.decode-env-UCX-TLS-tcp"
+    )
+    # words alike (`a b` and `a/b`) or none at all: by position
+    same = tmp_path / "same.yaml"
+    same.write_text(base + "\nmatrix:\n  decode.env.X_PATH: ['a b', 'a/b', '--']\n")
+    names = [load_variant(str(same), f"env-X-PATH-{i}").recipe.decode.env["X_PATH"] for i in (1, 2, 3)]
+    assert names == ["a b", "a/b", "--"]
+
+
+def test_validate_accepts_a_matrix_over_extra_args(tmp_path, recipectl_cli):
+    path = tmp_path / "lists.yaml"
+    path.write_text(LOCAL_RECIPE.read_text() + '\nmatrix:\n  prefill.extra_args: [["--max-num-seqs", "8"], []]\n')
+    r = recipectl_cli("validate", str(path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "SCH001" not in r.stdout
