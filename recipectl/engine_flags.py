@@ -263,6 +263,18 @@ def scan_extra_args(args: Sequence[str]) -> tuple[list[ArgSetting], list[ArgProb
     return found, problems, deferred
 
 
+def unknown_flags(args: Sequence[str]) -> list[str]:
+    """The flags in ``args`` this table does not know, as written (`--foo` of `--foo=1`): what only
+    the engine's own parser can judge (checks/environment.engine_parser_problems)."""
+    return [
+        name
+        for word in args
+        if word.startswith("-") and word != "-"
+        for name in (word.partition("=")[0],)
+        if _normalise(name) not in _BY_SPELLING
+    ]
+
+
 def _shown(raw: str, limit: int = 60) -> str:
     """A value as a message quotes it: repr, cut to `limit` characters."""
     return repr(raw) if len(raw) <= limit else repr(raw[:limit]) + "..."

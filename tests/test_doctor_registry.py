@@ -74,6 +74,7 @@ def test_rows_keep_the_order_users_know():
         "vllm",
         "nixl + UCX",
         "vllm-router",
+        "engine arguments",
         "GPUs",
         "role environment",
         "GDN prefill backend",

