@@ -395,7 +395,10 @@ def rescore(recipe_path: str, results: Path, out: Path) -> int:
             for role, shape in calibrated_shapes.items()
         }
         model, _ = fit_calibration(
-            calibration["points"], prefill_shape=layout["prefill"], decode_shape=layout["decode"]
+            calibration["points"],
+            prefill_shape=layout["prefill"],
+            decode_shape=layout["decode"],
+            device=str(calibration.get("device")),
         )
         return model
 

@@ -207,8 +207,9 @@ def test_write_recipe_writes_nothing_when_no_configuration_meets_the_sla_or_it_w
     out = tmp_path / "planned.yaml"
     r = cli("plan", str(H200), "--sla", "ttft=10ms", "--write-recipe", str(out), timeout=120)
     assert r.returncode == 1 and "no configuration meets the SLA" in r.stderr and not out.exists()
-    # 16 devices on a cluster of 8: the chosen split would not fit, and validate would say so
-    r = cli("plan", str(H200), "--sla", "ttft=2s,itl=50ms", "--gpus", "16", "--write-recipe", str(out), timeout=120)
+    # 16 devices on a cluster of 8: the chosen split (16 GPUs, what a TTFT of 150 ms takes) would not
+    # fit, and validate would say so
+    r = cli("plan", str(H200), "--sla", "ttft=150ms,itl=50ms", "--gpus", "16", "--write-recipe", str(out), timeout=120)
     assert r.returncode == 1 and "does not validate" in r.stderr and "--gpus 8" in r.stderr, r.stderr
     assert not out.exists()
     fix = " ".join(r.stderr.partition("fix:")[2].split())
@@ -253,14 +254,15 @@ def test_write_recipe_of_a_matrix_variant_writes_that_variant_alone(tmp_path):
     out = tmp_path / "planned.yaml"
     gb200 = ROOT / "recipes" / "gb200" / "qwen3.5-397b-nvfp4-pd.yaml"
     args = ("plan", str(gb200), "--variant", "prefill-endpoints-6", "--sla", "ttft=2s,itl=50ms", "--keep-layout")
-    r = cli(*args, "--write-recipe", str(out), timeout=120)
+    r = cli(*args, "--format", "json", "--write-recipe", str(out), timeout=120)
     assert r.returncode == 0, r.stderr
+    chosen = json.loads(r.stdout)["configurations"][0]
     text = out.read_text()
     assert "\nmatrix:" not in text and "name: qwen3.5-397b-nvfp4-gb200-pd.prefill-endpoints-6" in text
     assert "# 4..8 in the write-up" in text  # a comment of the recipe, kept
     names = cli("expand", str(out), "-f", "names")
     assert names.stdout.split() == ["qwen3.5-397b-nvfp4-gb200-pd.prefill-endpoints-6"], names.stderr
-    assert load_variant(str(out), None).recipe.prefill.endpoints == 6
+    assert load_variant(str(out), None).recipe.prefill.endpoints == chosen["prefill_endpoints"]
 
 
 def test_write_recipe_of_a_variant_whose_matrix_key_sits_under_an_empty_section(tmp_path):

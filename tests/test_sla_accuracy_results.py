@@ -117,7 +117,10 @@ def test_the_plan_check_points_on_the_h200_are_predicted_as_recorded_and_as_the_
     run = json.loads((ROOT / "docs" / "sla-accuracy" / "h200-9b-plan-check-2026-12-04.json").read_text())
     shapes, _, _ = role_shapes(load_variant(str(RECIPE), None).recipe, str(RECIPE))
     model, _ = fit_calibration(
-        run["calibration"]["points"], prefill_shape=shapes["prefill"], decode_shape=shapes["decode"]
+        run["calibration"]["points"],
+        prefill_shape=shapes["prefill"],
+        decode_shape=shapes["decode"],
+        device=run["calibration"]["device"],
     )
     assert run["plan"]["shared_gpus"] == ["GPU 0: prefill-0 0.45 + decode-0 0.45"]
     assert run["plan"]["configurations"][0]["concurrency"] == 2

@@ -41,6 +41,7 @@ from ..plan.perf import (
 )
 from ..plan.recipe_plan import RolePlan, model_spec, plan_recipe, prompt_split, unknown_model_error
 from ..schema import Recipe
+from ..topology import place
 from ..validate import load_variant
 from .measuring import config_differences, deployment_to_measure, describe
 
@@ -149,7 +150,9 @@ def read_calibration(path: str, current: dict, shapes: tuple[RoleShape, RoleShap
         )
     if version < CALIBRATION_VERSION:
         try:
-            refitted, _ = fit_calibration(data["points"], prefill_shape=shapes[0], decode_shape=shapes[1])
+            refitted, _ = fit_calibration(
+                data["points"], prefill_shape=shapes[0], decode_shape=shapes[1], device=str(data.get("device"))
+            )
         except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:
             raise RecipectlError(
                 f"{path}: a calibration of version {version}, fitted again from its points by this recipectl's "
@@ -178,6 +181,12 @@ def role_shapes(recipe: Recipe, recipe_path: str) -> tuple[dict[str, RoleShape],
         raise RecipectlError(unknown_model_error(recipe), fix="model:\n  spec: Qwen3.5-35B-A3B   # a built-in model")
     spec = model_spec(recipe, Path(recipe_path).parent)
     assert spec is not None  # plan_recipe planned, so the model has a spec
+    # prefill and decode on GPUs none of the other role's servers use: decode runs while prefill does
+    gpus_of = {
+        role: {(p.node, g) for p in place(recipe).processes if p.role == role for g in p.gpus}
+        for role in ("prefill", "decode")
+    }
+    own_gpus = not recipe.cluster.is_cpu and not gpus_of["prefill"] & gpus_of["decode"]
     shapes = {}
     for role, rp in plans.items():
         p = rp.plan
@@ -193,6 +202,7 @@ def role_shapes(recipe: Recipe, recipe_path: str) -> tuple[dict[str, RoleShape],
             max_concurrency_per_endpoint=cap,
             tokens_per_step=limits.max_num_batched_tokens,
             split=prompt_split(recipe, eff, spec, p.block_size),
+            own_gpus=own_gpus,
         )
     return shapes, plans, spec
 
@@ -247,10 +257,12 @@ def measure(
     lengths: list[int],
     prefill_shape: RoleShape,
     decode_shape: RoleShape,
+    device: str,
     progress: Callable[[str], None],
 ) -> dict:
     """Every point, and the fit (``fit_calibration``), for the layout ``prefill_shape`` x
-    ``decode_shape`` (the bytes a request moves, the endpoints the router spreads users over)."""
+    ``decode_shape`` (the bytes a request moves, the endpoints the router spreads users over) on
+    ``device`` (cluster.gpu: the link whose bandwidth stands where the points do not pin it)."""
 
     def point(url, isl, osl, c, n, stream=True, seed=0):
         # the warm-up at the point's own concurrency: on the CPU platform the first batch of a new
@@ -314,11 +326,13 @@ def measure(
     for j, isl in enumerate((lengths[0], lengths[1])):
         progress(f"decode at concurrency 4, {isl} tokens")
         raw += steadily(f"decode at concurrency 4, {isl} tokens", isl, 4, WAVE_REQUESTS, seed=200 + j)
-    fitted, fit_points = fit_calibration(raw, prefill_shape=prefill_shape, decode_shape=decode_shape)
+    fitted, fit_points = fit_calibration(raw, prefill_shape=prefill_shape, decode_shape=decode_shape, device=device)
     return {"model": fitted.model_dump(mode="json"), "points": raw, "fit_points": fit_points}
 
 
-def fit_calibration(points: list[dict], *, prefill_shape: RoleShape, decode_shape: RoleShape) -> tuple[PerfModel, dict]:
+def fit_calibration(
+    points: list[dict], *, prefill_shape: RoleShape, decode_shape: RoleShape, device: str
+) -> tuple[PerfModel, dict]:
     """The model from a calibration's points as ``measure`` records them (and a calibration file
     keeps them): the one fit, so that a calibration written earlier can be fitted again by this
     release's model (benchmarks/sla_planner_accuracy.py --rescore). Each point's measurement is the
@@ -354,7 +368,10 @@ def fit_calibration(points: list[dict], *, prefill_shape: RoleShape, decode_shap
             routed.append((p["isl"], statistics.median(p["ttft_s"])))
     prefill = fit_prefill(prefill_pts)
     decode = fit_decode(decode_pts)
-    dev = ANALYTIC_DEVICES["CPU"]  # replaced below wherever the points pin it
+    # the device's own link where the points do not pin the bandwidth: the CPU's 1 GB/s stood in
+    # on two H200s over NVLink, where a request's 43-295 MB arrived in 11-21 ms whatever its size,
+    # and put 43-295 ms on each (every TTFT predicted 2-3x long)
+    dev = ANALYTIC_DEVICES.get(device, ANALYTIC_DEVICES["CPU"])
     transfer_pts = [
         TransferPoint(
             nbytes=transfer_bytes(prefill_shape, isl),
@@ -423,6 +440,7 @@ def calibrate(recipe_path: str, *, out: str, variant: str | None, attach: str | 
                 lengths=lengths,
                 prefill_shape=shapes["prefill"],
                 decode_shape=shapes["decode"],
+                device=recipe.cluster.gpu.value,
                 progress=progress,
             )
     except KeyboardInterrupt:  # what was launched is stopped by then

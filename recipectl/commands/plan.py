@@ -287,6 +287,16 @@ def sla_report(
     options, labels = layout_options(
         recipe, recipe_path, model, shapes, plans, spec, budget=budget, keep_layout=keep_layout or bool(shared)
     )
+    if gpus and not recipe.cluster.is_cpu:  # --gpus: each endpoint on GPUs of its own
+        options = [
+            o.model_copy(
+                update={
+                    "prefill": o.prefill.model_copy(update={"own_gpus": True}),
+                    "decode": o.decode.model_copy(update={"own_gpus": True}),
+                }
+            )
+            for o in options
+        ]
     need = min(o.prefill.gpus_per_endpoint + o.decode.gpus_per_endpoint for o in options)
     if budget < need and not shared:
         raise RecipectlError(

@@ -120,6 +120,10 @@ class RoleShape(BaseModel):
     # prefill: where a hybrid prompt's chunks end besides the budget; None where nothing splits
     # them (not hybrid, or prefix caching off)
     split: PromptSplit | None = None
+    # GPUs of this role's own, no server of the other role on them: decode then runs while prefill
+    # does (predict: the pipeline). False on a GPU both roles share, and on the CPU platform (the
+    # wave was measured there)
+    own_gpus: bool = False
 
 
 class Prediction(BaseModel):
@@ -324,17 +328,35 @@ def predict(
         raise ValueError(f"concurrency {concurrency}: a closed loop has at least one user")
     per_prefill = math.ceil(concurrency / prefill.endpoints)  # the router spreads a wave evenly
     per_decode = math.ceil(concurrency / decode.endpoints)
-    service = model.prefill.time_s(isl, wave_prefill_steps(1, isl, prefill))
-    batch = model.prefill.time_s(per_prefill * isl, wave_prefill_steps(per_prefill, isl, prefill))
+    one_steps = wave_prefill_steps(1, isl, prefill)
+    wave_steps = wave_prefill_steps(per_prefill, isl, prefill)
+    service = model.prefill.time_s(isl, one_steps)
+    batch = model.prefill.time_s(per_prefill * isl, wave_steps)
     transfer = model.transfer.time_s(transfer_bytes(prefill, isl))
     first = model.decode.itl_s(per_decode, isl)
     itl = model.decode.itl_s(per_decode, isl + osl / 2)  # a resident request's mean context over its decode
+    decoding = max(0, osl - 1) * itl
     sources = min(prefill.endpoints, per_decode)  # the router spreads a wave over the prefill endpoints
     serial = per_decode * transfer
     parallel = math.ceil(per_decode / sources) * transfer
+    if prefill.own_gpus and decode.own_gpus:
+        return _pipelined(
+            model,
+            prefill,
+            decode,
+            isl=isl,
+            osl=osl,
+            concurrency=concurrency,
+            service=service,
+            batch=batch,
+            transfer=transfer,
+            first=first,
+            itl=itl,
+            one_wave=wave_steps == one_steps,
+        )
     transfers = serial - TRANSFER_OVERLAP * (serial - parallel)
     ttft = batch + transfers + first
-    cycle = ttft + max(0, osl - 1) * itl
+    cycle = ttft + decoding
     rate = concurrency / cycle
     gpus = prefill.endpoints * prefill.gpus_per_endpoint + decode.endpoints * decode.gpus_per_endpoint
     return Prediction(
@@ -348,6 +370,71 @@ def predict(
         transfer_sources=sources,
         ttft_low_s=batch + parallel + first,
         ttft_high_s=batch + serial + first,
+        first_step_s=first,
+        prefill_utilisation=min(batch / cycle, 1.0),
+        decode_residents=per_decode,
+        request_rate=rate,
+        output_tps=rate * osl,
+        total_tps=rate * (isl + osl),
+        tps_per_gpu=rate * (isl + osl) / gpus,
+        tps_per_user=1 / itl if itl > 0 else math.inf,
+        calibrated=model.calibrated,
+    )
+
+
+def _pipelined(
+    model: PerfModel,
+    prefill: RoleShape,
+    decode: RoleShape,
+    *,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    service: float,
+    batch: float,
+    transfer: float,
+    first: float,
+    itl: float,
+    one_wave: bool,
+) -> Prediction:
+    """predict() where each role has GPUs of its own. Decode then starts a request as soon as its
+    state has arrived, while prefill goes on (on two H200s, four users at 8,192 tokens got their
+    first tokens 0.26, 0.68, 0.69 and 0.89 s after they were sent together), and a transfer's
+    latency is paid by all of a wave's requests at once, only their bytes one after another (on
+    two H200s over NVLink a request's 43-295 MB arrived in 11-21 ms whatever its size, and 16 users
+    at 512 tokens waited 223 ms, where their prefill step alone took 216).
+
+    - A wave whose prompts the prefill endpoint takes in the steps one prompt takes (they fit its
+      token budget) ends together and stays a wave: TTFT = the wave's prefill + the transfers +
+      decode's first step.
+    - A wave of more steps splits: the prompts of its first step decode while the next is
+      prefilled, finish earlier, and come back apart; the users drift into a pipeline, each
+      prompt prefilled alone while the prefill endpoint keeps up, and waiting for the rest where
+      it does not: TTFT = the larger of one request's (its prefill, transfer and first step) and
+      what the prefill endpoint's batches leave of a user's cycle (the closed loop's bottleneck
+      bound: a cycle is at least the wave's prefill, of which the decoding covers its share)."""
+    per_decode = math.ceil(concurrency / decode.endpoints)
+    latency = model.transfer.latency_s
+    transfers = latency + per_decode * (transfer - latency)  # the latency at once, the bytes in turn
+    decoding = max(0, osl - 1) * itl
+    if one_wave:
+        ttft = batch + transfers + first
+    else:
+        ttft = max(service + transfer + first, batch + transfers + first - decoding)
+    cycle = ttft + decoding
+    rate = concurrency / cycle
+    gpus = prefill.endpoints * prefill.gpus_per_endpoint + decode.endpoints * decode.gpus_per_endpoint
+    return Prediction(
+        concurrency=concurrency,
+        ttft_s=ttft,
+        itl_s=itl,
+        prefill_s=service,
+        queue_s=max(0.0, ttft - service - transfers - first),
+        transfer_s=transfer,
+        transfer_wait_s=transfers - transfer,
+        transfer_sources=1,  # the latency overlaps whatever the sources: no range to show
+        ttft_low_s=ttft,
+        ttft_high_s=ttft,
         first_step_s=first,
         prefill_utilisation=min(batch / cycle, 1.0),
         decode_residents=per_decode,
