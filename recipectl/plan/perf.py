@@ -408,11 +408,12 @@ def _pipelined(
       token budget) ends together and stays a wave: TTFT = the wave's prefill + the transfers +
       decode's first step.
     - A wave of more steps splits: the prompts of its first step decode while the next is
-      prefilled, finish earlier, and come back apart; the users drift into a pipeline, each
-      prompt prefilled alone while the prefill endpoint keeps up, and waiting for the rest where
-      it does not: TTFT = the larger of one request's (its prefill, transfer and first step) and
-      what the prefill endpoint's batches leave of a user's cycle (the closed loop's bottleneck
-      bound: a cycle is at least the wave's prefill, of which the decoding covers its share)."""
+      prefilled, finish earlier, and come back apart; the users drift into a pipeline, a closed
+      loop of the prefill endpoint's users, each away for its transfer, first step and decoding,
+      and queueing at the prefill endpoint for one another's prompts (`_queued`): TTFT = that wait
+      and its own prefill, transfer and first step, and at least what the endpoint's batches
+      leave of a user's cycle (the bottleneck bound: a cycle is at least the wave's prefill)."""
+    per_prefill = math.ceil(concurrency / prefill.endpoints)
     per_decode = math.ceil(concurrency / decode.endpoints)
     latency = model.transfer.latency_s
     transfers = latency + per_decode * (transfer - latency)  # the latency at once, the bytes in turn
@@ -420,7 +421,8 @@ def _pipelined(
     if one_wave:
         ttft = batch + transfers + first
     else:
-        ttft = max(service + transfer + first, batch + transfers + first - decoding)
+        away = transfer + first + decoding
+        ttft = max(_queued(per_prefill, service, away) + transfer + first, batch + transfers + first - decoding)
     cycle = ttft + decoding
     rate = concurrency / cycle
     gpus = prefill.endpoints * prefill.gpus_per_endpoint + decode.endpoints * decode.gpus_per_endpoint
@@ -445,6 +447,25 @@ def _pipelined(
         tps_per_user=1 / itl if itl > 0 else math.inf,
         calibrated=model.calibrated,
     )
+
+
+def _queued(users: int, service: float, away: float) -> float:
+    """A prompt's time at its prefill endpoint, its wait included, where ``users`` users each send
+    one, wait ``service`` for it alone and are ``away`` until they send the next: mean-value
+    analysis of that closed loop (Schweitzer's fixed point), each queued prompt's wait halved, as
+    a queue of fixed service times waits half of one of random ones (Pollaczek-Khinchine). On two
+    H200s, 7 prompts' waves that split: TTFT -46% to +10%, median 7% (the exponential's full
+    wait: +3% to +54%, median 32%)."""
+    if users <= 1:
+        return service
+    queue = users / 2
+    for _ in range(200):
+        response = service * (1 + 0.5 * queue * (users - 1) / users)
+        nxt = users * response / (response + away)
+        if abs(nxt - queue) < 1e-9:
+            break
+        queue = (queue + nxt) / 2
+    return service * (1 + 0.5 * queue * (users - 1) / users)
 
 
 # ----- other tensor-parallel sizes -------------------------------------------------------------
