@@ -275,6 +275,22 @@ def unknown_flags(args: Sequence[str]) -> list[str]:
     ]
 
 
+def abbreviated_flags(args: Sequence[str]) -> list[tuple[int, str, list[str]]]:
+    """The words of ``args`` that are no flag's whole name but begin some of the table's: (index,
+    the word as written, the flags it begins). vLLM's parser takes a unique prefix as the flag
+    (argparse's allow_abbrev, which vLLM's FlexibleArgumentParser leaves on: rule ARG004),
+    and refuses one that begins several; the table reads whole names only."""
+    out = []
+    for i, word in enumerate(args):
+        name = _normalise(word.partition("=")[0])
+        if not name.startswith("--") or len(name) < 3 or name in _BY_SPELLING:
+            continue
+        begun = sorted({s for s in _BY_SPELLING if s.startswith("--") and s.startswith(name)})
+        if begun:
+            out.append((i, word.partition("=")[0], begun))
+    return out
+
+
 def _shown(raw: str, limit: int = 60) -> str:
     """A value as a message quotes it: repr, cut to `limit` characters."""
     return repr(raw) if len(raw) <= limit else repr(raw[:limit]) + "..."

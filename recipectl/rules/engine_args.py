@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
-from ..engine_flags import BY_FIELD, ArgSetting, Arity
+from ..engine_flags import BY_FIELD, ArgSetting, Arity, abbreviated_flags
 from .context import RuleContext
 from .registry import Violation, rule
 
@@ -164,3 +164,56 @@ def bad_value(ctx: RuleContext) -> Iterator[Violation]:
                 if flag is not None and flag.extra_only
                 else f"# drop it from {role}.extra_args.{problem.index} and set it as a recipe field instead",
             )
+
+
+@rule(
+    code="ARG004",
+    name="engine-args.abbreviated",
+    title="extra_args flag written as the beginning of one",
+    severity=Severity.WARNING,
+    category=Category.OPERABILITY,
+    applies="any role whose extra_args abbreviate a flag recipectl reads",
+    source="argparse's allow_abbrev (on by default), which vLLM's FlexibleArgumentParser "
+    "(vllm/utils/argparse_utils.py) leaves on in 0.17.1 and 0.33.0 (read in their code); vLLM 0.32.0's parser "
+    "took --max-num-seq 8 as --max-num-seqs 8 and refused --max-num ('ambiguous option') (run)",
+)
+def abbreviated(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    That no flag in a role's `extra_args` is written as the beginning of a flag recipectl reads
+    (`--max-num-seq` for `--max-num-seqs`).
+
+    Why:
+    vLLM's parser takes a beginning that only one of its flags has as that flag, so the server
+    runs with it; recipectl reads flags by their whole names, so the rules judge the recipe
+    without it (the budget, the sequences, the dtypes they check are not the ones that run). A
+    beginning that several flags share is refused at start ("ambiguous option"); doctor and
+    launch read the command with the engine's own parser and say so.
+
+    Example:
+        prefill:
+          extra_args: [--max-num-seq, "8"]
+
+    Fix:
+        prefill:
+          max_num_seqs: 8
+    """
+    for role, spec in ctx.recipe.roles.items():
+        for index, word, begun in abbreviated_flags(spec.extra_args):
+            if len(begun) == 1:
+                flag = next(f for f in BY_FIELD.values() if begun[0] in f.spellings)
+                yield Violation(
+                    f"{role}.extra_args.{index}",
+                    f"{word} in {role}.extra_args is the beginning of {begun[0]}: vLLM takes it as that "
+                    "flag (where none of its others begins so), and recipectl's rules, which read whole "
+                    "names, do not see it",
+                    f"# write {begun[0]} in full in {role}.extra_args.{index}"
+                    if flag.extra_only or flag.owned
+                    else f"{role}:\n  {flag.field}: ...  # as a field, and drop {word} from extra_args",
+                )
+            else:
+                yield Violation(
+                    f"{role}.extra_args.{index}",
+                    f"{word} in {role}.extra_args begins {', '.join(begun)}: vLLM refuses a beginning "
+                    "several of its flags share, and the server exits at start",
+                    f"# write the flag meant in full in {role}.extra_args.{index}",
+                )
