@@ -40,7 +40,9 @@ def _parse(parse, argv: list[str]) -> dict:
         return {"ok": True}
     except SystemExit as e:  # argparse reports errors by exiting
         lines = [ln for ln in err.getvalue().strip().splitlines() if ln.strip()]
-        return {"ok": False, "error": lines[-1] if lines else f"exit {e.code}"}
+        if e.code in (0, None):  # --help, --version: the process prints and ends, serving nothing
+            return {"ok": False, "error": "exits at once with code 0 (--help or --version)", "lines": []}
+        return {"ok": False, "error": lines[-1] if lines else f"exit {e.code}", "lines": lines}
     except Exception as e:  # report, do not crash the batch
         return {"ok": False, "error": f"{type(e).__name__}: {e}"}
 

@@ -55,7 +55,7 @@ def venv():
 def test_the_shipped_recipe_is_accepted_by_both_parsers(venv):
     problems, detail = engine_parser_problems(_recipe(), venv)
     assert problems == []
-    assert "vLLM 0.32.0" in detail and "vllm-router 0.1.17" in detail and "accept the 3 command(s)" in detail
+    assert "vLLM 0.32.0" in detail and "vllm-router 0.1.17" in detail and "accept the 3 command(s) read" in detail
 
 
 def test_an_unknown_flag_and_a_refused_router_value_are_named_with_the_parsers_words(venv):
@@ -69,15 +69,53 @@ def test_an_unknown_flag_and_a_refused_router_value_are_named_with_the_parsers_w
     assert all(p.code == "environment.engine-args" for p in problems)
 
 
-def test_a_reference_is_read_as_its_value_and_quoted_as_the_reference(venv, monkeypatch):
-    """A ${NAME} is what launch would pass, its value; the message names the reference, not the value."""
-    monkeypatch.setenv("RC_TEST_SEQS", "many-seqs-value")
+def test_a_refused_command_with_a_reference_keeps_the_parsers_words_to_itself(venv, monkeypatch):
+    """A ${NAME} is read as its value, what launch would pass; the parsers quote what they refuse in
+    their own ways (repr with its escapes, one line of several), so no words of theirs are shown
+    for a command that holds such a value: the message names the reference instead."""
+    secret = "p4ss\\w0rd-SECRET\nSECOND-LINE"
+    monkeypatch.setenv("RC_TEST_SEQS", secret)
     problems, _ = engine_parser_problems(_recipe(["--max-num-seqs", "${RC_TEST_SEQS}"]), venv)
     assert len(problems) == 1, [p.message for p in problems]
-    assert "${RC_TEST_SEQS}" in problems[0].message and "many-seqs-value" not in problems[0].message
+    text = problems[0].message + (problems[0].fix or "")
+    assert "$RC_TEST_SEQS" in text and "not shown" in text
+    for part in ("SECRET", "SECOND-LINE", "p4ss", "w0rd"):
+        assert part not in text
     monkeypatch.delenv("RC_TEST_SEQS")
     problems, detail = engine_parser_problems(_recipe(["--max-num-seqs", "${RC_TEST_SEQS}"]), venv)
-    assert problems == [] and "not read: commands with $RC_TEST_SEQS unset" in detail
+    assert problems == [] and "not read: prefill-0 ($RC_TEST_SEQS unset)" in detail
+
+
+def test_every_line_of_a_pydantic_checked_options_refusal_and_a_help_flag(venv):
+    """--compilation-config is checked by pydantic: its reason spans lines, the last of which is
+    only a link; --help makes the server print and exit 0, serving nothing."""
+    problems, _ = engine_parser_problems(_recipe(["--compilation-config", '{"no_such_key": 1}']), venv)
+    assert len(problems) == 1 and "no_such_key" in problems[0].message, [p.message for p in problems]
+    assert "errors.pydantic.dev" not in problems[0].message
+    problems, _ = engine_parser_problems(_recipe(["--help"]), venv)
+    assert len(problems) == 1 and "exits at once with code 0" in problems[0].message
+
+
+def test_a_serve_command_of_another_program_is_not_read_by_vllm_serves_parser(venv):
+    data = copy.deepcopy(BASE)
+    data["engine"]["serve_command"] = ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+    data["prefill"]["extra_args"] = ["--max-num-seqz", "8"]
+    result = load_text(yaml.safe_dump(data, sort_keys=False), "other.yaml")
+    assert result.ok, [str(d) for d in result.diagnostics]
+    problems, detail = engine_parser_problems(result.recipes[0].recipe, venv)
+    assert problems == [] and "prefill-0 (not `vllm serve`)" in detail
+
+
+def test_doctor_shows_a_bracketed_value_as_text(recipectl_cli, tmp_path):
+    """A refused value quoted in doctor's wide table is text, not rich markup ("[/]" crashed it)."""
+    require_engine()
+    data = copy.deepcopy(BASE)
+    data["prefill"]["extra_args"] = ["--max-num-seqs", "[/]"]
+    recipe = tmp_path / "brackets.yaml"
+    recipe.write_text(yaml.safe_dump(data, sort_keys=False))
+    r = recipectl_cli("doctor", str(recipe), "--no-gsm8k", env={"COLUMNS": "250"}, timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "internal error" not in r.stdout + r.stderr and "[/]" in r.stdout
 
 
 def test_launch_refuses_an_unknown_flag_before_anything_starts(recipectl_cli, tmp_path):

@@ -118,35 +118,43 @@ def engine_parser_problems(recipe: Recipe, venv: Path, timeout: float = ENGINE_P
     """Each server's command as launch would run it, read by the engine's own parsers (`vllm
     serve`'s with its validate_parsed_serve_args, vllm-router's), nothing started: a flag or value
     they refuse makes the process exit at start, on every node. Returns the problems and what was
-    read by which versions. A ${NAME} is read as this environment's value (what launch passes),
-    and quoted as ${NAME}; a command with one unset is not read (launch's preflight names it)."""
+    read by which versions (empty where nothing was).
+
+    A ${NAME} is read as this environment's value (what launch passes). The parsers quote what
+    they refuse in their own ways (repr, one line of several, a part of it), so where a refused
+    command holds such a value its words are not shown: no rewriting of them hides every form of
+    a credential. A command with one unset is not read (launch's preflight names it), nor one
+    that is not `vllm serve` (engine.serve_command of another program) or not vllm-router's."""
     dep = build_deployment(recipe)
     hosts = recipe.cluster.host_names
-    commands: list[tuple[str, str, list[str], dict[str, str]]] = []  # (process, kind, argv, value -> ${NAME})
-    unset: set[str] = set()
+    commands: list[tuple[str, str, list[str], list[str]]] = []  # (process, kind, argv, the references in it)
+    skipped: list[str] = []
     for p in dep.processes:
-        refs = [a for a in p.argv if isinstance(a, EnvRef)]
-        missing = {r.name for r in refs if r.name not in os.environ}
+        refs = sorted({a.name for a in p.argv if isinstance(a, EnvRef)})
+        missing = [n for n in refs if n not in os.environ]
         if missing:
-            unset |= missing
+            skipped.append(f"{p.name} ({', '.join('$' + n for n in missing)} unset)")
             continue
         argv = [literal(a, hosts) for a in p.argv]
         if p.kind == "router":
-            if not argv[0].endswith("vllm-router"):  # vllm-proxy: a command of the recipe's own
+            if recipe.router.kind != "vllm-router":  # vllm-proxy: a command of the recipe's own
                 continue
             argv = argv[1:]
-        else:
+        elif "serve" in argv:
             argv = argv[argv.index("serve") + 1 :]
-        quoted = {os.environ[r.name]: f"${{{r.name}}}" for r in refs if os.environ[r.name]}
-        commands.append((p.name, p.kind, argv, quoted))
+        else:
+            skipped.append(f"{p.name} (not `vllm serve`)")
+            continue
+        commands.append((p.name, p.kind, argv, refs))
     serve = [c for c in commands if c[1] != "router"]
     router = [c for c in commands if c[1] == "router"]
+    not_read = f"not read: {', '.join(skipped)}" if skipped else ""
     if not commands:
-        return [], f"not read: every command has {', '.join(sorted('$' + n for n in unset))} unset"
+        return [], not_read
     try:
         answer = parse_with_engine([c[2] for c in serve], [c[2] for c in router], venv=str(venv), timeout=timeout)
     except RecipectlError as e:
-        return [Problem(code="environment.engine-args", message=e.message, fix=e.fix)], ""
+        return [Problem(code="environment.engine-args", message=e.message, fix=e.fix)], not_read
     except subprocess.TimeoutExpired:
         return [
             Problem(
@@ -154,31 +162,41 @@ def engine_parser_problems(recipe: Recipe, venv: Path, timeout: float = ENGINE_P
                 message=f"the engine's parser gave no answer within {timeout:.0f} s",
                 fix="run it again when the host is quieter",
             )
-        ], ""
+        ], not_read
     versions = answer.get("versions") or {}
     problems = []
-    for (name, kind, _, quoted), verdict in zip(serve + router, answer["serve"] + answer["router"], strict=True):
+    for (name, kind, _, refs), verdict in zip(serve + router, answer["serve"] + answer["router"], strict=True):
         if verdict.get("ok"):
             continue
-        # argparse's own prefix ("vllm: error: ") says nothing the message does not
-        error = str(verdict.get("error") or "refused").split(": error: ", 1)[-1]
-        for value, ref in quoted.items():
-            error = error.replace(value, ref)
         program = f"vllm-router {versions.get('vllm-router')}" if kind == "router" else f"vLLM {versions.get('vllm')}"
         where = "router.extra_args" if kind == "router" else f"{kind}.extra_args (or the field it comes from)"
+        if refs:
+            said = (
+                f"refuses its command as launch would run it, with {', '.join('$' + n for n in refs)} from this "
+                "environment (its words are not shown: they may quote those values)"
+            )
+        else:
+            said = f"refuses its command: {_parser_words(verdict)}"
         problems.append(
             Problem(
                 code="environment.engine-args",
-                message=f"{name}: {program}'s parser refuses its command: {error}",
+                message=f"{name}: {program}'s parser {said}",
                 fix=f"correct or remove it in {where}; `{'vllm-router' if kind == 'router' else 'vllm serve'} "
                 "--help` lists what this release takes",
             )
         )
     read = f"vLLM {versions.get('vllm')}" + (f" and vllm-router {versions.get('vllm-router')}" if router else "")
-    detail = f"{read} accept the {len(commands)} command(s)" if not problems else ""
-    if unset:
-        detail += f"{'; ' if detail else ''}not read: commands with {', '.join(sorted('$' + n for n in unset))} unset"
-    return problems, detail
+    detail = f"{read} accept the {len(commands)} command(s) read" if not problems else ""
+    return problems, "; ".join(x for x in (detail, not_read) if x)
+
+
+def _parser_words(verdict: dict) -> str:
+    """What a parser said of a command it refused: every line of it (a pydantic-checked option's
+    reason spans several), less argparse's own prefix and pydantic's link, at most 600 characters."""
+    lines = [str(x).strip() for x in verdict.get("lines") or [] if "errors.pydantic.dev" not in str(x)]
+    text = " / ".join(lines) if lines else str(verdict.get("error") or "refused")
+    text = text.split(": error: ", 1)[-1]
+    return text if len(text) <= 600 else text[:600] + "..."
 
 
 @check(key="environment.python", name="python", stage=E, timeout=5, wanted=_asked)
@@ -266,7 +284,10 @@ async def _engine_args(run: DoctorRun, on: Subject) -> CheckResult:
         return found(SKIP, f"no engine Python in {venv} (the vllm check says so)")
     problems, detail = await asyncio.to_thread(engine_parser_problems, recipe, venv, ENGINE_PARSE_S - 10)
     if problems:
-        return found(FAIL, "; ".join(p.message for p in problems), problems[0].fix or "")
+        fixes = "; ".join(dict.fromkeys(p.fix or "" for p in problems))
+        return found(FAIL, "; ".join(p.message for p in problems), fixes)
+    if detail.startswith("not read"):  # every command had an unset reference, or none was vLLM's
+        return found(SKIP, detail)
     return found(PASS, detail)
 
 

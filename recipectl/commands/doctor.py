@@ -231,7 +231,8 @@ def present(results: list[CheckResult], *, as_json: bool, console) -> int:
         for col in ("group", "check", "status", "detail", "fix"):
             t.add_column(col, overflow="fold")
         for r in results:
-            t.add_row(r.group, r.name, Text(LABEL[r.status], style=STYLE[r.status]), r.message, r.fix or "")
+            # a message may quote a recipe's value ("[/]"): text, never rich markup
+            t.add_row(r.group, r.name, Text(LABEL[r.status], style=STYLE[r.status]), Text(r.message), Text(r.fix or ""))
         out.print(t)
     else:
         out.print("recipectl doctor")
