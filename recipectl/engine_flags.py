@@ -282,6 +282,8 @@ def abbreviated_flags(args: Sequence[str]) -> list[tuple[int, str, list[str]]]:
     and refuses one that begins several; the table reads whole names only."""
     out = []
     for i, word in enumerate(args):
+        if word == "--":  # argparse reads what follows as positional arguments, no flags
+            break
         name = _normalise(word.partition("=")[0])
         if not name.startswith("--") or len(name) < 3 or name in _BY_SPELLING:
             continue

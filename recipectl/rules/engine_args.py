@@ -186,8 +186,10 @@ def abbreviated(ctx: RuleContext) -> Iterator[Violation]:
     vLLM's parser takes a beginning that only one of its flags has as that flag, so the server
     runs with it; recipectl reads flags by their whole names, so the rules judge the recipe
     without it (the budget, the sequences, the dtypes they check are not the ones that run). A
-    beginning that several flags share is refused at start ("ambiguous option"); doctor and
-    launch read the command with the engine's own parser and say so.
+    beginning that several of vLLM's flags share is refused at start ("ambiguous option"), also
+    where only one of the flags recipectl reads has it (`--kv-cache-dtyp`: vLLM has
+    `--kv-cache-dtype-skip-layers` too); doctor and launch read the command with the engine's own
+    parser and say which.
 
     Example:
         prefill:
@@ -204,8 +206,9 @@ def abbreviated(ctx: RuleContext) -> Iterator[Violation]:
                 yield Violation(
                     f"{role}.extra_args.{index}",
                     f"{word} in {role}.extra_args is the beginning of {begun[0]}: vLLM takes it as that "
-                    "flag (where none of its others begins so), and recipectl's rules, which read whole "
-                    "names, do not see it",
+                    "flag where none of its other flags begins so, and refuses it at start where one does "
+                    f"(--kv-cache-dtyp begins --kv-cache-dtype-skip-layers too); recipectl's rules, which "
+                    "read whole names, do not see it either way",
                     f"# write {begun[0]} in full in {role}.extra_args.{index}"
                     if flag.extra_only or flag.owned
                     else f"{role}:\n  {flag.field}: ...  # as a field, and drop {word} from extra_args",
