@@ -65,33 +65,47 @@ def value_at(data: dict[str, Any], dotted: str) -> Any:
 # What a run's name may hold (schema.Recipe's name check); a value's text with anything else in it is
 # written as its words joined by '-'
 _UNNAMEABLE = re.compile(r"[^A-Za-z0-9.-]+")
+# A value's words past this length are its position instead; a variant's name past MAX_NAME is
+# refused (run directories and lock files are named after it, within a file name's 255 bytes)
+MAX_WORDS = 40
+MAX_NAME = 200
 
 
 def _words(value: Any) -> str:
-    """A matrix value as a label's last part. A scalar as YAML wrote it, as labels always were
-    (`True`, `0.9`, `-1`: existing variants keep their names); a list or mapping (extra_args, env),
-    or a string a name cannot hold, by its words joined by '-' (`["--foo", "1"]` is `foo-1`)."""
+    """A list or mapping (extra_args, env), or a string a name cannot hold, as its words joined by
+    '-' (`["--foo", "1"]` is `foo-1`)."""
     if isinstance(value, dict):
         text = "-".join(f"{k}-{_words(v)}" for k, v in value.items())
     elif isinstance(value, list):
         text = "-".join(_words(v) for v in value)
     else:
-        text = str(value).replace("_", "-")
-        if not _UNNAMEABLE.search(text):
-            return text
+        text = str(value)
     return re.sub(r"-{2,}", "-", _UNNAMEABLE.sub("-", text.replace("_", "-"))).strip("-.")
 
 
 def _labels_of(key: str, values: list[Any]) -> list[str]:
     """One label per value of a matrix key, `prefill-endpoints-4`: the key's last two parts and the
-    value's words. Where two values' words are the same, or one has none (`["--"]`, `""`), each is
-    labelled by its position in the list instead (`prefill-extra-args-1`), so that every variant keeps
-    a name of its own that can name a run."""
+    value. A scalar a name can hold as YAML wrote it, as labels always were (`True`, `0.9`, `-1`,
+    ``""``: a variant keeps its name); any other value by its words, or, where they are none, longer
+    than MAX_WORDS, or another value's label already, by its position (`prefill-extra-args-value-2`).
+    Two values still labelled alike are refused by expand_matrix."""
     stem = f"{key.split('.')[-2] if '.' in key else key}-{key.split('.')[-1]}".replace("_", "-")
-    words = [_words(v) for v in values]
-    if "" in words or len(set(words)) < len(words):
-        words = [str(i) for i in range(1, len(values) + 1)]
-    return [f"{stem}-{w}" for w in words]
+    texts: list[str | None] = []
+    for v in values:
+        written = str(v).replace("_", "-")
+        scalar = not isinstance(v, (dict, list))
+        texts.append(written if scalar and not _UNNAMEABLE.search(written) else None)
+    taken = {x for x in texts if x is not None}
+    out = []
+    for i, (v, as_written) in enumerate(zip(values, texts, strict=True), start=1):
+        if as_written is None:
+            words = _words(v)
+            label = words if words and len(words) <= MAX_WORDS and words not in taken else f"value-{i}"
+            taken.add(label)
+        else:
+            label = as_written
+        out.append(f"{stem}-{label}")
+    return out
 
 
 Variant = tuple[str | None, dict[str, Any], tuple[str, ...]]  # name, data, labels (None, data, () unexpanded)
@@ -170,4 +184,26 @@ def expand_matrix(data: dict[str, Any], smap: Any) -> tuple[list[Variant], list[
         name = f"{base.get('name', 'recipe')}.{'.'.join(labels)}"
         variant["name"] = name
         out.append((name, variant, tuple(labels)))
+    names = [name for name, _, _ in out if name is not None]
+    alike = next((n for n in names if names.count(n) > 1), None)
+    if alike is not None:
+        return [], [
+            _diag(
+                smap,
+                ("matrix",),
+                f"the matrix names two variants {alike!r}: two of its values are labelled alike",
+                "give the values of each matrix key labels that differ (a scalar's text, a list's words)",
+            )
+        ]
+    longest = max(names, key=len)
+    if len(longest) > MAX_NAME:
+        return [], [
+            _diag(
+                smap,
+                ("matrix",),
+                f"the matrix names a variant of {len(longest)} characters ({longest[:60]}...); run "
+                f"directories and lock files are named after it: at most {MAX_NAME}",
+                "fewer matrix keys, or shorter values (a list's words name it)",
+            )
+        ]
     return out, diags

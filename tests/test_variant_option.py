@@ -197,11 +197,51 @@ def test_a_list_or_mapping_valued_matrix_key_names_each_variant_by_its_words(tmp
     assert load_variant(str(path), "prefill-extra-args-max-num-seqs-16.decode-env-UCX-TLS-tcp").recipe.name.endswith(
         "max-num-seqs-16.decode-env-UCX-TLS-tcp"
     )
-    # words alike (`a b` and `a/b`) or none at all: by position
+    # words another value has already, or none at all: by position; a scalar a name holds as written
     same = tmp_path / "same.yaml"
-    same.write_text(base + "\nmatrix:\n  decode.env.X_PATH: ['a b', 'a/b', '--']\n")
-    names = [load_variant(str(same), f"env-X-PATH-{i}").recipe.decode.env["X_PATH"] for i in (1, 2, 3)]
-    assert names == ["a b", "a/b", "--"]
+    same.write_text(base + "\nmatrix:\n  decode.env.X_PATH: ['a b', 'a/b', '--', '', 'x']\n")
+    got = {
+        label: load_variant(str(same), f"env-X-PATH-{label}").recipe.decode.env["X_PATH"]
+        for label in ("a-b", "value-2", "--", "", "x")
+    }
+    assert got == {"a-b": "a b", "value-2": "a/b", "--": "--", "": "", "x": "x"}
+
+
+def test_a_scalars_name_is_what_it_was_whatever_the_other_values_are(tmp_path):
+    """An empty value beside "1" made every value of the key named by its position: `env-FOO-1`,
+    the name "1" had, then chose FOO="" (a --variant or lock that named it took the other variant)."""
+    from recipectl.validate import load_variant
+
+    path = tmp_path / "empty.yaml"
+    path.write_text(LOCAL_RECIPE.read_text() + "\nmatrix:\n  decode.env.FOO: ['', '1']\n")
+    assert load_variant(str(path), "env-FOO-1").recipe.decode.env["FOO"] == "1"
+    assert load_variant(str(path), "env-FOO-").recipe.decode.env["FOO"] == ""
+
+
+def test_variants_named_alike_or_too_long_are_refused_with_the_key_to_change(tmp_path, recipectl_cli):
+    """Two keys whose labels join to one name (env.A x env.B), and values whose words make a name
+    past a file name's length (two --compilation-config JSONs: `lock --variant` died on
+    "File name too long")."""
+    alike = tmp_path / "alike.yaml"
+    alike.write_text(
+        LOCAL_RECIPE.read_text() + "\nmatrix:\n  decode.env.A: ['1.env-B-2', '1']\n  decode.env.B: ['3', '2.env-B-3']\n"
+    )
+    r = recipectl_cli("validate", str(alike))
+    assert r.returncode == 2 and "names two variants" in r.stdout, r.stdout + r.stderr
+    long = tmp_path / "long.yaml"
+    words = [f"w{i}" for i in range(60)]
+    long.write_text(
+        LOCAL_RECIPE.read_text()
+        + f"\nmatrix:\n  prefill.extra_args: [{words!r}, {words[::-1]!r}]\n"
+        + f"  decode.extra_args: [{words!r}, {words[1:]!r}]\n"
+    )
+    r = recipectl_cli("expand", str(long), "-f", "names")
+    assert r.returncode == 0 and max(map(len, r.stdout.split())) < 100, r.stdout + r.stderr
+    assert "prefill-extra-args-value-1.decode-extra-args-value-2" in r.stdout  # words past 40: positions
+    longer = tmp_path / "longer.yaml"
+    longer.write_text(LOCAL_RECIPE.read_text() + f"\nmatrix:\n  decode.env.{'X' * 190}: ['1', '2']\n")
+    r = recipectl_cli("validate", str(longer))
+    assert r.returncode == 2 and "at most 200" in r.stdout, r.stdout + r.stderr
 
 
 def test_validate_accepts_a_matrix_over_extra_args(tmp_path, recipectl_cli):
