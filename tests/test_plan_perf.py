@@ -951,3 +951,44 @@ def test_the_closed_loops_wait_is_none_alone_and_reaches_the_bottleneck_bound():
     # past saturation the halved wait falls short of the bound (64 users' prompts take 12.8 s, a
     # user is away 1 s): predict takes the bound there (the test above, its short decode)
     assert _queued(64, 0.2, 1.0) < 64 * 0.2 - 1.0
+
+
+def test_the_pipelines_parts_add_up_to_its_ttft():
+    """TTFT = prefill + queue + transfer + waiting for the link + decode's first step, in both of the
+    pipeline's cases (binding_constraint names the largest part: a drifted wave's TTFT counted the
+    whole wave's transfers as waiting it did not do, and "transfer" bound where queueing did)."""
+    m = model(transfer=(0.010, 1e9))
+    for isl, osl, c in [(1000, 8, 4), (2000, 512, 8), (2000, 2, 8), (3000, 64, 24), (500, 256, 1)]:
+        p = predict(m, OWN_PRE, OWN_DEC, isl=isl, osl=osl, concurrency=c)
+        parts = p.prefill_s + p.queue_s + p.transfer_s + p.transfer_wait_s + p.first_step_s
+        assert parts == pytest.approx(p.ttft_s), (isl, osl, c)
+
+
+def test_the_closed_loops_wait_is_the_fixed_point_of_its_mean_value_analysis():
+    from recipectl.plan.perf import _queued
+
+    for users, service, away in [(2, 0.2, 1.0), (8, 0.2, 1.0), (37, 0.05, 0.3), (500, 0.01, 2.0)]:
+        a = 0.5 * (users - 1) / users
+        queue = users / 2
+        for _ in range(20000):
+            response = service * (1 + a * queue)
+            queue = 0.5 * queue + 0.5 * users * response / (response + away)
+        assert _queued(users, service, away) == pytest.approx(service * (1 + a * queue), rel=1e-6)
+
+
+def test_the_search_finds_the_users_past_the_drop_where_a_wave_splits():
+    """On GPUs of each role's own one more user splits a wave that fit one prefill step, and the
+    predicted TTFT drops (the users drift apart): the bisection alone stopped below the drop
+    (9B on two H200s at 512 tokens, ttft=60ms: 1 user where 34 meet it)."""
+    r = cli(
+        "plan",
+        "recipes/h200/qwen3.5-9b-pd-2gpu.yaml",
+        "--sla",
+        "ttft=60ms,itl=11.5ms",
+        "--isl",
+        "512",
+        "--format",
+        "json",
+    )
+    best = json.loads(r.stdout)["configurations"][0]
+    assert best["concurrency"] == 34 and best["prediction"]["ttft_s"] <= 0.060, best

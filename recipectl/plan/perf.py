@@ -287,6 +287,14 @@ def fill_steps(requests: int, isl: int, budget: int, chunk: Callable[[int, int],
     return steps
 
 
+def wave_splits(prefill: RoleShape, isl: int, concurrency: int) -> bool:
+    """Whether ``concurrency`` users' wave takes a prefill endpoint more steps than one prompt does
+    (on GPUs of each role's own its users then drift apart: predict's pipeline). Once true, true
+    for every larger concurrency."""
+    per_prefill = math.ceil(concurrency / prefill.endpoints)
+    return wave_prefill_steps(per_prefill, isl, prefill) != wave_prefill_steps(1, isl, prefill)
+
+
 def transfer_bytes(shape: RoleShape, isl: int) -> int:
     """Bytes one prefill rank sends decode for one request: its prompt's KV and its GDN state."""
     return shape.kv_bytes_per_token * isl + shape.gdn_state_bytes_per_request
@@ -420,9 +428,12 @@ def _pipelined(
     decoding = max(0, osl - 1) * itl
     if one_wave:
         ttft = batch + transfers + first
+        transfer_wait = transfers - transfer
     else:
+        # the requests come apart: each moves its own state, and what it waits for is prefill
         away = transfer + first + decoding
         ttft = max(_queued(per_prefill, service, away) + transfer + first, batch + transfers + first - decoding)
+        transfer_wait = 0.0
     cycle = ttft + decoding
     rate = concurrency / cycle
     gpus = prefill.endpoints * prefill.gpus_per_endpoint + decode.endpoints * decode.gpus_per_endpoint
@@ -431,9 +442,9 @@ def _pipelined(
         ttft_s=ttft,
         itl_s=itl,
         prefill_s=service,
-        queue_s=max(0.0, ttft - service - transfers - first),
+        queue_s=max(0.0, ttft - service - transfer - transfer_wait - first),
         transfer_s=transfer,
-        transfer_wait_s=transfers - transfer,
+        transfer_wait_s=transfer_wait,
         transfer_sources=1,  # the latency overlaps whatever the sources: no range to show
         ttft_low_s=ttft,
         ttft_high_s=ttft,
@@ -452,20 +463,19 @@ def _pipelined(
 def _queued(users: int, service: float, away: float) -> float:
     """A prompt's time at its prefill endpoint, its wait included, where ``users`` users each send
     one, wait ``service`` for it alone and are ``away`` until they send the next: mean-value
-    analysis of that closed loop (Schweitzer's fixed point), each queued prompt's wait halved, as
-    a queue of fixed service times waits half of one of random ones (Pollaczek-Khinchine). On two
-    H200s, 7 prompts' waves that split: TTFT -46% to +10%, median 7% (the exponential's full
-    wait: +3% to +54%, median 32%)."""
-    if users <= 1:
+    analysis of that closed loop (Schweitzer's approximation), each queued prompt's wait halved,
+    as a queue of fixed service times waits half of one of random ones (Pollaczek-Khinchine). On
+    two H200s, 7 prompts' waves that split: TTFT -46% to +10%, median 7% (the exponential's full
+    wait: +3% to +54%, median 32%).
+
+    The fixed point Q = n R / (R + Z), R = s (1 + a Q), a = (n - 1) / 2n, is the positive root of
+    s a Q^2 + (s + Z - n s a) Q - n s = 0."""
+    if users <= 1 or service <= 0:
         return service
-    queue = users / 2
-    for _ in range(200):
-        response = service * (1 + 0.5 * queue * (users - 1) / users)
-        nxt = users * response / (response + away)
-        if abs(nxt - queue) < 1e-9:
-            break
-        queue = (queue + nxt) / 2
-    return service * (1 + 0.5 * queue * (users - 1) / users)
+    a = 0.5 * (users - 1) / users
+    b = service + away - users * service * a
+    queue = (-b + math.sqrt(b * b + 4 * service * a * users * service)) / (2 * service * a)
+    return service * (1 + a * queue)
 
 
 # ----- other tensor-parallel sizes -------------------------------------------------------------

@@ -10,10 +10,11 @@ constraint.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
 
-from .perf import PerfModel, Prediction, RoleShape, predict
+from .perf import PerfModel, Prediction, RoleShape, predict, wave_splits
 
 SLA_FIX = "--sla ttft=2s,itl=50ms   (ttft and/or itl, each a number with s or ms)"
 _UNITS = {"s": 1.0, "ms": 1e-3}
@@ -120,10 +121,23 @@ def best_concurrency(
 
     if not ok(1):
         return None
-    lo, hi = 1, limit
-    while lo < hi:  # predictions grow with concurrency: the last c that meets it
+    best = _last(ok, 1, limit)
+    if prefill.own_gpus and decode.own_gpus and best < limit and not wave_splits(prefill, isl, best):
+        # On GPUs of each role's own the prediction drops where one more user splits a wave that
+        # fit one prefill step (the users drift apart: perf._pipelined), and grows again past it:
+        # the users past that drop are searched too.
+        split = _last(lambda c: not wave_splits(prefill, isl, c), best, limit) + 1
+        if split <= limit and ok(split):
+            best = _last(ok, split, limit)
+    return best
+
+
+def _last(holds: Callable[[int], bool], lo: int, hi: int) -> int:
+    """The last c in [lo, hi] for which ``holds`` is true, where it holds at lo and, once false,
+    stays false (bisection)."""
+    while lo < hi:
         mid = (lo + hi + 1) // 2
-        if ok(mid):
+        if holds(mid):
             lo = mid
         else:
             hi = mid - 1
