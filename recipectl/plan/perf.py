@@ -348,22 +348,26 @@ def predict(
     serial = per_decode * transfer
     parallel = math.ceil(per_decode / sources) * transfer
     if prefill.own_gpus and decode.own_gpus:
-        return _pipelined(
+        ttft, transfer_wait = _pipelined(
             model,
             prefill,
             decode,
-            isl=isl,
-            osl=osl,
             concurrency=concurrency,
             service=service,
             batch=batch,
             transfer=transfer,
             first=first,
-            itl=itl,
+            decoding=decoding,
             one_wave=wave_steps == one_steps,
         )
-    transfers = serial - TRANSFER_OVERLAP * (serial - parallel)
-    ttft = batch + transfers + first
+        sources, low, high = 1, ttft, ttft  # the latency overlaps whatever the sources: no range
+        queue = max(0.0, ttft - service - transfer - transfer_wait - first)
+    else:
+        transfers = serial - TRANSFER_OVERLAP * (serial - parallel)
+        ttft = batch + transfers + first
+        transfer_wait = transfers - transfer
+        low, high = batch + parallel + first, batch + serial + first
+        queue = max(0.0, batch - service)
     cycle = ttft + decoding
     rate = concurrency / cycle
     gpus = prefill.endpoints * prefill.gpus_per_endpoint + decode.endpoints * decode.gpus_per_endpoint
@@ -372,12 +376,12 @@ def predict(
         ttft_s=ttft,
         itl_s=itl,
         prefill_s=service,
-        queue_s=max(0.0, batch - service),
+        queue_s=queue,
         transfer_s=transfer,
-        transfer_wait_s=transfers - transfer,
+        transfer_wait_s=transfer_wait,
         transfer_sources=sources,
-        ttft_low_s=batch + parallel + first,
-        ttft_high_s=batch + serial + first,
+        ttft_low_s=low,
+        ttft_high_s=high,
         first_step_s=first,
         prefill_utilisation=min(batch / cycle, 1.0),
         decode_residents=per_decode,
@@ -395,22 +399,21 @@ def _pipelined(
     prefill: RoleShape,
     decode: RoleShape,
     *,
-    isl: int,
-    osl: int,
     concurrency: int,
     service: float,
     batch: float,
     transfer: float,
     first: float,
-    itl: float,
+    decoding: float,
     one_wave: bool,
-) -> Prediction:
-    """predict() where each role has GPUs of its own. Decode then starts a request as soon as its
-    state has arrived, while prefill goes on (on two H200s, four users at 8,192 tokens got their
-    first tokens 0.26, 0.68, 0.69 and 0.89 s after they were sent together), and a transfer's
-    latency is paid by all of a wave's requests at once, only their bytes one after another (on
-    two H200s over NVLink a request's 43-295 MB arrived in 11-21 ms whatever its size, and 16 users
-    at 512 tokens waited 223 ms, where their prefill step alone took 216).
+) -> tuple[float, float]:
+    """TTFT, and the part of it spent waiting for the link, where each role has GPUs of its own
+    (predict). Decode then starts a request as soon as its state has arrived, while prefill goes
+    on (on two H200s, four users at 8,192 tokens got their first tokens 0.26, 0.68, 0.69 and 0.89 s
+    after they were sent together), and a transfer's latency is paid by all of a wave's requests
+    at once, only their bytes one after another (on two H200s over NVLink a request's 43-295 MB
+    arrived in 11-21 ms whatever its size, and 16 users at 512 tokens waited 223 ms, where their
+    prefill step alone took 216).
 
     - A wave whose prompts the prefill endpoint takes in the steps one prompt takes (they fit its
       token budget) ends together and stays a wave: TTFT = the wave's prefill + the transfers +
@@ -420,44 +423,16 @@ def _pipelined(
       loop of the prefill endpoint's users, each away for its transfer, first step and decoding,
       and queueing at the prefill endpoint for one another's prompts (`_queued`): TTFT = that wait
       and its own prefill, transfer and first step, and at least what the endpoint's batches
-      leave of a user's cycle (the bottleneck bound: a cycle is at least the wave's prefill)."""
+      leave of a user's cycle (the bottleneck bound: a cycle is at least the wave's prefill); each
+      request moves its own state, and what it waits for is prefill."""
     per_prefill = math.ceil(concurrency / prefill.endpoints)
     per_decode = math.ceil(concurrency / decode.endpoints)
     latency = model.transfer.latency_s
     transfers = latency + per_decode * (transfer - latency)  # the latency at once, the bytes in turn
-    decoding = max(0, osl - 1) * itl
     if one_wave:
-        ttft = batch + transfers + first
-        transfer_wait = transfers - transfer
-    else:
-        # the requests come apart: each moves its own state, and what it waits for is prefill
-        away = transfer + first + decoding
-        ttft = max(_queued(per_prefill, service, away) + transfer + first, batch + transfers + first - decoding)
-        transfer_wait = 0.0
-    cycle = ttft + decoding
-    rate = concurrency / cycle
-    gpus = prefill.endpoints * prefill.gpus_per_endpoint + decode.endpoints * decode.gpus_per_endpoint
-    return Prediction(
-        concurrency=concurrency,
-        ttft_s=ttft,
-        itl_s=itl,
-        prefill_s=service,
-        queue_s=max(0.0, ttft - service - transfer - transfer_wait - first),
-        transfer_s=transfer,
-        transfer_wait_s=transfer_wait,
-        transfer_sources=1,  # the latency overlaps whatever the sources: no range to show
-        ttft_low_s=ttft,
-        ttft_high_s=ttft,
-        first_step_s=first,
-        prefill_utilisation=min(batch / cycle, 1.0),
-        decode_residents=per_decode,
-        request_rate=rate,
-        output_tps=rate * osl,
-        total_tps=rate * (isl + osl),
-        tps_per_gpu=rate * (isl + osl) / gpus,
-        tps_per_user=1 / itl if itl > 0 else math.inf,
-        calibrated=model.calibrated,
-    )
+        return batch + transfers + first, transfers - transfer
+    away = transfer + first + decoding
+    return max(_queued(per_prefill, service, away) + transfer + first, batch + transfers + first - decoding), 0.0
 
 
 def _queued(users: int, service: float, away: float) -> float:
