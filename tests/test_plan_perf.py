@@ -880,6 +880,8 @@ def test_a_wave_in_one_step_on_gpus_of_their_own_pays_the_transfer_latency_once(
     batch = 0.02 + 4000 * 50e-6
     assert p.ttft_s == pytest.approx(batch + 0.010 + 4 * nbytes / 1e9 + p.first_step_s)
     assert p.transfer_sources == 1 and p.ttft_low_s == p.ttft_high_s == p.ttft_s
+    assert p.transfer_wait_s == pytest.approx(3 * nbytes / 1e9)  # the other three's bytes, one after another
+    assert p.queue_s == pytest.approx(batch - p.prefill_s)
     # the same GPUs shared by both roles: the wave's transfers whole, one after another
     shared = predict(m, OWN_PRE.model_copy(update={"own_gpus": False}), DEC, isl=1000, osl=8, concurrency=4)
     assert shared.ttft_s == pytest.approx(batch + 4 * (0.010 + nbytes / 1e9) + shared.first_step_s)
