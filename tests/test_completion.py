@@ -183,7 +183,9 @@ def test_rule_selectors_complete_from_the_registry():
     assert bash_complete("recipectl validate --ignore=VER00")[0].startswith("VER00")
     # the last of a comma-separated list, the others kept
     assert bash_complete("recipectl validate --extend-select HYB001,HYB00") == [f"HYB001,{c}" for c in hyb]
-    assert bash_complete("recipectl validate --select A") == ["ALL", "ARG", "ARG001", "ARG002", "ARG003"]
+    arg = sorted(r.code for r in all_rules() if r.code.startswith("ARG"))
+    assert arg[:3] == ["ARG001", "ARG002", "ARG003"]
+    assert bash_complete("recipectl validate --select A") == ["ALL", "ARG", *arg]
     assert "PRF002=warning" in bash_complete("recipectl validate --severity PRF002=w")
     assert bash_complete("recipectl explain HYB00") == hyb
     # zsh and fish show each candidate's help: the rule's title
