@@ -182,11 +182,10 @@ def role_shapes(recipe: Recipe, recipe_path: str) -> tuple[dict[str, RoleShape],
     spec = model_spec(recipe, Path(recipe_path).parent)
     assert spec is not None  # plan_recipe planned, so the model has a spec
     # prefill and decode on GPUs none of the other role's servers use: decode runs while prefill does
-    gpus_of = {
-        role: {(p.node, g) for p in place(recipe).processes if p.role == role for g in p.gpus}
-        for role in ("prefill", "decode")
-    }
-    own_gpus = not recipe.cluster.is_cpu and not gpus_of["prefill"] & gpus_of["decode"]
+    both = {"prefill", "decode"}
+    own_gpus = not recipe.cluster.is_cpu and not any(
+        {p.role for p in procs} >= both for procs in place(recipe).shared_gpus.values()
+    )
     shapes = {}
     for role, rp in plans.items():
         p = rp.plan

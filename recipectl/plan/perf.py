@@ -350,9 +350,8 @@ def predict(
     if prefill.own_gpus and decode.own_gpus:
         ttft, transfer_wait = _pipelined(
             model,
-            prefill,
-            decode,
-            concurrency=concurrency,
+            per_prefill=per_prefill,
+            per_decode=per_decode,
             service=service,
             batch=batch,
             transfer=transfer,
@@ -396,10 +395,9 @@ def predict(
 
 def _pipelined(
     model: PerfModel,
-    prefill: RoleShape,
-    decode: RoleShape,
     *,
-    concurrency: int,
+    per_prefill: int,
+    per_decode: int,
     service: float,
     batch: float,
     transfer: float,
@@ -425,8 +423,6 @@ def _pipelined(
       and its own prefill, transfer and first step, and at least what the endpoint's batches
       leave of a user's cycle (the bottleneck bound: a cycle is at least the wave's prefill); each
       request moves its own state, and what it waits for is prefill."""
-    per_prefill = math.ceil(concurrency / prefill.endpoints)
-    per_decode = math.ceil(concurrency / decode.endpoints)
     latency = model.transfer.latency_s
     transfers = latency + per_decode * (transfer - latency)  # the latency at once, the bytes in turn
     if one_wave:
