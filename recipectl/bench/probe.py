@@ -32,6 +32,7 @@ class Sample:
     output_tokens: int
     e2e_s: float
     start_s: float = 0.0  # perf_counter at the request's start: when it decoded, beside the others
+    user: int = 0  # which of the point's closed-loop users sent it
 
 
 @dataclass
@@ -66,6 +67,48 @@ class PointResult:
     @property
     def output_tps(self) -> float:
         return sum(s.output_tokens for s in self.samples) / self.duration_s if self.duration_s else 0.0
+
+    def steady(self) -> SteadyState | None:
+        """What the point's users saw while all of them were sending: from when the last of them
+        sent its first request to when the first of them got its last answer (a run's start, and
+        its end where users run out of requests at different times, are left out). TTFT and ITL:
+        the medians of the requests sent inside that window; throughput: the tokens of every
+        request, each spread evenly over its time, that fall inside it. None where the window is
+        empty or no request started in it."""
+        by_user: dict[int, list[Sample]] = {}
+        for s in self.samples:
+            by_user.setdefault(s.user, []).append(s)
+        if len(by_user) < self.concurrency:
+            return None
+        start = max(min(s.start_s for s in xs) for xs in by_user.values())
+        end = min(max(s.start_s + s.e2e_s for s in xs) for xs in by_user.values())
+        inside = [s for s in self.samples if start <= s.start_s < end]
+        if end <= start or not inside:
+            return None
+        tokens = 0.0
+        for s in self.samples:
+            overlap = min(end, s.start_s + s.e2e_s) - max(start, s.start_s)
+            if overlap > 0:
+                tokens += (self.isl + s.output_tokens) * overlap / s.e2e_s
+        itls = [s.itl_s for s in inside if s.itl_s is not None]
+        return SteadyState(
+            ttft_s=statistics.median(s.ttft_s for s in inside),
+            itl_s=statistics.median(itls) if itls else None,
+            total_tps=tokens / (end - start),
+            window_s=end - start,
+            requests=len(inside),
+        )
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    """PointResult.steady: a point's users all sending."""
+
+    ttft_s: float
+    itl_s: float | None
+    total_tps: float
+    window_s: float
+    requests: int
 
 
 # What makes every call's prompts its own: seeded by the seed alone, a second `calibrate --run` of
@@ -148,24 +191,33 @@ async def _run(
     seed: int,
     stream: bool,
     timeout_s: float,
+    stagger_s: float = 0.0,
 ) -> PointResult:
     rng = random.Random(f"{_PROCESS_SALT}:{next(_CALLS)}:{seed}")
     prompts = [random_prompt(rng, isl, vocab_size) for _ in range(num_requests)]
     result = PointResult(isl=isl, osl=osl, concurrency=concurrency)
-    queue = list(reversed(prompts))
+    # together, the users share one queue of prompts; out of step, each has its share of them, so
+    # a user who starts late still sends its requests while the others send theirs
+    shared = list(reversed(prompts))
+    queues = [list(reversed(prompts[k::concurrency])) for k in range(concurrency)] if stagger_s > 0 else None
 
-    async def user(client: httpx.AsyncClient) -> None:
+    async def user(client: httpx.AsyncClient, k: int) -> None:
+        queue = shared if queues is None else queues[k]
+        if stagger_s > 0:
+            await asyncio.sleep(stagger_s * k / concurrency)
         while queue:
             prompt = queue.pop()
             try:
-                result.samples.append(await _request(client, url, model, prompt, osl, stream))
+                sample = await _request(client, url, model, prompt, osl, stream)
+                sample.user = k
+                result.samples.append(sample)
             except Exception as e:
                 result.errors.append(f"{type(e).__name__}: {str(e)[:200]}")
 
     limits = httpx.Limits(max_connections=concurrency + 2)
     async with httpx.AsyncClient(timeout=timeout_s, limits=limits) as client:
         t0 = time.perf_counter()
-        await asyncio.gather(*(user(client) for _ in range(concurrency)))
+        await asyncio.gather(*(user(client, k) for k in range(concurrency)))
         result.duration_s = time.perf_counter() - t0
     return result
 
@@ -182,10 +234,14 @@ def run_point(
     seed: int = 0,
     stream: bool = True,
     timeout_s: float = 600,
+    stagger_s: float = 0.0,
 ) -> PointResult:
     """One point: ``num_requests`` requests by ``concurrency`` closed-loop users against ``url``
     (the router, or one endpoint), streamed (TTFT and ITL) or not (the whole request's time).
-    ``seed`` is mixed into the prompts' draw, which is new at every call whatever it is."""
+    ``seed`` is mixed into the prompts' draw, which is new at every call whatever it is.
+    ``stagger_s``: the users start that long apart in all, user k after k / concurrency of it (0:
+    all at once, as vllm bench serve's --max-concurrency does: the first requests come as a wave;
+    a user's cycle: out of step from the start, as users who do not arrive together are)."""
     return asyncio.run(
         _run(
             url,
@@ -198,6 +254,7 @@ def run_point(
             seed=seed,
             stream=stream,
             timeout_s=timeout_s,
+            stagger_s=stagger_s,
         )
     )
 
