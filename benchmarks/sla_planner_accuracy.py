@@ -87,16 +87,21 @@ def cli(*args: str, env: dict, timeout: float = 1800) -> subprocess.CompletedPro
     )
 
 
-def warm_point(router: str, model: str, vocab: int, isl: int, osl: int, c: int) -> None:
+def warm_point(router: str, model: str, vocab: int, isl: int, osl: int, c: int) -> float:
     """A round at the point's concurrency, not scored: a batch shape's first run pays its kernels'
-    set-up."""
+    set-up. Its duration: one cycle of the point's users, as a wave."""
     from recipectl.bench.probe import run_point
 
-    run_point(router, model, isl=isl, osl=osl, concurrency=c, num_requests=c, vocab_size=vocab, seed=99)
+    r = run_point(router, model, isl=isl, osl=osl, concurrency=c, num_requests=c, vocab_size=vocab, seed=99)
+    return r.duration_s
 
 
-def repeat_point(router: str, model: str, vocab: int, isl: int, osl: int, c: int, k: int, t0: float) -> dict:
-    """The point's ``k``-th repeat: its median TTFT and ITL and its throughput, and when it ran."""
+def repeat_point(
+    router: str, model: str, vocab: int, isl: int, osl: int, c: int, k: int, t0: float, stagger_s: float = 0.0
+) -> dict:
+    """The point's ``k``-th repeat: its median TTFT and ITL and its throughput, and when it ran.
+    ``stagger_s`` > 0: the users start out of step, that long apart in all, and the metrics are
+    those of the window in which all of them were sending (probe.PointResult.steady)."""
     from recipectl.bench.probe import run_point
 
     r = run_point(
@@ -105,42 +110,59 @@ def repeat_point(router: str, model: str, vocab: int, isl: int, osl: int, c: int
         isl=isl,
         osl=osl,
         concurrency=c,
-        num_requests=max(6, 3 * c),  # enough requests that a repeat's median is not one request's
+        # enough requests that a repeat's median is not one request's; out of step, enough that
+        # every user sends a few while all are sending
+        num_requests=max(8, 5 * c) if stagger_s else max(6, 3 * c),
         vocab_size=vocab,
         seed=1000 * k + isl + c,
+        stagger_s=stagger_s,
     )
     if r.errors:
         raise SystemExit(f"isl={isl} osl={osl} c={c}: {r.errors[:3]}")
-    return {
-        "ttft_s": r.ttft_s,
-        "itl_s": r.itl_s,
-        "total_tps": len(r.samples) * (isl + osl) / r.duration_s,
-        "load": os.getloadavg()[0],
-        "at_s": time.time() - t0,
-    }
+    at = {"load": os.getloadavg()[0], "at_s": time.time() - t0}
+    if stagger_s:
+        steady = r.steady()
+        if steady is None or steady.itl_s is None:
+            raise SystemExit(f"isl={isl} osl={osl} c={c}: no window in which all {c} users were sending")
+        return {"ttft_s": steady.ttft_s, "itl_s": steady.itl_s, "total_tps": steady.total_tps, **at}
+    return {"ttft_s": r.ttft_s, "itl_s": r.itl_s, "total_tps": len(r.samples) * (isl + osl) / r.duration_s, **at}
 
 
 def measure_points(
-    router: str, model: str, vocab: int, points: list, repeats: int, *, interleave: bool, t0: float, done
+    router: str,
+    model: str,
+    vocab: int,
+    points: list,
+    repeats: int,
+    *,
+    interleave: bool,
+    t0: float,
+    done,
+    out_of_step: bool = False,
 ) -> None:
     """Every point's repeats, handing each point's list to ``done(point, reps)`` when it has them
     all (interleaved: after every round, with the repeats so far). Back to back, a point's repeats
     run within a minute of each other; interleaved, its k-th repeat runs in the k-th round over all
     points, so they spread over the whole run, as far apart as the calibration is from the last
     point: their spread then holds what the host does over minutes too."""
+    # out of step: the users spread over one cycle of theirs, the warm-up wave's
     if not interleave:
         for isl, osl, c in points:
             print(f"held-out isl={isl} osl={osl} c={c} ...", file=sys.stderr, flush=True)
-            warm_point(router, model, vocab, isl, osl, c)
-            done((isl, osl, c), [repeat_point(router, model, vocab, isl, osl, c, k, t0) for k in range(repeats)])
+            cycle = warm_point(router, model, vocab, isl, osl, c)
+            stagger = cycle if out_of_step and c > 1 else 0.0
+            done(
+                (isl, osl, c),
+                [repeat_point(router, model, vocab, isl, osl, c, k, t0, stagger) for k in range(repeats)],
+            )
         return
-    for isl, osl, c in points:
-        warm_point(router, model, vocab, isl, osl, c)
+    cycles = {(isl, osl, c): warm_point(router, model, vocab, isl, osl, c) for isl, osl, c in points}
     reps: dict[tuple, list[dict]] = {p: [] for p in points}
     for k in range(repeats):
         print(f"round {k + 1} of {repeats} over {len(points)} points ...", file=sys.stderr, flush=True)
         for point in points:
-            reps[point].append(repeat_point(router, model, vocab, *point, k, t0))
+            stagger = cycles[point] if out_of_step and point[2] > 1 else 0.0
+            reps[point].append(repeat_point(router, model, vocab, *point, k, t0, stagger))
             done(point, reps[point])
 
 
@@ -453,6 +475,12 @@ def main() -> int:
         help="the repeats in rounds over every point, not back to back (each point's spread then spans the run)",
     )
     ap.add_argument(
+        "--out-of-step",
+        action="store_true",
+        help="each repeat's users start spread over one of their cycles, not all at once, and its metrics are "
+        "those of the window in which all of them were sending: the steady state of users who do not arrive together",
+    )
+    ap.add_argument(
         "--rescore",
         metavar="RESULTS",
         help="launch nothing: score a run's results.json (RECIPE: the recipe it ran) with this checkout's model",
@@ -536,6 +564,7 @@ def main() -> int:
                 "calibrated_on": args.calibrated_on or args.recipe,
                 "repeats": args.repeats,
                 "interleaved": args.interleave,
+                "out_of_step": args.out_of_step,
                 "complete": complete,
                 "held_out": rows,
                 "summary": sums,
@@ -578,6 +607,7 @@ def main() -> int:
             interleave=args.interleave,
             t0=t0,
             done=done,
+            out_of_step=args.out_of_step,
         )
         if not args.calibration and not args.no_recalibrate:
             # the calibration again, after the held-out points: what two calibrations of one

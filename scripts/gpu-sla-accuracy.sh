@@ -26,6 +26,8 @@
 #            first two at 4)
 #   BUDGET   seconds a phase may take (default 540): a phase still running then is stopped, and
 #            keeps the points it measured
+#   OUT_OF_STEP  1: each repeat's users start spread over one of their cycles, not all at once
+#            (the benchmark's --out-of-step)
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${OUT:-$PWD/gpu-sla-accuracy}"
@@ -60,11 +62,15 @@ assert text.count(one) == 1, "the recipe's prefill role does not start with devi
 open(sys.argv[2], "w").write(text.replace(one, "prefill:\n  endpoints: 2\n  devices: [[0], [0]]\n"))
 PY
 
+STEP_ARGS=()
+[[ "${OUT_OF_STEP:-0}" == 1 ]] && STEP_ARGS=(--out-of-step)
+
 bench() {
   local name="$1"; shift
   local t0; t0=$(date +%s)
   timeout --signal=TERM --kill-after=60 "${BUDGET:-540}" "$PY" "$ROOT/benchmarks/sla_planner_accuracy.py" \
-    "$@" --out "$OUT/$name" --repeats "$REPEATS" --held-out "$HELD_OUT" > "$OUT/$name.out" 2> "$OUT/$name.err"
+    "$@" --out "$OUT/$name" --repeats "$REPEATS" --held-out "$HELD_OUT" "${STEP_ARGS[@]}" \
+    > "$OUT/$name.out" 2> "$OUT/$name.err"
   local code=$?
   log "$name: exit $code in $(( $(date +%s) - t0 ))s"
   tail -40 "$OUT/$name.out" >> "$OUT/driver.log"

@@ -470,12 +470,16 @@ def fake_repeats(monkeypatch) -> list[tuple]:
     """The benchmark's requests replaced by a record of them: a mock of the deployment, which the
     order of the repeats does not need."""
     calls: list[tuple] = []
-    monkeypatch.setattr(accuracy, "warm_point", lambda router, model, vocab, *point: calls.append(("warm", point)))
 
-    def repeat(router, model, vocab, isl, osl, c, k, t0):
-        calls.append(("repeat", (isl, osl, c), k))
+    def warm(router, model, vocab, *point):
+        calls.append(("warm", point))
+        return 2.0 + point[2]  # the warm-up wave's duration: one cycle of the point's users
+
+    def repeat(router, model, vocab, isl, osl, c, k, t0, stagger_s=0.0):
+        calls.append(("repeat", (isl, osl, c), k, stagger_s))
         return {"ttft_s": 0.5, "itl_s": 0.03, "total_tps": 100.0, "load": 1.5, "at_s": float(len(calls))}
 
+    monkeypatch.setattr(accuracy, "warm_point", warm)
     monkeypatch.setattr(accuracy, "repeat_point", repeat)
     return calls
 
@@ -487,7 +491,8 @@ def test_interleaved_repeats_run_in_rounds_over_every_point(monkeypatch):
         "r", "m", 1000, POINTS, 3, interleave=True, t0=0.0, done=lambda p, reps: handed.append((p, len(reps)))
     )
     assert calls[:2] == [("warm", POINTS[0]), ("warm", POINTS[1])]
-    assert [c[1:] for c in calls[2:]] == [(p, k) for k in range(3) for p in POINTS]
+    assert [c[1:3] for c in calls[2:]] == [(p, k) for k in range(3) for p in POINTS]
+    assert {c[3] for c in calls[2:]} == {0.0}  # all users at once unless asked
     # every round's repeats reach the results, so a run stopped by a time limit keeps them
     assert handed == [(p, k + 1) for k in range(3) for p in POINTS]
 
@@ -507,6 +512,17 @@ def test_repeats_back_to_back_finish_a_point_before_the_next(monkeypatch):
         ("repeat", POINTS[1]),
     ]
     assert handed == [(POINTS[0], 2), (POINTS[1], 2)]
+
+
+@pytest.mark.parametrize("interleave", [True, False])
+def test_users_out_of_step_start_spread_over_the_warm_up_waves_cycle(monkeypatch, interleave):
+    calls = fake_repeats(monkeypatch)
+    accuracy.measure_points(
+        "r", "m", 1000, POINTS, 2, interleave=interleave, t0=0.0, done=lambda p, reps: None, out_of_step=True
+    )
+    staggers = {c[1]: c[3] for c in calls if c[0] == "repeat"}
+    # one user has no one to be out of step with; four spread over their warm-up's 6 s
+    assert staggers == {POINTS[0]: 0.0, POINTS[1]: 6.0}
 
 
 def test_when_each_repeat_ran_is_kept_and_survives_a_rescore():
