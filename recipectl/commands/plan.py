@@ -325,6 +325,11 @@ def sla_report(
         "osl": osl,
         "gpus": budget,
         "shared_gpus": shared,  # planned as the recipe lays its servers out on these GPUs
+        # what the model predicts: users who start together, as vllm bench serve --max-concurrency
+        # and plan --check send them; where the roles share compute, users out of step see
+        # another TTFT and ITL (docs/sla-planner.md, "Users out of step")
+        "users_start": "together",
+        "roles_share_compute": bool(shared) or (recipe.cluster.is_cpu and not gpus),
         "calibrated": model.calibrated,
         "calibration": calibration,
         "measured_users": model.measured_users,
@@ -499,6 +504,12 @@ def _print_sla_table(report: dict, recipe_path: str) -> None:
             f"planned as the recipe lays its servers out, sharing GPUs ({'; '.join(report['shared_gpus'])})"
             + ("" if report["calibrated"] else ", though the analytic figures give each server a GPU of its own")
             + f"; recipectl plan {recipe_path} --sla ... --gpus N ranks layouts on GPUs of their own"
+        )
+    if report["roles_share_compute"] and any((c["concurrency"] or 0) > 1 for c in report["configurations"]):
+        console.print(
+            "predicted for users who start together (vllm bench serve --max-concurrency, plan --check); "
+            "where prefill and decode share compute, as here, users who arrive out of step trade TTFT for "
+            'ITL: docs/sla-planner.md, "Users out of step"'
         )
     if not report["calibrated"]:
         console.print(
