@@ -63,6 +63,22 @@ STATED = {
     ("h200-9b-2p1d-self-2026-12-03", "ttft_s"): (0.138, 0.828),
     ("h200-9b-2p1d-self-2026-12-03", "itl_s"): (0.022, 0.329),
     ("h200-9b-2p1d-self-2026-12-03", "total_tps"): (0.035, 0.245),
+    # users out of step (the benchmark's --out-of-step), 2026-12-04: a 1 + 1 launched cold and
+    # calibrated ("-oos", cut by its time limit after two points), launched again and measured out of
+    # step ("-oos-again") and, launched a third time, the same points with the users together
+    # ("-again"); a 2 + 1 out of step ("2p1d-oos"), every one from the first launch's calibration
+    ("h200-9b-1p1d-oos-2026-12-04", "ttft_s"): (0.286, 0.317),
+    ("h200-9b-1p1d-oos-2026-12-04", "itl_s"): (0.018, 0.031),
+    ("h200-9b-1p1d-oos-2026-12-04", "total_tps"): (0.169, 0.212),
+    ("h200-9b-1p1d-oos-again-2026-12-04", "ttft_s"): (0.204, 0.876),
+    ("h200-9b-1p1d-oos-again-2026-12-04", "itl_s"): (0.101, 0.282),
+    ("h200-9b-1p1d-oos-again-2026-12-04", "total_tps"): (0.134, 0.205),
+    ("h200-9b-1p1d-again-2026-12-04", "ttft_s"): (0.09, 0.286),
+    ("h200-9b-1p1d-again-2026-12-04", "itl_s"): (0.021, 0.073),
+    ("h200-9b-1p1d-again-2026-12-04", "total_tps"): (0.074, 0.202),
+    ("h200-9b-2p1d-oos-2026-12-04", "ttft_s"): (0.862, 2.096),
+    ("h200-9b-2p1d-oos-2026-12-04", "itl_s"): (0.44, 0.619),
+    ("h200-9b-2p1d-oos-2026-12-04", "total_tps"): (0.103, 0.236),
 }
 # Two H200s (scripts/gpu-sla-accuracy.sh with recipes/h200/qwen3.5-9b-pd-2gpu.yaml, prefill on GPU 0 and
 # decode on GPU 1, every share 0.3): the first three runs were seen while the pipeline model
@@ -435,6 +451,27 @@ CPU_STATED = {
         "itl_s": (0.056, 0.132),
         "total_tps": (0.111, 0.179),
     },
+    # users out of step (--out-of-step): the waves' TTFT 41-97% long at three and four users
+    ("cpu-tiny-1p1d-oos-2026-12-04a", "calibrated"): {
+        "ttft_s": (0.09, 0.512),
+        "itl_s": (0.075, 0.141),
+        "total_tps": (0.039, 0.066),
+    },
+    ("cpu-tiny-1p1d-oos-2026-12-04a", "calibrated_after"): {
+        "ttft_s": (0.081, 0.412),
+        "itl_s": (0.06, 0.142),
+        "total_tps": (0.023, 0.127),
+    },
+    ("cpu-tiny-1p1d-oos-2026-12-04b", "calibrated"): {
+        "ttft_s": (0.253, 0.974),
+        "itl_s": (0.06, 0.285),
+        "total_tps": (0.113, 0.323),
+    },
+    ("cpu-tiny-1p1d-oos-2026-12-04b", "calibrated_after"): {
+        "ttft_s": (0.129, 0.514),
+        "itl_s": (0.086, 0.141),
+        "total_tps": (0.084, 0.185),
+    },
 }
 
 
@@ -659,3 +696,32 @@ def test_the_pair_argument_is_isl_and_offset():
     for bad in ("160", "0:85", "160:-1", "a:b"):
         with pytest.raises(argparse.ArgumentTypeError, match="ISL:OFFSET_MS"):
             accuracy.pair_points(bad)
+
+
+def test_users_out_of_step_on_a_gpu_both_roles_share_trade_ttft_for_itl():
+    """docs/sla-planner.md, "Users out of step": one H200, 1 + 1 on GPU 0, the same points and
+    calibration, the users out of step on one launch and together on the next. Where a point's
+    prefill is short beside its decode (2,048 x 4, 1,024 x 8, 1,536 x 12), out of step its TTFT was
+    shorter and its ITL longer: prefill's steps ran between decode's where, together, decode
+    waited for the wave's prefill; throughput moved less."""
+    docs = ROOT / "docs" / "sla-accuracy"
+    together = json.loads((docs / "h200-9b-1p1d-again-2026-12-04.json").read_text())
+    apart = json.loads((docs / "h200-9b-1p1d-oos-again-2026-12-04.json").read_text())
+    assert (together.get("out_of_step"), apart["out_of_step"]) == (False, True)
+    assert together["calibration"] == apart["calibration"]
+
+    def measured(run: dict) -> dict:
+        return {(r["isl"], r["osl"], r["concurrency"]): r["metrics"] for r in run["held_out"]}
+
+    t, a = measured(together), measured(apart)
+    assert t.keys() == a.keys()
+    ratio = {p: {m: a[p][m]["measured"] / t[p][m]["measured"] for m in ("ttft_s", "itl_s", "total_tps")} for p in t}
+    for point in [(2048, 64, 4), (1024, 128, 8), (1536, 128, 12)]:
+        assert ratio[point]["ttft_s"] < 0.92 and ratio[point]["itl_s"] > 1.1, (point, ratio[point])
+    assert ratio[(1024, 128, 8)]["ttft_s"] == pytest.approx(0.66, abs=0.01)
+    assert ratio[(1024, 128, 8)]["itl_s"] == pytest.approx(1.41, abs=0.01)
+    assert all(0.9 < r["total_tps"] < 1.16 for r in ratio.values()), ratio
+    # two prefill endpoints beside decode on the GPU, out of step: ITL 2.6x the prediction at 16
+    # users of 512 tokens, where the users together measured 6.3 ms (h200-9b-2p1d-midpoint-b)
+    two = measured(json.loads((docs / "h200-9b-2p1d-oos-2026-12-04.json").read_text()))
+    assert two[(512, 64, 16)]["itl_s"]["measured"] == pytest.approx(0.0157, abs=0.0001)
