@@ -657,7 +657,7 @@ def test_plan_sla_on_a_recipe_whose_roles_share_a_gpu_plans_it_as_laid_out():
     assert "predicted for users who start together" in text and '"Users out of step"' in text
     j = json.loads(cli("plan", "recipes/h200/qwen3.5-9b-pd-1gpu.yaml", "--sla", "ttft=2s", "--format", "json").stdout)
     assert j["gpus"] == 1 and j["shared_gpus"] == ["GPU 0: prefill-0 0.45 + decode-0 0.45"]
-    assert (j["users_start"], j["roles_share_compute"]) == ("together", True)
+    assert (j["users_start"], j["regime"]) == ("together", "waves")
     assert [(c["prefill_endpoints"], c["decode_endpoints"], c["gpus"]) for c in j["configurations"]] == [(1, 1, 1)]
     two = json.loads(
         cli(
@@ -665,17 +665,17 @@ def test_plan_sla_on_a_recipe_whose_roles_share_a_gpu_plans_it_as_laid_out():
         ).stdout
     )
     assert two["shared_gpus"] == [] and two["configurations"][0]["gpus"] == 2
-    assert two["roles_share_compute"] is False
+    assert two["regime"] == "pipeline"
     own = cli("plan", "recipes/h200/qwen3.5-9b-pd-1gpu.yaml", "--sla", "ttft=2s,itl=50ms", "--gpus", "2")
     assert "users who start together" not in " ".join(own.stdout.split())
 
 
 def test_plan_sla_on_the_cpu_says_its_prediction_is_of_users_who_start_together():
-    """Both servers of the CPU recipe run on the host's cores: users out of step there saw TTFT
-    41-97% shorter than the waves predict at three and four users (docs/sla-planner.md)."""
+    """The CPU platform is predicted in waves: with users out of step there, the waves' TTFT was
+    41-97% long at three and four users (docs/sla-planner.md)."""
     r = cli("plan", str(LOCAL_RECIPE), "--sla", "ttft=30s,itl=1s", "--format", "json", timeout=120)
     j = json.loads(r.stdout)
-    assert (j["users_start"], j["roles_share_compute"]) == ("together", True)
+    assert (j["users_start"], j["regime"]) == ("together", "waves")
     text = " ".join(cli("plan", str(LOCAL_RECIPE), "--sla", "ttft=30s,itl=1s", timeout=120).stdout.split())
     assert "predicted for users who start together" in text
 

@@ -326,10 +326,11 @@ def sla_report(
         "gpus": budget,
         "shared_gpus": shared,  # planned as the recipe lays its servers out on these GPUs
         # what the model predicts: users who start together, as vllm bench serve --max-concurrency
-        # and plan --check send them; where the roles share compute, users out of step see
-        # another TTFT and ITL (docs/sla-planner.md, "Users out of step")
+        # and plan --check send them; in waves (prefill's steps before decode's) unless every
+        # layout puts each role on GPUs of its own (the pipeline). In waves, users out of step
+        # were measured at another TTFT and ITL (docs/sla-planner.md, "Users out of step")
         "users_start": "together",
-        "roles_share_compute": bool(shared) or (recipe.cluster.is_cpu and not gpus),
+        "regime": "pipeline" if all(o.prefill.own_gpus and o.decode.own_gpus for o in options) else "waves",
         "calibrated": model.calibrated,
         "calibration": calibration,
         "measured_users": model.measured_users,
@@ -505,10 +506,10 @@ def _print_sla_table(report: dict, recipe_path: str) -> None:
             + ("" if report["calibrated"] else ", though the analytic figures give each server a GPU of its own")
             + f"; recipectl plan {recipe_path} --sla ... --gpus N ranks layouts on GPUs of their own"
         )
-    if report["roles_share_compute"] and any((c["concurrency"] or 0) > 1 for c in report["configurations"]):
+    if report["regime"] == "waves" and any((c["concurrency"] or 0) > 1 for c in report["configurations"]):
         console.print(
             "predicted for users who start together (vllm bench serve --max-concurrency, plan --check); "
-            "where prefill and decode share compute, as here, users who arrive out of step trade TTFT for "
+            "in waves, as here, users who arrive out of step were measured at a shorter TTFT and a longer "
             'ITL: docs/sla-planner.md, "Users out of step"'
         )
     if not report["calibrated"]:
