@@ -57,11 +57,19 @@ def given_twice(ctx: RuleContext) -> Iterator[Violation]:
     """
     for role, eff in ctx.effective.items():
         for dup in eff.duplicates:
+            # a value read as unset (--max-model-len auto: the model's own length) has no field
+            # value to write; the field is left out instead
+            fix = (
+                f"# leave {dup.field_path} out (then: {_said(None, dup.arg)}) and drop {dup.arg.text} from "
+                f"{role}.extra_args"
+                if dup.arg.value is None
+                else f"{role}:\n  {dup.field}: {_yaml(dup.arg.value)}  # and drop {dup.arg.text} from extra_args"
+            )
             yield Violation(
                 f"{role}.extra_args.{dup.arg.index}",
                 f"{dup.arg.text} in {role}.extra_args overrides {dup.field_path} "
-                f"({dup.field_value!r}); the engine runs with {dup.arg.value!r}",
-                f"{role}:\n  {dup.field}: {_yaml(dup.arg.value)}  # and drop {dup.arg.text} from extra_args",
+                f"({_said(dup.field_value, dup.arg)}); the engine runs with {_said(dup.arg.value, dup.arg)}",
+                fix,
             )
         for arg in eff.repeated:
             once = (
@@ -81,6 +89,14 @@ def _as_written(arg: ArgSetting) -> str:
     if arg.flag.arity is Arity.BOOL:
         return arg.flag.flag if arg.value else "--no-" + arg.flag.flag[2:]
     return f"{arg.flag.flag} {_yaml(arg.value)}"
+
+
+def _said(value: object, arg: ArgSetting) -> str:
+    """A value as the finding's message gives it; unset (None: what `--max-model-len auto` reads as)
+    in words."""
+    if value is not None:
+        return repr(value)
+    return "the model's own length (auto)" if arg.flag.field == "max_model_len" else "its default (unset)"
 
 
 def _yaml(value: object) -> str:
