@@ -52,6 +52,8 @@ sys.path.insert(0, str(ROOT))
 # and 512 tokens, osl 8, and concurrency 4 at 32 and 128 tokens, osl 32). Short: on the CPU
 # platform a prompt's prefill runs at tens of ms a token.
 HELD_OUT = [(64, 24, 1), (320, 16, 1), (160, 16, 2), (96, 32, 3), (48, 32, 4)]
+# what a row keeps of each repeat besides its metrics (as repeats_<key>), where every repeat has it
+REPEAT_KEYS = ("at_s", "load", "stagger_s", "window_s", "window_requests")
 
 
 def endpoint_counts(recipe) -> dict[str, int]:
@@ -122,9 +124,16 @@ def repeat_point(
     at = {"load": os.getloadavg()[0], "at_s": time.time() - t0}
     if stagger_s:
         steady = r.steady()
-        if steady is None or steady.itl_s is None:
-            raise SystemExit(f"isl={isl} osl={osl} c={c}: no window in which all {c} users were sending")
-        return {"ttft_s": steady.ttft_s, "itl_s": steady.itl_s, "total_tps": steady.total_tps, **at}
+        if steady is None:
+            raise SystemExit(
+                f"isl={isl} osl={osl} c={c}: no window in which all {c} users were sending, each sending in it "
+                f"(the users {stagger_s:.2f} s apart in all, {len(r.samples)} requests)"
+            )
+        if steady.itl_s is None:
+            raise SystemExit(f"isl={isl} osl={osl} c={c}: no ITL in the window (OSL 1, or the tokens not streamed)")
+        # how the repeat was measured, kept beside its metrics (row: repeats_*)
+        how = {"stagger_s": stagger_s, "window_s": steady.window_s, "window_requests": steady.requests}
+        return {"ttft_s": steady.ttft_s, "itl_s": steady.itl_s, "total_tps": steady.total_tps, **at, **how}
     return {"ttft_s": r.ttft_s, "itl_s": r.itl_s, "total_tps": len(r.samples) * (isl + osl) / r.duration_s, **at}
 
 
@@ -260,7 +269,9 @@ def pairs(router: str, prefill: str, model: str, vocab: int, points: list, repea
 
 def row(point, reps, preds) -> dict:
     out = {"isl": point[0], "osl": point[1], "concurrency": point[2], "metrics": {}}
-    for key in ("at_s", "load"):  # when each repeat ran (seconds since launch) and the host's load then
+    # when each repeat ran (seconds since launch) and the host's load then; out of step, how far
+    # apart its users started, and its window's length and requests
+    for key in REPEAT_KEYS:
         if all(key in r for r in reps):
             out[f"repeats_{key}"] = [r[key] for r in reps]
     for m in METRICS:
@@ -387,7 +398,7 @@ def rescored(old: dict, models: dict, shapes: dict) -> dict:
     """A scored row's repeats scored again by ``models``."""
     n = len(old["metrics"]["ttft_s"]["reps"])
     # when each repeat ran, where the row says it for every repeat
-    kept = [key for key in ("at_s", "load") if len(old.get(f"repeats_{key}") or []) == n]
+    kept = [key for key in REPEAT_KEYS if len(old.get(f"repeats_{key}") or []) == n]
     reps = [
         {m: old["metrics"][m]["reps"][k] for m in METRICS} | {key: old[f"repeats_{key}"][k] for key in kept}
         for k in range(n)

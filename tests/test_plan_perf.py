@@ -671,8 +671,8 @@ def test_plan_sla_on_a_recipe_whose_roles_share_a_gpu_plans_it_as_laid_out():
 
 
 def test_plan_sla_on_the_cpu_says_its_prediction_is_of_users_who_start_together():
-    """The CPU platform is predicted in waves: with users out of step there, the waves' TTFT was
-    41-97% long at three and four users (docs/sla-planner.md)."""
+    """The CPU platform is predicted in waves, of users who start together (docs/sla-planner.md,
+    "Users out of step")."""
     r = cli("plan", str(LOCAL_RECIPE), "--sla", "ttft=30s,itl=1s", "--format", "json", timeout=120)
     j = json.loads(r.stdout)
     assert (j["users_start"], j["regime"]) == ("together", "waves")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from recipectl.bench.probe import PointResult, Sample, run_point
 
@@ -43,6 +45,37 @@ def test_no_window_where_a_user_sent_nothing_or_all_were_never_sending_together(
     assert r.steady() is None  # the second user sent nothing
     r = PointResult(isl=10, osl=2, concurrency=2, samples=[sample(0, 0.0, 0.1, 1.0), sample(1, 2.0, 0.1, 1.0)])
     assert r.steady() is None  # user 0 was done before user 1 started
+    # all sending from 0.5 to 1.0, but user 0 sent nothing in it: too short to say what both saw
+    r = PointResult(isl=10, osl=2, concurrency=2, samples=[sample(0, 0.0, 0.1, 1.0), sample(1, 0.5, 0.1, 1.0)])
+    assert r.steady() is None
+    assert PointResult(isl=10, osl=2, concurrency=0, samples=[sample(0, 0.0, 0.1, 1.0)]).steady() is None
+    r = PointResult(isl=10, osl=2, concurrency=1, samples=[sample(0, 0.0, 0.1, float("inf"))])
+    assert r.steady() is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    users=st.integers(min_value=1, max_value=6),
+    per_user=st.integers(min_value=1, max_value=6),
+    cycle=st.floats(min_value=0.01, max_value=10),
+    ttft_share=st.floats(min_value=0.0, max_value=1.0),
+)
+def test_a_periodic_closed_loop_measures_its_own_rate(users, per_user, cycle, ttft_share):
+    """Users out of step by a cycle / users each, back to back: the window's throughput is
+    users x tokens / cycle and its TTFT each request's, whatever the numbers."""
+    r = PointResult(isl=100, osl=10, concurrency=users)
+    r.samples = [
+        sample(k, k * cycle / users + n * cycle, ttft_share * cycle, cycle, tokens=10)
+        for k in range(users)
+        for n in range(per_user)
+    ]
+    steady = r.steady()
+    if per_user == 1 and users > 1:  # the first user's one request began before the last user's
+        assert steady is None
+        return
+    assert steady is not None
+    assert steady.total_tps == pytest.approx(users * 110 / cycle, rel=1e-6)
+    assert steady.ttft_s == pytest.approx(ttft_share * cycle)
 
 
 def test_staggered_users_start_apart_and_each_request_says_whose_it_is(fake_server):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 import os
 import random
 import statistics
@@ -73,17 +74,19 @@ class PointResult:
         sent its first request to when the first of them got its last answer (a run's start, and
         its end where users run out of requests at different times, are left out). TTFT and ITL:
         the medians of the requests sent inside that window; throughput: the tokens of every
-        request, each spread evenly over its time, that fall inside it. None where the window is
-        empty or no request started in it."""
+        request, each spread evenly over its time, that fall inside it. None where some user sent
+        nothing inside it (a window too short to say what all of them saw), or a time is not finite."""
         by_user: dict[int, list[Sample]] = {}
         for s in self.samples:
             by_user.setdefault(s.user, []).append(s)
-        if len(by_user) < self.concurrency:
+        if self.concurrency < 1 or len(by_user) < self.concurrency:
+            return None
+        if not all(math.isfinite(s.start_s + s.e2e_s) for s in self.samples):
             return None
         start = max(min(s.start_s for s in xs) for xs in by_user.values())
         end = min(max(s.start_s + s.e2e_s for s in xs) for xs in by_user.values())
         inside = [s for s in self.samples if start <= s.start_s < end]
-        if end <= start or not inside:
+        if end <= start or {s.user for s in inside} != set(by_user):
             return None
         tokens = 0.0
         for s in self.samples:

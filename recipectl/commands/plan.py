@@ -509,8 +509,8 @@ def _print_sla_table(report: dict, recipe_path: str) -> None:
     if report["regime"] == "waves" and any((c["concurrency"] or 0) > 1 for c in report["configurations"]):
         console.print(
             "predicted for users who start together (vllm bench serve --max-concurrency, plan --check); "
-            "in waves, as here, users who arrive out of step were measured at a shorter TTFT and a longer "
-            'ITL: docs/sla-planner.md, "Users out of step"'
+            "users who arrive out of step were measured at another TTFT and ITL where servers share a GPU: "
+            'docs/sla-planner.md, "Users out of step"'
         )
     if not report["calibrated"]:
         console.print(
