@@ -201,6 +201,7 @@ def test_check_compares_prediction_and_measurement_and_exits_by_the_measurement(
         "concurrency": 2,
         "requests": 4,
         "chosen_by": "given by --concurrency",
+        "users": "together",
     }
     cmp = body["comparison"]
     assert 0.3 <= cmp["ttft_s"]["measured"] < 1.3 and 0.009 <= cmp["itl_s"]["measured"] < 0.2
@@ -229,6 +230,59 @@ def test_check_compares_prediction_and_measurement_and_exits_by_the_measurement(
         "prefill_tp": 1,
         "decode_tp": 1,
     }
+
+
+def test_check_out_of_step_starts_the_users_apart_and_files_the_point_as_such(
+    runs, fake_server, recipectl_in_process, monkeypatch
+):
+    """--out-of-step: the users start spread over the warm-up round's duration, each sends 5, and
+    the point is measured while all of them are sending; the ledger keeps such points apart from
+    those of users who started together (the model predicts the latter)."""
+    from recipectl.commands import check as check_module
+
+    real = check_module.run_point
+    rounds = []
+
+    def recording(*a, **kw):
+        r = real(*a, **kw)
+        rounds.append((kw.get("stagger_s", 0.0), r.duration_s))
+        return r
+
+    monkeypatch.setattr("recipectl.commands.check.run_point", recording)
+    router = fake_server(streaming_router(0.2, 0.01))
+    run_id = running_deployment(runs, router.url)
+    args = ("--sla", "ttft=30s,itl=5s", "--run", run_id, "--concurrency", "2")
+    code, body, err = check(recipectl_in_process, *args, "--out-of-step")
+    assert code == 0, err
+    (_, warm_up), (stagger, _) = rounds
+    assert stagger == warm_up > 0  # the users spread over one cycle of theirs
+    assert body["point"]["users"] == "out of step" and body["point"]["requests"] == 10
+    cmp = body["comparison"]
+    assert 0.2 <= cmp["ttft_s"]["measured"] < 1.2 and 0.009 <= cmp["itl_s"]["measured"] < 0.2
+    # the window's throughput: two users, each a request of 80 tokens every ~0.35 s; over the whole
+    # run, which starts with one user alone for a cycle, it is lower
+    assert 150 < cmp["total_tps"]["measured"] < 600
+    assert cmp["total_tps"]["measured"] > 1.1 * 10 * (64 + 16) / body["measured"]["duration_s"]
+    code, _, err = check(recipectl_in_process, *args)
+    assert code == 0, err
+    entries, _ = read_entries(runs / LEDGER_FILE, RECIPE_NAME)
+    assert [e.users for e in entries] == ["out of step", "together"]
+    code, out, err = recipectl_in_process("plan", str(LOCAL_RECIPE), "--ledger", "--format", "json")
+    meds = {(m["calibration"], m["users"]): m["points"] for m in json.loads(out)["median_abs_error_pct"]}
+    assert meds == {("uncalibrated", "out of step"): 1, ("uncalibrated", "together"): 1}
+    code, out, err = recipectl_in_process("plan", str(LOCAL_RECIPE), "--ledger")
+    assert "median |error|, uncalibrated, users out of step, 1 point(s)" in " ".join(out.split())
+    code, _, err = recipectl_in_process("plan", str(LOCAL_RECIPE), "--sla", "ttft=2s", "--out-of-step")
+    assert code == 2 and "--out-of-step go with --check" in err
+
+
+def test_a_ledger_line_written_before_users_were_recorded_reads_as_users_together(runs):
+    line = _entry(recipe=RECIPE_NAME, ttft=(0.2, 0.1)).model_dump(mode="json")
+    del line["users"]
+    runs.mkdir(parents=True)
+    append_line(runs / LEDGER_FILE, json.dumps(line))
+    (entry,), skipped = read_entries(runs / LEDGER_FILE, RECIPE_NAME)
+    assert skipped == 0 and entry.users == "together"
 
 
 def test_a_measurement_that_meets_the_sla_exits_0_where_the_plan_said_it_would_not(

@@ -31,6 +31,7 @@ from .tables import Col, num
 
 WARMUP_SEED = 10_000  # the warm-up's prompt is not one of the point's (no prefix cache hit)
 MIN_REQUESTS = 3
+OUT_OF_STEP_REQUESTS_PER_USER = 5
 MAX_CONCURRENCY = 1 << 16  # the bisection's bound where decode's cache sets none
 
 
@@ -48,9 +49,10 @@ def plan_extras(
     run: str | None,
     concurrency: int | None,
     ledger: bool,
+    out_of_step: bool = False,
 ) -> int | None:
     """`plan --check` and `plan --ledger`; None when neither is asked for (plan's other forms)."""
-    if not (check or ledger or run is not None or concurrency is not None):
+    if not (check or ledger or run is not None or concurrency is not None or out_of_step):
         return None
     if ledger:
         others = [
@@ -64,6 +66,7 @@ def plan_extras(
                 ("--check", check),
                 ("--run", run),
                 ("--concurrency", concurrency),
+                ("--out-of-step", out_of_step),
             )
             if given
         ]
@@ -76,7 +79,8 @@ def plan_extras(
         return print_ledger(load_variant(recipe_path, variant), recipe_path, as_json=as_json)
     if not check:
         raise RecipectlError(
-            "--run and --concurrency go with --check", fix=f"recipectl plan {recipe_path} --sla ttft=2s --check"
+            "--run, --concurrency and --out-of-step go with --check",
+            fix=f"recipectl plan {recipe_path} --sla ttft=2s --check",
         )
     if sla is None:
         raise RecipectlError(
@@ -99,6 +103,7 @@ def plan_extras(
         concurrency=concurrency,
         attach=run,
         as_json=as_json,
+        out_of_step=out_of_step,
     )
     if report is None:
         return int(ExitCode.INTERRUPTED)
@@ -162,12 +167,22 @@ def meets(sla: Sla, m: Metrics) -> bool:
 
 
 def measure_point(
-    router: str, model: str, *, vocab_size: int, isl: int, osl: int, concurrency: int, requests: int
-) -> PointResult:
+    router: str,
+    model: str,
+    *,
+    vocab_size: int,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    requests: int,
+    out_of_step: bool = False,
+) -> tuple[PointResult, Metrics]:
     """A warm-up round at the point's concurrency (a batch shape's first run pays its kernels' set-up,
-    as calibrate's points do), then ``requests`` by ``concurrency`` closed-loop users; a point with a
-    failed request is no measurement (exit 1)."""
-    run_point(
+    as calibrate's points do), then ``requests`` by ``concurrency`` closed-loop users, and what they
+    measured; a point with a failed request is no measurement (exit 1). ``out_of_step``: the users
+    start spread over the warm-up round's duration (one cycle of theirs), and the metrics are those
+    of the window in which all of them were sending (probe.PointResult.steady)."""
+    warm = run_point(
         router,
         model,
         isl=isl,
@@ -177,8 +192,16 @@ def measure_point(
         vocab_size=vocab_size,
         seed=WARMUP_SEED,
     )
+    stagger = warm.duration_s if out_of_step and concurrency > 1 else 0.0
     r = run_point(
-        router, model, isl=isl, osl=osl, concurrency=concurrency, num_requests=requests, vocab_size=vocab_size
+        router,
+        model,
+        isl=isl,
+        osl=osl,
+        concurrency=concurrency,
+        num_requests=requests,
+        vocab_size=vocab_size,
+        stagger_s=stagger,
     )
     if r.errors or not r.samples:
         raise RecipectlError(
@@ -187,7 +210,17 @@ def measure_point(
             fix="recipectl doctor RECIPE   (is the deployment serving?)",
             exit_code=ExitCode.FINDINGS,
         )
-    return r
+    if not stagger:
+        return r, measured_metrics(r)
+    steady = r.steady()
+    if steady is None:
+        raise RecipectlError(
+            f"the check's point (isl={isl} osl={osl} c={concurrency}), out of step: no time in which all "
+            f"{concurrency} users were sending ({requests} requests)",
+            fix="more requests per user: workload.prompts_per_concurrency in the recipe",
+            exit_code=ExitCode.FINDINGS,
+        )
+    return r, Metrics(ttft_s=steady.ttft_s, itl_s=steady.itl_s, total_tps=steady.total_tps)
 
 
 def check_report(
@@ -201,6 +234,7 @@ def check_report(
     concurrency: int | None,
     attach: str | None,
     as_json: bool,
+    out_of_step: bool = False,
 ) -> dict[str, Any] | None:
     """Predict, measure, compare, file in the ledger; None when interrupted (what was launched is
     stopped by then). Every input is checked before anything is launched."""
@@ -212,10 +246,13 @@ def check_report(
     predicted = predictor.at(isl, osl, c)
     w = recipe.workload
     requests = max(MIN_REQUESTS, c * (w.prompts_per_concurrency if w else MIN_REQUESTS))
+    if out_of_step:  # enough that every user sends a few while all are sending
+        requests = max(requests, OUT_OF_STEP_REQUESTS_PER_USER * c)
+    users = "out of step" if out_of_step and c > 1 else "together"
     console = Console(stderr=True)
     console.print(
         f"predicted at ISL {isl} / OSL {osl}, {c} user(s) ({chosen_by}): TTFT {predicted.ttft_s * 1e3:,.0f} ms, "
-        f"ITL {predicted.itl_s * 1e3:,.1f} ms; measuring {requests} requests",
+        f"ITL {predicted.itl_s * 1e3:,.1f} ms; measuring {requests} requests, the users {users}",
         highlight=False,
     )
     try:
@@ -229,7 +266,7 @@ def check_report(
             same_endpoints=True,
         ) as state:
             assert state.router_url is not None  # attached_run refuses a run without one; launch gives one
-            r = measure_point(
+            r, measured = measure_point(
                 state.router_url,
                 recipe.served_name,
                 vocab_size=predictor.vocab_size,
@@ -237,12 +274,12 @@ def check_report(
                 osl=osl,
                 concurrency=c,
                 requests=requests,
+                out_of_step=out_of_step,
             )
             run_id = state.run_id
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]: nothing measured, nothing filed")
         return None
-    measured = measured_metrics(r)
     pred = predicted_metrics(predicted)
     point = Point(isl=isl, osl=osl, concurrency=c)
     entry = predictor.entry(
@@ -252,6 +289,7 @@ def check_report(
         measured,
         run_id,
         requests=len(r.samples),
+        users=users,
         sla={"ttft_s": sla.ttft_s, "itl_s": sla.itl_s},
         meets_sla=meets(sla, measured),
         predicted_meets_sla=sla.met_by(predicted),
@@ -269,7 +307,7 @@ def check_report(
         "calibrated": predictor.model.calibrated,
         "calibration": calibration,
         "configuration": predictor.configuration(),
-        "point": {**point.model_dump(), "requests": len(r.samples), "chosen_by": chosen_by},
+        "point": {**point.model_dump(), "requests": len(r.samples), "chosen_by": chosen_by, "users": users},
         "run_id": run_id,
         "launched": attach is None,
         "comparison": {
@@ -305,7 +343,7 @@ def print_check(report: dict[str, Any]) -> None:
     out.print(
         f"{report['recipe']}: {cfg['prefill_endpoints']} prefill (TP{cfg['prefill_tp']}) + "
         f"{cfg['decode_endpoints']} decode (TP{cfg['decode_tp']}) at ISL {pt['isl']} / OSL {pt['osl']}, "
-        f"{pt['concurrency']} user(s), {pt['requests']} requests; model {how}"
+        f"{pt['concurrency']} user(s) {pt['users']}, {pt['requests']} requests; model {how}"
     )
     t = Table()
     for name in ("", "predicted", "measured", "error"):
@@ -332,16 +370,18 @@ def ledger_report(loaded: LoadedRecipe, recipe_path: str) -> dict[str, Any]:
         entries, skipped = read_entries(path, recipe.name)
     except UnreadableFile as e:
         raise RecipectlError(f"cannot read the ledger {path}: {e.reason}", fix=f"move {path} aside") from None
-    models: dict[str, list[LedgerEntry]] = {}
+    # the error per model, and per way the users were started (the model predicts them together)
+    models: dict[tuple[str, str], list[LedgerEntry]] = {}
     for entry in entries:
-        models.setdefault(entry.calibration, []).append(entry)
+        models.setdefault((entry.calibration, entry.users), []).append(entry)
     return {
         "recipe": recipe.name,
         "ledger": str(path),
         "unreadable_lines": skipped,
         "entries": [e.model_dump(mode="json") for e in entries],
         "median_abs_error_pct": [
-            {"calibration": cal, "points": len(es), **median_abs_errors(es)} for cal, es in models.items()
+            {"calibration": cal, "users": users, "points": len(es), **median_abs_errors(es)}
+            for (cal, users), es in models.items()
         ],
     }
 
@@ -379,7 +419,13 @@ def print_ledger(loaded: LoadedRecipe, recipe_path: str, *, as_json: bool) -> in
         [
             Col("at (UTC)", "at (UTC)", lambda e: e["at"].replace("T", " ").rstrip("Z")),
             Col("source", "source", lambda e: e["source"]),
-            Col("ISL/OSL/conc.", "ISL/OSL\n/conc.", lambda e: "{isl}/{osl}/{concurrency}".format(**e["point"])),
+            Col(
+                "ISL/OSL/conc.",
+                "ISL/OSL\n/conc.",
+                lambda e: (
+                    "{isl}/{osl}/{concurrency}".format(**e["point"]) + (" apart" if e["users"] == "out of step" else "")
+                ),
+            ),
             Col("model", "model", lambda e: _model_name(e["calibration"])),
         ],
         [*metric("ttft_s", "TTFT ms", "TTFT", ms), *metric("itl_s", "ITL ms", "ITL", ms)],
@@ -399,5 +445,6 @@ def print_ledger(loaded: LoadedRecipe, recipe_path: str, *, as_json: bool) -> in
             f"{label} {'-' if m[k] is None else f'{m[k]:.0f}%'}"
             for k, label in (("ttft_s", "TTFT"), ("itl_s", "ITL"), ("total_tps", "tok/s"))
         )
-        out.print(f"median |error|, {cal}, {m['points']} point(s): {parts}")
+        users = ", users out of step" if m["users"] == "out of step" else ""
+        out.print(f"median |error|, {cal}{users}, {m['points']} point(s): {parts}")
     return 0

@@ -200,6 +200,14 @@ def plan(
             "--concurrency", min=1, help="with --check: the point's users (default: the most predicted to meet the SLA)"
         ),
     ] = None,
+    out_of_step: Annotated[
+        bool,
+        typer.Option(
+            "--out-of-step",
+            help="with --check: the users start spread over one of their cycles, not all at once, and the point is "
+            "measured while all of them are sending (the model predicts users who start together)",
+        ),
+    ] = False,
     ledger: Annotated[
         bool, typer.Option("--ledger", help="the recipe's measured points (plan --check, bench) against the plan")
     ] = False,
@@ -217,6 +225,7 @@ def plan(
         run=run,
         concurrency=concurrency,
         ledger=ledger,
+        out_of_step=out_of_step,
     )
     if extra is not None:
         return extra

@@ -28,6 +28,9 @@ UNCALIBRATED = "uncalibrated"
 # which needs no count of devices to agree with the prediction's.
 METRICS = ("ttft_s", "itl_s", "total_tps")
 Source = Literal["plan --check", "bench"]
+# How the point's users were started: all at once (vllm bench serve --max-concurrency, bench, and
+# plan --check by default), or spread over one of their cycles (plan --check --out-of-step)
+Users = Literal["together", "out of step"]
 
 
 class Point(BaseModel):
@@ -65,6 +68,7 @@ class LedgerEntry(BaseModel):
     measured: Metrics
     error_pct: Metrics
     run_id: str | None = None
+    users: Users = "together"  # lines written before it was recorded: their users started together
 
 
 def error_pct(predicted: float | None, measured: float | None) -> float | None:
