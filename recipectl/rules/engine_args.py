@@ -157,7 +157,8 @@ def owned_flag(ctx: RuleContext) -> Iterator[Violation]:
 def bad_value(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That every flag recipectl knows in a role's `extra_args` has the value vLLM expects: a
-    number where it takes a number, no value for a boolean flag, a value at all.
+    number where it takes a number, no value for a boolean flag, a value at all; also where the
+    flag is written as its beginning (`--max-num-seq`, rule ARG004) with no value after it.
 
     Why:
     The engine's parser rejects the command line and the process exits at once, on every node.
@@ -180,6 +181,28 @@ def bad_value(ctx: RuleContext) -> Iterator[Violation]:
                 if flag is not None and flag.extra_only
                 else f"# drop it from {role}.extra_args.{problem.index} and set it as a recipe field instead",
             )
+    for role, spec in ctx.recipe.roles.items():
+        for index, word, begun in _abbreviated_without_value(spec.extra_args):
+            yield Violation(
+                f"{role}.extra_args.{index}",
+                f"{role}.extra_args: {word} begins {', '.join(begun)}, which takes a value, and none follows it: "
+                "vLLM refuses the command at start (0.32.0: 'argument --max-num-seqs: expected one argument' "
+                "for --max-num-seq)",
+                f"# write {begun[0]} in full, with its value, in {role}.extra_args.{index}",
+            )
+
+
+def _abbreviated_without_value(args: list[str]) -> list[tuple[int, str, list[str]]]:
+    """The beginnings of value-taking flags (rule ARG004) with no value after them: the end of the
+    list, or another flag next. vLLM refuses those whichever flag it reads them as (one takes a
+    value; several: an ambiguous option)."""
+    out = []
+    for index, word, begun in abbreviated_flags(args):
+        flags = [f for f in BY_FIELD.values() if set(f.spellings) & set(begun)]
+        takes_value = flags and all(f.arity in (Arity.VALUE, Arity.MANY) for f in flags)
+        if takes_value and "=" not in args[index] and (index + 1 == len(args) or args[index + 1].startswith("--")):
+            out.append((index, word, begun))
+    return out
 
 
 @rule(
