@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
-from ..engine_flags import BY_FIELD, ArgSetting, Arity, abbreviated_flags
+from ..engine_flags import BY_FIELD, ArgSetting, Arity, EngineFlag, abbreviated_flags, scan_extra_args
 from .context import RuleContext
 from .registry import Violation, rule
 
@@ -158,7 +158,8 @@ def bad_value(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
     That every flag recipectl knows in a role's `extra_args` has the value vLLM expects: a
     number where it takes a number, no value for a boolean flag, a value at all; also where the
-    flag is written as its beginning (`--max-num-seq`, rule ARG004) with no value after it.
+    flag is written as the beginning of its name (`--max-num-seq`, rule ARG004), which vLLM reads
+    as the flag.
 
     Why:
     The engine's parser rejects the command line and the process exits at once, on every node.
@@ -182,27 +183,45 @@ def bad_value(ctx: RuleContext) -> Iterator[Violation]:
                 else f"# drop it from {role}.extra_args.{problem.index} and set it as a recipe field instead",
             )
     for role, spec in ctx.recipe.roles.items():
-        for index, word, begun in _abbreviated_without_value(spec.extra_args):
+        for index, (word, flag, message) in abbreviation_problems(spec.extra_args).items():
             yield Violation(
                 f"{role}.extra_args.{index}",
-                f"{role}.extra_args: {word} begins {', '.join(begun)}, which takes a value, and none follows it: "
-                "vLLM refuses the command at start (0.32.0: 'argument --max-num-seqs: expected one argument' "
-                "for --max-num-seq)",
-                f"# write {begun[0]} in full, with its value, in {role}.extra_args.{index}",
+                f"{role}.extra_args: {word} is the beginning of {flag.flag}, which vLLM reads it as: {message}",
+                _abbreviation_fix(role, index, word, flag),
             )
 
 
-def _abbreviated_without_value(args: list[str]) -> list[tuple[int, str, list[str]]]:
-    """The beginnings of value-taking flags (rule ARG004) with no value after them: the end of the
-    list, or another flag next. vLLM refuses those whichever flag it reads them as (one takes a
-    value; several: an ambiguous option)."""
-    out = []
+def abbreviation_problems(args: list[str]) -> dict[int, tuple[str, EngineFlag, str]]:
+    """The words of ``args`` that begin one flag of the table only (rule ARG004), whose value
+    vLLM would refuse were they that flag written in full (no value, an empty one, another flag
+    where the value goes, one its type does not read): index -> (the word, the flag, what is
+    wrong). vLLM reads such a word as the flag (0.32.0 refused `--max-num-seq` alone: "argument
+    --max-num-seqs: expected one argument"), so its value is judged as the flag's."""
+    out = {}
     for index, word, begun in abbreviated_flags(args):
-        flags = [f for f in BY_FIELD.values() if set(f.spellings) & set(begun)]
-        takes_value = flags and all(f.arity in (Arity.VALUE, Arity.MANY) for f in flags)
-        if takes_value and "=" not in args[index] and (index + 1 == len(args) or args[index + 1].startswith("--")):
-            out.append((index, word, begun))
+        if len(begun) != 1:
+            continue  # several flags: ARG004's ambiguity
+        _, eq, inline = args[index].partition("=")
+        written = list(args)
+        written[index] = begun[0] + eq + inline
+        _, problems, _ = scan_extra_args(written)
+        for problem in problems:
+            if problem.index == index:
+                flag = next(f for f in BY_FIELD.values() if begun[0] in f.spellings)
+                out[index] = (word, flag, problem.message)
     return out
+
+
+def _abbreviation_fix(role: str, index: int, word: str, flag: EngineFlag) -> str:
+    """The fix for a flag written as its beginning: the recipe's own place for what it sets."""
+    if flag.owned:
+        return (
+            f"# set {_OWNER_FIELD.get(flag.field, flag.field)} in the recipe (recipectl writes {flag.flag} from it) "
+            f"and drop {word} from {role}.extra_args"
+        )
+    if flag.extra_only:
+        return f"# write {flag.flag} in full, with a value vLLM takes, in {role}.extra_args.{index}"
+    return f"{role}:\n  {flag.field}: ...  # as a field, and drop {word} from extra_args"
 
 
 @rule(
@@ -239,7 +258,10 @@ def abbreviated(ctx: RuleContext) -> Iterator[Violation]:
           max_num_seqs: 8
     """
     for role, spec in ctx.recipe.roles.items():
+        refused = abbreviation_problems(spec.extra_args)  # ARG003's: an error there, not said twice
         for index, word, begun in abbreviated_flags(spec.extra_args):
+            if index in refused:
+                continue
             if len(begun) == 1:
                 flag = next(f for f in BY_FIELD.values() if begun[0] in f.spellings)
                 yield Violation(
@@ -248,9 +270,7 @@ def abbreviated(ctx: RuleContext) -> Iterator[Violation]:
                     "flag where none of its other flags begins so, and refuses it at start where one does "
                     f"(--kv-cache-dtyp begins --kv-cache-dtype-skip-layers too); recipectl's rules, which "
                     "read whole names, do not see it either way",
-                    f"# write {begun[0]} in full in {role}.extra_args.{index}"
-                    if flag.extra_only or flag.owned
-                    else f"{role}:\n  {flag.field}: ...  # as a field, and drop {word} from extra_args",
+                    _abbreviation_fix(role, index, word, flag),
                 )
             else:
                 yield Violation(
