@@ -89,13 +89,17 @@ def cli(*args: str, env: dict, timeout: float = 1800) -> subprocess.CompletedPro
     )
 
 
-def warm_point(router: str, model: str, vocab: int, isl: int, osl: int, c: int) -> float:
-    """A round at the point's concurrency, not scored: a batch shape's first run pays its kernels'
-    set-up. Its duration: one cycle of the point's users, as a wave."""
+def warm_point(router: str, model: str, vocab: int, isl: int, osl: int, c: int, rounds: int = 1) -> float:
+    """``rounds`` rounds at the point's concurrency, not scored: a batch shape's first run pays its
+    kernels' set-up. The last one's duration: one cycle of the point's users, as a wave (the
+    stagger of users out of step, who take a second round so that the set-up is not in it)."""
     from recipectl.bench.probe import run_point
 
-    r = run_point(router, model, isl=isl, osl=osl, concurrency=c, num_requests=c, vocab_size=vocab, seed=99)
-    return r.duration_s
+    duration = 0.0
+    for k in range(rounds):
+        r = run_point(router, model, isl=isl, osl=osl, concurrency=c, num_requests=c, vocab_size=vocab, seed=99 + k)
+        duration = r.duration_s
+    return duration
 
 
 def repeat_point(
@@ -158,14 +162,17 @@ def measure_points(
     if not interleave:
         for isl, osl, c in points:
             print(f"held-out isl={isl} osl={osl} c={c} ...", file=sys.stderr, flush=True)
-            cycle = warm_point(router, model, vocab, isl, osl, c)
+            cycle = warm_point(router, model, vocab, isl, osl, c, rounds=2 if out_of_step else 1)
             stagger = cycle if out_of_step and c > 1 else 0.0
             done(
                 (isl, osl, c),
                 [repeat_point(router, model, vocab, isl, osl, c, k, t0, stagger) for k in range(repeats)],
             )
         return
-    cycles = {(isl, osl, c): warm_point(router, model, vocab, isl, osl, c) for isl, osl, c in points}
+    cycles = {
+        (isl, osl, c): warm_point(router, model, vocab, isl, osl, c, rounds=2 if out_of_step else 1)
+        for isl, osl, c in points
+    }
     reps: dict[tuple, list[dict]] = {p: [] for p in points}
     for k in range(repeats):
         print(f"round {k + 1} of {repeats} over {len(points)} points ...", file=sys.stderr, flush=True)

@@ -508,8 +508,8 @@ def fake_repeats(monkeypatch) -> list[tuple]:
     order of the repeats does not need."""
     calls: list[tuple] = []
 
-    def warm(router, model, vocab, *point):
-        calls.append(("warm", point))
+    def warm(router, model, vocab, *point, rounds=1):
+        calls.append(("warm", point, rounds))
         return 2.0 + point[2]  # the warm-up wave's duration: one cycle of the point's users
 
     def repeat(router, model, vocab, isl, osl, c, k, t0, stagger_s=0.0):
@@ -527,7 +527,7 @@ def test_interleaved_repeats_run_in_rounds_over_every_point(monkeypatch):
     accuracy.measure_points(
         "r", "m", 1000, POINTS, 3, interleave=True, t0=0.0, done=lambda p, reps: handed.append((p, len(reps)))
     )
-    assert calls[:2] == [("warm", POINTS[0]), ("warm", POINTS[1])]
+    assert calls[:2] == [("warm", POINTS[0], 1), ("warm", POINTS[1], 1)]
     assert [c[1:3] for c in calls[2:]] == [(p, k) for k in range(3) for p in POINTS]
     assert {c[3] for c in calls[2:]} == {0.0}  # all users at once unless asked
     # every round's repeats reach the results, so a run stopped by a time limit keeps them
@@ -558,8 +558,9 @@ def test_users_out_of_step_start_spread_over_the_warm_up_waves_cycle(monkeypatch
         "r", "m", 1000, POINTS, 2, interleave=interleave, t0=0.0, done=lambda p, reps: None, out_of_step=True
     )
     staggers = {c[1]: c[3] for c in calls if c[0] == "repeat"}
-    # one user has no one to be out of step with; four spread over their warm-up's 6 s
+    # one user has no one to be out of step with; four spread over their second warm-up's 6 s
     assert staggers == {POINTS[0]: 0.0, POINTS[1]: 6.0}
+    assert {c[2] for c in calls if c[0] == "warm"} == {2}  # the first round pays the set-up
 
 
 def test_when_each_repeat_ran_is_kept_and_survives_a_rescore():

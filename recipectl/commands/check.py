@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..bench.probe import PointResult, run_point
+from ..bench.probe import PointResult, SteadyState, run_point
 from ..errors import ExitCode, RecipectlError
 from ..fileio import UnreadableFile
 from ..loader import LoadedRecipe
@@ -176,13 +176,14 @@ def measure_point(
     concurrency: int,
     requests: int,
     out_of_step: bool = False,
-) -> tuple[PointResult, Metrics]:
+) -> tuple[PointResult, Metrics, SteadyState | None]:
     """A warm-up round at the point's concurrency (a batch shape's first run pays its kernels' set-up,
     as calibrate's points do), then ``requests`` by ``concurrency`` closed-loop users, and what they
     measured; a point with a failed request is no measurement (exit 1). ``out_of_step``: the users
-    start spread over the warm-up round's duration (one cycle of theirs), and the metrics are those
-    of the window in which all of them were sending (probe.PointResult.steady)."""
-    warm = run_point(
+    start spread over one cycle of theirs, a second warm-up round's duration (the first pays the
+    set-up), and the metrics are those of the window in which all of them were sending
+    (probe.PointResult.steady), which is returned too."""
+    run_point(
         router,
         model,
         isl=isl,
@@ -192,7 +193,18 @@ def measure_point(
         vocab_size=vocab_size,
         seed=WARMUP_SEED,
     )
-    stagger = warm.duration_s if out_of_step and concurrency > 1 else 0.0
+    stagger = 0.0
+    if out_of_step and concurrency > 1:
+        stagger = run_point(
+            router,
+            model,
+            isl=isl,
+            osl=osl,
+            concurrency=concurrency,
+            num_requests=concurrency,
+            vocab_size=vocab_size,
+            seed=WARMUP_SEED + 1,
+        ).duration_s
     r = run_point(
         router,
         model,
@@ -211,16 +223,17 @@ def measure_point(
             exit_code=ExitCode.FINDINGS,
         )
     if not stagger:
-        return r, measured_metrics(r)
+        return r, measured_metrics(r), None
     steady = r.steady()
     if steady is None:
         raise RecipectlError(
             f"the check's point (isl={isl} osl={osl} c={concurrency}), out of step: no time in which all "
-            f"{concurrency} users were sending ({requests} requests)",
-            fix="more requests per user: workload.prompts_per_concurrency in the recipe",
+            f"{concurrency} users were sending, each sending in it (the users {stagger:.2f} s apart in all, "
+            f"{requests} requests)",
+            fix="fewer users (--concurrency), or more requests per user (workload.prompts_per_concurrency)",
             exit_code=ExitCode.FINDINGS,
         )
-    return r, Metrics(ttft_s=steady.ttft_s, itl_s=steady.itl_s, total_tps=steady.total_tps)
+    return r, Metrics(ttft_s=steady.ttft_s, itl_s=steady.itl_s, total_tps=steady.total_tps), steady
 
 
 def check_report(
@@ -249,10 +262,11 @@ def check_report(
     if out_of_step:  # enough that every user sends a few while all are sending
         requests = max(requests, OUT_OF_STEP_REQUESTS_PER_USER * c)
     users = "out of step" if out_of_step and c > 1 else "together"
+    said = users + (" (one user: out of step is the same)" if out_of_step and c == 1 else "")
     console = Console(stderr=True)
     console.print(
         f"predicted at ISL {isl} / OSL {osl}, {c} user(s) ({chosen_by}): TTFT {predicted.ttft_s * 1e3:,.0f} ms, "
-        f"ITL {predicted.itl_s * 1e3:,.1f} ms; measuring {requests} requests, the users {users}",
+        f"ITL {predicted.itl_s * 1e3:,.1f} ms; measuring {requests} requests, the users {said}",
         highlight=False,
     )
     try:
@@ -266,7 +280,7 @@ def check_report(
             same_endpoints=True,
         ) as state:
             assert state.router_url is not None  # attached_run refuses a run without one; launch gives one
-            r, measured = measure_point(
+            r, measured, window = measure_point(
                 state.router_url,
                 recipe.served_name,
                 vocab_size=predictor.vocab_size,
@@ -315,7 +329,14 @@ def check_report(
             for m in METRICS
         },
         "prediction": predicted.model_dump(mode="json"),
-        "measured": {**measured.model_dump(), "duration_s": r.duration_s, "output_tps": r.output_tps},
+        # the three compared; out of step they are the window's (window_s, window_requests), and
+        # duration_s and output_tps the whole run's
+        "measured": {
+            **measured.model_dump(),
+            "duration_s": r.duration_s,
+            "output_tps": r.output_tps,
+            **({"window_s": window.window_s, "window_requests": window.requests} if window else {}),
+        },
         "predicted_meets_sla": sla.met_by(predicted),
         "meets_sla": meets(sla, measured),
         "ledger": ledger,
