@@ -183,19 +183,9 @@ def measure_point(
     start spread over one cycle of theirs, a second warm-up round's duration (the first pays the
     set-up), and the metrics are those of the window in which all of them were sending
     (probe.PointResult.steady), which is returned too."""
-    run_point(
-        router,
-        model,
-        isl=isl,
-        osl=osl,
-        concurrency=concurrency,
-        num_requests=concurrency,
-        vocab_size=vocab_size,
-        seed=WARMUP_SEED,
-    )
-    stagger = 0.0
-    if out_of_step and concurrency > 1:
-        stagger = run_point(
+    apart = out_of_step and concurrency > 1
+    for k in range(2 if apart else 1):
+        warm = run_point(
             router,
             model,
             isl=isl,
@@ -203,8 +193,9 @@ def measure_point(
             concurrency=concurrency,
             num_requests=concurrency,
             vocab_size=vocab_size,
-            seed=WARMUP_SEED + 1,
-        ).duration_s
+            seed=WARMUP_SEED + k,
+        )
+    stagger = warm.duration_s if apart else 0.0
     r = run_point(
         router,
         model,
