@@ -93,13 +93,9 @@ def warm_point(router: str, model: str, vocab: int, isl: int, osl: int, c: int, 
     """``rounds`` rounds at the point's concurrency, not scored: a batch shape's first run pays its
     kernels' set-up. The last one's duration: one cycle of the point's users, as a wave (the
     stagger of users out of step, who take a second round so that the set-up is not in it)."""
-    from recipectl.bench.probe import run_point
+    from recipectl.bench.probe import warm_up
 
-    duration = 0.0
-    for k in range(rounds):
-        r = run_point(router, model, isl=isl, osl=osl, concurrency=c, num_requests=c, vocab_size=vocab, seed=99 + k)
-        duration = r.duration_s
-    return duration
+    return warm_up(router, model, isl=isl, osl=osl, concurrency=c, vocab_size=vocab, seed=99, rounds=rounds)
 
 
 def repeat_point(
@@ -108,7 +104,7 @@ def repeat_point(
     """The point's ``k``-th repeat: its median TTFT and ITL and its throughput, and when it ran.
     ``stagger_s`` > 0: the users start out of step, that long apart in all, and the metrics are
     those of the window in which all of them were sending (probe.PointResult.steady)."""
-    from recipectl.bench.probe import run_point
+    from recipectl.bench.probe import OUT_OF_STEP_REQUESTS_PER_USER, run_point
 
     r = run_point(
         router,
@@ -118,7 +114,7 @@ def repeat_point(
         concurrency=c,
         # enough requests that a repeat's median is not one request's; out of step, enough that
         # every user sends a few while all are sending
-        num_requests=max(8, 5 * c) if stagger_s else max(6, 3 * c),
+        num_requests=max(8, OUT_OF_STEP_REQUESTS_PER_USER * c) if stagger_s else max(6, 3 * c),
         vocab_size=vocab,
         seed=1000 * k + isl + c,
         stagger_s=stagger_s,

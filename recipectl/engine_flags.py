@@ -293,6 +293,26 @@ def abbreviated_flags(args: Sequence[str]) -> list[tuple[int, str, list[str]]]:
     return out
 
 
+def abbreviation_problems(args: Sequence[str]) -> dict[int, tuple[str, EngineFlag, str]]:
+    """The words of ``args`` that begin one flag of the table only (abbreviated_flags), whose value
+    vLLM would refuse were they that flag written in full (no value, an empty one, another flag
+    where the value goes, one its type does not read): index -> (the word, the flag, what is
+    wrong). vLLM reads such a word as the flag (0.32.0 refused `--max-num-seq` alone: "argument
+    --max-num-seqs: expected one argument"), so its value is judged as the flag's (rule ARG003)."""
+    out = {}
+    for index, word, begun in abbreviated_flags(args):
+        if len(begun) != 1:
+            continue  # several flags: an ambiguous option (rule ARG004)
+        _, eq, inline = args[index].partition("=")
+        written = list(args)
+        written[index] = begun[0] + eq + inline
+        _, problems, _ = scan_extra_args(written)
+        for problem in problems:
+            if problem.index == index:
+                out[index] = (word, _BY_SPELLING[begun[0]], problem.message)
+    return out
+
+
 def _shown(raw: str, limit: int = 60) -> str:
     """A value as a message quotes it: repr, cut to `limit` characters."""
     return repr(raw) if len(raw) <= limit else repr(raw[:limit]) + "..."

@@ -248,7 +248,9 @@ def test_check_out_of_step_starts_the_users_apart_and_files_the_point_as_such(
         rounds.append((kw.get("stagger_s", 0.0), r.duration_s))
         return r
 
+    # the warm-up's rounds run in probe.warm_up, the measured one in check
     monkeypatch.setattr("recipectl.commands.check.run_point", recording)
+    monkeypatch.setattr("recipectl.bench.probe.run_point", recording)
     router = fake_server(streaming_router(0.2, 0.01))
     run_id = running_deployment(runs, router.url)
     args = ("--sla", "ttft=30s,itl=5s", "--run", run_id, "--concurrency", "2")
@@ -423,7 +425,9 @@ def test_the_warm_up_runs_at_the_points_concurrency(launched, recipectl_in_proce
         calls.append((kw["concurrency"], kw["num_requests"]))
         return real(*a, **kw)
 
+    # the warm-up's rounds run in probe.warm_up, the measured one in check
     monkeypatch.setattr("recipectl.commands.check.run_point", recording)
+    monkeypatch.setattr("recipectl.bench.probe.run_point", recording)
     code, body, err = check(recipectl_in_process, "--sla", "ttft=30s", "--concurrency", "3")
     assert code in (0, 1), err
     assert calls[0] == (3, 3) and calls[1][0] == 3

@@ -262,6 +262,33 @@ def run_point(
     )
 
 
+# Users out of step: each sends at least this many, so that all of them send a few while all are
+# sending (PointResult.steady's window)
+OUT_OF_STEP_REQUESTS_PER_USER = 5
+
+
+def warm_up(
+    url: str, model: str, *, isl: int, osl: int, concurrency: int, vocab_size: int, seed: int, rounds: int = 1
+) -> float:
+    """``rounds`` rounds of the point's users, together, not measured: a batch shape's first run
+    pays its kernels' set-up. The last round's duration: one cycle of the point's users, which
+    users out of step are spread over (a second round's, so that the set-up is not in it)."""
+    duration = 0.0
+    for k in range(rounds):
+        r = run_point(
+            url,
+            model,
+            isl=isl,
+            osl=osl,
+            concurrency=concurrency,
+            num_requests=concurrency,
+            vocab_size=vocab_size,
+            seed=seed + k,
+        )
+        duration = r.duration_s
+    return duration
+
+
 def run_offsets(
     url: str,
     model: str,

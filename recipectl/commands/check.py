@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..bench.probe import PointResult, SteadyState, run_point
+from ..bench.probe import OUT_OF_STEP_REQUESTS_PER_USER, PointResult, SteadyState, run_point, warm_up
 from ..errors import ExitCode, RecipectlError
 from ..fileio import UnreadableFile
 from ..loader import LoadedRecipe
@@ -31,7 +31,6 @@ from .tables import Col, num
 
 WARMUP_SEED = 10_000  # the warm-up's prompt is not one of the point's (no prefix cache hit)
 MIN_REQUESTS = 3
-OUT_OF_STEP_REQUESTS_PER_USER = 5
 MAX_CONCURRENCY = 1 << 16  # the bisection's bound where decode's cache sets none
 
 
@@ -184,18 +183,17 @@ def measure_point(
     set-up), and the metrics are those of the window in which all of them were sending
     (probe.PointResult.steady), which is returned too."""
     apart = out_of_step and concurrency > 1
-    for k in range(2 if apart else 1):
-        warm = run_point(
-            router,
-            model,
-            isl=isl,
-            osl=osl,
-            concurrency=concurrency,
-            num_requests=concurrency,
-            vocab_size=vocab_size,
-            seed=WARMUP_SEED + k,
-        )
-    stagger = warm.duration_s if apart else 0.0
+    cycle = warm_up(
+        router,
+        model,
+        isl=isl,
+        osl=osl,
+        concurrency=concurrency,
+        vocab_size=vocab_size,
+        seed=WARMUP_SEED,
+        rounds=2 if apart else 1,
+    )
+    stagger = cycle if apart else 0.0
     r = run_point(
         router,
         model,

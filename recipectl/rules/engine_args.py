@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
-from ..engine_flags import BY_FIELD, ArgSetting, Arity, EngineFlag, abbreviated_flags, scan_extra_args
+from ..engine_flags import BY_FIELD, ArgSetting, Arity, EngineFlag, abbreviated_flags, abbreviation_problems
 from .context import RuleContext
 from .registry import Violation, rule
 
@@ -189,27 +189,6 @@ def bad_value(ctx: RuleContext) -> Iterator[Violation]:
                 f"{role}.extra_args: {word} is the beginning of {flag.flag}, which vLLM reads it as: {message}",
                 _abbreviation_fix(role, index, word, flag),
             )
-
-
-def abbreviation_problems(args: list[str]) -> dict[int, tuple[str, EngineFlag, str]]:
-    """The words of ``args`` that begin one flag of the table only (rule ARG004), whose value
-    vLLM would refuse were they that flag written in full (no value, an empty one, another flag
-    where the value goes, one its type does not read): index -> (the word, the flag, what is
-    wrong). vLLM reads such a word as the flag (0.32.0 refused `--max-num-seq` alone: "argument
-    --max-num-seqs: expected one argument"), so its value is judged as the flag's."""
-    out = {}
-    for index, word, begun in abbreviated_flags(args):
-        if len(begun) != 1:
-            continue  # several flags: ARG004's ambiguity
-        _, eq, inline = args[index].partition("=")
-        written = list(args)
-        written[index] = begun[0] + eq + inline
-        _, problems, _ = scan_extra_args(written)
-        for problem in problems:
-            if problem.index == index:
-                flag = next(f for f in BY_FIELD.values() if begun[0] in f.spellings)
-                out[index] = (word, flag, problem.message)
-    return out
 
 
 def _abbreviation_fix(role: str, index: int, word: str, flag: EngineFlag) -> str:
