@@ -655,6 +655,8 @@ def test_plan_sla_on_a_recipe_whose_roles_share_a_gpu_plans_it_as_laid_out():
     # what the prediction is of: users who start together; out of step, on a GPU both roles share,
     # one H200 measured another TTFT and ITL (docs/sla-planner.md)
     assert "predicted for users who start together" in text and '"Users out of step"' in text
+    # which way out of step moved them, and the command that measures the user's own deployment
+    assert "an ITL up to 1.5x the prediction" in text and "--check --out-of-step measures yours" in text
     j = json.loads(cli("plan", "recipes/h200/qwen3.5-9b-pd-1gpu.yaml", "--sla", "ttft=2s", "--format", "json").stdout)
     assert j["gpus"] == 1 and j["shared_gpus"] == ["GPU 0: prefill-0 0.45 + decode-0 0.45"]
     assert (j["users_start"], j["regime"]) == ("together", "waves")

@@ -328,7 +328,8 @@ def sla_report(
         # what the model predicts: users who start together, as vllm bench serve --max-concurrency
         # and plan --check send them; in waves (prefill's steps before decode's) unless every
         # layout puts each role on GPUs of its own (the pipeline). In waves, users out of step
-        # were measured at another TTFT and ITL (docs/sla-planner.md, "Users out of step")
+        # were measured at a TTFT as predicted or shorter and a longer ITL (docs/sla-planner.md,
+        # "Users out of step"); on GPUs of each role's own, as the users together were
         "users_start": "together",
         "regime": "pipeline" if all(o.prefill.own_gpus and o.decode.own_gpus for o in options) else "waves",
         "calibrated": model.calibrated,
@@ -509,8 +510,10 @@ def _print_sla_table(report: dict, recipe_path: str) -> None:
     if report["regime"] == "waves" and any((c["concurrency"] or 0) > 1 for c in report["configurations"]):
         console.print(
             "predicted for users who start together (vllm bench serve --max-concurrency, plan --check); "
-            "users who arrive out of step were measured at another TTFT and ITL where servers share a GPU: "
-            'docs/sla-planner.md, "Users out of step"'
+            "users who arrive out of step, where servers share a GPU, were measured at a TTFT within about "
+            "10% of the prediction or shorter (to a third of it) and an ITL up to 1.5x the prediction "
+            f"(2.6x with two prefill endpoints beside decode): recipectl plan {recipe_path} --sla ... "
+            '--check --out-of-step measures yours; docs/sla-planner.md, "Users out of step"'
         )
     if not report["calibrated"]:
         console.print(
