@@ -510,8 +510,8 @@ def _print_sla_table(report: dict, recipe_path: str) -> None:
     if report["regime"] == "waves" and any((c["concurrency"] or 0) > 1 for c in report["configurations"]):
         console.print(
             "predicted for users who start together (vllm bench serve --max-concurrency, plan --check); "
-            "users who arrive out of step, where servers share a GPU, were measured at a TTFT within about "
-            "10% of the prediction or shorter (to a third of it) and an ITL up to 1.5x the prediction "
+            "users who arrive out of step, where servers share a GPU, were measured at a TTFT at most 12% "
+            "above the prediction, and down to a third of it, and an ITL up to 1.5x the prediction "
             f"(2.6x with two prefill endpoints beside decode): recipectl plan {recipe_path} --sla ... "
             '--check --out-of-step measures yours; docs/sla-planner.md, "Users out of step"'
         )
