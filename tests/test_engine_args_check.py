@@ -9,6 +9,7 @@ reads with them imports vLLM once (~10 s)."""
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 import yaml
@@ -137,3 +138,47 @@ def test_launch_refuses_an_unknown_flag_before_anything_starts(recipectl_cli, tm
     assert "prefill-0: vLLM 0.32.0" in out and "unrecognized arguments: --max-num-seqz 8" in out
     assert "reading the commands with the engine's parser" in out
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir()), "a run was started"
+
+
+def test_a_slurm_launch_refuses_an_unknown_flag_before_the_job_is_submitted(recipectl_cli, tmp_path):
+    """The engine's parser reads the commands on the submit host where it has the engine: a job
+    whose servers would all exit at start is not queued (no sbatch, no run)."""
+    require_engine()
+    data = copy.deepcopy(BASE)
+    data["prefill"]["extra_args"] = ["--max-num-seqz", "8"]
+    data["launch"]["run_dir"] = str(tmp_path / "runs")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(data, sort_keys=False))
+    # an sbatch that records being called: the launch must not reach it
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "sbatch").write_text(f"#!/bin/sh\ntouch {tmp_path / 'submitted'}\necho 'Submitted batch job 1'\n")
+    (fake / "sbatch").chmod(0o755)
+    path = f"{fake}:{os.environ['PATH']}"
+
+    res = recipectl_cli("launch", str(recipe), "--target", "slurm", "--detach", env={"PATH": path}, timeout=300)
+
+    out = " ".join((res.stdout + res.stderr).split())
+    assert res.returncode == 1, out
+    assert "Traceback" not in out
+    assert "prefill-0: vLLM 0.32.0" in out and "unrecognized arguments: --max-num-seqz 8" in out
+    assert not (tmp_path / "submitted").exists(), "the job was submitted"
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir()), "a run was recorded"
+
+
+def test_a_host_without_the_engine_leaves_the_reading_to_the_nodes_and_says_so(tmp_path):
+    from io import StringIO
+
+    from rich.console import Console
+
+    from recipectl.launch.local import engine_parse_first
+
+    data = copy.deepcopy(BASE)
+    data["prefill"]["extra_args"] = ["--max-num-seqz", "8"]
+    data["engine"]["venv"] = str(tmp_path / "no-engine")
+    result = load_text(yaml.safe_dump(data, sort_keys=False), "nodes.yaml")
+    assert result.ok, [str(d) for d in result.diagnostics]
+    console = Console(file=StringIO(), width=300)
+    assert engine_parse_first(result.recipes[0].recipe, console) == []
+    said = console.file.getvalue()
+    assert f"this host has no engine at {tmp_path / 'no-engine'}" in said and "where each server starts" in said

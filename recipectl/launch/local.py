@@ -458,6 +458,35 @@ def create_state(loaded_path: str, recipe: Recipe, specs: list[ProcessSpec], run
     return state
 
 
+def engine_parse_first(recipe: Recipe, console) -> list[Problem]:
+    """Where only the engine can judge the recipe's commands (a flag recipectl's table does not
+    know: needs_engine_parser), vLLM's own parser reads them before anything starts or is submitted:
+    a refused flag ends every server at once, on every node, after whatever the launch waited for.
+    Read with this host's engine (importing vLLM takes seconds); a host without one (a Slurm
+    submit host, say) leaves them to the nodes' engine, and says so."""
+    if not needs_engine_parser(recipe):
+        return []
+    venv = engine_venv(recipe.engine.venv)
+    if not (venv / "bin" / "python").exists():
+        console.print(
+            f"extra_args hold flags recipectl does not know, and this host has no engine at {venv} to read "
+            "them with: the engine reads them where each server starts"
+        )
+        return []
+    console.print("extra_args hold flags recipectl does not know: reading the commands with the engine's parser ...")
+    problems, _ = engine_parser_problems(recipe, venv)
+    return problems
+
+
+def refuse(problems: list[Problem]) -> None:
+    """A launch stopped before anything started: every problem, and each fix once."""
+    raise RecipectlError(
+        "preflight failed:\n  " + "\n  ".join(p.message for p in problems),
+        fix="\n       ".join(dict.fromkeys(p.fix or "" for p in problems)),
+        exit_code=ExitCode.FINDINGS,
+    )
+
+
 def launch(
     recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float | None, display, check_first: bool = True
 ) -> LaunchResult:
@@ -466,22 +495,13 @@ def launch(
     dep = build_deployment(recipe)
     specs = local_processes(dep)
     problems = preflight(recipe, specs)
-    if check_first and not problems and needs_engine_parser(recipe):
-        # a flag only the engine knows: vLLM's own parser reads the commands before anything starts
-        # (a refused flag ends every server at once; importing vLLM takes seconds)
-        display.console.print(
-            "extra_args hold flags recipectl does not know: reading the commands with the engine's parser ..."
-        )
-        problems, _ = engine_parser_problems(recipe, engine_venv(recipe.engine.venv))
+    if check_first and not problems:
+        problems = engine_parse_first(recipe, display.console)
     if problems and not check_first:
         for problem in problems:
             display.console.print(f"[yellow]preflight (ignored)[/]: {problem.message}")
     elif problems:
-        raise RecipectlError(
-            "preflight failed:\n  " + "\n  ".join(p.message for p in problems),
-            fix="\n       ".join(dict.fromkeys(p.fix or "" for p in problems)),
-            exit_code=ExitCode.FINDINGS,
-        )
+        refuse(problems)
     state = create_state(recipe_path, recipe, specs, runs_root(recipe.launch.run_dir))
     sup = Supervisor(recipe, state, specs)
     timeout_s = timeout_s or recipe.launch.ready_timeout_s

@@ -21,7 +21,7 @@ from ..runs.processes import tail
 from ..runs.state import JOB_ID_PATTERN, ProcessState, RunState, new_run_dir, runs_root
 from ..schema import Recipe
 from .display import Display
-from .local import base_environ, recipe_hash
+from .local import base_environ, engine_parse_first, recipe_hash, refuse
 from .readiness import health_client, record_healthy
 from .result import LaunchResult
 from .warmup import prove_serving
@@ -288,8 +288,12 @@ def submit_environ(dep, environ: dict[str, str] | None = None) -> dict[str, str]
 def launch(
     recipe_path: str, recipe: Recipe, *, detach: bool, timeout_s: float | None, display, check_first: bool = True
 ) -> LaunchResult:
-    """The Launcher for `--target slurm` (preflight is the scheduler's: check_first is unused)."""
+    """The Launcher for `--target slurm`. Before submitting, where the recipe's extra_args hold a
+    flag only the engine knows, this host's engine reads the commands (engine_parse_first; a job
+    that would end at once is not queued); the rest of preflight is the scheduler's and the nodes'."""
     console = display.console
+    if check_first and (problems := engine_parse_first(recipe, console)):
+        refuse(problems)
     state = submit(recipe_path, recipe)
     console.print(f"submitted job {state.job_id} (run {state.run_id}, logs in {state.run_dir})")
     try:
@@ -329,7 +333,8 @@ def launch(
 class SlurmLauncher:
     """One Slurm job.
 
-    The rendered sbatch script, each server a job step; preflight is the scheduler's."""
+    The rendered sbatch script, each server a job step; preflight is the scheduler's, but for the
+    engine's reading of flags only it knows (engine_parse_first)."""
 
     name = "slurm"
     interrupted = "the job was cancelled"
