@@ -179,6 +179,11 @@ def test_a_host_without_the_engine_leaves_the_reading_to_the_nodes_and_says_so(t
     result = load_text(yaml.safe_dump(data, sort_keys=False), "nodes.yaml")
     assert result.ok, [str(d) for d in result.diagnostics]
     console = Console(file=StringIO(), width=300)
-    assert engine_parse_first(result.recipes[0].recipe, console) == []
+    recipe = result.recipes[0].recipe
+    assert engine_parse_first(recipe, console, servers_here=False) == []
     said = console.file.getvalue()
     assert f"this host has no engine at {tmp_path / 'no-engine'}" in said and "where each server starts" in said
+    # where the servers run on this host, an engine that cannot read them refuses the launch
+    problems = engine_parse_first(recipe, Console(file=StringIO()), servers_here=True)
+    assert [p.code for p in problems] == ["environment.engine-args"]
+    assert f"no engine at {tmp_path / 'no-engine'}" in problems[0].message

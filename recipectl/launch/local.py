@@ -458,16 +458,17 @@ def create_state(loaded_path: str, recipe: Recipe, specs: list[ProcessSpec], run
     return state
 
 
-def engine_parse_first(recipe: Recipe, console) -> list[Problem]:
+def engine_parse_first(recipe: Recipe, console, *, servers_here: bool) -> list[Problem]:
     """Where only the engine can judge the recipe's commands (a flag recipectl's table does not
     know: needs_engine_parser), vLLM's own parser reads them before anything starts or is submitted:
     a refused flag ends every server at once, on every node, after whatever the launch waited for.
-    Read with this host's engine (importing vLLM takes seconds); a host without one (a Slurm
-    submit host, say) leaves them to the nodes' engine, and says so."""
+    Read with this host's engine (importing vLLM takes seconds). Where the servers run here, an
+    engine that cannot read them is a problem; a host that only submits them (Slurm) without one
+    leaves them to the nodes' engine, and says so."""
     if not needs_engine_parser(recipe):
         return []
     venv = engine_venv(recipe.engine.venv)
-    if not (venv / "bin" / "python").exists():
+    if not servers_here and not (venv / "bin" / "python").exists():
         console.print(
             f"extra_args hold flags recipectl does not know, and this host has no engine at {venv} to read "
             "them with: the engine reads them where each server starts"
@@ -496,7 +497,7 @@ def launch(
     specs = local_processes(dep)
     problems = preflight(recipe, specs)
     if check_first and not problems:
-        problems = engine_parse_first(recipe, display.console)
+        problems = engine_parse_first(recipe, display.console, servers_here=True)
     if problems and not check_first:
         for problem in problems:
             display.console.print(f"[yellow]preflight (ignored)[/]: {problem.message}")

@@ -292,7 +292,7 @@ def launch(
     flag only the engine knows, this host's engine reads the commands (engine_parse_first; a job
     that would end at once is not queued); the rest of preflight is the scheduler's and the nodes'."""
     console = display.console
-    if check_first and (problems := engine_parse_first(recipe, console)):
+    if check_first and (problems := engine_parse_first(recipe, console, servers_here=False)):
         refuse(problems)
     state = submit(recipe_path, recipe)
     console.print(f"submitted job {state.job_id} (run {state.run_id}, logs in {state.run_dir})")
