@@ -2,12 +2,17 @@
 (docs/sla-planner.md, "A closed loop of one server, tried"): each user's request queues at one
 server that does its prompt's prefill and then its state's transfer, one request after another
 (the prefill endpoint batching the prompts that wait: its step overhead shared among them), and
-is away for its decoding; exact mean-value analysis of that closed loop, with decode's residents
-from Little's law. Scores the out-of-step runs given against it and against plan's model
+is away for its decoding; mean-value analysis of that closed loop (exact for fixed service
+times; the batch share makes the service depend on the queue, so an approximation), with decode's
+residents from Little's law; a prefill endpoint's users as predict spreads them, ceil(users /
+endpoints). Scores the out-of-step runs given against it and against plan's model
 (perf.predict: the waves, or the pipeline where each role has GPUs of its own), each from the
 run's own calibration. Markdown on stdout.
 
     .venv/bin/python scripts/out-of-step-closed-loop.py RECIPE RESULTS.json...
+
+RECIPE: the recipe the runs' calibration was measured on (its layout). A run whose users started
+together is refused.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import sys
 from pathlib import Path
 
 from recipectl.commands.calibrate import fit_calibration, role_shapes
+from recipectl.errors import RecipectlError
 from recipectl.plan import perf
 from recipectl.validate import load_variant
 
@@ -53,9 +59,20 @@ def closed_loop(
     return {"ttft_s": residence + itl, "itl_s": itl, "total_tps": rate * prefill.endpoints * (isl + osl)}
 
 
+class NotScored(Exception):
+    """A run this script does not score, and why."""
+
+
 def score(recipe_path: str, results: Path) -> dict[str, dict[str, list[float]]]:
     """Each point's error, (predicted - measured) / measured, per model and metric."""
-    run = json.loads(results.read_text())
+    try:
+        run = json.loads(results.read_text())
+        # the parts the scoring reads: a file without them is refused here, not by a KeyError later
+        run["calibration"]["points"], run["endpoints"]["prefill"], run["held_out"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise NotScored(f"{results}: not a benchmark run with a calibration ({type(e).__name__}: {e})") from e
+    if not run.get("out_of_step"):
+        raise NotScored(f"{results}: its users started together; this model is of users out of step")
     shapes, _, _ = role_shapes(load_variant(recipe_path, None).recipe, recipe_path)
     measured_on = run.get("calibration_endpoints") or {}
     layout = {r: s.model_copy(update={"endpoints": measured_on.get(r, s.endpoints)}) for r, s in shapes.items()}
@@ -86,9 +103,14 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     recipe, *runs = argv
+    try:
+        scored = {results: score(recipe, Path(results)) for results in runs}
+    except (NotScored, RecipectlError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print("| run | model | TTFT median / worst | ITL | throughput |\n|---|---|---|---|---|")
-    for results in runs:
-        for name, errs in score(recipe, Path(results)).items():
+    for results, models in scored.items():
+        for name, errs in models.items():
             cells = [
                 f"{statistics.median(abs(e) for e in errs[m]):.0%} / {max(abs(e) for e in errs[m]):.0%}"
                 for m in METRICS

@@ -655,8 +655,10 @@ def test_plan_sla_on_a_recipe_whose_roles_share_a_gpu_plans_it_as_laid_out():
     # what the prediction is of: users who start together; out of step, on a GPU both roles share,
     # one H200 measured another TTFT and ITL (docs/sla-planner.md)
     assert "predicted for users who start together" in text and '"Users out of step"' in text
-    # which way out of step moved them, and the command that measures the user's own deployment
-    assert "an ITL up to 1.5x the prediction" in text and "--check --out-of-step measures yours" in text
+    # uncalibrated: the measured bounds are of calibrated predictions, so only that they differ,
+    # and how to measure the user's own deployment
+    assert "were measured at another TTFT and ITL than users together" in text
+    assert "calibrate, then recipectl plan recipes/h200/qwen3.5-9b-pd-1gpu.yaml --sla ... --check --out-of-step" in text
     j = json.loads(cli("plan", "recipes/h200/qwen3.5-9b-pd-1gpu.yaml", "--sla", "ttft=2s", "--format", "json").stdout)
     assert j["gpus"] == 1 and j["shared_gpus"] == ["GPU 0: prefill-0 0.45 + decode-0 0.45"]
     assert (j["users_start"], j["regime"]) == ("together", "waves")
@@ -677,9 +679,24 @@ def test_plan_sla_on_the_cpu_says_its_prediction_is_of_users_who_start_together(
     "Users out of step")."""
     r = cli("plan", str(LOCAL_RECIPE), "--sla", "ttft=30s,itl=1s", "--format", "json", timeout=120)
     j = json.loads(r.stdout)
-    assert (j["users_start"], j["regime"]) == ("together", "waves")
+    assert (j["users_start"], j["regime"], j["platform"]) == ("together", "waves", "cpu")
     text = " ".join(cli("plan", str(LOCAL_RECIPE), "--sla", "ttft=30s,itl=1s", timeout=120).stdout.split())
     assert "predicted for users who start together" in text
+    # the GPU's measured bounds are not this platform's
+    assert "on the CPU platform, users out of step were measured within the spread of users together" in text
+    assert "H200" not in text
+
+
+def test_the_out_of_step_line_gives_the_measured_bounds_only_for_a_calibrated_plan_on_shared_gpus():
+    from recipectl.commands.plan import _out_of_step_line
+
+    calibrated = {"platform": "gpu", "calibrated": True}
+    line = _out_of_step_line(calibrated, "r.yaml")
+    assert "a TTFT at most 12% above the prediction and down to 39% of it, and an ITL up to 1.45x" in line
+    assert "two prefill endpoints beside decode: down to 32%, up to 2.62x" in line
+    assert "recipectl plan r.yaml --sla ... --check --out-of-step measures yours" in line
+    assert "%" not in _out_of_step_line({"platform": "gpu", "calibrated": False}, "r.yaml")
+    assert "H200" not in _out_of_step_line({"platform": "cpu", "calibrated": True}, "r.yaml")
 
 
 def test_the_picture_of_servers_sharing_a_gpu_counts_it_once(tmp_path):

@@ -770,7 +770,8 @@ def test_five_points_no_run_had_measured_met_the_target_with_the_users_together_
     """docs/sla-planner.md, "Five points held out, together and out of step": one calibration (a
     fresh machine), the same five points on three launches: together, the wave model within the
     target on every metric; out of step, twelve users of 512 tokens with 128 out got their first
-    tokens in 40% of the time they did together, and ITL 41-47% longer."""
+    tokens in 40% of the time they did together, and an ITL 1.40x and 1.45x the prediction (the
+    table holds together's ITL to 0.1 ms only)."""
     docs = ROOT / "docs" / "sla-accuracy"
     together = together_table(docs / "h200-9b-1p1d-together-heldout-2026-12-04.md")
     assert len(together) == 5 and all(len(m) == 3 for m in together.values())
@@ -798,7 +799,9 @@ def test_five_points_no_run_had_measured_met_the_target_with_the_users_together_
         assert rows.keys() == together.keys()
         short = (512, 128, 12)
         assert rows[short]["ttft_s"]["measured"] / together[short]["ttft_s"] == pytest.approx(0.40, abs=0.01)
-        assert 1.40 < rows[short]["itl_s"]["measured"] / together[short]["itl_s"] < 1.48
+        assert rows[short]["itl_s"]["measured"] / rows[short]["itl_s"]["calibrated"] == pytest.approx(
+            {"a": 1.40, "b": 1.45}[launch], abs=0.005
+        )
 
 
 def test_the_closed_loop_tried_for_users_out_of_step_scores_as_the_document_says():
@@ -819,3 +822,41 @@ def test_the_closed_loop_tried_for_users_out_of_step_scores_as_the_document_says
     assert median_worst(seen["closed loop"]["ttft_s"]) == pytest.approx((0.07, 0.19), abs=0.005)
     x2 = loop.score(str(RECIPE_X2), docs / "h200x2-9b-1p1d-oos-2026-12-04.json")
     assert median_worst(x2["closed loop"]["ttft_s"]) == pytest.approx((0.13, 0.27), abs=0.005)
+    # two prefill endpoints beside decode: each its share of the users, the throughput of both
+    two = loop.score(str(RECIPE), docs / "h200-9b-2p1d-oos-2026-12-04.json")
+    assert median_worst(two["closed loop"]["ttft_s"]) == pytest.approx((0.26, 0.61), abs=0.005)
+    assert median_worst(two["closed loop"]["total_tps"]) == pytest.approx((0.42, 0.49), abs=0.005)
+    with pytest.raises(loop.NotScored, match="started together"):
+        loop.score(str(RECIPE), docs / "h200-9b-1p1d-again-2026-12-04.json")
+
+
+def test_what_plan_says_of_users_out_of_step_on_a_shared_gpu_is_what_the_runs_measured(tmp_path):
+    """plan's OUT_OF_STEP_ON_SHARED_GPUS against every out-of-step run on one H200, each scored by
+    this checkout from its own calibration: TTFT's most above and least share of the prediction,
+    ITL's most multiple of it, per prefill endpoints beside decode."""
+    from recipectl.commands.plan import OUT_OF_STEP_ON_SHARED_GPUS
+
+    runs = {
+        1: [
+            "h200-9b-1p1d-oos-2026-12-04",
+            "h200-9b-1p1d-oos-again-2026-12-04",
+            "h200-9b-1p1d-oos-cal-2026-12-04",
+            "h200-9b-1p1d-oos-heldout-2026-12-04a",
+            "h200-9b-1p1d-oos-heldout-2026-12-04b",
+        ],
+        2: ["h200-9b-2p1d-oos-2026-12-04"],
+    }
+    for endpoints, names in runs.items():
+        ttft, itl = [], []
+        for name in names:
+            out = tmp_path / name
+            assert accuracy.rescore(str(RECIPE), ROOT / "docs" / "sla-accuracy" / f"{name}.json", out) == 0
+            run = json.loads((out / "results.json").read_text())
+            assert run["out_of_step"] and run["endpoints"]["prefill"] == endpoints
+            for row in run["held_out"]:
+                ttft.append(row["metrics"]["ttft_s"]["measured"] / row["metrics"]["ttft_s"]["calibrated"])
+                itl.append(row["metrics"]["itl_s"]["measured"] / row["metrics"]["itl_s"]["calibrated"])
+        above, least, most_itl = OUT_OF_STEP_ON_SHARED_GPUS[endpoints]
+        assert round(max(max(ttft) - 1, 0.0), 2) == above, endpoints
+        assert round(min(ttft), 2) == least, endpoints
+        assert round(max(itl), 2) == most_itl, endpoints
