@@ -64,16 +64,27 @@ class NotScored(Exception):
 
 
 def score(recipe_path: str, results: Path) -> dict[str, dict[str, list[float]]]:
-    """Each point's error, (predicted - measured) / measured, per model and metric."""
+    """Each point's error, (predicted - measured) / measured, per model and metric: NotScored for a
+    file that is not an out-of-step run of RECIPE's deployment with points and a calibration."""
     try:
         run = json.loads(results.read_text())
-        # the parts the scoring reads: a file without them is refused here, not by a KeyError later
-        run["calibration"]["points"], run["endpoints"]["prefill"], run["held_out"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise NotScored(f"{results}: not a benchmark run with a calibration ({type(e).__name__}: {e})") from e
+    except (OSError, ValueError) as e:
+        raise NotScored(f"{results}: not a benchmark run ({type(e).__name__}: {e})") from e
+    if not isinstance(run, dict) or not run.get("held_out"):
+        raise NotScored(f"{results}: no held-out points")
     if not run.get("out_of_step"):
         raise NotScored(f"{results}: its users started together; this model is of users out of step")
-    shapes, _, _ = role_shapes(load_variant(recipe_path, None).recipe, recipe_path)
+    recipe = load_variant(recipe_path, None).recipe
+    if run.get("recipe") != recipe.name:
+        raise NotScored(f"{results}: a run of {run.get('recipe')!r}, not of {recipe_path} ({recipe.name!r})")
+    try:
+        return _errors(run, recipe, recipe_path)
+    except (KeyError, TypeError, IndexError, ValueError) as e:
+        raise NotScored(f"{results}: a part of the run is missing or malformed ({type(e).__name__}: {e})") from e
+
+
+def _errors(run: dict, recipe, recipe_path: str) -> dict[str, dict[str, list[float]]]:
+    shapes, _, _ = role_shapes(recipe, recipe_path)
     measured_on = run.get("calibration_endpoints") or {}
     layout = {r: s.model_copy(update={"endpoints": measured_on.get(r, s.endpoints)}) for r, s in shapes.items()}
     model, _ = fit_calibration(

@@ -184,6 +184,8 @@ def test_a_host_without_the_engine_leaves_the_reading_to_the_nodes_and_says_so(t
     said = console.file.getvalue()
     assert f"this host has no engine at {tmp_path / 'no-engine'}" in said and "where each server starts" in said
     # where the servers run on this host, an engine that cannot read them refuses the launch
-    problems = engine_parse_first(recipe, Console(file=StringIO()), servers_here=True)
+    here = Console(file=StringIO(), width=300)
+    problems = engine_parse_first(recipe, here, servers_here=True)
     assert [p.code for p in problems] == ["environment.engine-args"]
+    assert "reading the commands" not in here.file.getvalue()  # there is nothing to read them with
     assert f"no engine at {tmp_path / 'no-engine'}" in problems[0].message

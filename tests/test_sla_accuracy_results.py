@@ -828,6 +828,8 @@ def test_the_closed_loop_tried_for_users_out_of_step_scores_as_the_document_says
     assert median_worst(two["closed loop"]["total_tps"]) == pytest.approx((0.42, 0.49), abs=0.005)
     with pytest.raises(loop.NotScored, match="started together"):
         loop.score(str(RECIPE), docs / "h200-9b-1p1d-again-2026-12-04.json")
+    with pytest.raises(loop.NotScored, match="a run of 'h200-qwen35-9b-pd-1gpu'"):
+        loop.score(str(CPU_RECIPE), docs / "h200-9b-1p1d-oos-heldout-2026-12-04a.json")
 
 
 def test_what_plan_says_of_users_out_of_step_on_a_shared_gpu_is_what_the_runs_measured(tmp_path):

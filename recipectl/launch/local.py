@@ -468,13 +468,17 @@ def engine_parse_first(recipe: Recipe, console, *, servers_here: bool) -> list[P
     if not needs_engine_parser(recipe):
         return []
     venv = engine_venv(recipe.engine.venv)
-    if not servers_here and not (venv / "bin" / "python").exists():
+    engine_here = (venv / "bin" / "python").exists()
+    if not servers_here and not engine_here:
         console.print(
             f"extra_args hold flags recipectl does not know, and this host has no engine at {venv} to read "
             "them with: the engine reads them where each server starts"
         )
         return []
-    console.print("extra_args hold flags recipectl does not know: reading the commands with the engine's parser ...")
+    if engine_here:  # else engine_parser_problems says there is no engine to read them with
+        console.print(
+            "extra_args hold flags recipectl does not know: reading the commands with the engine's parser ..."
+        )
     problems, _ = engine_parser_problems(recipe, venv)
     return problems
 
