@@ -164,6 +164,11 @@ BY_FIELD: dict[str, EngineFlag] = {f.field: f for f in FLAGS}
 _BY_SPELLING: dict[str, EngineFlag] = {s: f for f in FLAGS for s in f.spellings}
 
 
+def flag_by_spelling(spelling: str) -> EngineFlag:
+    """The table's flag written ``spelling`` (one of its spellings, as abbreviated_flags gives them)."""
+    return _BY_SPELLING[spelling]
+
+
 def flag_for(field: str) -> str:
     """The spelling recipectl renders for a field."""
     return BY_FIELD[field].flag
@@ -309,7 +314,7 @@ def abbreviation_problems(args: Sequence[str]) -> dict[int, tuple[str, EngineFla
         _, problems, _ = scan_extra_args(written)
         for problem in problems:
             if problem.index == index:
-                out[index] = (word, _BY_SPELLING[begun[0]], problem.message)
+                out[index] = (word, flag_by_spelling(begun[0]), problem.message)
     return out
 
 

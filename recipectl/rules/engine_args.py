@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
-from ..engine_flags import BY_FIELD, ArgSetting, Arity, EngineFlag, abbreviated_flags, abbreviation_problems
+from ..engine_flags import (
+    BY_FIELD,
+    ArgSetting,
+    Arity,
+    EngineFlag,
+    abbreviated_flags,
+    abbreviation_problems,
+    flag_by_spelling,
+)
 from .context import RuleContext
 from .registry import Violation, rule
 
@@ -242,7 +250,7 @@ def abbreviated(ctx: RuleContext) -> Iterator[Violation]:
             if index in refused:
                 continue
             if len(begun) == 1:
-                flag = next(f for f in BY_FIELD.values() if begun[0] in f.spellings)
+                flag = flag_by_spelling(begun[0])
                 yield Violation(
                     f"{role}.extra_args.{index}",
                     f"{word} in {role}.extra_args is the beginning of {begun[0]}: vLLM takes it as that "
