@@ -27,7 +27,8 @@ calibration of another layout of the same roles (RECIPE0: 1 prefill endpoint, RE
 calibration too (model "compared": a layout of two prefill endpoints calibrated on itself beside
 a calibration of one); --no-recalibrate skips the second calibration after the held-out points.
 Two diagnostics score nothing: --trace records when each request of a point started and got its
-first token (whether a closed loop's users stay in step), --pair ISL:OFFSET_MS,... a prompt alone
+first token (whether a closed loop's users stay in step; with --out-of-step, whether users
+started apart stay apart), --pair ISL:OFFSET_MS,... a prompt alone
 and two sent OFFSET_MS apart, at the prefill endpoint and through the router (whether a prompt
 sent during another's prefill delays it).
 """
@@ -178,25 +179,41 @@ def measure_points(
             done(point, reps[point])
 
 
-def trace(router: str, model: str, vocab: int, points: list, waves: int, out: Path) -> int:
+def trace(
+    router: str, model: str, vocab: int, points: list, waves: int, out: Path, *, out_of_step: bool = False
+) -> int:
     """Each point's requests, ``waves`` x its concurrency of them after a warm-up, each with when
-    it started (seconds since the point's first), its TTFT and its end: whether the point's users
-    stay in step (the waves perf.predict takes) or drift apart."""
+    it started (seconds since the point's first), which user sent it, its TTFT and its end: whether
+    the point's users stay in step (the waves perf.predict takes) or drift apart. ``out_of_step``:
+    the users start spread over one cycle of theirs, as the measurements' --out-of-step does
+    (whether they stay apart, or fall back into waves)."""
     from recipectl.bench.probe import run_point
     from recipectl.fileio import write_atomic
 
     traced = []
     for isl, osl, c in points:
-        warm_point(router, model, vocab, isl, osl, c)
-        r = run_point(router, model, isl=isl, osl=osl, concurrency=c, num_requests=waves * c, vocab_size=vocab)
+        cycle = warm_point(router, model, vocab, isl, osl, c, rounds=2 if out_of_step else 1)
+        stagger = cycle if out_of_step and c > 1 else 0.0
+        r = run_point(
+            router, model, isl=isl, osl=osl, concurrency=c, num_requests=waves * c, vocab_size=vocab, stagger_s=stagger
+        )
         t0 = min((s.start_s for s in r.samples), default=0.0)
         requests = [
-            {"start_s": s.start_s - t0, "ttft_s": s.ttft_s, "end_s": s.start_s - t0 + s.e2e_s, "itl_s": s.itl_s}
+            {
+                "start_s": s.start_s - t0,
+                "user": s.user,
+                "ttft_s": s.ttft_s,
+                "end_s": s.start_s - t0 + s.e2e_s,
+                "itl_s": s.itl_s,
+            }
             for s in sorted(r.samples, key=lambda s: s.start_s)
         ]
-        traced.append({"isl": isl, "osl": osl, "concurrency": c, "requests": requests, "errors": r.errors})
+        traced.append(
+            {"isl": isl, "osl": osl, "concurrency": c, "stagger_s": stagger, "requests": requests, "errors": r.errors}
+        )
         # after every point: a run stopped by a time limit keeps the points it traced
-        write_atomic(out / "trace.json", json.dumps({"points": traced, "load_average": os.getloadavg()}, indent=2))
+        document = {"out_of_step": out_of_step, "points": traced, "load_average": os.getloadavg()}
+        write_atomic(out / "trace.json", json.dumps(document, indent=2))
         print(f"isl={isl} osl={osl} c={c}: start / TTFT ms", file=sys.stderr)
         for q in requests:
             print(f"  {q['start_s'] * 1e3:8.0f} {q['ttft_s'] * 1e3:6.0f}", file=sys.stderr)
@@ -474,7 +491,8 @@ def main() -> int:
         "--trace",
         action="store_true",
         help="no calibration, no scores: each point's requests (--repeats waves' worth) and when each "
-        "started, got its first token and ended (OUT/trace.json): how a closed loop's users move",
+        "started, got its first token and ended, and which user sent it (OUT/trace.json): how a closed loop's "
+        "users move (with --out-of-step, users who start apart)",
     )
     ap.add_argument(
         "--pair",
@@ -531,7 +549,15 @@ def main() -> int:
         os.environ["RECIPECTL_RUN_DIR"] = run_dir
         state = find_run(args.recipe, runs_root(recipe.launch.run_dir), lambda _: (recipe.name, recipe.launch.run_dir))
         if args.trace:
-            return trace(state.router_url, recipe.served_name, spec.vocab_size, args.held_out, args.repeats, out)
+            return trace(
+                state.router_url,
+                recipe.served_name,
+                spec.vocab_size,
+                args.held_out,
+                args.repeats,
+                out,
+                out_of_step=args.out_of_step,
+            )
         if args.pair:
             prefill_url = next(p.url for p in state.processes if p.kind == "prefill")
             return pairs(

@@ -14,6 +14,9 @@
 #   RECIPE  the recipe (default recipes/h200/qwen3.5-9b-pd-1gpu.yaml: both servers on GPU 0, which
 #           plan --sla plans as laid out), its model made under MODELS as the other drivers do
 #   SLA     the target (default ttft=2s,itl=50ms)
+#   OUT_OF_STEP  1: the check's users start out of step (`plan --check --out-of-step`)
+#   CHECK_AT     more points to check after the chosen one, users each ("4 12"), each with the users
+#            out of step and together (check-N-oos.json, check-N.json), before the stop
 #   OUT     where results go (default ./gpu-plan-check): recipe.yaml, calibration.json,
 #           plan.txt, plan.json, check.json, ledger.jsonl, driver.log
 #   BUNDLE, ENGINE, MODELS: as in scripts/gpu-driver-env.sh
@@ -45,6 +48,9 @@ step() {  # step NAME COMMAND...: run it, its output to OUT/NAME.out and .err, l
   return $code
 }
 
+STEP_ARGS=()
+[[ "${OUT_OF_STEP:-0}" == 1 ]] && STEP_ARGS=(--out-of-step)
+
 for phase in "${PHASES[@]}"; do
   case "$phase" in
     launch) step launch rc launch "$R" --detach --format json || exit 1 ;;
@@ -52,7 +58,14 @@ for phase in "${PHASES[@]}"; do
       step calibrate rc calibrate "$R" --run "$R" -o "$OUT/calibration.json" --force
       step plan rc plan "$R" --sla "$SLA" --calibration "$OUT/calibration.json"
       step plan-json rc plan "$R" --sla "$SLA" --calibration "$OUT/calibration.json" --format json
-      step check rc plan "$R" --sla "$SLA" --calibration "$OUT/calibration.json" --check --run "$R" --format json
+      step check rc plan "$R" --sla "$SLA" --calibration "$OUT/calibration.json" --check --run "$R" --format json \
+        "${STEP_ARGS[@]}"
+      for n in ${CHECK_AT:-}; do
+        step "check-$n-oos" rc plan "$R" --sla "$SLA" --calibration "$OUT/calibration.json" --check --run "$R" \
+          --concurrency "$n" --out-of-step --format json
+        step "check-$n" rc plan "$R" --sla "$SLA" --calibration "$OUT/calibration.json" --check --run "$R" \
+          --concurrency "$n" --format json
+      done
       cp "$OUT/plan.out" "$OUT/plan.txt" 2>/dev/null
       cp "$OUT/plan-json.out" "$OUT/plan.json" 2>/dev/null
       cp "$OUT/check.out" "$OUT/check.json" 2>/dev/null

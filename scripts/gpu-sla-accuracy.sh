@@ -9,7 +9,9 @@
 # anew and measures them from one's calibration (a run that one's time limit cut short, or the
 # launch-to-launch spread); `two` launches 2 + 1 and measures them from one's calibration; `self2`
 # launches 2 + 1, calibrates it on itself and measures the points from that calibration and from
-# one's.
+# one's; `trace` launches 1 + 1 and records each held-out point's requests (--trace: when each
+# started, which user sent it, its first token and its end; with OUT_OF_STEP=1 its users start out
+# of step), REPEATS waves of them, into OUT/trace/.
 #
 # Environment:
 #   RECIPE   a recipe whose prefill endpoint is on GPU 0 (default recipes/h200/tiny-qwen35-pd-1gpu.yaml;
@@ -80,6 +82,7 @@ bench() {
 for phase in "${PHASES[@]}"; do
   case "$phase" in
     one) bench one "$ONE" ;;
+    trace) bench trace "$ONE" --trace ;;
     again | two | self2)
       if [[ ! -f "$OUT/one/calibration.json" ]]; then log "phase $phase needs $OUT/one/calibration.json"; exit 1; fi
       if [[ "$phase" == self2 ]]; then
@@ -88,7 +91,7 @@ for phase in "${PHASES[@]}"; do
         recipe="$ONE"; [[ "$phase" == two ]] && recipe="$TWO"
         bench "$phase" "$recipe" --calibration "$OUT/one/calibration.json" --calibrated-on "$ONE"
       fi ;;
-    *) log "unknown phase $phase (one, again, two, self2)"; exit 2 ;;
+    *) log "unknown phase $phase (one, again, two, self2, trace)"; exit 2 ;;
   esac
 done
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >> "$OUT/driver.log" 2>&1

@@ -612,9 +612,11 @@ def test_a_trace_records_when_each_request_started_and_got_its_first_token(monke
     of the deployment: the real one is the CPU engine docs/sla-planner.md traced)."""
     import recipectl.bench.probe as probe
 
-    monkeypatch.setattr(accuracy, "warm_point", lambda *a: None)
+    monkeypatch.setattr(accuracy, "warm_point", lambda *a, rounds=1: None)
 
-    def fake_run_point(url, model, *, isl, osl, concurrency, num_requests, vocab_size, seed=0, stream=True):
+    def fake_run_point(
+        url, model, *, isl, osl, concurrency, num_requests, vocab_size, seed=0, stream=True, stagger_s=0.0
+    ):
         # finished out of order: two users in step, then a third 0.4 s behind
         samples = [
             probe.Sample(ttft_s=0.7, itl_s=0.02, output_tokens=osl, e2e_s=1.3, start_s=100.4),
@@ -632,6 +634,38 @@ def test_a_trace_records_when_each_request_started_and_got_its_first_token(monke
     assert point["requests"][2]["end_s"] == pytest.approx(1.7)
 
 
+def test_a_trace_out_of_step_spreads_the_users_over_their_warm_up_cycle_and_says_who_sent_what(monkeypatch, tmp_path):
+    """--trace --out-of-step: the users start spread over the second warm-up round's duration, as
+    the measurements' --out-of-step does, and each request says which user sent it (whether users
+    who start apart stay apart). A mock of the deployment, as above."""
+    import recipectl.bench.probe as probe
+
+    warmed = []
+    monkeypatch.setattr(accuracy, "warm_point", lambda *a, rounds=1: warmed.append(rounds) or 2.5)
+    asked = []
+
+    def fake_run_point(
+        url, model, *, isl, osl, concurrency, num_requests, vocab_size, seed=0, stream=True, stagger_s=0.0
+    ):
+        asked.append((num_requests, stagger_s))
+        samples = [
+            probe.Sample(ttft_s=0.3, itl_s=0.02, output_tokens=osl, e2e_s=1.0, start_s=50.0 + k * 0.8, user=k % 3)
+            for k in range(num_requests)
+        ]
+        return probe.PointResult(isl=isl, osl=osl, concurrency=concurrency, samples=samples, duration_s=9.0)
+
+    monkeypatch.setattr(probe, "run_point", fake_run_point)
+    assert accuracy.trace("R", "m", 1000, [(96, 32, 3), (96, 32, 1)], 5, tmp_path, out_of_step=True) == 0
+    assert warmed == [2, 2] and asked == [(15, 2.5), (5, 0.0)]  # one user: nobody to be out of step with
+    document = json.loads((tmp_path / "trace.json").read_text())
+    assert document["out_of_step"] is True
+    first = document["points"][0]
+    assert first["stagger_s"] == 2.5 and [q["user"] for q in first["requests"][:4]] == [0, 1, 2, 0]
+    assert accuracy.trace("R", "m", 1000, [(96, 32, 3)], 5, tmp_path) == 0
+    assert warmed[-1] == 1 and asked[-1] == (15, 0.0)
+    assert json.loads((tmp_path / "trace.json").read_text())["out_of_step"] is False
+
+
 def test_the_benchmarks_arguments_refuse_a_point_twice_and_no_repeats():
     assert accuracy.held_out_points("64:24:1,48:32:4") == [(64, 24, 1), (48, 32, 4)]
     with pytest.raises(argparse.ArgumentTypeError, match="given twice"):
@@ -644,9 +678,9 @@ def test_the_benchmarks_arguments_refuse_a_point_twice_and_no_repeats():
 def test_a_trace_keeps_a_point_whose_requests_all_failed_and_says_so(monkeypatch, tmp_path):
     import recipectl.bench.probe as probe
 
-    monkeypatch.setattr(accuracy, "warm_point", lambda *a: None)
+    monkeypatch.setattr(accuracy, "warm_point", lambda *a, rounds=1: None)
 
-    def failing(url, model, *, isl, osl, concurrency, num_requests, vocab_size, seed=0, stream=True):
+    def failing(url, model, *, isl, osl, concurrency, num_requests, vocab_size, seed=0, stream=True, stagger_s=0.0):
         return probe.PointResult(isl=isl, osl=osl, concurrency=concurrency, errors=["ConnectError: refused"])
 
     monkeypatch.setattr(probe, "run_point", failing)
