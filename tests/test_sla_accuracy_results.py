@@ -167,15 +167,12 @@ def test_a_two_prefill_layout_calibrated_on_itself_predicted_its_points_worse_th
     assert summary["calibrated"]["ttft_s"]["median_abs_error"] > summary["compared"]["ttft_s"]["median_abs_error"]
 
 
-def test_the_plan_check_points_on_the_h200_are_predicted_as_recorded_and_as_the_document_says():
-    """docs/sla-planner.md, "A user's path on one H200": calibrate --run, plan --sla, plan --check at
-    the plan's concurrency and at others, on three launches. This checkout's model, fitted again
-    from the calibration's points, predicts each point as plan --check did; the errors are the
-    document's (median / worst |error|), and the SLA verdict agreed at every point."""
+def _plan_check_run(name: str) -> tuple[dict, dict, object]:
+    """A plan --check run on one H200 as committed, RECIPE's role shapes, and the model this
+    checkout fits from its calibration's points."""
     from recipectl.commands.calibrate import fit_calibration
-    from recipectl.plan.perf import predict
 
-    run = json.loads((ROOT / "docs" / "sla-accuracy" / "h200-9b-plan-check-2026-12-04.json").read_text())
+    run = json.loads((ROOT / "docs" / "sla-accuracy" / f"{name}.json").read_text())
     shapes, _, _ = role_shapes(load_variant(str(RECIPE), None).recipe, str(RECIPE))
     model, _ = fit_calibration(
         run["calibration"]["points"],
@@ -183,6 +180,17 @@ def test_the_plan_check_points_on_the_h200_are_predicted_as_recorded_and_as_the_
         decode_shape=shapes["decode"],
         device=run["calibration"]["device"],
     )
+    return run, shapes, model
+
+
+def test_the_plan_check_points_on_the_h200_are_predicted_as_recorded_and_as_the_document_says():
+    """docs/sla-planner.md, "A user's path on one H200": calibrate --run, plan --sla, plan --check at
+    the plan's concurrency and at others, on three launches. This checkout's model, fitted again
+    from the calibration's points, predicts each point as plan --check did; the errors are the
+    document's (median / worst |error|), and the SLA verdict agreed at every point."""
+    from recipectl.plan.perf import predict
+
+    run, shapes, model = _plan_check_run("h200-9b-plan-check-2026-12-04")
     assert run["plan"]["shared_gpus"] == ["GPU 0: prefill-0 0.45 + decode-0 0.45"]
     assert run["plan"]["configurations"][0]["concurrency"] == 2
     errors: dict[str, list[float]] = {"ttft_s": [], "itl_s": [], "total_tps": []}
@@ -205,6 +213,98 @@ def test_the_plan_check_points_on_the_h200_are_predicted_as_recorded_and_as_the_
     for metric, (median, worst) in stated.items():
         assert sorted(errors[metric])[len(errors[metric]) // 2] == pytest.approx(median, abs=0.005), metric
         assert max(errors[metric]) == pytest.approx(worst, abs=0.005), metric
+
+
+def test_plan_check_out_of_step_at_the_seeds_workload_stayed_inside_the_bounds_plan_prints():
+    """docs/sla-planner.md, "plan --check with the users out of step": the seed's ISL 8,192 / OSL
+    1,024 on one launch, out of step at 2, 4 and 12 users and together at 4 and 12, none of them a
+    shape of the runs OUT_OF_STEP_ON_SHARED_GPUS was measured on. This checkout predicts each as
+    plan --check did; every out-of-step TTFT and ITL lies inside the bounds plan prints; at 4 users
+    out of step the SLA was met where the prediction (of users together) was not."""
+    from recipectl.commands.plan import OUT_OF_STEP_ON_SHARED_GPUS
+    from recipectl.plan.perf import predict
+
+    run, shapes, model = _plan_check_run("h200-9b-plan-check-oos-2026-12-04")
+    above, least, most_itl = OUT_OF_STEP_ON_SHARED_GPUS[1]
+    ratios = {}
+    for check in run["checks"]:
+        point = check["point"]
+        assert (point["isl"], point["osl"]) == (8192, 1024)
+        p = predict(model, shapes["prefill"], shapes["decode"], isl=8192, osl=1024, concurrency=point["concurrency"])
+        c = check["comparison"]
+        for metric in ("ttft_s", "itl_s", "total_tps"):
+            assert getattr(p, metric) == pytest.approx(c[metric]["predicted"], rel=1e-6), (point, metric)
+        ratio = (c["ttft_s"]["measured"] / c["ttft_s"]["predicted"], c["itl_s"]["measured"] / c["itl_s"]["predicted"])
+        ratios[(point["concurrency"], point["users"])] = tuple(round(r, 2) for r in ratio)
+        if point["users"] == "out of step":
+            assert least <= ratio[0] <= 1 + above and ratio[1] <= most_itl, point
+    assert ratios == {
+        (2, "out of step"): (0.84, 1.04),
+        (4, "out of step"): (0.43, 1.13),
+        (4, "together"): (1.11, 1.01),
+        (12, "out of step"): (0.55, 1.25),
+        (12, "together"): (1.26, 1.03),
+    }
+    verdicts = {
+        (k["point"]["concurrency"], k["point"]["users"]): (k["predicted_meets_sla"], k["meets_sla"])
+        for k in run["checks"]
+    }
+    assert verdicts[(2, "out of step")] == (True, True)
+    assert verdicts[(4, "out of step")] == (False, True)
+    assert verdicts[(4, "together")] == verdicts[(12, "together")] == verdicts[(12, "out of step")] == (False, False)
+
+
+def _first_token_groups(requests: list[dict]) -> list[int]:
+    """How many first tokens came within 20 ms of the one before, run by run: a wave's are one run."""
+    runs: list[list[float]] = []
+    for t in sorted(q["start_s"] + q["ttft_s"] for q in requests):
+        if runs and t - runs[-1][-1] < 0.02:
+            runs[-1].append(t)
+        else:
+            runs.append([t])
+    return [len(r) for r in runs]
+
+
+def test_traces_on_one_h200_users_together_move_in_waves_and_users_out_of_step_stay_apart():
+    """docs/sla-planner.md, "plan --check with the users out of step": the traces of one H200's
+    1 + 1. Together, each point's first wave got its first tokens within 20 ms of each other, all
+    of its users; out of step, never more than 4 at once, and TTFT shorter than together at the
+    same points on the same machine."""
+    docs = ROOT / "docs" / "sla-accuracy"
+    together = json.loads((docs / "h200-9b-trace-together-2026-12-04.json").read_text())
+    apart = json.loads((docs / "h200-9b-trace-oos-2026-12-04.json").read_text())
+    assert together["out_of_step"] is False and apart["out_of_step"] is True
+
+    def shape(p: dict) -> tuple[int, int, int]:
+        return p["isl"], p["osl"], p["concurrency"]
+
+    def ttft(p: dict) -> float:
+        return statistics.median(q["ttft_s"] for q in p["requests"])
+
+    in_waves = {shape(p): _first_token_groups(p["requests"]) for p in together["points"]}
+    assert all(groups[0] == c for (_, _, c), groups in in_waves.items()), in_waves
+    assert {shape(p): max(_first_token_groups(p["requests"])) for p in apart["points"]} == {
+        (512, 128, 12): 2,
+        (2560, 64, 6): 2,
+        (768, 128, 16): 4,
+        (4096, 64, 4): 2,
+        (2048, 64, 4): 2,
+        (512, 64, 16): 3,
+        (1024, 128, 8): 3,
+        (1536, 64, 8): 2,
+    }
+    assert all(
+        p["stagger_s"] > 0 and {q["user"] for q in p["requests"]} == set(range(p["concurrency"]))
+        for p in apart["points"]
+    )
+    shorter = {shape(p): round(ttft(p) * 1e3) for p in apart["points"][:4]}
+    assert shorter == {(512, 128, 12): 342, (2560, 64, 6): 1608, (768, 128, 16): 1355, (4096, 64, 4): 1641}
+    assert {shape(p): round(ttft(p) * 1e3) for p in together["points"]} == {
+        (512, 128, 12): 1376,
+        (2560, 64, 6): 2245,
+        (768, 128, 16): 2244,
+        (4096, 64, 4): 1756,
+    }
 
 
 def test_the_midpoints_range_holds_seven_of_the_eight_held_out_two_prefill_ttfts(tmp_path):
