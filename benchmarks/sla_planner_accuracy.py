@@ -428,11 +428,11 @@ def rescored(old: dict, models: dict, shapes: dict) -> dict:
 
 def rescore(recipe_path: str, results: Path, out: Path) -> int:
     """The measurements of an earlier run, predicted again by this checkout's performance model,
-    its calibrations fitted again from the points they recorded (calibrate.fit_calibration): how a
+    its calibrations fitted again from the points they recorded (calibrate.refit_on_layout): how a
     change to the model or its fit moves the error on points measured before it. Not a held-out
     test of the change where the change was made after seeing them. RECIPE: the recipe the
     calibration was measured on (its layout), the run's endpoint counts the layout predicted."""
-    from recipectl.commands.calibrate import analytic_for, fit_calibration, role_shapes
+    from recipectl.commands.calibrate import analytic_for, refit_on_layout, role_shapes
     from recipectl.validate import load_variant
 
     run = json.loads(results.read_text())
@@ -443,17 +443,7 @@ def rescore(recipe_path: str, results: Path, out: Path) -> int:
 
     def refit(calibration: dict, endpoints: dict | None):
         # the layout the calibration measured: recorded by runs since it was; before, RECIPE's
-        layout = {
-            role: shape.model_copy(update={"endpoints": (endpoints or {}).get(role, shape.endpoints)})
-            for role, shape in calibrated_shapes.items()
-        }
-        model, _ = fit_calibration(
-            calibration["points"],
-            prefill_shape=layout["prefill"],
-            decode_shape=layout["decode"],
-            device=str(calibration.get("device")),
-        )
-        return model
+        return refit_on_layout(calibration, calibrated_shapes, endpoints)
 
     # the run's endpoint counts: a recipe with 1 prefill endpoint rescores a run of 2 on the same GPU
     shapes = {

@@ -23,7 +23,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from recipectl.commands.calibrate import fit_calibration, role_shapes
+from recipectl.commands.calibrate import refit_on_layout, role_shapes
 from recipectl.errors import RecipectlError
 from recipectl.plan import perf
 from recipectl.validate import load_variant
@@ -85,14 +85,7 @@ def score(recipe_path: str, results: Path) -> dict[str, dict[str, list[float]]]:
 
 def _errors(run: dict, recipe, recipe_path: str) -> dict[str, dict[str, list[float]]]:
     shapes, _, _ = role_shapes(recipe, recipe_path)
-    measured_on = run.get("calibration_endpoints") or {}
-    layout = {r: s.model_copy(update={"endpoints": measured_on.get(r, s.endpoints)}) for r, s in shapes.items()}
-    model, _ = fit_calibration(
-        run["calibration"]["points"],
-        prefill_shape=layout["prefill"],
-        decode_shape=layout["decode"],
-        device=str(run["calibration"].get("device")),
-    )
+    model = refit_on_layout(run["calibration"], shapes, run.get("calibration_endpoints"))
     pre, dec = (shapes[r].model_copy(update={"endpoints": run["endpoints"][r]}) for r in ("prefill", "decode"))
     errors: dict[str, dict[str, list[float]]] = {
         "plan": {m: [] for m in METRICS},

@@ -243,6 +243,23 @@ def test_a_calibration_of_an_older_version_is_fitted_again_from_its_points(tmp_p
     assert r.returncode == 0 and json.loads(r.stdout)["calibrated"], r.stderr
 
 
+def test_a_stored_calibration_is_fitted_again_on_the_layout_it_measured():
+    """refit_on_layout (a benchmark run scored again): the recipe's shapes with the endpoint counts
+    the calibration recorded. Decode's points are per decode endpoint, so a calibration of two
+    decode endpoints fits other coefficients than the recipe's one would; one that recorded none
+    is fitted on the recipe's."""
+    from recipectl.commands.calibrate import fit_calibration, refit_on_layout
+
+    recorded = {"points": calibration_points(), "device": "CPU"}
+    shapes = {"prefill": PRE, "decode": DEC}
+    two = DEC.model_copy(update={"endpoints": 2})
+    as_run = fit_calibration(calibration_points(), prefill_shape=PRE, decode_shape=two, device="CPU")[0]
+    assert refit_on_layout(recorded, shapes, {"prefill": 1, "decode": 2}) == as_run
+    as_recipe = fit_calibration(calibration_points(), prefill_shape=PRE, decode_shape=DEC, device="CPU")[0]
+    assert refit_on_layout(recorded, shapes) == refit_on_layout(recorded, shapes, {"decode": 1}) == as_recipe
+    assert as_run.decode != as_recipe.decode
+
+
 def test_a_plan_past_the_users_the_calibration_measured_says_so(tmp_path):
     """A calibration measures a decode endpoint at up to four users; a plan that picks hundreds
     carries the fit past its points (on the CPU engine a plan of 206 users measured an ITL half the

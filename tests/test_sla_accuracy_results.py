@@ -170,17 +170,11 @@ def test_a_two_prefill_layout_calibrated_on_itself_predicted_its_points_worse_th
 def _plan_check_run(name: str) -> tuple[dict, dict, object]:
     """A plan --check run on one H200 as committed, RECIPE's role shapes, and the model this
     checkout fits from its calibration's points."""
-    from recipectl.commands.calibrate import fit_calibration
+    from recipectl.commands.calibrate import refit_on_layout
 
     run = json.loads((ROOT / "docs" / "sla-accuracy" / f"{name}.json").read_text())
     shapes, _, _ = role_shapes(load_variant(str(RECIPE), None).recipe, str(RECIPE))
-    model, _ = fit_calibration(
-        run["calibration"]["points"],
-        prefill_shape=shapes["prefill"],
-        decode_shape=shapes["decode"],
-        device=run["calibration"]["device"],
-    )
-    return run, shapes, model
+    return run, shapes, refit_on_layout(run["calibration"], shapes)
 
 
 def test_the_plan_check_points_on_the_h200_are_predicted_as_recorded_and_as_the_document_says():

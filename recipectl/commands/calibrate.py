@@ -390,6 +390,24 @@ def fit_calibration(
     }
 
 
+def refit_on_layout(calibration: dict, shapes: dict[str, RoleShape], endpoints: dict | None = None) -> PerfModel:
+    """The model a recorded calibration (a calibration file's or a benchmark run's: its ``points``
+    and ``device``) fits to on the layout it measured: ``shapes``, a recipe's role shapes, with
+    the endpoint counts the calibration recorded (``endpoints``; a calibration recorded before it
+    said: the recipe's own). How a stored run is scored again by this release's model."""
+    measured_on = {
+        role: shape.model_copy(update={"endpoints": (endpoints or {}).get(role, shape.endpoints)})
+        for role, shape in shapes.items()
+    }
+    model, _ = fit_calibration(
+        calibration["points"],
+        prefill_shape=measured_on["prefill"],
+        decode_shape=measured_on["decode"],
+        device=str(calibration.get("device")),
+    )
+    return model
+
+
 def _raw(kind: str, r) -> dict:
     return {
         "kind": kind,
