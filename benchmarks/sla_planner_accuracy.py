@@ -192,8 +192,9 @@ def trace(
 
     traced = []
     for isl, osl, c in points:
-        cycle = warm_point(router, model, vocab, isl, osl, c, rounds=2 if out_of_step else 1)
-        stagger = cycle if out_of_step and c > 1 else 0.0
+        apart = out_of_step and c > 1  # one user: nobody to be out of step with
+        cycle = warm_point(router, model, vocab, isl, osl, c, rounds=2 if apart else 1)
+        stagger = cycle if apart else 0.0
         r = run_point(
             router, model, isl=isl, osl=osl, concurrency=c, num_requests=waves * c, vocab_size=vocab, stagger_s=stagger
         )
@@ -214,9 +215,9 @@ def trace(
         # after every point: a run stopped by a time limit keeps the points it traced
         document = {"out_of_step": out_of_step, "points": traced, "load_average": os.getloadavg()}
         write_atomic(out / "trace.json", json.dumps(document, indent=2))
-        print(f"isl={isl} osl={osl} c={c}: start / TTFT ms", file=sys.stderr)
+        print(f"isl={isl} osl={osl} c={c}: start / TTFT ms / user", file=sys.stderr)
         for q in requests:
-            print(f"  {q['start_s'] * 1e3:8.0f} {q['ttft_s'] * 1e3:6.0f}", file=sys.stderr)
+            print(f"  {q['start_s'] * 1e3:8.0f} {q['ttft_s'] * 1e3:6.0f} {q['user']:4d}", file=sys.stderr)
         if r.errors:
             print(f"  {len(r.errors)} requests failed: {r.errors[:3]}", file=sys.stderr)
     if any(p["errors"] for p in traced):

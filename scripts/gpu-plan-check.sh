@@ -16,7 +16,8 @@
 #   SLA     the target (default ttft=2s,itl=50ms)
 #   OUT_OF_STEP  1: the check's users start out of step (`plan --check --out-of-step`)
 #   CHECK_AT     more points to check after the chosen one, users each ("4 12"), each with the users
-#            out of step and together (check-N-oos.json, check-N.json), before the stop
+#            out of step and together (check-N-oos.out and check-N.out, --format json; each a line
+#            in ledger.jsonl), before the stop
 #   OUT     where results go (default ./gpu-plan-check): recipe.yaml, calibration.json,
 #           plan.txt, plan.json, check.json, ledger.jsonl, driver.log
 #   BUNDLE, ENGINE, MODELS: as in scripts/gpu-driver-env.sh
@@ -60,7 +61,9 @@ for phase in "${PHASES[@]}"; do
       step plan-json rc plan "$R" --sla "$SLA" --calibration "$OUT/calibration.json" --format json
       step check rc plan "$R" --sla "$SLA" --calibration "$OUT/calibration.json" --check --run "$R" --format json \
         "${STEP_ARGS[@]}"
-      for n in ${CHECK_AT:-}; do
+      read -ra check_at <<< "${CHECK_AT:-}"
+      for n in "${check_at[@]}"; do
+        [[ "$n" =~ ^[1-9][0-9]*$ ]] || { log "CHECK_AT: $n is not a number of users"; exit 2; }
         step "check-$n-oos" rc plan "$R" --sla "$SLA" --calibration "$OUT/calibration.json" --check --run "$R" \
           --concurrency "$n" --out-of-step --format json
         step "check-$n" rc plan "$R" --sla "$SLA" --calibration "$OUT/calibration.json" --check --run "$R" \

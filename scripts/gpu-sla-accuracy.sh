@@ -20,7 +20,7 @@
 #   SHARE    every server's gpu_memory_utilization (default 0.3): the same in both phases, so the
 #            layouts differ in the prefill endpoints only, and three servers fit in phase two
 #   OUT      where results go (default ./gpu-sla-accuracy): one/, two/ (results.json, table.md,
-#            calibration.json), the two recipes, driver.log
+#            calibration.json), trace/ (trace.json), the two recipes, driver.log
 #   BUNDLE, ENGINE, MODELS: as in scripts/gpu-driver-env.sh
 #   REPEATS  measurements per held-out point (default 5)
 #   HELD_OUT ISL:OSL:CONCURRENCY,... (default: the tiny recipe's, none of them a calibration point,
