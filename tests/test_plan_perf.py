@@ -709,7 +709,7 @@ def test_the_out_of_step_line_gives_the_measured_bounds_only_for_a_calibrated_pl
 
     calibrated = {"platform": "gpu", "calibrated": True}
     line = _out_of_step_line(calibrated, "r.yaml")
-    assert "a TTFT at most 12% above the prediction and down to 39% of it, and an ITL up to 1.45x" in line
+    assert "a TTFT at most 12% above the prediction and down to 24% of it, and an ITL up to 1.66x" in line
     assert "two prefill endpoints beside decode: down to 32%, up to 2.62x" in line
     assert "recipectl plan r.yaml --sla ... --check --out-of-step measures yours" in line
     assert "%" not in _out_of_step_line({"platform": "gpu", "calibrated": False}, "r.yaml")
