@@ -465,10 +465,10 @@ def _out_of_step_line(report: dict, recipe_path: str) -> str:
         )
     (above, least, itl), (_, least_two, itl_two) = OUT_OF_STEP_ON_SHARED_GPUS[1], OUT_OF_STEP_ON_SHARED_GPUS[2]
     return (
-        "users out of step, where servers share a GPU, were measured (Qwen3.5-9B on one H200, from its "
-        f"calibration) at a TTFT at most {above:.0%} above the prediction and down to {least:.0%} of it, and "
-        f"an ITL up to {itl:g}x (two prefill endpoints beside decode: down to {least_two:.0%}, up to "
-        f"{itl_two:g}x); {measure}; {docs}"
+        "users out of step, where servers share a GPU, were measured (Qwen3.5-9B on one H200, against "
+        f"calibrations of the same machine) at a TTFT at most {above:.0%} above the prediction and down to "
+        f"{least:.0%} of it, and an ITL up to {itl:g}x (two prefill endpoints beside decode: down to "
+        f"{least_two:.0%}, up to {itl_two:g}x); {measure}; {docs}"
     )
 
 
