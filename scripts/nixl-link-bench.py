@@ -9,10 +9,11 @@ A target process registers a buffer with a NIXL agent (UCX backend); this proces
 its own, as vLLM's decode endpoint pulls a request's blocks from prefill's, and times each
 transfer from post to done; then the same with a third process running back-to-back matrix
 products on the device. Each size in --mb in turn, on one connection. UCX picks its transports
-from the environment (UCX_TLS; unset: its own choice). One JSON line per condition on stdout: the
-transports UCX was told, the device, the size, whether the device was busy, each transfer's
-seconds and the median GB/s. Exit 2 where the engine lacks NIXL or torch, or the device is not
-there.
+from the environment (UCX_TLS; unset: its own choice; UCX_PROTO_INFO=y prints which it chose).
+One JSON line per condition on stdout, as it is measured: the transports UCX was told, the device,
+the size, whether the device was busy, each transfer's seconds and the median GB/s (NIXL and UCX
+log to stdout too: the results are the lines that start with "{"). Exit 2 where the engine lacks
+NIXL or torch, or the device is not there.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 
 # how long a transfer may take before the run gives up on it (a stalled transport, not a slow one)
 TRANSFER_LIMIT_S = 60.0
@@ -80,7 +82,8 @@ def _read(agent, local, remote, peer: str) -> float:
     return seconds
 
 
-def measure(device: str, sizes_mb: list[int], repeats: int) -> list[dict]:
+def measure(device: str, sizes_mb: list[int], repeats: int) -> Iterator[dict]:
+    """Each condition's row as it is measured: a run its time limit stops keeps the rows before."""
     ctx = mp.get_context("spawn")
     ours, theirs = ctx.Pipe()
     target = ctx.Process(target=_target, args=(theirs, device, sizes_mb), daemon=True)
@@ -93,7 +96,6 @@ def measure(device: str, sizes_mb: list[int], repeats: int) -> list[dict]:
         agent = _agent("initiator")
         agent.register_memory(dst)
         peer = agent.add_remote_agent(metadata)
-        rows = []
         for mb in sizes_mb:
             local, remote = agent.get_xfer_descs(dst[: mb << 20]), agent.deserialize_descs(descs[mb])
             _read(agent, local, remote, peer)  # the first of each size (the connection's set-up), not timed
@@ -101,15 +103,14 @@ def measure(device: str, sizes_mb: list[int], repeats: int) -> list[dict]:
                 raise RuntimeError("the bytes read are not the target's")
             for busy in (False, True):
                 timed = _timed(ctx, (agent, local, remote, peer), device, busy, repeats)
-                rows.append(
-                    {
-                        "mb": mb,
-                        "device_busy": busy,
-                        "seconds": timed,
-                        "gb_per_s": (mb << 20) / statistics.median(timed) / 1e9,
-                    }
-                )
-        return [{"ucx_tls": os.environ.get("UCX_TLS", "UCX's own choice"), "device": device, **r} for r in rows]
+                yield {
+                    "ucx_tls": os.environ.get("UCX_TLS", "UCX's own choice"),
+                    "device": device,
+                    "mb": mb,
+                    "device_busy": busy,
+                    "seconds": timed,
+                    "gb_per_s": (mb << 20) / statistics.median(timed) / 1e9,
+                }
     finally:
         ours.send("stop")
         target.join(30)
