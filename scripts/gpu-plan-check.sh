@@ -51,6 +51,11 @@ step() {  # step NAME COMMAND...: run it, its output to OUT/NAME.out and .err, l
 
 STEP_ARGS=()
 [[ "${OUT_OF_STEP:-0}" == 1 ]] && STEP_ARGS=(--out-of-step)
+# CHECK_AT before any phase: a bad one found after the launch would leave its servers running
+read -ra check_at <<< "${CHECK_AT:-}"
+for n in "${check_at[@]}"; do
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] || { log "CHECK_AT: $n is not a number of users"; exit 2; }
+done
 
 for phase in "${PHASES[@]}"; do
   case "$phase" in
@@ -61,9 +66,7 @@ for phase in "${PHASES[@]}"; do
       step plan-json rc plan "$R" --sla "$SLA" --calibration "$OUT/calibration.json" --format json
       step check rc plan "$R" --sla "$SLA" --calibration "$OUT/calibration.json" --check --run "$R" --format json \
         "${STEP_ARGS[@]}"
-      read -ra check_at <<< "${CHECK_AT:-}"
       for n in "${check_at[@]}"; do
-        [[ "$n" =~ ^[1-9][0-9]*$ ]] || { log "CHECK_AT: $n is not a number of users"; exit 2; }
         step "check-$n-oos" rc plan "$R" --sla "$SLA" --calibration "$OUT/calibration.json" --check --run "$R" \
           --concurrency "$n" --out-of-step --format json
         step "check-$n" rc plan "$R" --sla "$SLA" --calibration "$OUT/calibration.json" --check --run "$R" \

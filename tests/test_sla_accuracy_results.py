@@ -317,8 +317,8 @@ def test_the_out_of_step_traces_against_the_plan_check_launchs_calibration():
 def test_traces_on_one_h200_users_together_move_in_waves_and_users_out_of_step_do_not():
     """docs/sla-planner.md, "plan --check with the users out of step": the traces of one H200's
     1 + 1. Together, each point's first wave got its first tokens together, all of its users; out
-    of step, never more than 4 within 20 ms of one another (the users coalesce in twos and threes,
-    not into waves). Out of step, over the window in which all users were sending, TTFT was shorter
+    of step, never more than 4 in a run, each within 20 ms of the one before (the users coalesce in
+    twos and threes, not into waves). Out of step, over the window in which all users were sending, TTFT was shorter
     than together (on another launch) at three of the four shared points, by 15% or more; at the
     fourth within 7%, inside what launches differ by."""
     docs = ROOT / "docs" / "sla-accuracy"
@@ -1030,9 +1030,10 @@ def test_the_closed_loop_tried_for_users_out_of_step_scores_as_the_document_says
 
 def test_what_plan_says_of_users_out_of_step_on_a_shared_gpu_is_what_the_runs_measured(tmp_path):
     """plan's OUT_OF_STEP_ON_SHARED_GPUS against every out-of-step run on one H200, each scored by
-    this checkout from its own calibration, and the out-of-step traces by the calibration of the
-    plan --check launch on their machine: TTFT's most above and least share of the prediction, ITL's
-    most multiple of it, per prefill endpoints beside decode."""
+    this checkout from the calibration the run recorded (taken on its machine; for most, on another
+    launch), and the out-of-step traces by the calibration of the plan --check launch of their
+    session: TTFT's most above and least share of the prediction, ITL's most multiple of it, per
+    prefill endpoints beside decode."""
     from recipectl.commands.plan import OUT_OF_STEP_ON_SHARED_GPUS
 
     runs = {
