@@ -150,9 +150,7 @@ def read_calibration(path: str, current: dict, shapes: tuple[RoleShape, RoleShap
         )
     if version < CALIBRATION_VERSION:
         try:
-            refitted, _ = fit_calibration(
-                data["points"], prefill_shape=shapes[0], decode_shape=shapes[1], device=str(data.get("device"))
-            )
+            refitted = refit_on_layout(data, {"prefill": shapes[0], "decode": shapes[1]})
         except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:
             raise RecipectlError(
                 f"{path}: a calibration of version {version}, fitted again from its points by this recipectl's "
