@@ -26,6 +26,9 @@ calibration of another layout of the same roles (RECIPE0: 1 prefill endpoint, RE
 --compare-on RECIPE0 it calibrates RECIPE itself and scores the points by that other layout's
 calibration too (model "compared": a layout of two prefill endpoints calibrated on itself beside
 a calibration of one); --no-recalibrate skips the second calibration after the held-out points.
+With --prefill-max-num-batched-tokens TOKENS it runs all of that on a copy of RECIPE (in OUT)
+whose prefill takes at most TOKENS tokens a step: prompts longer than a step, and waves of
+several steps, which the CPU recipe's 4,096 never makes.
 Two diagnostics score nothing: --trace records when each request of a point started and got its
 first token (whether a closed loop's users stay in step; with --out-of-step, whether users
 started apart stay apart), --pair ISL:OFFSET_MS,... a prompt alone
@@ -55,6 +58,30 @@ sys.path.insert(0, str(ROOT))
 HELD_OUT = [(64, 24, 1), (320, 16, 1), (160, 16, 2), (96, 32, 3), (48, 32, 4)]
 # what a row keeps of each repeat besides its metrics (as repeats_<key>), where every repeat has it
 REPEAT_KEYS = ("at_s", "load", "stagger_s", "window_s", "window_requests")
+
+
+def with_prefill_budget(recipe_path: str, tokens: int, out: Path) -> str:
+    """A copy of the recipe in ``out`` with prefill's max_num_batched_tokens set to ``tokens``, the
+    rest as it is (its comments too): the same deployment with prefill steps of another size, so
+    that prompts longer than a step, and waves that take several, are measured. Its path."""
+    from recipectl.fileio import read_text_bounded, write_atomic
+    from recipectl.fix.document import Document
+    from recipectl.rules.registry import Edit
+    from recipectl.validate import load_variant
+
+    doc = Document(read_text_bounded(recipe_path))
+    edits = [Edit("prefill.max_num_batched_tokens", tokens)]
+    model_path = load_variant(recipe_path, None).recipe.model.path
+    if model_path and not model_path.startswith(("/", "~")):  # read from the recipe's folder, not out's
+        edits.append(Edit("model.path", str((Path(recipe_path).parent / model_path).resolve())))
+    for edit in edits:
+        doc.check(edit)
+        doc.apply(edit)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"recipe-prefill-{tokens}-tokens.yaml"
+    header = f"# {Path(recipe_path).name} with prefill.max_num_batched_tokens {tokens} (sla_planner_accuracy.py)\n"
+    write_atomic(path, header + doc.text_after())
+    return str(path)
 
 
 def endpoint_counts(recipe) -> dict[str, int]:
@@ -441,6 +468,12 @@ def rescore(recipe_path: str, results: Path, out: Path) -> int:
         raise SystemExit(f"{results}: no held-out points to score")
     recipe = load_variant(recipe_path, None).recipe
     calibrated_shapes, plans, spec = role_shapes(recipe, recipe_path)
+    budget = run.get("prefill_max_num_batched_tokens")
+    if budget and calibrated_shapes["prefill"].tokens_per_step != budget:
+        raise SystemExit(
+            f"{results}: a run with prefill.max_num_batched_tokens {budget}; rescore it with "
+            f"--prefill-max-num-batched-tokens {budget} and the recipe it was a copy of"
+        )
 
     def refit(calibration: dict, endpoints: dict | None):
         # the layout the calibration measured: recorded by runs since it was; before, RECIPE's
@@ -508,7 +541,16 @@ def main() -> int:
         metavar="RESULTS",
         help="launch nothing: score a run's results.json (RECIPE: the recipe it ran) with this checkout's model",
     )
+    ap.add_argument(
+        "--prefill-max-num-batched-tokens",
+        type=positive,
+        metavar="TOKENS",
+        help="launch, calibrate and measure the recipe with prefill's token budget per step set to TOKENS (a "
+        "copy written into OUT): prompts longer than a step, waves of several steps (with --rescore: the run's copy)",
+    )
     args = ap.parse_args()
+    if args.prefill_max_num_batched_tokens:
+        args.recipe = with_prefill_budget(args.recipe, args.prefill_max_num_batched_tokens, Path(args.out))
     if args.rescore:
         return rescore(args.recipe, Path(args.rescore), Path(args.out))
     if bool(args.calibration) != bool(args.calibrated_on):
@@ -596,6 +638,7 @@ def main() -> int:
                 "repeats": args.repeats,
                 "interleaved": args.interleave,
                 "out_of_step": args.out_of_step,
+                "prefill_max_num_batched_tokens": args.prefill_max_num_batched_tokens,
                 "complete": complete,
                 "held_out": rows,
                 "summary": sums,

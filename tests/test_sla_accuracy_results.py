@@ -821,6 +821,40 @@ def test_the_benchmarks_arguments_refuse_a_point_twice_and_no_repeats():
             accuracy.positive(bad)
 
 
+def test_a_run_with_another_prefill_budget_measures_a_copy_of_the_recipe_differing_in_that_alone(tmp_path):
+    """--prefill-max-num-batched-tokens: the recipe launched, calibrated and measured is the given
+    one with prefill's token budget changed, nothing else (its comments kept); a model path the
+    recipe gives relative to its folder still names the same model from the copy's."""
+    copy = accuracy.with_prefill_budget(str(CPU_RECIPE), 256, tmp_path)
+    original, changed = load_variant(str(CPU_RECIPE), None).recipe, load_variant(copy, None).recipe
+    assert changed.prefill.max_num_batched_tokens == 256
+    assert changed.model_dump() == original.model_dump() | {
+        "prefill": original.prefill.model_dump() | {"max_num_batched_tokens": 256}
+    }
+    assert "# each server on its own core" in Path(copy).read_text()
+    shapes = role_shapes(changed, copy)[0]
+    assert shapes["prefill"].tokens_per_step == 256
+
+    home = tmp_path / "recipes"
+    (home / "models").mkdir(parents=True)
+    (home / "models" / "tiny").symlink_to(Path(original.model.path).expanduser())
+    relative = home / "r.yaml"
+    relative.write_text(CPU_RECIPE.read_text().replace(original.model.path, "models/tiny"))
+    copy = accuracy.with_prefill_budget(str(relative), 128, tmp_path / "out")
+    assert load_variant(copy, None).recipe.model.path == str((home / "models" / "tiny").resolve())
+
+
+def test_a_run_of_another_prefill_budget_is_rescored_only_on_a_copy_of_that_budget(tmp_path):
+    run = json.loads((ROOT / "docs" / "sla-accuracy" / "cpu-tiny-1p1d-2026-12-03i.json").read_text())
+    run["prefill_max_num_batched_tokens"] = 256
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(run))
+    with pytest.raises(SystemExit, match="--prefill-max-num-batched-tokens 256"):
+        accuracy.rescore(str(CPU_RECIPE), edited, tmp_path / "out")
+    copy = accuracy.with_prefill_budget(str(CPU_RECIPE), 256, tmp_path)
+    assert accuracy.rescore(copy, edited, tmp_path / "out") == 0
+
+
 def test_a_trace_keeps_a_point_whose_requests_all_failed_and_says_so(monkeypatch, tmp_path):
     import recipectl.bench.probe as probe
 
