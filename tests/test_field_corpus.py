@@ -160,6 +160,13 @@ CORPUS: tuple[Expect, ...] = (
         expect=KV_BOTH_EXPECT + (("VER002", W, "engine.vllm_version"), ("HYB007", W, "decode.mamba_ssm_cache_dtype")),
         never=NEVER_PREFILL_RACE + (("VER001", "decode.*"), ("PRF002", "*"), ("HYB006", "*")),
     ),
+    # the graph's own `spec.env` (v1beta1), which the operator puts before each component's: the model
+    # path and served name the scripts read, and the DS layout; NVFP4 served on H200 by Marlin
+    Expect(
+        "dynamo/nemotron3-ultra-h200-disagg-1p2d-graph-env-v1beta1.yaml",
+        expect=KV_BOTH_EXPECT + (("TOP003", W, "model.quantization"),),
+        never=(("ARG002", "*"), ("IMP001", "model.path"), ("IMP001", "*.extra_args.*")),
+    ),
     Expect(
         "dynamo/qwen35-397b-fp8-h100-disagg-lc-envsubst.yaml",
         expect=KV_BOTH_EXPECT

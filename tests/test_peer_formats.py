@@ -50,6 +50,46 @@ def test_v1beta1_components_read_kv_roles_from_the_configmap():
     assert any("hf-token-secret" in d.what for d in imp.dropped)
 
 
+def test_the_graphs_own_env_comes_first_in_every_component_and_a_components_own_entry_wins():
+    """v1beta1 `spec.env` and v1alpha1 `spec.envs`: the operator puts the graph's environment
+    before each component's own; an entry of the same name in the component takes precedence."""
+    path = FIELD / "dynamo" / "nemotron3-ultra-h200-disagg-1p2d-graph-env-v1beta1.yaml"
+    imp = import_text(path.read_text(), str(path))
+    assert imp.get(("model", "path")) == "/opt/models/patched/NVIDIA-Nemotron-3-Ultra-550B-A55B-NVFP4"
+    assert imp.get(("model", "served_name")) == "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-NVFP4"
+    for role in ("prefill", "decode"):
+        env = imp.get((role, "env"))
+        assert env["VLLM_SSM_CONV_STATE_LAYOUT"] == "DS" and env["UCX_TLS"] == "rc_x,rc,cuda_copy,cuda_ipc"
+    v1alpha1 = """apiVersion: nvidia.com/v1alpha1
+kind: DynamoGraphDeployment
+metadata: {name: g}
+spec:
+  envs:
+    - {name: VLLM_SSM_CONV_STATE_LAYOUT, value: DS}
+    - {name: UCX_TLS, value: all}
+  services:
+    Frontend: {componentType: frontend, extraPodSpec: {mainContainer: {args: [python3 -m dynamo.frontend]}}}
+    prefill:
+      componentType: worker
+      subComponentType: prefill
+      envs: [{name: UCX_TLS, value: "rc,cuda_copy"}]
+      extraPodSpec:
+        mainContainer:
+          command: [python3, -m, dynamo.vllm]
+          args: [--model, Qwen/Qwen3.5-35B-A3B-FP8, --disaggregation-mode, prefill]
+    decode:
+      componentType: worker
+      subComponentType: decode
+      extraPodSpec:
+        mainContainer:
+          command: [python3, -m, dynamo.vllm]
+          args: [--model, Qwen/Qwen3.5-35B-A3B-FP8, --disaggregation-mode, decode]
+"""
+    imp = import_text(v1alpha1, "graph.yaml")
+    assert imp.get(("prefill", "env")) == {"VLLM_SSM_CONV_STATE_LAYOUT": "DS", "UCX_TLS": "rc,cuda_copy"}
+    assert imp.get(("decode", "env")) == {"VLLM_SSM_CONV_STATE_LAYOUT": "DS", "UCX_TLS": "all"}
+
+
 def test_lc_script_takes_the_model_from_the_container_env_and_the_image_placeholder_is_unresolved():
     path = FIELD / "dynamo" / "qwen35-397b-fp8-h100-1p3d-lc-envsubst.yaml"
     imp = import_text(path.read_text(), str(path))

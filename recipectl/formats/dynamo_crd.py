@@ -4,11 +4,11 @@ with the ConfigMaps and Secrets of the same file and each main container's envir
 - `nvidia.com/v1alpha1` (deploy/operator/api/v1alpha1): `spec.services` maps a name to a service
   with `componentType` (frontend | worker | planner...), `subComponentType` (prefill | decode),
   `replicas`, `multinode.nodeCount`, `resources.limits.gpu`, service-level `envs`, `envFromSecret`
-  and `extraPodSpec.mainContainer` (image, command, args, env, envFrom).
+  and `extraPodSpec.mainContainer` (image, command, args, env, envFrom); the graph's `spec.envs`.
 - `nvidia.com/v1beta1` (the storage version, deploy/operator/api/v1beta1): `spec.components` is a list,
   each with `name`, `type` (frontend | worker | prefill | decode | ...), `replicas`, `multinode`,
   and a Kubernetes `podTemplate` whose container named `main` runs the engine (its GPUs in
-  `resources.limits["nvidia.com/gpu"]`).
+  `resources.limits["nvidia.com/gpu"]`); the graph's `spec.env`, before each component's own.
 
 A container's env resolves as Kubernetes resolves it: `value` (with `$(VAR)` of earlier entries),
 `valueFrom.configMapKeyRef` and `envFrom.configMapRef` from a ConfigMap of the same file;
@@ -60,11 +60,23 @@ def components(data: dict, maps: dict[str, dict[str, str]], file: str) -> list[C
     spec = data.get("spec") or {}
     version = str(data.get("apiVersion", ""))
     if isinstance(spec.get("components"), list) or version.endswith("/v1beta1"):
-        return [_v1beta1(c, k, maps) for k, c in enumerate(spec.get("components") or []) if isinstance(c, dict)]
+        graph = _graph_env(spec, "env")
+        return [_v1beta1(c, k, maps, graph) for k, c in enumerate(spec.get("components") or []) if isinstance(c, dict)]
     services = spec.get("services") or {}
     if not isinstance(services, dict):
         raise NotImportable(f"{file}: spec.services is not a mapping of services")
-    return [_v1alpha1(name, svc, maps) for name, svc in services.items() if isinstance(svc, dict)]
+    graph = _graph_env(spec, "envs")
+    return [_v1alpha1(name, svc, maps, graph) for name, svc in services.items() if isinstance(svc, dict)]
+
+
+def _graph_env(spec: dict, key: str) -> tuple[list, PathKey]:
+    """The graph's own environment, which the operator puts first in every component's: v1beta1's
+    `spec.env` ("prepended to every component's environment. Component-specific env entries with
+    the same name take precedence and may reference values from this list"), v1alpha1's
+    `spec.envs` ("applied to all services in the deployment unless overridden by
+    service-specific configuration")."""
+    items = spec.get(key)
+    return (items if isinstance(items, list) else []), ("spec", key)
 
 
 def _int(value: Any, default: int) -> int:
@@ -78,7 +90,7 @@ def _written(value: Any) -> str:
     return value if isinstance(value, str) and has_reference(value) else ""
 
 
-def _v1alpha1(name: str, svc: dict, maps: dict[str, dict[str, str]]) -> Component:
+def _v1alpha1(name: str, svc: dict, maps: dict[str, dict[str, str]], graph: tuple[list, PathKey]) -> Component:
     base: PathKey = ("spec", "services", name)
     main = (svc.get("extraPodSpec") or {}).get("mainContainer") or {}
     gpus = _int(((svc.get("resources") or {}).get("limits") or {}).get("gpu"), 1)
@@ -93,6 +105,7 @@ def _v1alpha1(name: str, svc: dict, maps: dict[str, dict[str, str]]) -> Componen
         gpus,
         _written(svc.get("replicas")),
     )
+    _env(c, *graph, maps)
     _env(c, svc.get("envs") or [], base + ("envs",), maps)
     _env(c, main.get("env") or [], c.container_base + ("env",), maps)
     _env_from(c, main.get("envFrom") or [], c.container_base + ("envFrom",), maps)
@@ -101,7 +114,7 @@ def _v1alpha1(name: str, svc: dict, maps: dict[str, dict[str, str]]) -> Componen
     return c
 
 
-def _v1beta1(comp: dict, k: int, maps: dict[str, dict[str, str]]) -> Component:
+def _v1beta1(comp: dict, k: int, maps: dict[str, dict[str, str]], graph: tuple[list, PathKey]) -> Component:
     base: PathKey = ("spec", "components", k)
     containers = ((comp.get("podTemplate") or {}).get("spec") or {}).get("containers") or []
     index = next((i for i, ct in enumerate(containers) if isinstance(ct, dict) and ct.get("name") == "main"), None)
@@ -120,6 +133,7 @@ def _v1beta1(comp: dict, k: int, maps: dict[str, dict[str, str]]) -> Component:
         gpus,
         _written(comp.get("replicas")),
     )
+    _env(c, *graph, maps)
     _env(c, main.get("env") or [], cbase + ("env",), maps)
     _env_from(c, main.get("envFrom") or [], cbase + ("envFrom",), maps)
     return c
