@@ -148,18 +148,23 @@ def expert_split(ctx: RuleContext) -> Iterator[Violation]:
 @rule(
     code="TOP003",
     name="topology.nvfp4-blackwell",
-    title="NVFP4 needs Blackwell GPUs",
-    severity=Severity.ERROR,
-    category=Category.CRASH,
-    applies="quantization nvfp4",
-    source="NVFP4 tensor-core support (SM100 and later)",
+    title="NVFP4 at full speed on Blackwell only",
+    severity=Severity.WARNING,
+    category=Category.PERFORMANCE,
+    applies="quantization nvfp4 on GPUs other than Blackwell",
+    source="vLLM quantization/modelopt.py ModelOptNvFp4Config.get_min_capability (75) and "
+    "utils/marlin_utils_fp4.is_fp4_marlin_supported, read in the 0.17.1, 0.32.0 and 0.33.0 wheels",
 )
 def nvfp4(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
-    That an NVFP4 checkpoint runs on Blackwell (GB200, B200).
+    Whether an NVFP4 checkpoint runs on GPUs without FP4 tensor cores (H100, H200).
 
     Why:
-    NVFP4 GEMMs exist on SM100+ only; Hopper and the CPU backend cannot run the checkpoint.
+    vLLM loads ModelOpt NVFP4 from compute capability 7.5 up: below Blackwell its weights run
+    through Marlin's FP4 kernels, dequantized to 16 bits in the GEMM (W4A16). The model serves
+    (Dynamo publishes an NVFP4 recipe on H200), but its GEMMs do not use FP4 tensor cores and its
+    activations stay 16-bit: what NVFP4 buys on Blackwell, it does not buy here (its memory
+    saving stays). On the CPU platform Marlin is not there (0.33 asks `is_cuda()` too).
 
     Example:
         model: {quantization: nvfp4}
@@ -171,10 +176,16 @@ def nvfp4(ctx: RuleContext) -> Iterator[Violation]:
           quantization: fp8
     """
     if ctx.recipe.model.quantization is Quantization.NVFP4 and ctx.gpu_family != "blackwell":
+        gpu = ctx.recipe.cluster.gpu.value
+        how = (
+            "has no Marlin FP4 kernels: check that this engine build loads the checkpoint"
+            if ctx.is_cpu
+            else "runs through Marlin's weight-only FP4 kernels (W4A16), not FP4 tensor cores"
+        )
         yield Violation(
             "model.quantization",
-            f"NVFP4 cannot run on {ctx.recipe.cluster.gpu.value}",
-            "model:\n  quantization: fp8   # and an FP8 checkpoint",
+            f"NVFP4 on {gpu} {how}",
+            "model:\n  quantization: fp8   # and an FP8 checkpoint, or Blackwell GPUs (GB200, B200)",
         )
 
 
