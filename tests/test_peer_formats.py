@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from recipectl.formats import import_text
+from recipectl.formats.flags import read_flags
 from recipectl.formats.shellvars import Scope, expand, read_assignments
 from recipectl.formats.shellwords import shell_words
 from recipectl.validate import validate_file
@@ -46,8 +47,24 @@ def test_v1beta1_components_read_kv_roles_from_the_configmap():
     assert imp.get(("decode", "endpoints")) == 2
     assert imp.get(("decode", "async_scheduling")) is False
     assert not any("KV_TRANSFER_CONFIG" in a for a in imp.get(("prefill", "extra_args"), []))
+    # dynamo.vllm's own --enable-multimodal is not vLLM's (vllm serve refuses it): not carried, said so;
+    # vLLM's --enable-mm-embeds, next to it, is
+    assert "--enable-multimodal" not in imp.get(("prefill", "extra_args"))
+    assert "--enable-mm-embeds" in imp.get(("prefill", "extra_args"))
+    assert any("--enable-multimodal is a dynamo.vllm option" in d.why for d in imp.dropped)
     # the Secret is named as not read, never read
     assert any("hf-token-secret" in d.what for d in imp.dropped)
+
+
+def test_dynamos_own_options_are_not_carried_and_take_the_words_their_parser_gives_them():
+    """An on/off switch of dynamo.vllm's takes no value (the word after it is vLLM's positional
+    model here), `--connector` takes several, `--no-X` is X's switch."""
+    line = "vllm serve --enable-multimodal Qwen/Qwen3.5-9B --connector nixl lmcache --no-omni --port 8100"
+    [words] = shell_words(line)
+    flags = read_flags(words[2:], positional_model=True)
+    assert flags.model is not None and flags.model[0] == "Qwen/Qwen3.5-9B"
+    assert [w.text for w, _ in flags.dropped] == ["--enable-multimodal", "--connector", "--no-omni"]
+    assert flags.settings["port"][0] == 8100 and not flags.extra
 
 
 def test_the_graphs_own_env_comes_first_in_every_component_and_a_components_own_entry_wins():

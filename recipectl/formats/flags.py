@@ -18,6 +18,10 @@ DERIVED = {"data_parallel_size_local", "data_parallel_start_rank", "data_paralle
 MODEL_FIELDS = {"dtype", "load_format", "trust_remote_code", "language_model_only"}
 # Dynamo's own worker flags (dynamo.vllm): they choose the role, they are not vLLM's.
 DYNAMO_ROLE_FLAGS = {"--is-prefill-worker": "prefill", "--is-decode-worker": "decode"}
+# Dynamo's other worker options, from its own parsers: components/src/dynamo/vllm/backend_args.py
+# (DynamoVllmArgGroup) and components/src/dynamo/common/configuration/groups/runtime_args.py
+# (DynamoRuntimeArgGroup). vllm serve refuses them ("unrecognized arguments"), so none is carried.
+# Those taking a value; `--connector` and `--output-modalities` take several.
 DYNAMO_VALUE_FLAGS = {
     "--disaggregation-mode",
     "--connector",
@@ -27,7 +31,69 @@ DYNAMO_VALUE_FLAGS = {
     "--migration-limit",
     "--dyn-tool-call-parser",
     "--dyn-reasoning-parser",
+    "--namespace",
+    "--kv-state-endpoint",
+    "--discovery-backend",
+    "--response-plane",
+    "--event-plane",
+    "--dyn-default-thinking-mode",
+    "--dyn-structural-tag-scope",
+    "--dyn-structural-tag-schema",
+    "--custom-jinja-template",
+    "--endpoint-types",
+    "--dump-config-to",
+    "--multimodal-embedding-cache-capacity-gb",
+    "--output-modalities",
+    "--media-output-fs-url",
+    "--media-output-http-url",
+    "--health-check-payload",
+    "--engine-request-limit",
+    "--sleep-mode-level",
+    "--mm-prompt-template",
+    "--stage-configs-path",
+    "--video-output-dir",
+    "--default-video-fps",
+    "--layerwise-num-gpu-layers",
+    "--boundary-ratio",
+    "--flow-shift",
+    "--diffusion-cache-backend",
+    "--diffusion-cache-config",
+    "--ulysses-degree",
+    "--ring-degree",
+    "--cfg-parallel-size",
+    "--model-express-url",
 }
+DYNAMO_MANY_VALUE_FLAGS = {"--connector", "--output-modalities"}
+# Those that take none (each also as --no-NAME); `--dyn-structural-tag` takes one optionally.
+# `--enforce-eager`, which Dynamo's diffusion options define too, is vLLM's and stays vLLM's.
+DYNAMO_BOOL_FLAGS = {
+    "--use-vllm-tokenizer",
+    "--route-to-encoder",
+    "--multimodal-encode-worker",
+    "--multimodal-worker",
+    "--multimodal-decode-worker",
+    "--enable-multimodal",
+    "--frontend-decoding",
+    "--omni",
+    "--enable-layerwise-offload",
+    "--vae-use-slicing",
+    "--vae-use-tiling",
+    "--enable-cache-dit-summary",
+    "--enable-cpu-offload",
+    "--fpm-trace",
+    "--exclude-tools-when-tool-choice-none",
+    "--dyn-enable-structural-tag",
+    "--multimodal-embedding-cache-publisher",
+    "--tcp-tls-insecure",
+    "--nats-tls-insecure",
+}
+DYNAMO_OPTIONAL_VALUE_FLAGS = {"--dyn-structural-tag"}
+
+
+def dynamo_only(name: str) -> bool:
+    """Whether ``name`` (normalised) is one of dynamo.vllm's own options, not vLLM's."""
+    bare = "--" + name[5:] if name.startswith("--no-") else name
+    return name in DYNAMO_VALUE_FLAGS or bare in DYNAMO_BOOL_FLAGS or name in DYNAMO_OPTIONAL_VALUE_FLAGS
 
 
 def _normalise(name: str) -> str:
@@ -79,11 +145,16 @@ def read_flags(words: list[Word], *, positional_model: bool) -> RoleFlags:
             out.role = (DYNAMO_ROLE_FLAGS[norm], w)
             i += 1
             continue
-        if norm in DYNAMO_VALUE_FLAGS:
+        if dynamo_only(norm):
             if norm == "--disaggregation-mode" and value_text in ("prefill", "decode"):
                 out.role = (value_text, w)
             elif norm != "--disaggregation-mode":
                 out.dropped.append((w, f"{name} is a dynamo.vllm option, not vLLM's; recipectl starts vllm serve"))
+            if norm not in DYNAMO_VALUE_FLAGS and norm not in DYNAMO_OPTIONAL_VALUE_FLAGS:
+                step = 1  # an on/off switch: the next word is not its value
+            elif norm in DYNAMO_MANY_VALUE_FLAGS and not eq:
+                while i + step < len(words) and not words[i + step].text.startswith("-"):
+                    step += 1
             i += step
             continue
         flag = _SPELLINGS.get(norm)
