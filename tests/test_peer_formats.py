@@ -176,6 +176,26 @@ def _srt(tmp_path, bench: str) -> Path:
     return path
 
 
+def test_srtctls_rpc_port_goes_to_a_dp_endpoint_over_nodes_and_not_to_tp_over_nodes(tmp_path):
+    """srtctl allocates --data-parallel-rpc-port for a data-parallel endpoint that spans nodes; a
+    TP8 decode over two 4-GPU nodes (DP 1) gets none."""
+    path = FIELD / "srt-slurm" / "qwen35-397b-gb200-4xdep2-1xdep8.yaml"
+    imp = import_text(path.read_text(), str(path))
+    assert imp.get(("decode", "data_parallel_rpc_port")) == 8400  # DEP8 over two 4-GPU nodes
+    tp8 = tmp_path / "tp8.yaml"
+    decode = path.read_text().split("    decode:\n", 1)
+    tp8.write_text(
+        decode[0]
+        + "    decode:\n"
+        + decode[1].replace("      tensor-parallel-size: 1\n", "      tensor-parallel-size: 8\n", 1)
+        .replace("      data-parallel-size: 8\n", "      data-parallel-size: 1\n", 1)
+        .replace("      enable-expert-parallel: true\n", "", 1)
+    )
+    imp = import_text(tp8.read_text(), str(tp8))
+    assert imp.get(("decode", "parallel")) == {"tp": 8, "dp": 1}
+    assert imp.get(("decode", "data_parallel_rpc_port")) is None
+
+
 def test_sa_bench_fixed_lengths_are_ratio_one(tmp_path):
     path = _srt(
         tmp_path,

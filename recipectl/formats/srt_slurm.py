@@ -8,7 +8,7 @@ decode_nodes, prefill_workers, decode_workers, gpus_per_prefill, gpus_per_decode
 vllm_config {prefill, decode}: flag name -> value, where `true` passes the bare flag, `false`
 nothing, a list its items}; `environment` for every process; `benchmark` {type, isl, osl,
 concurrencies "64x128", random_range_ratio}; `identity.frameworks.vllm` declares the engine's
-version. srtctl passes `--data-parallel-rpc-port` itself (allocated from 8400) to a DP endpoint
+version. srtctl passes `--data-parallel-rpc-port` itself (allocated from 8400) to a DP endpoint (DP > 1)
 that spans nodes.
 """
 
@@ -125,8 +125,9 @@ def import_srt_slurm(text: str, file: str) -> Imported:
                 f"recipectl gives each endpoint TP x DP = {par.get('tp', 1) * par.get('dp', 1)} GPUs",
             )
         # srtctl gives a DP endpoint that spans nodes an RPC port of its own (allocated per
-        # process from 8400 unless the recipe sets one)
-        if par.get("tp", 1) * par.get("dp", 1) > gpn and imp.get((role, "data_parallel_rpc_port")) is None:
+        # process from 8400 unless the recipe sets one); TP over nodes, DP 1, gets none
+        spans = par.get("tp", 1) * par.get("dp", 1) > gpn
+        if spans and par.get("dp", 1) > 1 and imp.get((role, "data_parallel_rpc_port")) is None:
             imp.set(
                 (role, "data_parallel_rpc_port"),
                 SRTCTL_DP_RPC_PORT,
