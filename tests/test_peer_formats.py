@@ -187,7 +187,8 @@ def test_srtctls_rpc_port_goes_to_a_dp_endpoint_over_nodes_and_not_to_tp_over_no
     tp8.write_text(
         decode[0]
         + "    decode:\n"
-        + decode[1].replace("      tensor-parallel-size: 1\n", "      tensor-parallel-size: 8\n", 1)
+        + decode[1]
+        .replace("      tensor-parallel-size: 1\n", "      tensor-parallel-size: 8\n", 1)
         .replace("      data-parallel-size: 8\n", "      data-parallel-size: 1\n", 1)
         .replace("      enable-expert-parallel: true\n", "", 1)
     )
