@@ -9,6 +9,7 @@ from ..effective import Source
 from ..effective import api_server_count as effective_api_servers
 from ..engine_facts import fact
 from ..engine_versions import ASYNC_RACE_FIXES, fmt_version
+from ..plan.recipe_plan import state_dtypes
 from .context import RuleContext
 from .registry import Edit, Violation, rule, set_field, unsafe
 
@@ -78,7 +79,9 @@ def ssm_bf16(ctx: RuleContext) -> Iterator[Violation]:
     Why:
     Qwen3.5's config asks for a float32 SSM state: 183 MiB per request on the 397B model against
     93 MiB in bf16. Halving it nearly doubles the requests decode can hold, which is what bounds
-    the seed's concurrency sweep.
+    the seed's concurrency sweep. Left at `auto`, vLLM takes the config's `mamba_ssm_dtype`, else
+    the conv state's dtype (the model's): a model whose config asks for none already keeps its SSM
+    state in bf16, and gets no finding.
 
     Example:
         decode: {}
@@ -90,14 +93,23 @@ def ssm_bf16(ctx: RuleContext) -> Iterator[Violation]:
     setting = ctx.setting("decode", "mamba_ssm_cache_dtype")
     # float16 is HYB007's finding on the same line (the size of bfloat16 already: nothing to gain here)
     if ctx.hybrid and setting.value not in ("bfloat16", "float16"):
-        current = (
-            setting.describe() if setting.host_dependent or setting.value != "auto" else "auto (float32 on Qwen3.5)"
-        )
+        current, severity = setting.describe(), None
+        if setting.value == "auto" and not setting.host_dependent:
+            spec = ctx.model_spec
+            resolved = state_dtypes(ctx.effective["decode"], spec).ssm if spec else None
+            if resolved in ("bfloat16", "float16"):  # the config asks for nothing wider: auto is 16-bit already
+                return
+            if resolved:
+                current = f"auto, which is {resolved} (the model's config asks for it)"
+            else:  # a model recipectl cannot read: whether there is anything to gain is its config's to say
+                current = "auto: the config's mamba_ssm_dtype where it has one (Qwen3.5's: float32), else the model's"
+                severity = Severity.INFO
         # the same value on prefill too: the SSM dtype sets the page size both roles must share (CON004)
         yield Violation(
             setting.path,
             f"decode keeps SSM state in {current}",
             "prefill:\n  mamba_ssm_cache_dtype: bfloat16\ndecode:\n  mamba_ssm_cache_dtype: bfloat16",
+            severity,
         )
 
 
