@@ -84,6 +84,13 @@ def with_prefill_budget(recipe_path: str, tokens: int, out: Path) -> str:
     return str(path)
 
 
+def recipe_as_named(path: str) -> str:
+    """A recipe's path as a results file names it: inside this checkout, relative to it (the
+    file is committed: no machine's paths); elsewhere, as given."""
+    resolved = Path(path).resolve()
+    return str(resolved.relative_to(ROOT)) if resolved.is_relative_to(ROOT) else path
+
+
 def endpoint_counts(recipe) -> dict[str, int]:
     return {"prefill": recipe.prefill.endpoints, "decode": recipe.decode.endpoints}
 
@@ -549,6 +556,9 @@ def main() -> int:
         "copy written into OUT): prompts longer than a step, waves of several steps (with --rescore: the run's copy)",
     )
     args = ap.parse_args()
+    # the recipe as the results name it: the one given, not the copy run with another prefill
+    # budget (the file says the budget)
+    shown = recipe_as_named(args.calibrated_on or args.recipe)
     if args.prefill_max_num_batched_tokens:
         args.recipe = with_prefill_budget(args.recipe, args.prefill_max_num_batched_tokens, Path(args.out))
     if args.rescore:
@@ -634,7 +644,7 @@ def main() -> int:
             result = {
                 "recipe": recipe.name,
                 "endpoints": {role: shapes[role].endpoints for role in ("prefill", "decode")},
-                "calibrated_on": args.calibrated_on or args.recipe,
+                "calibrated_on": shown,
                 "repeats": args.repeats,
                 "interleaved": args.interleave,
                 "out_of_step": args.out_of_step,

@@ -844,6 +844,12 @@ def test_a_run_with_another_prefill_budget_measures_a_copy_of_the_recipe_differi
     assert load_variant(copy, None).recipe.model.path == str((home / "models" / "tiny").resolve())
 
 
+def test_a_results_file_names_a_recipe_of_this_checkout_relative_to_it():
+    assert accuracy.recipe_as_named(str(CPU_RECIPE)) == "recipes/local/tiny-hybrid-cpu.yaml"
+    assert accuracy.recipe_as_named("recipes/local/tiny-hybrid-cpu.yaml") == "recipes/local/tiny-hybrid-cpu.yaml"
+    assert accuracy.recipe_as_named("/elsewhere/r.yaml") == "/elsewhere/r.yaml"
+
+
 def test_a_run_of_another_prefill_budget_is_rescored_only_on_a_copy_of_that_budget(tmp_path):
     run = json.loads((ROOT / "docs" / "sla-accuracy" / "cpu-tiny-1p1d-2026-12-03i.json").read_text())
     run["prefill_max_num_batched_tokens"] = 256
