@@ -178,6 +178,44 @@ def test_a_state_written_by_another_user_signals_none_of_our_processes(cli, tmp_
         _reap(p, ours)
 
 
+@as_root
+@pytest.mark.parametrize("record", [STATE_FILE, JOURNAL_FILE])
+def test_a_record_that_is_a_symlink_to_our_run_stops_none_of_its_processes(cli, tmp_path, record):
+    """Another user's run directory whose state (or journal, the state damaged) is a symlink to
+    one of our runs' records: the link is theirs, what it names is not."""
+    ours, p = _run(tmp_path / "runs", "ours")
+    theirs = tmp_path / "runs" / "theirs-20260101-000000"
+    theirs.mkdir()
+    if record == JOURNAL_FILE:
+        (theirs / STATE_FILE).write_text("garbage")
+    (theirs / record).symlink_to(ours / record)
+    os.lchown(theirs / record, NOBODY, NOBODY)
+    os.chown(theirs, NOBODY, NOBODY)
+    try:
+        cli("stop", str(theirs))
+        assert p.poll() is None, "a symlinked record in another user's run stopped our process"
+    finally:
+        _reap(p)
+
+
+@as_root
+def test_a_state_a_stop_by_root_rewrote_in_another_users_run_is_still_not_roots(cli, tmp_path):
+    """A run directory of another user whose state.json a stop by root rewrote (root's file now,
+    its content still theirs), naming a root process: a second stop does not read that state as
+    root's and signal what it names."""
+    d, theirs = _run(tmp_path / "runs", "theirs")
+    ours = _stranger()
+    try:
+        _forge_member(d, ours.pid)
+        os.chown(d, NOBODY, NOBODY)  # the state stays root's, as state.save() as root leaves it
+        os.chown(d / JOURNAL_FILE, NOBODY, NOBODY)
+        r = cli("stop", str(d))
+        assert ours.poll() is None, "a root-owned state in another user's run signalled a root process"
+        assert theirs.poll() is None and "not signalled" in r.stderr, r.stderr
+    finally:
+        _reap(theirs, ours)
+
+
 def test_latest_pointing_outside_the_runs_root_is_no_run(cli, tmp_path):
     outside = tmp_path / "outside"
     d, p = _run(outside, "decoy")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import time
 from dataclasses import asdict
@@ -324,12 +325,18 @@ def stop_run(ref: str | None, run_dir: str | None = None, variant: str | None = 
 
 
 def _owner(record: Path) -> int:
-    """Whose processes a run's record may name: the user who owns the file (see recipectl.runs.processes);
-    a record that cannot be looked at names nobody's (-1 is no uid)."""
+    """Whose processes a run's record may name (see recipectl.runs.processes): the user who owns
+    both the file and the run directory it is in, each looked at itself, never through a symlink.
+    Otherwise nobody's (-1 is no uid): a record that is a symlink takes its target's owner from
+    whoever made the link (another user's journal, stopped as theirs), and a state file a stop by
+    root rewrote in another user's run directory is root's while its content is still theirs."""
     try:
-        return os.stat(record).st_uid
+        own, folder = os.lstat(record), os.lstat(record.parent)
     except OSError:
         return -1
+    if stat.S_ISLNK(own.st_mode) or not stat.S_ISDIR(folder.st_mode) or own.st_uid != folder.st_uid:
+        return -1
+    return own.st_uid
 
 
 def _grace(state: RunState) -> float:
