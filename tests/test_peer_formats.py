@@ -14,7 +14,8 @@ import pytest
 
 from recipectl.formats import import_text
 from recipectl.formats.flags import read_flags
-from recipectl.formats.shellvars import Scope, expand, read_assignments
+from recipectl.formats.registry import NotImportable
+from recipectl.formats.shellvars import Scope, expand, expand_k8s, read_assignments
 from recipectl.formats.shellwords import shell_words
 from recipectl.validate import validate_file
 
@@ -116,6 +117,22 @@ def test_lc_script_takes_the_model_from_the_container_env_and_the_image_placehol
     found = _findings(path)
     assert ("IMP001", "info", "engine.image") in [f[:3] for f in found]
     assert not [f for f in found if f[1] == "error"]
+
+
+def test_variables_that_repeat_each_other_are_refused_before_they_fill_memory():
+    """Ten lines of `B=$A$A...` (each ten times the last) in a script, or `$(VAR)` chains in a
+    container's env: gigabytes expanded; refused at a bound instead (an OOM kill before)."""
+    chain = ["A=xxxxxxxxxx"] + [f"{b}=" + f"${a}" * 10 for a, b in zip("ABCDEFGHI", "BCDEFGHIJ", strict=True)]
+    script = "\n".join(chain) + "\nvllm serve m --served-model-name \"$J\" --kv-transfer-config '{}'\n"
+    with pytest.raises(NotImportable, match="expands to more than"):
+        import_text(script, "bomb.sh")
+    env = [{"name": "A", "value": "x" * 10}] + [
+        {"name": b, "value": f"$({a})" * 10} for a, b in zip("ABCDEFGHI", "BCDEFGHIJ", strict=True)
+    ]
+    with pytest.raises(NotImportable, match="expands to more than"):
+        values: dict[str, str | None] = {}
+        for e in env:  # as dynamo_crd reads a container's env: each entry against those above it
+            values[e["name"]] = expand_k8s(e["value"], values).text
 
 
 # ------------------------------------------------------------------------------ shell variables

@@ -19,7 +19,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .registry import NotImportable
 from .shellwords import Word
+
+# The longest a variable's value may grow by expansion: far past any command line, far short of
+# what ten lines of `B=$A$A$A...` reach (each ten times the last: gigabytes by the ninth)
+MAX_EXPANDED_CHARS = 1 << 18
+
+
+def _bounded(text: str) -> str:
+    if len(text) > MAX_EXPANDED_CHARS:
+        raise NotImportable(
+            f"a variable expands to more than {MAX_EXPANDED_CHARS:,} characters (references that repeat each other)",
+            fix="write the value itself; recipectl reads a script's or a container's variables as data",
+        )
+    return text
+
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _SHELL_REF = re.compile(r"\$(?:\{(?P<braced>[^}]*)\}|(?P<name>" + _NAME + r"))")
@@ -72,7 +87,7 @@ def expand(text: str, scope: Scope, literal: tuple[int, ...] = ()) -> Expanded:
         pos = m.end()
         parts.append(_one(m, scope, out))
     parts.append(text[pos:])
-    out.text = "".join(parts)
+    out.text = _bounded("".join(parts))
     return out
 
 
@@ -143,7 +158,7 @@ def expand_k8s(text: str, env: dict[str, str | None]) -> Expanded:
             return m.group(0)
         return value
 
-    out.text = _K8S_REF.sub(sub, text)
+    out.text = _bounded(_K8S_REF.sub(sub, text))
     return out
 
 
