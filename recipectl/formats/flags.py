@@ -21,79 +21,79 @@ DYNAMO_ROLE_FLAGS = {"--is-prefill-worker": "prefill", "--is-decode-worker": "de
 # Dynamo's other worker options, from its own parsers: components/src/dynamo/vllm/backend_args.py
 # (DynamoVllmArgGroup) and components/src/dynamo/common/configuration/groups/runtime_args.py
 # (DynamoRuntimeArgGroup). vllm serve refuses them ("unrecognized arguments"), so none is carried.
-# Those taking a value; `--connector` and `--output-modalities` take several.
-DYNAMO_VALUE_FLAGS = {
-    "--disaggregation-mode",
-    "--connector",
-    "--endpoint",
-    "--store-kv",
-    "--request-plane",
-    "--migration-limit",
-    "--dyn-tool-call-parser",
-    "--dyn-reasoning-parser",
-    "--namespace",
-    "--kv-state-endpoint",
-    "--discovery-backend",
-    "--response-plane",
-    "--event-plane",
-    "--dyn-default-thinking-mode",
-    "--dyn-structural-tag-scope",
-    "--dyn-structural-tag-schema",
-    "--custom-jinja-template",
-    "--endpoint-types",
-    "--dump-config-to",
-    "--multimodal-embedding-cache-capacity-gb",
-    "--output-modalities",
-    "--media-output-fs-url",
-    "--media-output-http-url",
-    "--health-check-payload",
-    "--engine-request-limit",
-    "--sleep-mode-level",
-    "--mm-prompt-template",
-    "--stage-configs-path",
-    "--video-output-dir",
-    "--default-video-fps",
-    "--layerwise-num-gpu-layers",
-    "--boundary-ratio",
-    "--flow-shift",
-    "--diffusion-cache-backend",
-    "--diffusion-cache-config",
-    "--ulysses-degree",
-    "--ring-degree",
-    "--cfg-parallel-size",
-    "--model-express-url",
+# Their arities as Dynamo parses them: a switch (also --no-NAME) takes no word, `--connector` and
+# `--output-modalities` several; `--dyn-structural-tag`'s value is optional (a next word that is
+# not a flag is its value). `--enforce-eager`, which Dynamo's diffusion options define too, is vLLM's.
+DYNAMO_FLAGS: dict[str, Arity] = {
+    "--disaggregation-mode": Arity.VALUE,
+    "--endpoint": Arity.VALUE,
+    "--store-kv": Arity.VALUE,
+    "--request-plane": Arity.VALUE,
+    "--migration-limit": Arity.VALUE,
+    "--dyn-tool-call-parser": Arity.VALUE,
+    "--dyn-reasoning-parser": Arity.VALUE,
+    "--namespace": Arity.VALUE,
+    "--kv-state-endpoint": Arity.VALUE,
+    "--discovery-backend": Arity.VALUE,
+    "--response-plane": Arity.VALUE,
+    "--event-plane": Arity.VALUE,
+    "--dyn-default-thinking-mode": Arity.VALUE,
+    "--dyn-structural-tag-scope": Arity.VALUE,
+    "--dyn-structural-tag-schema": Arity.VALUE,
+    "--dyn-structural-tag": Arity.VALUE,
+    "--custom-jinja-template": Arity.VALUE,
+    "--endpoint-types": Arity.VALUE,
+    "--dump-config-to": Arity.VALUE,
+    "--multimodal-embedding-cache-capacity-gb": Arity.VALUE,
+    "--media-output-fs-url": Arity.VALUE,
+    "--media-output-http-url": Arity.VALUE,
+    "--health-check-payload": Arity.VALUE,
+    "--engine-request-limit": Arity.VALUE,
+    "--sleep-mode-level": Arity.VALUE,
+    "--mm-prompt-template": Arity.VALUE,
+    "--stage-configs-path": Arity.VALUE,
+    "--video-output-dir": Arity.VALUE,
+    "--default-video-fps": Arity.VALUE,
+    "--layerwise-num-gpu-layers": Arity.VALUE,
+    "--boundary-ratio": Arity.VALUE,
+    "--flow-shift": Arity.VALUE,
+    "--diffusion-cache-backend": Arity.VALUE,
+    "--diffusion-cache-config": Arity.VALUE,
+    "--ulysses-degree": Arity.VALUE,
+    "--ring-degree": Arity.VALUE,
+    "--cfg-parallel-size": Arity.VALUE,
+    "--model-express-url": Arity.VALUE,
+    "--connector": Arity.MANY,
+    "--output-modalities": Arity.MANY,
+    "--use-vllm-tokenizer": Arity.BOOL,
+    "--route-to-encoder": Arity.BOOL,
+    "--multimodal-encode-worker": Arity.BOOL,
+    "--multimodal-worker": Arity.BOOL,
+    "--multimodal-decode-worker": Arity.BOOL,
+    "--enable-multimodal": Arity.BOOL,
+    "--frontend-decoding": Arity.BOOL,
+    "--omni": Arity.BOOL,
+    "--enable-layerwise-offload": Arity.BOOL,
+    "--vae-use-slicing": Arity.BOOL,
+    "--vae-use-tiling": Arity.BOOL,
+    "--enable-cache-dit-summary": Arity.BOOL,
+    "--enable-cpu-offload": Arity.BOOL,
+    "--fpm-trace": Arity.BOOL,
+    "--exclude-tools-when-tool-choice-none": Arity.BOOL,
+    "--dyn-enable-structural-tag": Arity.BOOL,
+    "--multimodal-embedding-cache-publisher": Arity.BOOL,
+    "--tcp-tls-insecure": Arity.BOOL,
+    "--nats-tls-insecure": Arity.BOOL,
 }
-DYNAMO_MANY_VALUE_FLAGS = {"--connector", "--output-modalities"}
-# Those that take none (each also as --no-NAME); `--dyn-structural-tag` takes one optionally.
-# `--enforce-eager`, which Dynamo's diffusion options define too, is vLLM's and stays vLLM's.
-DYNAMO_BOOL_FLAGS = {
-    "--use-vllm-tokenizer",
-    "--route-to-encoder",
-    "--multimodal-encode-worker",
-    "--multimodal-worker",
-    "--multimodal-decode-worker",
-    "--enable-multimodal",
-    "--frontend-decoding",
-    "--omni",
-    "--enable-layerwise-offload",
-    "--vae-use-slicing",
-    "--vae-use-tiling",
-    "--enable-cache-dit-summary",
-    "--enable-cpu-offload",
-    "--fpm-trace",
-    "--exclude-tools-when-tool-choice-none",
-    "--dyn-enable-structural-tag",
-    "--multimodal-embedding-cache-publisher",
-    "--tcp-tls-insecure",
-    "--nats-tls-insecure",
-}
-DYNAMO_OPTIONAL_VALUE_FLAGS = {"--dyn-structural-tag"}
 
 
-def dynamo_only(name: str) -> bool:
-    """Whether ``name`` (normalised) is one of dynamo.vllm's own options, not vLLM's."""
-    bare = "--" + name[5:] if name.startswith("--no-") else name
-    return name in DYNAMO_VALUE_FLAGS or bare in DYNAMO_BOOL_FLAGS or name in DYNAMO_OPTIONAL_VALUE_FLAGS
+def dynamo_arity(name: str) -> Arity | None:
+    """How many words ``name`` (normalised) takes where it is one of dynamo.vllm's own options; None
+    where it is not one."""
+    if name in DYNAMO_FLAGS:
+        return DYNAMO_FLAGS[name]
+    negated = DYNAMO_FLAGS.get("--" + name[5:]) if name.startswith("--no-") else None
+    return Arity.BOOL if negated is Arity.BOOL else None
 
 
 def _normalise(name: str) -> str:
@@ -145,14 +145,15 @@ def read_flags(words: list[Word], *, positional_model: bool) -> RoleFlags:
             out.role = (DYNAMO_ROLE_FLAGS[norm], w)
             i += 1
             continue
-        if dynamo_only(norm):
+        arity = dynamo_arity(norm)
+        if arity is not None:
             if norm == "--disaggregation-mode" and value_text in ("prefill", "decode"):
                 out.role = (value_text, w)
             elif norm != "--disaggregation-mode":
                 out.dropped.append((w, f"{name} is a dynamo.vllm option, not vLLM's; recipectl starts vllm serve"))
-            if norm not in DYNAMO_VALUE_FLAGS and norm not in DYNAMO_OPTIONAL_VALUE_FLAGS:
+            if arity is Arity.BOOL:
                 step = 1  # an on/off switch: the next word is not its value
-            elif norm in DYNAMO_MANY_VALUE_FLAGS and not eq:
+            elif arity is Arity.MANY and not eq:
                 while i + step < len(words) and not words[i + step].text.startswith("-"):
                     step += 1
             i += step
