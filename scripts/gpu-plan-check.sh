@@ -18,6 +18,9 @@
 #   CHECK_AT     more points to check after the chosen one, users each ("4 12"), each with the users
 #            out of step and together (check-N-oos.out and check-N.out, --format json; each a line
 #            in ledger.jsonl), before the stop
+#   CHECK_REPEATS  how many times each CHECK_AT point is measured (default 1): the together ones
+#            first, all of them, then the out-of-step ones, so a call cut short keeps whole rounds;
+#            repeat K of N users writes check-N-rK.out (check-N-oos-rK.out); K=1 keeps the names above
 #   OUT     where results go (default ./gpu-plan-check): recipe.yaml, calibration.json,
 #           plan.txt, plan.json, check.json, ledger.jsonl, driver.log
 #   BUNDLE, ENGINE, MODELS: as in scripts/gpu-driver-env.sh
@@ -56,6 +59,8 @@ read -ra check_at <<< "${CHECK_AT:-}"
 for n in "${check_at[@]}"; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || { log "CHECK_AT: $n is not a number of users"; exit 2; }
 done
+CHECK_REPEATS="${CHECK_REPEATS:-1}"
+[[ "$CHECK_REPEATS" =~ ^[1-9][0-9]*$ ]] || { log "CHECK_REPEATS: $CHECK_REPEATS is not a count"; exit 2; }
 
 for phase in "${PHASES[@]}"; do
   case "$phase" in
@@ -66,11 +71,17 @@ for phase in "${PHASES[@]}"; do
       step plan-json rc plan "$R" --sla "$SLA" --calibration "$OUT/calibration.json" --format json
       step check rc plan "$R" --sla "$SLA" --calibration "$OUT/calibration.json" --check --run "$R" --format json \
         "${STEP_ARGS[@]}"
-      for n in "${check_at[@]}"; do
-        step "check-$n-oos" rc plan "$R" --sla "$SLA" --calibration "$OUT/calibration.json" --check --run "$R" \
-          --concurrency "$n" --out-of-step --format json
-        step "check-$n" rc plan "$R" --sla "$SLA" --calibration "$OUT/calibration.json" --check --run "$R" \
-          --concurrency "$n" --format json
+      # together first: at the seed's 8,192 / 1,024 its repeats are what a spread is wanted of
+      for start in together oos; do
+        for (( k = 1; k <= CHECK_REPEATS; k++ )); do
+          for n in "${check_at[@]}"; do
+            name="check-$n"; args=()
+            [[ "$start" == oos ]] && { name+="-oos"; args=(--out-of-step); }
+            (( k > 1 )) && name+="-r$k"
+            step "$name" rc plan "$R" --sla "$SLA" --calibration "$OUT/calibration.json" --check --run "$R" \
+              --concurrency "$n" --format json "${args[@]}"
+          done
+        done
       done
       cp "$OUT/plan.out" "$OUT/plan.txt" 2>/dev/null
       cp "$OUT/plan-json.out" "$OUT/plan.json" 2>/dev/null
