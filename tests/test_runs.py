@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -38,7 +39,7 @@ def _run(root: Path, recipe: Path, name: str, argv: list[str] | None = None, *, 
     run_id, d = new_run_dir(root, name)
     log = d / "p.log"
     p = procs.start(argv or ["sleep", "60"], {"PATH": os.environ["PATH"]}, log)
-    start = procs.proc_start_time(p.pid) if record_start else None
+    start = procs.proc_start(p.pid) if record_start else None
     ps = ProcessState(
         name="prefill-0",
         kind="prefill",
@@ -49,7 +50,9 @@ def _run(root: Path, recipe: Path, name: str, argv: list[str] | None = None, *, 
         argv=argv or ["sleep", "60"],
         env={},
         pid=p.pid,
-        start_time=start,
+        start_time=start.time if start else None,
+        start_ticks=start.ticks if start else None,
+        boot_id=start.boot if start else None,
         started_at=time.time(),
     )
     state = RunState(
@@ -147,7 +150,8 @@ def test_members_the_launcher_recorded_are_reaped_after_their_leader_died(cli, t
     state, leader = _run(root, _recipe(tmp_path, "orphans"), "orphans", ["sh", "-c", "sleep 60 & sleep 60 & wait"])
     try:
         deadline = time.monotonic() + 10
-        while len(procs.members_of(leader.pid, state.processes[0].start_time)) < 2 and time.monotonic() < deadline:
+        recorded = procs.recorded_start(state.processes[0])
+        while len(procs.members_of(leader.pid, recorded)) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         sup = Supervisor(None, state, [])
         sup.popen["prefill-0"] = leader
@@ -184,10 +188,12 @@ def test_a_process_without_a_recorded_start_time_is_not_ours(cli, tmp_path):
 def test_a_reused_pid_is_not_ours(tmp_path):
     p = subprocess.Popen(["sleep", "60"])
     try:
-        start = procs.proc_start_time(p.pid)
+        start = procs.proc_start(p.pid)
+        assert start is not None and start.ticks is not None
+        earlier = procs.Start(start.time - 5, start.ticks - 500, start.boot)  # another process that had this pid
         assert procs.is_ours(p.pid, start)
-        assert not procs.is_ours(p.pid, start - 5)  # another process that had this pid earlier
-        found = procs.find_ours(procs.Group("p", p.pid, start - 5))
+        assert not procs.is_ours(p.pid, earlier)
+        found = procs.find_ours(procs.Group("p", p.pid, earlier))
         assert found.processes == [] and "is no longer the process recipectl started" in found.note
     finally:
         p.kill()
@@ -463,6 +469,73 @@ def test_stop_leaves_alone_a_live_process_that_reused_a_recorded_pid(cli, tmp_pa
         ), r.stderr
     finally:
         _cleanup(other)
+
+
+def _rerecord(state: RunState, **start) -> None:
+    """The run's process recorded with other start fields, in state.json and the journal alike."""
+    d = Path(state.run_dir)
+    data = json.loads((d / STATE_FILE).read_text())
+    data["processes"][0].update(start)
+    (d / STATE_FILE).write_text(json.dumps(data))
+    lines = [{**e, **start} for e in map(json.loads, (d / JOURNAL_FILE).read_text().splitlines())]
+    (d / JOURNAL_FILE).write_text("".join(json.dumps(e) + "\n" for e in lines))
+
+
+def test_stop_stops_a_run_after_the_wall_clock_stepped(cli, tmp_path):
+    """After a clock step every live process's create_time has moved (Linux derives the boot time
+    from the wall clock): the recorded start in ticks since boot, of this boot, still names it."""
+    root = tmp_path / "runs"
+    state, p = _run(root, _recipe(tmp_path, "stepped"), "stepped")
+    try:
+        _rerecord(state, start_time=state.processes[0].start_time + 17)  # as after a step of 17 s
+        status = json.loads(cli("status", state.run_id, "--format", "json", root=root).stdout)
+        assert status["processes"][0]["alive"] is True, status
+        r = cli("stop", state.run_id, root=root)
+        assert r.returncode == 0 and f"prefill-0 (pid {p.pid}): terminated" in r.stderr, r.stderr
+        assert _gone(p)
+    finally:
+        _cleanup(p)
+
+
+@pytest.mark.parametrize("field", ["start_ticks", "boot_id", "neither"])
+def test_stop_knows_a_process_by_its_ticks_since_boot_of_this_boot(cli, tmp_path, field):
+    """The right pid and create_time, another start in ticks or another boot: another process, not
+    signalled. A record without ticks and boot id (an older recipectl) is still known by its time."""
+    root = tmp_path / "runs"
+    state, p = _run(root, _recipe(tmp_path, "ticks"), "ticks")
+    ps = state.processes[0]
+    assert ps.start_ticks is not None and ps.boot_id is not None
+    other = {
+        "start_ticks": {"start_ticks": ps.start_ticks + 1},
+        "boot_id": {"boot_id": "00000000-0000-4000-8000-000000000000"},
+        "neither": {"start_ticks": None, "boot_id": None},
+    }[field]
+    try:
+        _rerecord(state, **other)
+        r = cli("stop", state.run_id, root=root)
+        assert r.returncode == 0, r.stderr
+        if field == "neither":
+            assert f"prefill-0 (pid {p.pid}): terminated" in r.stderr and _gone(p), r.stderr
+        else:
+            assert "is no longer the process recipectl started" in r.stderr, r.stderr
+            assert p.poll() is None, "a process with another start was signalled"
+    finally:
+        _cleanup(p)
+
+
+def test_the_start_in_ticks_is_read_past_a_name_with_spaces_and_parentheses(tmp_path):
+    odd = tmp_path / "a) b ) c"
+    odd.symlink_to(shutil.which("sleep"))
+    p = subprocess.Popen([str(odd), "60"])
+    try:
+        assert ") " in psutil.Process(p.pid).name()
+        ticks = procs.start_ticks(p.pid)
+        boot = psutil.boot_time()
+        clock_ticks = os.sysconf("SC_CLK_TCK")
+        assert ticks is not None and abs(boot + ticks / clock_ticks - psutil.Process(p.pid).create_time()) < 0.05
+    finally:
+        p.kill()
+        p.wait()
 
 
 def _slurm_stand_ins(tmp_path: Path) -> tuple[dict[str, str], Path]:

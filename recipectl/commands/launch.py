@@ -165,7 +165,7 @@ class StatusRow(TypedDict):
 
 
 def _alive(p) -> bool:
-    return procs.is_ours(p.pid, p.start_time)
+    return procs.is_ours(p.pid, procs.recorded_start(p))
 
 
 def _root(run_dir: str | None) -> Path | None:
@@ -306,7 +306,9 @@ def stop_run(ref: str | None, run_dir: str | None = None, variant: str | None = 
         return _cancel(state, c)
     owner = _owner(d / STATE_FILE)
     groups = [
-        procs.Group(p.name, p.pid, p.start_time, [(m.pid, m.start_time) for m in p.members], owner)
+        procs.Group(
+            p.name, p.pid, procs.recorded_start(p), [(m.pid, procs.recorded_start(m)) for m in p.members], owner
+        )
         for p in state.processes
         if p.pid
     ]
@@ -363,19 +365,21 @@ def _contradiction(state: RunState, entries: list[JournalEntry]) -> str | None:
     """Why a state.json that parses is still not to be trusted: it leaves out a live process the
     journal recorded (`processes: []`, `target: slurm` over a local run), or lists one that the
     journal never recorded. None when state and journal agree (or there is no journal)."""
-    recorded = {(p.pid, p.start_time, p.name) for p in state.processes if p.pid} | {
-        (m.pid, m.start_time, p.name) for p in state.processes for m in p.members
+    recorded = {(p.pid, procs.recorded_start(p), p.name) for p in state.processes if p.pid} | {
+        (m.pid, procs.recorded_start(m), p.name) for p in state.processes for m in p.members
     }
     for e in entries:
-        if not procs.is_ours(e.pid, e.start_time):
+        if not procs.is_ours(e.pid, procs.recorded_start(e)):
             continue
         if state.target == "slurm":
             return f"target is slurm, but the journal's {e.name} (pid {e.pid}) runs on this host"
-        if not any(pid == e.pid and procs.same_start(start, e.start_time) for pid, start, _ in recorded):
+        if not any(pid == e.pid and procs.same_start(start, procs.recorded_start(e)) for pid, start, _ in recorded):
             return f"it does not list {e.name} (pid {e.pid}), which the journal recorded and which is running"
     if entries:
         for pid, start, name in recorded:
-            if start is not None and not any(e.pid == pid and procs.same_start(e.start_time, start) for e in entries):
+            if start is not None and not any(
+                e.pid == pid and procs.same_start(procs.recorded_start(e), start) for e in entries
+            ):
                 return f"{name} (pid {pid}) is not in the journal"
     return None
 
@@ -394,11 +398,11 @@ def _stop_from_journal(run_dir: Path, why: str, c) -> int:
     owner = _owner(where)
     for e in journal(run_dir):
         if e.group is None:
-            g = groups.setdefault(e.pid, procs.Group(e.name, e.pid, e.start_time, [], owner))
-            g.name, g.start_time = e.name, e.start_time
+            g = groups.setdefault(e.pid, procs.Group(e.name, e.pid, procs.recorded_start(e), [], owner))
+            g.name, g.start = e.name, procs.recorded_start(e)
         elif e.start_time is not None:
             g = groups.setdefault(e.group, procs.Group(e.name, e.group, None, [], owner))
-            g.members.append((e.pid, e.start_time))
+            g.members.append((e.pid, procs.recorded_start(e)))
     table = procs.process_table()
     found = {pid: procs.find_ours(g, table) for pid, g in groups.items()}
     if not any(f.processes for f in found.values()):
