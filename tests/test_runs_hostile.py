@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from recipectl.runs import processes as procs
-from recipectl.runs.state import JOURNAL_FILE, STATE_FILE, ProcessState, RunState, new_run_dir
+from recipectl.runs.state import JOURNAL_FILE, LOCK_FILE, STATE_FILE, ProcessState, RunState, new_run_dir
 
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs a process of another user (root only)")
@@ -214,6 +214,27 @@ def test_a_state_a_stop_by_root_rewrote_in_another_users_run_is_still_not_roots(
         assert theirs.poll() is None and "not signalled" in r.stderr, r.stderr
     finally:
         _reap(theirs, ours)
+
+
+@pytest.mark.parametrize("lock", ["symlink", "fifo"])
+def test_stop_never_follows_or_waits_on_a_lock_that_is_not_a_file(cli, tmp_path, lock):
+    """A .state.lock that is a symlink (a stop by root would create its target) or a FIFO (stop
+    would wait for a writer): the run is still stopped, and the lock refused by name, exit 2."""
+    target = tmp_path / "made-by-stop"
+    d, p = _run(tmp_path / "runs", "hostile-lock")
+    try:
+        (d / LOCK_FILE).unlink()
+        if lock == "symlink":
+            (d / LOCK_FILE).symlink_to(target)
+        else:
+            os.mkfifo(d / LOCK_FILE)
+        r = cli("stop", str(d))
+        assert r.returncode == 2 and f"prefill-0 (pid {p.pid}): terminated" in r.stderr, r.stderr
+        why = "is a symlink" if lock == "symlink" else "is not a regular file"
+        assert f"{LOCK_FILE} {why}" in r.stderr, r.stderr
+        assert not target.exists()
+    finally:
+        _reap(p)
 
 
 def test_latest_pointing_outside_the_runs_root_is_no_run(cli, tmp_path):

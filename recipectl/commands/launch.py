@@ -321,9 +321,10 @@ def stop_run(ref: str | None, run_dir: str | None = None, variant: str | None = 
         c.print(f"{state.run_id}: nothing running")
         return 0
     outcome = procs.stop_recorded(groups, _grace(state))
+    done = _report(groups, outcome, c, int(ExitCode.OK))
     state.stopped_at = time.time()
-    state.save()
-    return _report(groups, outcome, c, int(ExitCode.OK))
+    state.save()  # after the report: a state that cannot be written is said after what was stopped
+    return done
 
 
 def _owner(record: Path) -> int:

@@ -3,10 +3,12 @@ doctor and bench find a deployment that another command started."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import re
+import stat
 import tempfile
 import time
 from collections.abc import Callable
@@ -112,7 +114,8 @@ class RunState:
         lock so that two writers (launch, stop) never interleave."""
         d = Path(self.run_dir)
         text = json.dumps(asdict(self), indent=2)
-        with open(d / LOCK_FILE, "a") as lock:
+        lock = _open_lock(d / LOCK_FILE)
+        try:
             fcntl.flock(lock, fcntl.LOCK_EX)
             fd, tmp = tempfile.mkstemp(prefix=".state-", suffix=".tmp", dir=d)
             try:
@@ -124,6 +127,8 @@ class RunState:
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
+        finally:
+            os.close(lock)
 
     def record_start(self, ps: "ProcessState") -> None:
         """Append a started process to the run's journal (one short line, O_APPEND): stop finds
@@ -165,6 +170,26 @@ class RunState:
 
     def endpoint_urls(self, kind: str) -> list[str]:
         return [p.url for p in self.processes if p.kind == kind and p.url]
+
+
+def _open_lock(path: Path) -> int:
+    """The run's lock file, created if missing, as a descriptor. Whoever can write the run
+    directory can put anything there: a symlink is never followed (a stop by root would create
+    or lock its target), a FIFO never waited on; anything but a regular file is refused."""
+    flags = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        why = "is a symlink" if e.errno == errno.ELOOP else f"cannot be opened ({e.strerror})"
+    else:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+        os.close(fd)
+        why = "is not a regular file"
+    raise RecipectlError(
+        f"cannot lock the run state: {path} {why}",
+        fix=f"{path.name} is a plain file recipectl creates: remove what is there, then run the command again",
+    )
 
 
 def _start_fields(record: "ProcessState | Member") -> dict[str, Any]:
