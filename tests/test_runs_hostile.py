@@ -104,6 +104,41 @@ def test_logs_prints_no_file_outside_the_run_directory(cli, tmp_path, where):
         _reap(p)
 
 
+@pytest.mark.parametrize("swap", ["log", "directory"])
+def test_logs_reads_no_file_a_symlink_swapped_in_after_the_check_points_at(monkeypatch, capsys, tmp_path, swap):
+    """The state is checked (each log inside the run directory), then a log, or a directory on its
+    path, becomes a symlink to a file of the user's: logs opens what is in the run directory, never
+    through the link, and names the log (exit 2)."""
+    from recipectl.commands import launch as commands
+    from recipectl.errors import RecipectlError
+
+    secret_dir = tmp_path / "secrets"
+    secret_dir.mkdir()
+    (secret_dir / "prefill-0.log").write_text("password=hunter2\n")
+    d, p = _run(tmp_path / "runs", "hostile-race")
+    _reap(p)
+    (d / "logs").mkdir()
+    (d / "logs" / "prefill-0.log").write_text("engine started\n")
+    _edit(d, lambda s: s["processes"][0].update(log=str(d / "logs" / "prefill-0.log")))
+    checked = commands.find_run
+
+    def swapped_after_the_check(*args, **kwargs):
+        state = checked(*args, **kwargs)
+        if swap == "log":
+            (d / "logs" / "prefill-0.log").unlink()
+            (d / "logs" / "prefill-0.log").symlink_to(secret_dir / "prefill-0.log")
+        else:
+            (d / "logs").rename(d / "logs-old")
+            (d / "logs").symlink_to(secret_dir)
+        return state
+
+    monkeypatch.setattr(commands, "find_run", swapped_after_the_check)
+    with pytest.raises(RecipectlError) as e:
+        commands.show_logs(str(d), None, follow=False, lines=40)
+    assert "hunter2" not in capsys.readouterr().out
+    assert "processes.0.log" in e.value.message and "a symlink, not followed" in e.value.message, e.value.message
+
+
 def test_logs_still_reads_a_run_directory_that_was_moved(cli, tmp_path):
     d, p = _run(tmp_path / "runs", "moved")
     _reap(p)

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import ExitCode, RecipectlError
+from ..fileio import UnreadableFile, open_beneath
 from ..launch import slurm
 from ..launch.display import Display
 from ..launch.launchers import get_launcher
@@ -432,6 +433,24 @@ def _report(groups: list[procs.Group], outcome: dict[int, tuple[str, str]], c, d
     return done
 
 
+def _open_log(state: RunState, p) -> int | None:
+    """The process's log, opened where it is in the run directory without following a symlink at
+    any step (state.load checked the path; a link swapped in since leads nowhere else); None for a
+    log not written yet. Anything but a regular file there is the state's error."""
+    run_dir, log = Path(state.run_dir), Path(p.log)
+    base = next((b for b in (run_dir, Path(os.path.realpath(run_dir))) if log.is_relative_to(b)), None)
+    try:
+        # a log nowhere under the run directory stays absolute, and open_beneath refuses it
+        return open_beneath(base or run_dir, log.relative_to(base) if base else log)
+    except UnreadableFile as e:
+        if e.missing:
+            return None
+        raise RecipectlError(
+            f"{state.path()}: processes.{state.processes.index(p)}.log is {p.log}, which is {e.reason}",
+            fix="a run's logs are files in its run directory; this state file was edited",
+        ) from None
+
+
 def show_logs(
     ref: str | None,
     which: str | None,
@@ -450,21 +469,16 @@ def show_logs(
             f"no process {which!r} in {state.run_id}",
             fix="one of: " + ", ".join(sorted({p.kind for p in state.processes} | {p.name for p in state.processes})),
         )
-    for p in chosen:
-        log = Path(p.log)
-        if log.exists() and not log.is_file():
-            i = state.processes.index(p)
-            raise RecipectlError(
-                f"{state.path()}: processes.{i}.log is {p.log}, which is not a regular file",
-                fix="a run's logs are files in its run directory; this state file was edited",
-            )
+    opened = {p.name: fd for p in chosen if (fd := _open_log(state, p)) is not None}
     prefix = len(chosen) > 1
     for p in chosen:
-        for line in procs.tail(p.log, lines).splitlines():
+        for line in procs.tail_of(opened[p.name], lines).splitlines() if p.name in opened else ():
             sys.stdout.write(f"{p.name} | {line}\n" if prefix else line + "\n")
     if not follow:
+        for fd in opened.values():
+            os.close(fd)
         return 0
-    files = {p.name: open(p.log, errors="replace") for p in chosen if Path(p.log).exists()}
+    files = {name: open(fd, errors="replace") for name, fd in opened.items()}
     for f in files.values():
         f.seek(0, 2)
     try:

@@ -409,6 +409,16 @@ def tail(path: str | Path, n: int = 30) -> str:
     except (OSError, ValueError):
         return ""
     try:
+        return tail_of(fd, n)
+    finally:
+        os.close(fd)
+
+
+def tail_of(fd: int, n: int) -> str:
+    """tail() of a log already open (`fd`; left open, at the end of what was read)."""
+    if n <= 0:
+        return ""
+    try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return ""
@@ -416,8 +426,6 @@ def tail(path: str | Path, n: int = 30) -> str:
         data = os.read(fd, 64 * 1024).decode("utf-8", errors="replace")
     except OSError:
         return ""
-    finally:
-        os.close(fd)
     return "\n".join(data.splitlines()[-n:])
 
 
