@@ -538,6 +538,66 @@ def test_the_start_in_ticks_is_read_past_a_name_with_spaces_and_parentheses(tmp_
         p.wait()
 
 
+def _recorded(name: str, p: subprocess.Popen, **start) -> ProcessState:
+    """How launch records process `p` (its start, with `start` over it)."""
+    s = procs.proc_start(p.pid)
+    assert s is not None
+    fields = {"start_time": s.time, "start_ticks": s.ticks, "boot_id": s.boot, **start}
+    return ProcessState(
+        name=name,
+        kind="prefill",
+        host="127.0.0.1",
+        port=None,
+        url=None,
+        log="",
+        argv=[],
+        env={},
+        pid=p.pid,
+        **fields,
+    )
+
+
+def _record_run(root: Path, tmp_path: Path, name: str, records: list[ProcessState]) -> RunState:
+    """A run whose state and journal both hold `records` (and their members)."""
+    run_id, d = new_run_dir(root, name)
+    state = RunState(
+        run_id=run_id, recipe_name=name, recipe_path=str(_recipe(tmp_path, name)), recipe_hash="0", run_dir=str(d)
+    )
+    for ps in records:
+        members, ps.members, ps.log = ps.members, [], str(d / f"{ps.name}.log")
+        state.processes.append(ps)
+        state.record_start(ps)
+        state.record_members(ps, members)
+    state.save()
+    return state
+
+
+def test_stop_signals_no_recorded_member_that_left_for_a_group_of_its_own(cli, tmp_path):
+    """prefill-0's record names a member (its pid and start exact) that now leads its own process
+    group, and decode-0's record names that process as its leader with another start: stop signals
+    neither of them, and says so of both, as it does."""
+    from recipectl.runs.state import Member
+
+    root = tmp_path / "runs"
+    leader = procs.start(["sleep", "60"], {"PATH": os.environ["PATH"]}, tmp_path / "p.log")
+    elsewhere = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        own = procs.proc_start(elsewhere.pid)
+        assert own is not None and own.ticks is not None
+        prefill = _recorded("prefill-0", leader)
+        prefill.members = [Member(elsewhere.pid, own.time, own.ticks, own.boot)]
+        decode = _recorded("decode-0", elsewhere, start_ticks=own.ticks + 1)
+        state = _record_run(root, tmp_path, "walk", [prefill, decode])
+        r = cli("stop", state.run_id, root=root)
+        assert r.returncode == 0, r.stderr
+        assert elsewhere.poll() is None, "a process stop says it left alone was signalled: " + r.stderr
+        assert f"prefill-0 (pid {leader.pid}): terminated" in r.stderr and _gone(leader), r.stderr
+        assert f"pid {elsewhere.pid}, recorded in group {leader.pid}, has left it" in r.stderr, r.stderr
+        assert f"decode-0: pid {elsewhere.pid} is no longer the process recipectl started" in r.stderr, r.stderr
+    finally:
+        _cleanup(leader, elsewhere)
+
+
 def _slurm_stand_ins(tmp_path: Path) -> tuple[dict[str, str], Path]:
     """Stand-ins for scancel and squeue, first on PATH: each appends its argv (one line, NUL
     separated) to a file; squeue says RUNNING once, then that the job has gone."""

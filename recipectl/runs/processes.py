@@ -244,10 +244,19 @@ def find_ours(group: Group, table: dict[int, _Row] | None = None) -> Found:
             f"pid {group.pid} is no longer the process recipectl started (started {_clock(leader.start.time)}, "
             f"recorded {_clock(group.start.time)}): not signalled"
         )
+    # A recorded member is one of the group's processes while it is in the group: one that has
+    # since left it (setsid) leads a group of its own, which no record of this group vouches for.
+    left_group: list[int] = []
     for pid, start in group.members:
         row = rows.get(pid)
         if row is not None and same_start(row.start, start):
-            anchors.append(pid)
+            (anchors if row.pgid == group.pid else left_group).append(pid)
+    if left_group:
+        moved = (
+            f"pid {', '.join(map(str, left_group[:5]))}{' ...' if len(left_group) > 5 else ''}, recorded in group "
+            f"{group.pid}, has left it for a process group of its own: not signalled"
+        )
+        note = f"{note}; {moved}" if note else moved
     if group.start is not None and leader is None and not anchors:
         strangers = [pid for pid, row in rows.items() if row.pgid == group.pid]
         if strangers:
