@@ -598,6 +598,30 @@ def test_stop_signals_no_recorded_member_that_left_for_a_group_of_its_own(cli, t
         _cleanup(leader, elsewhere)
 
 
+@pytest.mark.parametrize("order", ["matching-first", "matching-last"])
+@pytest.mark.parametrize("source", ["state", "journal"])
+def test_two_records_of_one_pid_the_matching_one_stops_it(cli, tmp_path, source, order):
+    """A run that records one pid twice, once with its start and once with another (out of date):
+    the process is stopped, whichever record comes first, and each line says what happened."""
+    root = tmp_path / "runs"
+    p = procs.start(["sleep", "60"], {"PATH": os.environ["PATH"]}, tmp_path / "p.log")
+    try:
+        right = _recorded("prefill-0", p)
+        assert right.start_ticks is not None and right.start_time is not None
+        wrong = _recorded("prefill-1", p, start_ticks=right.start_ticks - 100, start_time=right.start_time - 1)
+        state = _record_run(root, tmp_path, "twice", [right, wrong] if order == "matching-first" else [wrong, right])
+        if source == "journal":
+            (Path(state.run_dir) / STATE_FILE).write_text("garbage")
+        r = cli("stop", state.run_id, root=root)
+        assert r.returncode == (0 if source == "state" else 2), r.stderr
+        assert _gone(p), "a process a record matches was left running: " + r.stderr
+        assert f"prefill-0 (pid {p.pid}): terminated" in r.stderr, r.stderr
+        assert f"prefill-1: pid {p.pid} is not the process this record names, but is prefill-0's" in r.stderr
+        assert "not signalled" not in r.stderr, r.stderr
+    finally:
+        _cleanup(p)
+
+
 def _slurm_stand_ins(tmp_path: Path) -> tuple[dict[str, str], Path]:
     """Stand-ins for scancel and squeue, first on PATH: each appends its argv (one line, NUL
     separated) to a file; squeue says RUNNING once, then that the job has gone."""

@@ -396,37 +396,44 @@ def _stop_from_journal(run_dir: Path, why: str, c) -> int:
             f": {run_dir / STATE_FILE} is damaged ({why}): stopping what the journal recorded ({where})",
         )
     )
-    groups: dict[int, procs.Group] = {}
+    # each started process's line is a group of its own: two lines of one pid (one of them out of
+    # date) are two records, and the one that matches the live process stops it
+    groups: list[procs.Group] = []
+    members: dict[int, list[tuple[int, procs.Start | None]]] = {}
+    leaderless: dict[int, procs.Group] = {}  # members whose leader's line has not come (yet)
     owner = _owner(where)
     for e in journal(run_dir):
-        if e.group is None:
-            g = groups.setdefault(e.pid, procs.Group(e.name, e.pid, procs.recorded_start(e), [], owner))
+        if e.group is None and e.pid in leaderless:
+            g = leaderless.pop(e.pid)
             g.name, g.start = e.name, procs.recorded_start(e)
+        elif e.group is None:
+            groups.append(procs.Group(e.name, e.pid, procs.recorded_start(e), members.setdefault(e.pid, []), owner))
         elif e.start_time is not None:
-            g = groups.setdefault(e.group, procs.Group(e.name, e.group, None, [], owner))
-            g.members.append((e.pid, procs.recorded_start(e)))
+            if e.group not in members:
+                leaderless[e.group] = procs.Group(e.name, e.group, None, members.setdefault(e.group, []), owner)
+                groups.append(leaderless[e.group])
+            members[e.group].append((e.pid, procs.recorded_start(e)))
     table = procs.process_table()
-    found = {pid: procs.find_ours(g, table) for pid, g in groups.items()}
-    if not any(f.processes for f in found.values()):
-        for g in groups.values():
-            if found[g.pid].note:
-                c.print(f"{g.name}: {found[g.pid].note}")
+    found = [procs.find_ours(g, table) for g in groups]
+    if not any(f.processes for f in found):
+        for g, f in zip(groups, found, strict=True):
+            if f.note:
+                c.print(f"{g.name}: {f.note}")
         c.print(f"nothing recorded in {where} is running")
         return int(ExitCode.INVALID)
-    outcome = procs.stop_recorded(list(groups.values()), DEFAULT_STOP_GRACE_S)
-    return _report(list(groups.values()), outcome, c, int(ExitCode.INVALID))
+    outcome = procs.stop_recorded(groups, DEFAULT_STOP_GRACE_S)
+    return _report(groups, outcome, c, int(ExitCode.INVALID))
 
 
-def _report(groups: list[procs.Group], outcome: dict[int, tuple[str, str]], c, done: int) -> int:
+def _report(groups: list[procs.Group], outcome: list[tuple[str, str]], c, done: int) -> int:
     """One line per recorded process: how it ended, and why anything was left alone."""
-    for g in groups:
-        how, note = outcome.get(g.pid, ("?", ""))
+    for g, (how, note) in zip(groups, outcome, strict=True):
         c.print(
             f"{g.name}: {note}"
             if how == "not signalled"
             else f"{g.name} (pid {g.pid}): {how}" + (f"; {note}" if note else "")
         )
-    left = [g.name for g in groups if outcome.get(g.pid, ("",))[0] == "still running"]
+    left = [g.name for g, (how, _) in zip(groups, outcome, strict=True) if how == "still running"]
     if left:
         c.print(Text.assemble(("still running", "red"), f": {', '.join(left)}"))
         return int(ExitCode.FINDINGS)

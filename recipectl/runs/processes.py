@@ -189,6 +189,7 @@ class Found:
 
     processes: list[psutil.Process]
     note: str = ""
+    mismatched: int | None = None  # the recorded leader's pid, where a live process with another start holds it
 
 
 @dataclass
@@ -228,6 +229,7 @@ def find_ours(group: Group, table: dict[int, _Row] | None = None) -> Found:
     rows = {pid: row for pid, row in every.items() if row.uid == uid}
     anchors: list[int] = []
     note = ""
+    mismatched = None
     leader = rows.get(group.pid)
     others = [pid for pid in (group.pid, *(m for m, _ in group.members)) if pid in every and pid not in rows]
     if others:
@@ -240,6 +242,7 @@ def find_ours(group: Group, table: dict[int, _Row] | None = None) -> Found:
     elif leader is not None and same_start(leader.start, group.start):
         anchors.append(group.pid)
     elif leader is not None:
+        mismatched = group.pid
         note = note or (
             f"pid {group.pid} is no longer the process recipectl started (started {_clock(leader.start.time)}, "
             f"recorded {_clock(group.start.time)}): not signalled"
@@ -279,7 +282,7 @@ def find_ours(group: Group, table: dict[int, _Row] | None = None) -> Found:
         todo.extend(
             c for c in children.get(pid, ()) if rows[c].pgid == group.pid and _not_older(rows[c].start, rows[pid].start)
         )
-    return Found(list(ours.values()), note)
+    return Found(list(ours.values()), note, mismatched)
 
 
 def members_of(pid: int, start: Start | None) -> list[tuple[int, Start]]:
@@ -366,36 +369,61 @@ def stop_groups(pgids: list[int], grace_s: float) -> dict[int, str]:
     return outcome
 
 
-def stop_recorded(groups: list[Group], grace_s: float) -> dict[int, tuple[str, str]]:
+def stop_recorded(groups: list[Group], grace_s: float) -> list[tuple[str, str]]:
     """Stop what find_ours finds of each recorded group: SIGTERM, psutil.wait_procs for `grace_s`,
-    then SIGKILL to what is left (and to descendants started meanwhile). Returns leader pid ->
-    (outcome, note): terminated / killed / still running / already gone / not signalled."""
+    then SIGKILL to what is left (and to descendants started meanwhile). Returns, for each group in
+    turn (two records may name one pid), (outcome, note): terminated / killed / still running /
+    already gone / not signalled."""
     table = process_table()
-    found = {g.pid: find_ours(g, table) for g in groups}
-    mine = {g.pid: list(found[g.pid].processes) for g in groups}
-    _signal([p for ps in mine.values() for p in ps], signal.SIGTERM)
-    left = {p.pid for p in _wait_gone([p for ps in mine.values() for p in ps], grace_s)}
+    found = _truthful([find_ours(g, table) for g in groups], groups)
+    mine = [list(f.processes) for f in found]
+    _signal(_each_once(mine), signal.SIGTERM)
+    left = {p.pid for p in _wait_gone(_each_once(mine), grace_s)}
     killed: set[int] = set()
     if left:
         table = process_table()  # and what the survivors started meanwhile: still ours, by ancestry
-        for g in groups:
-            seen = {p.pid for p in mine[g.pid]}
-            mine[g.pid] = [p for p in mine[g.pid] if p.pid in left] + [
+        for i, g in enumerate(groups):
+            seen = {p.pid for p in mine[i]}
+            mine[i] = [p for p in mine[i] if p.pid in left] + [
                 p for p in find_ours(g, table).processes if p.pid not in seen
             ]
-            killed |= {g.pid} if mine[g.pid] else set()
-        _signal([p for ps in mine.values() for p in ps], signal.SIGKILL)
-        left = {p.pid for p in _wait_gone([p for ps in mine.values() for p in ps], 10)}
-    outcome: dict[int, tuple[str, str]] = {}
-    for g in groups:
-        f = found[g.pid]
+            killed |= {i} if mine[i] else set()
+        _signal(_each_once(mine), signal.SIGKILL)
+        left = {p.pid for p in _wait_gone(_each_once(mine), 10)}
+    outcome: list[tuple[str, str]] = []
+    for i, f in enumerate(found):
         if not f.processes:
-            outcome[g.pid] = ("not signalled" if f.note else "already gone", f.note)
-        elif g.pid in killed and any(p.pid in left for p in mine[g.pid]):
-            outcome[g.pid] = ("still running", f.note)
+            outcome.append(("not signalled" if f.note else "already gone", f.note))
+        elif i in killed and any(p.pid in left for p in mine[i]):
+            outcome.append(("still running", f.note))
         else:
-            outcome[g.pid] = ("killed" if g.pid in killed else "terminated", f.note)
+            outcome.append(("killed" if i in killed else "terminated", f.note))
     return outcome
+
+
+def _truthful(found: list[Found], groups: list[Group]) -> list[Found]:
+    """Two records may name one pid (a state that lists a process twice, one record of it out of
+    date): the one that matches the live process stops it, and the other's note then says so
+    instead of that it was left alone."""
+    taken: dict[int, str] = {}
+    for g, f in zip(groups, found, strict=True):
+        for p in f.processes:
+            taken.setdefault(p.pid, g.name)
+    out = []
+    for f in found:
+        pid = f.mismatched
+        if pid is not None and pid in taken:
+            f = Found(
+                f.processes,
+                f"pid {pid} is not the process this record names, but is {taken[pid]}'s: signalled as {taken[pid]}'s",
+            )
+        out.append(f)
+    return out
+
+
+def _each_once(groups: list[list[psutil.Process]]) -> list[psutil.Process]:
+    """The processes of every group, one of each pid (two records may name one process)."""
+    return list({p.pid: p for ps in groups for p in ps}.values())
 
 
 def port_in_use(host: str, port: int) -> bool:
