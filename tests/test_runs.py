@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -618,6 +619,36 @@ def test_two_records_of_one_pid_the_matching_one_stops_it(cli, tmp_path, source,
         assert f"prefill-0 (pid {p.pid}): terminated" in r.stderr, r.stderr
         assert f"prefill-1: pid {p.pid} is not the process this record names, but is prefill-0's" in r.stderr
         assert "not signalled" not in r.stderr, r.stderr
+    finally:
+        _cleanup(p)
+
+
+def test_ctrl_c_during_stop_says_what_was_signalled_and_what_is_left(tmp_path):
+    """A process that outlives SIGTERM, and Ctrl-C while stop waits out the grace period: exit 130,
+    each process's line (still running), and the run not marked stopped."""
+    root = tmp_path / "runs"
+    recipe = _recipe(tmp_path, "slowstop")
+    recipe.write_text(recipe.read_text().replace("stop_grace_s: 2", "stop_grace_s: 60"))
+    got = tmp_path / "got-term"
+    state, p = _run(root, recipe, "slowstop", ["sh", "-c", f"trap 'echo > {got}' TERM; while :; do sleep 0.1; done"])
+    try:
+        stop = subprocess.Popen(
+            [sys.executable, "-m", "recipectl", "stop", state.run_id],
+            env={**os.environ, "RECIPECTL_RUN_DIR": str(root)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 30
+        while not got.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert got.exists(), "stop sent no SIGTERM"
+        stop.send_signal(signal.SIGINT)
+        _, err = stop.communicate(timeout=30)
+        assert stop.returncode == 130, err
+        assert f"prefill-0 (pid {p.pid}): still running" in err and "interrupted" in err, err
+        assert p.poll() is None
+        assert json.loads((Path(state.run_dir) / STATE_FILE).read_text())["stopped_at"] is None
     finally:
         _cleanup(p)
 

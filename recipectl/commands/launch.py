@@ -321,7 +321,10 @@ def stop_run(ref: str | None, run_dir: str | None = None, variant: str | None = 
                 c.print(f"{g.name}: {f.note}")
         c.print(f"{state.run_id}: nothing running")
         return 0
-    outcome = procs.stop_recorded(groups, _grace(state))
+    try:
+        outcome = procs.stop_recorded(groups, _grace(state))
+    except procs.StopInterrupted as e:
+        return _interrupted(groups, e.outcome, c, state)
     done = _report(groups, outcome, c, int(ExitCode.OK))
     state.stopped_at = time.time()
     state.save()  # after the report: a state that cannot be written is said after what was stopped
@@ -421,8 +424,21 @@ def _stop_from_journal(run_dir: Path, why: str, c) -> int:
                 c.print(f"{g.name}: {f.note}")
         c.print(f"nothing recorded in {where} is running")
         return int(ExitCode.INVALID)
-    outcome = procs.stop_recorded(groups, DEFAULT_STOP_GRACE_S)
+    try:
+        outcome = procs.stop_recorded(groups, DEFAULT_STOP_GRACE_S)
+    except procs.StopInterrupted as e:
+        return _interrupted(groups, e.outcome, c, None)
     return _report(groups, outcome, c, int(ExitCode.INVALID))
+
+
+def _interrupted(groups: list[procs.Group], outcome: list[tuple[str, str]], c, state: RunState | None) -> int:
+    """Ctrl-C during a stop: what had been signalled and what is left, as a finished stop says it;
+    the run is marked stopped only when nothing of it is left running."""
+    if _report(groups, outcome, c, int(ExitCode.OK)) == ExitCode.OK and state is not None:
+        state.stopped_at = time.time()
+        state.save()
+    c.print(Text.assemble(("interrupted", "yellow"), ": recipectl stop again stops what is left"))
+    return int(ExitCode.INTERRUPTED)
 
 
 def _report(groups: list[procs.Group], outcome: list[tuple[str, str]], c, done: int) -> int:

@@ -369,32 +369,51 @@ def stop_groups(pgids: list[int], grace_s: float) -> dict[int, str]:
     return outcome
 
 
+class StopInterrupted(KeyboardInterrupt):
+    """Ctrl-C while stop_recorded waited: `outcome` says, for each group, how far it got."""
+
+    def __init__(self, outcome: list[tuple[str, str]]):
+        super().__init__()
+        self.outcome = outcome
+
+
 def stop_recorded(groups: list[Group], grace_s: float) -> list[tuple[str, str]]:
     """Stop what find_ours finds of each recorded group: SIGTERM, psutil.wait_procs for `grace_s`,
     then SIGKILL to what is left (and to descendants started meanwhile). Returns, for each group in
     turn (two records may name one pid), (outcome, note): terminated / killed / still running /
-    already gone / not signalled."""
+    already gone / not signalled. Ctrl-C meanwhile: StopInterrupted, with the same for what had
+    been done (what was signalled and is still alive: still running)."""
     table = process_table()
     found = _truthful([find_ours(g, table) for g in groups], groups)
     mine = [list(f.processes) for f in found]
-    _signal(_each_once(mine), signal.SIGTERM)
-    left = {p.pid for p in _wait_gone(_each_once(mine), grace_s)}
     killed: set[int] = set()
-    if left:
-        table = process_table()  # and what the survivors started meanwhile: still ours, by ancestry
-        for i, g in enumerate(groups):
-            seen = {p.pid for p in mine[i]}
-            mine[i] = [p for p in mine[i] if p.pid in left] + [
-                p for p in find_ours(g, table).processes if p.pid not in seen
-            ]
-            killed |= {i} if mine[i] else set()
-        _signal(_each_once(mine), signal.SIGKILL)
-        left = {p.pid for p in _wait_gone(_each_once(mine), 10)}
+    try:
+        _signal(_each_once(mine), signal.SIGTERM)
+        left = {p.pid for p in _wait_gone(_each_once(mine), grace_s)}
+        if left:
+            table = process_table()  # and what the survivors started meanwhile: still ours, by ancestry
+            for i, g in enumerate(groups):
+                seen = {p.pid for p in mine[i]}
+                mine[i] = [p for p in mine[i] if p.pid in left] + [
+                    p for p in find_ours(g, table).processes if p.pid not in seen
+                ]
+                killed |= {i} if mine[i] else set()
+            _signal(_each_once(mine), signal.SIGKILL)
+            left = {p.pid for p in _wait_gone(_each_once(mine), 10)}
+    except KeyboardInterrupt:
+        left = {p.pid for p in _each_once(mine) if _live(p)}
+        raise StopInterrupted(_outcome(found, mine, killed, left)) from None
+    return _outcome(found, mine, killed, left)
+
+
+def _outcome(
+    found: list[Found], mine: list[list[psutil.Process]], killed: set[int], left: set[int]
+) -> list[tuple[str, str]]:
     outcome: list[tuple[str, str]] = []
     for i, f in enumerate(found):
         if not f.processes:
             outcome.append(("not signalled" if f.note else "already gone", f.note))
-        elif i in killed and any(p.pid in left for p in mine[i]):
+        elif any(p.pid in left for p in mine[i]):
             outcome.append(("still running", f.note))
         else:
             outcome.append(("killed" if i in killed else "terminated", f.note))
