@@ -653,6 +653,33 @@ def test_ctrl_c_during_stop_says_what_was_signalled_and_what_is_left(tmp_path):
         _cleanup(p)
 
 
+def test_stop_never_signals_init_itself_or_what_it_runs_under(cli, tmp_path):
+    """A record that names, with their exact start, init, the process looking, or the shell that
+    runs stop: none of them is ever signalled, and stop says why."""
+    for pid in (1, os.getpid()):
+        found = procs.find_ours(procs.Group("p", pid, procs.proc_start(pid), uid=psutil.Process(pid).uids().real))
+        assert found.processes == [] and f"pid {pid} is init, this recipectl" in found.note, found.note
+    root = tmp_path / "runs"
+    got = tmp_path / "got-term"
+    shell = subprocess.Popen(
+        ["sh", "-c", f"trap 'echo > {got}' TERM; read _; {sys.executable} -m recipectl stop ancestor; read _"],
+        env={**os.environ, "RECIPECTL_RUN_DIR": str(root)},
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        start = procs.proc_start(shell.pid)
+        assert start is not None
+        _record_run(root, tmp_path, "ancestor", [_recorded("prefill-0", shell)])
+        _, err = shell.communicate("go\nend\n", timeout=60)
+        assert not got.exists() and shell.returncode == 0, "stop signalled the shell it runs under: " + err
+        assert f"pid {shell.pid} is init, this recipectl or one of the processes it runs under" in err, err
+    finally:
+        _cleanup(shell)
+
+
 def _slurm_stand_ins(tmp_path: Path) -> tuple[dict[str, str], Path]:
     """Stand-ins for scancel and squeue, first on PATH: each appends its argv (one line, NUL
     separated) to a file; squeue says RUNNING once, then that the job has gone."""

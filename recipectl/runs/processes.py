@@ -272,17 +272,39 @@ def find_ours(group: Group, table: dict[int, _Row] | None = None) -> Found:
     for pid, row in rows.items():
         children.setdefault(row.ppid, []).append(pid)
     ours: dict[int, psutil.Process] = {}
+    never = _never_signalled()
+    refused: set[int] = set()
     todo = list(anchors)
     while todo:
         pid = todo.pop()
-        if pid in ours:
+        if pid in ours or pid in refused:
+            continue
+        if pid in never or pid <= 0:  # whatever a record says: neither it nor what it leads
+            refused.add(pid)
             continue
         ours[pid] = rows[pid].proc
         # a descendant in the group: a child is never older than its parent
         todo.extend(
             c for c in children.get(pid, ()) if rows[c].pgid == group.pid and _not_older(rows[c].start, rows[pid].start)
         )
+    if refused:
+        why = (
+            f"pid {', '.join(map(str, sorted(refused)))} is init, this recipectl or one of the processes it "
+            "runs under: never signalled"
+        )
+        note = f"{note}; {why}" if note else why
     return Found(list(ours.values()), note, mismatched)
+
+
+def _never_signalled() -> set[int]:
+    """What stop never signals, whichever record names it: init (pid 1), this process and every
+    process it runs under (the shell, a launch that runs stop, a terminal)."""
+    never = {1, os.getpid()}
+    try:
+        never |= {p.pid for p in psutil.Process().parents()}
+    except psutil.Error:
+        pass
+    return never
 
 
 def members_of(pid: int, start: Start | None) -> list[tuple[int, Start]]:
