@@ -272,6 +272,24 @@ def test_stop_never_follows_or_waits_on_a_lock_that_is_not_a_file(cli, tmp_path,
         _reap(p)
 
 
+def test_status_and_stop_show_control_characters_of_a_record_escaped(cli, tmp_path):
+    """A process name and run id holding terminal escapes (retitle the window, clear the screen)
+    reach the terminal as text: \\x1b, never the escape itself."""
+    d, p = _run(tmp_path / "runs", "hostile-escapes")
+    try:
+        _edit(d, lambda s: s.update(run_id="run\x1b[2J") or s["processes"][0].update(name="evil\x1b]0;pwned\x07"))
+        status = cli("status", str(d))
+        assert status.returncode == 0, status.stderr
+        stop = cli("stop", str(d))
+        assert stop.returncode == 0 and p.wait(timeout=10) is not None, stop.stderr
+        for out in (status.stdout, stop.stderr):
+            assert "\x1b" not in out and "\x07" not in out, out
+        assert "evil\\x1b]0;pwned\\x07" in status.stdout and "run\\x1b[2J" in status.stdout, status.stdout
+        assert f"evil\\x1b]0;pwned\\x07 (pid {p.pid}): terminated" in stop.stderr, stop.stderr
+    finally:
+        _reap(p)
+
+
 def test_latest_pointing_outside_the_runs_root_is_no_run(cli, tmp_path):
     outside = tmp_path / "outside"
     d, p = _run(outside, "decoy")

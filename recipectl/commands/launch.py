@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import ExitCode, RecipectlError
+from ..fieldtypes import escape_controls as shown
 from ..fileio import UnreadableFile, open_beneath
 from ..launch import slurm
 from ..launch.display import Display
@@ -224,10 +225,10 @@ def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None, v
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
     else:
         # every value from the state file as text, never as markup ("[/x]" in a name is a name)
-        title = escape(f"{state.run_id}  router {state.router_url}")
+        title = escape(shown(f"{state.run_id}  router {state.router_url}"))
         if state.job_id:
             ended = f"ended {slurm['job_end_state']}" if slurm.get("job_end_state") else "ended"
-            title += escape(f"  (Slurm job {state.job_id}: {job or ended})")
+            title += escape(shown(f"  (Slurm job {state.job_id}: {job or ended})"))
         t = Table(title=title, title_justify="left")
         slurm_cols = state.target == "slurm"
         for col in ("process", *(("node",) if slurm_cols else ()), "pid", "state", "url", "log"):
@@ -243,13 +244,20 @@ def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None, v
                 else "[dim]stopped[/]"
             )
             if slurm_cols and nodes.get(r["node"] or "", {}).get("down"):
-                st = f"[red]node {escape(str(r['node_state']))}[/]"
+                st = f"[red]node {escape(shown(str(r['node_state'])))}[/]"
             node_col = (escape(r["node"] or "-"),) if slurm_cols else ()
-            t.add_row(escape(r["name"]), *node_col, str(r["pid"] or "-"), st, escape(r["url"] or "-"), escape(r["log"]))
+            t.add_row(
+                escape(shown(r["name"])),
+                *node_col,
+                str(r["pid"] or "-"),
+                st,
+                escape(shown(r["url"] or "-")),
+                escape(shown(r["log"])),
+            )
         console = Console()
         console.print(t)
         for line in problems:
-            console.print(f"[red]problem[/]: {escape(line)}", highlight=False)
+            console.print(f"[red]problem[/]: {escape(shown(line))}", highlight=False)
     all_ok = all(r["alive"] and r["healthy"] is not False for r in rows)
     return 0 if all_ok else 1
 
@@ -318,8 +326,8 @@ def stop_run(ref: str | None, run_dir: str | None = None, variant: str | None = 
     if not any(f.processes for f in found):
         for g, f in zip(groups, found, strict=True):
             if f.note:
-                c.print(f"{g.name}: {f.note}")
-        c.print(f"{state.run_id}: nothing running")
+                c.print(shown(f"{g.name}: {f.note}"))
+        c.print(shown(f"{state.run_id}: nothing running"))
         return 0
     try:
         outcome = procs.stop_recorded(groups, _grace(state))
@@ -396,7 +404,7 @@ def _stop_from_journal(run_dir: Path, why: str, c) -> int:
     c.print(
         Text.assemble(
             ("error", "red"),
-            f": {run_dir / STATE_FILE} is damaged ({why}): stopping what the journal recorded ({where})",
+            shown(f": {run_dir / STATE_FILE} is damaged ({why}): stopping what the journal recorded ({where})"),
         )
     )
     # each started process's line is a group of its own: two lines of one pid (one of them out of
@@ -421,8 +429,8 @@ def _stop_from_journal(run_dir: Path, why: str, c) -> int:
     if not any(f.processes for f in found):
         for g, f in zip(groups, found, strict=True):
             if f.note:
-                c.print(f"{g.name}: {f.note}")
-        c.print(f"nothing recorded in {where} is running")
+                c.print(shown(f"{g.name}: {f.note}"))
+        c.print(shown(f"nothing recorded in {where} is running"))
         return int(ExitCode.INVALID)
     try:
         outcome = procs.stop_recorded(groups, DEFAULT_STOP_GRACE_S)
@@ -445,13 +453,15 @@ def _report(groups: list[procs.Group], outcome: list[tuple[str, str]], c, done: 
     """One line per recorded process: how it ended, and why anything was left alone."""
     for g, (how, note) in zip(groups, outcome, strict=True):
         c.print(
-            f"{g.name}: {note}"
-            if how == "not signalled"
-            else f"{g.name} (pid {g.pid}): {how}" + (f"; {note}" if note else "")
+            shown(
+                f"{g.name}: {note}"
+                if how == "not signalled"
+                else f"{g.name} (pid {g.pid}): {how}" + (f"; {note}" if note else "")
+            )
         )
     left = [g.name for g, (how, _) in zip(groups, outcome, strict=True) if how == "still running"]
     if left:
-        c.print(Text.assemble(("still running", "red"), f": {', '.join(left)}"))
+        c.print(Text.assemble(("still running", "red"), shown(f": {', '.join(left)}")))
         return int(ExitCode.FINDINGS)
     return done
 
