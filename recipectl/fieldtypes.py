@@ -43,6 +43,13 @@ def control_char(value: Any) -> str | None:
     return None
 
 
+def escape_controls(text: str) -> str:
+    """`text` to show on a terminal: each character control_char forbids as its escape (an escape
+    character as \\x1b), so that a name from a file or /proc cannot move the cursor, retitle the
+    window or hide what follows it."""
+    return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], text)
+
+
 class SchemaValueError(ValueError):
     """A ValueError that carries a fix for the diagnostic."""
 

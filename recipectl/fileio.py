@@ -11,6 +11,7 @@ rename, so that a kill or a full disk leaves the old file or the new one, never 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -190,6 +191,57 @@ def append_line(path: str | os.PathLike[str], line: str) -> None:
             raise OSError(f"{os.fspath(path)}: wrote {written} of {len(data)} bytes (disk full?)")
     finally:
         os.close(fd)
+
+
+def open_beneath(directory: str | os.PathLike[str], relative: str | os.PathLike[str]) -> int:
+    """A regular file at `relative` under `directory`, opened for reading (a descriptor): each
+    component is opened relative to the one before it without following a symlink, so a link that
+    somebody swaps in after a path was checked leads nowhere else, and a FIFO is never waited on.
+
+    Raises UnreadableFile for a path that leaves `directory` (absolute, `..`), a symlink at any
+    step, anything but a regular file at the end, or one that cannot be opened (missing=True where
+    it does not exist)."""
+    parts = [part for part in Path(relative).parts if part != "."]
+    if not parts or Path(relative).is_absolute() or ".." in parts:
+        raise UnreadableFile(relative, f"not a path inside {os.fspath(directory)}")
+    nofollow = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise UnreadableFile(directory, "no such directory", missing=True) from None
+    except (OSError, ValueError) as e:
+        raise UnreadableFile(directory, _os_reason(e) if isinstance(e, OSError) else str(e)) from None
+    try:
+        for k, part in enumerate(parts):
+            last = k == len(parts) - 1
+            try:
+                step = os.open(part, os.O_RDONLY | nofollow | (0 if last else os.O_DIRECTORY), dir_fd=fd)
+            except FileNotFoundError:
+                raise UnreadableFile(relative, "no such file", missing=True) from None
+            except OSError as e:
+                # O_NOFOLLOW on a symlink: ELOOP; O_DIRECTORY on one: ENOTDIR (or ELOOP)
+                link = e.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(part, fd)
+                raise UnreadableFile(relative, "a symlink, not followed" if link else _os_reason(e)) from None
+            except ValueError as e:
+                raise UnreadableFile(relative, str(e), missing=True) from None
+            os.close(fd)
+            fd = step
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise UnreadableFile(relative, "a directory, not a file")
+        if not stat.S_ISREG(mode):
+            raise UnreadableFile(relative, "not a regular file (a FIFO, socket or device)")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode)
+    except OSError:
+        return False
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -38,7 +40,7 @@ def _run(root: Path, recipe: Path, name: str, argv: list[str] | None = None, *, 
     run_id, d = new_run_dir(root, name)
     log = d / "p.log"
     p = procs.start(argv or ["sleep", "60"], {"PATH": os.environ["PATH"]}, log)
-    start = procs.proc_start_time(p.pid) if record_start else None
+    start = procs.proc_start(p.pid) if record_start else None
     ps = ProcessState(
         name="prefill-0",
         kind="prefill",
@@ -49,7 +51,9 @@ def _run(root: Path, recipe: Path, name: str, argv: list[str] | None = None, *, 
         argv=argv or ["sleep", "60"],
         env={},
         pid=p.pid,
-        start_time=start,
+        start_time=start.time if start else None,
+        start_ticks=start.ticks if start else None,
+        boot_id=start.boot if start else None,
         started_at=time.time(),
     )
     state = RunState(
@@ -147,7 +151,8 @@ def test_members_the_launcher_recorded_are_reaped_after_their_leader_died(cli, t
     state, leader = _run(root, _recipe(tmp_path, "orphans"), "orphans", ["sh", "-c", "sleep 60 & sleep 60 & wait"])
     try:
         deadline = time.monotonic() + 10
-        while len(procs.members_of(leader.pid, state.processes[0].start_time)) < 2 and time.monotonic() < deadline:
+        recorded = procs.recorded_start(state.processes[0])
+        while len(procs.members_of(leader.pid, recorded)) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         sup = Supervisor(None, state, [])
         sup.popen["prefill-0"] = leader
@@ -184,10 +189,12 @@ def test_a_process_without_a_recorded_start_time_is_not_ours(cli, tmp_path):
 def test_a_reused_pid_is_not_ours(tmp_path):
     p = subprocess.Popen(["sleep", "60"])
     try:
-        start = procs.proc_start_time(p.pid)
+        start = procs.proc_start(p.pid)
+        assert start is not None and start.ticks is not None
+        earlier = procs.Start(start.time - 5, start.ticks - 500, start.boot)  # another process that had this pid
         assert procs.is_ours(p.pid, start)
-        assert not procs.is_ours(p.pid, start - 5)  # another process that had this pid earlier
-        found = procs.find_ours(procs.Group("p", p.pid, start - 5))
+        assert not procs.is_ours(p.pid, earlier)
+        found = procs.find_ours(procs.Group("p", p.pid, earlier))
         assert found.processes == [] and "is no longer the process recipectl started" in found.note
     finally:
         p.kill()
@@ -463,6 +470,214 @@ def test_stop_leaves_alone_a_live_process_that_reused_a_recorded_pid(cli, tmp_pa
         ), r.stderr
     finally:
         _cleanup(other)
+
+
+def _rerecord(state: RunState, **start) -> None:
+    """The run's process recorded with other start fields, in state.json and the journal alike."""
+    d = Path(state.run_dir)
+    data = json.loads((d / STATE_FILE).read_text())
+    data["processes"][0].update(start)
+    (d / STATE_FILE).write_text(json.dumps(data))
+    lines = [{**e, **start} for e in map(json.loads, (d / JOURNAL_FILE).read_text().splitlines())]
+    (d / JOURNAL_FILE).write_text("".join(json.dumps(e) + "\n" for e in lines))
+
+
+def test_stop_stops_a_run_after_the_wall_clock_stepped(cli, tmp_path):
+    """After a clock step every live process's create_time has moved (Linux derives the boot time
+    from the wall clock): the recorded start in ticks since boot, of this boot, still names it."""
+    root = tmp_path / "runs"
+    state, p = _run(root, _recipe(tmp_path, "stepped"), "stepped")
+    try:
+        _rerecord(state, start_time=state.processes[0].start_time + 17)  # as after a step of 17 s
+        status = json.loads(cli("status", state.run_id, "--format", "json", root=root).stdout)
+        assert status["processes"][0]["alive"] is True, status
+        r = cli("stop", state.run_id, root=root)
+        assert r.returncode == 0 and f"prefill-0 (pid {p.pid}): terminated" in r.stderr, r.stderr
+        assert _gone(p)
+    finally:
+        _cleanup(p)
+
+
+@pytest.mark.parametrize("field", ["start_ticks", "boot_id", "neither"])
+def test_stop_knows_a_process_by_its_ticks_since_boot_of_this_boot(cli, tmp_path, field):
+    """The right pid and create_time, another start in ticks or another boot: another process, not
+    signalled. A record without ticks and boot id (an older recipectl) is still known by its time."""
+    root = tmp_path / "runs"
+    state, p = _run(root, _recipe(tmp_path, "ticks"), "ticks")
+    ps = state.processes[0]
+    assert ps.start_ticks is not None and ps.boot_id is not None
+    other = {
+        "start_ticks": {"start_ticks": ps.start_ticks + 1},
+        "boot_id": {"boot_id": "00000000-0000-4000-8000-000000000000"},
+        "neither": {"start_ticks": None, "boot_id": None},
+    }[field]
+    try:
+        _rerecord(state, **other)
+        r = cli("stop", state.run_id, root=root)
+        assert r.returncode == 0, r.stderr
+        if field == "neither":
+            assert f"prefill-0 (pid {p.pid}): terminated" in r.stderr and _gone(p), r.stderr
+        else:
+            assert "is no longer the process recipectl started" in r.stderr, r.stderr
+            assert p.poll() is None, "a process with another start was signalled"
+    finally:
+        _cleanup(p)
+
+
+def test_the_start_in_ticks_is_read_past_a_name_with_spaces_and_parentheses(tmp_path):
+    odd = tmp_path / "a) b ) c"
+    odd.symlink_to(shutil.which("sleep"))
+    p = subprocess.Popen([str(odd), "60"])
+    try:
+        assert ") " in psutil.Process(p.pid).name()
+        ticks = procs.start_ticks(p.pid)
+        boot = psutil.boot_time()
+        clock_ticks = os.sysconf("SC_CLK_TCK")
+        assert ticks is not None and abs(boot + ticks / clock_ticks - psutil.Process(p.pid).create_time()) < 0.05
+    finally:
+        p.kill()
+        p.wait()
+
+
+def _recorded(name: str, p: subprocess.Popen, **start) -> ProcessState:
+    """How launch records process `p` (its start, with `start` over it)."""
+    s = procs.proc_start(p.pid)
+    assert s is not None
+    fields = {"start_time": s.time, "start_ticks": s.ticks, "boot_id": s.boot, **start}
+    return ProcessState(
+        name=name,
+        kind="prefill",
+        host="127.0.0.1",
+        port=None,
+        url=None,
+        log="",
+        argv=[],
+        env={},
+        pid=p.pid,
+        **fields,
+    )
+
+
+def _record_run(root: Path, tmp_path: Path, name: str, records: list[ProcessState]) -> RunState:
+    """A run whose state and journal both hold `records` (and their members)."""
+    run_id, d = new_run_dir(root, name)
+    state = RunState(
+        run_id=run_id, recipe_name=name, recipe_path=str(_recipe(tmp_path, name)), recipe_hash="0", run_dir=str(d)
+    )
+    for ps in records:
+        members, ps.members, ps.log = ps.members, [], str(d / f"{ps.name}.log")
+        state.processes.append(ps)
+        state.record_start(ps)
+        state.record_members(ps, members)
+    state.save()
+    return state
+
+
+def test_stop_signals_no_recorded_member_that_left_for_a_group_of_its_own(cli, tmp_path):
+    """prefill-0's record names a member (its pid and start exact) that now leads its own process
+    group, and decode-0's record names that process as its leader with another start: stop signals
+    neither of them, and says so of both, as it does."""
+    from recipectl.runs.state import Member
+
+    root = tmp_path / "runs"
+    leader = procs.start(["sleep", "60"], {"PATH": os.environ["PATH"]}, tmp_path / "p.log")
+    elsewhere = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        own = procs.proc_start(elsewhere.pid)
+        assert own is not None and own.ticks is not None
+        prefill = _recorded("prefill-0", leader)
+        prefill.members = [Member(elsewhere.pid, own.time, own.ticks, own.boot)]
+        decode = _recorded("decode-0", elsewhere, start_ticks=own.ticks + 1)
+        state = _record_run(root, tmp_path, "walk", [prefill, decode])
+        r = cli("stop", state.run_id, root=root)
+        assert r.returncode == 0, r.stderr
+        assert elsewhere.poll() is None, "a process stop says it left alone was signalled: " + r.stderr
+        assert f"prefill-0 (pid {leader.pid}): terminated" in r.stderr and _gone(leader), r.stderr
+        assert f"pid {elsewhere.pid}, recorded in group {leader.pid}, has left it" in r.stderr, r.stderr
+        assert f"decode-0: pid {elsewhere.pid} is no longer the process recipectl started" in r.stderr, r.stderr
+    finally:
+        _cleanup(leader, elsewhere)
+
+
+@pytest.mark.parametrize("order", ["matching-first", "matching-last"])
+@pytest.mark.parametrize("source", ["state", "journal"])
+def test_two_records_of_one_pid_the_matching_one_stops_it(cli, tmp_path, source, order):
+    """A run that records one pid twice, once with its start and once with another (out of date):
+    the process is stopped, whichever record comes first, and each line says what happened."""
+    root = tmp_path / "runs"
+    p = procs.start(["sleep", "60"], {"PATH": os.environ["PATH"]}, tmp_path / "p.log")
+    try:
+        right = _recorded("prefill-0", p)
+        assert right.start_ticks is not None and right.start_time is not None
+        wrong = _recorded("prefill-1", p, start_ticks=right.start_ticks - 100, start_time=right.start_time - 1)
+        state = _record_run(root, tmp_path, "twice", [right, wrong] if order == "matching-first" else [wrong, right])
+        if source == "journal":
+            (Path(state.run_dir) / STATE_FILE).write_text("garbage")
+        r = cli("stop", state.run_id, root=root)
+        assert r.returncode == (0 if source == "state" else 2), r.stderr
+        assert _gone(p), "a process a record matches was left running: " + r.stderr
+        assert f"prefill-0 (pid {p.pid}): terminated" in r.stderr, r.stderr
+        assert f"prefill-1: pid {p.pid} is not the process this record names, but is prefill-0's" in r.stderr
+        assert "not signalled" not in r.stderr, r.stderr
+    finally:
+        _cleanup(p)
+
+
+def test_ctrl_c_during_stop_says_what_was_signalled_and_what_is_left(tmp_path):
+    """A process that outlives SIGTERM, and Ctrl-C while stop waits out the grace period: exit 130,
+    each process's line (still running), and the run not marked stopped."""
+    root = tmp_path / "runs"
+    recipe = _recipe(tmp_path, "slowstop")
+    recipe.write_text(recipe.read_text().replace("stop_grace_s: 2", "stop_grace_s: 60"))
+    got = tmp_path / "got-term"
+    state, p = _run(root, recipe, "slowstop", ["sh", "-c", f"trap 'echo > {got}' TERM; while :; do sleep 0.1; done"])
+    try:
+        stop = subprocess.Popen(
+            [sys.executable, "-m", "recipectl", "stop", state.run_id],
+            env={**os.environ, "RECIPECTL_RUN_DIR": str(root)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 30
+        while not got.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert got.exists(), "stop sent no SIGTERM"
+        stop.send_signal(signal.SIGINT)
+        _, err = stop.communicate(timeout=30)
+        assert stop.returncode == 130, err
+        assert f"prefill-0 (pid {p.pid}): still running" in err and "interrupted" in err, err
+        assert p.poll() is None
+        assert json.loads((Path(state.run_dir) / STATE_FILE).read_text())["stopped_at"] is None
+    finally:
+        _cleanup(p)
+
+
+def test_stop_never_signals_init_itself_or_what_it_runs_under(cli, tmp_path):
+    """A record that names, with their exact start, init, the process looking, or the shell that
+    runs stop: none of them is ever signalled, and stop says why."""
+    for pid in (1, os.getpid()):
+        found = procs.find_ours(procs.Group("p", pid, procs.proc_start(pid), uid=psutil.Process(pid).uids().real))
+        assert found.processes == [] and f"pid {pid} is init, this recipectl" in found.note, found.note
+    root = tmp_path / "runs"
+    got = tmp_path / "got-term"
+    shell = subprocess.Popen(
+        ["sh", "-c", f"trap 'echo > {got}' TERM; read _; {sys.executable} -m recipectl stop ancestor; read _"],
+        env={**os.environ, "RECIPECTL_RUN_DIR": str(root)},
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        start = procs.proc_start(shell.pid)
+        assert start is not None
+        _record_run(root, tmp_path, "ancestor", [_recorded("prefill-0", shell)])
+        _, err = shell.communicate("go\nend\n", timeout=60)
+        assert not got.exists() and shell.returncode == 0, "stop signalled the shell it runs under: " + err
+        assert f"pid {shell.pid} is init, this recipectl or one of the processes it runs under" in err, err
+    finally:
+        _cleanup(shell)
 
 
 def _slurm_stand_ins(tmp_path: Path) -> tuple[dict[str, str], Path]:

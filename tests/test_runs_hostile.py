@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from recipectl.runs import processes as procs
-from recipectl.runs.state import JOURNAL_FILE, STATE_FILE, ProcessState, RunState, new_run_dir
+from recipectl.runs.state import JOURNAL_FILE, LOCK_FILE, STATE_FILE, ProcessState, RunState, new_run_dir
 
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs a process of another user (root only)")
@@ -102,6 +102,41 @@ def test_logs_prints_no_file_outside_the_run_directory(cli, tmp_path, where):
         assert "processes.0.log" in r.stderr and "outside the run directory" in r.stderr, r.stderr
     finally:
         _reap(p)
+
+
+@pytest.mark.parametrize("swap", ["log", "directory"])
+def test_logs_reads_no_file_a_symlink_swapped_in_after_the_check_points_at(monkeypatch, capsys, tmp_path, swap):
+    """The state is checked (each log inside the run directory), then a log, or a directory on its
+    path, becomes a symlink to a file of the user's: logs opens what is in the run directory, never
+    through the link, and names the log (exit 2)."""
+    from recipectl.commands import launch as commands
+    from recipectl.errors import RecipectlError
+
+    secret_dir = tmp_path / "secrets"
+    secret_dir.mkdir()
+    (secret_dir / "prefill-0.log").write_text("password=hunter2\n")
+    d, p = _run(tmp_path / "runs", "hostile-race")
+    _reap(p)
+    (d / "logs").mkdir()
+    (d / "logs" / "prefill-0.log").write_text("engine started\n")
+    _edit(d, lambda s: s["processes"][0].update(log=str(d / "logs" / "prefill-0.log")))
+    checked = commands.find_run
+
+    def swapped_after_the_check(*args, **kwargs):
+        state = checked(*args, **kwargs)
+        if swap == "log":
+            (d / "logs" / "prefill-0.log").unlink()
+            (d / "logs" / "prefill-0.log").symlink_to(secret_dir / "prefill-0.log")
+        else:
+            (d / "logs").rename(d / "logs-old")
+            (d / "logs").symlink_to(secret_dir)
+        return state
+
+    monkeypatch.setattr(commands, "find_run", swapped_after_the_check)
+    with pytest.raises(RecipectlError) as e:
+        commands.show_logs(str(d), None, follow=False, lines=40)
+    assert "hunter2" not in capsys.readouterr().out
+    assert "processes.0.log" in e.value.message and "a symlink, not followed" in e.value.message, e.value.message
 
 
 def test_logs_still_reads_a_run_directory_that_was_moved(cli, tmp_path):
@@ -214,6 +249,45 @@ def test_a_state_a_stop_by_root_rewrote_in_another_users_run_is_still_not_roots(
         assert theirs.poll() is None and "not signalled" in r.stderr, r.stderr
     finally:
         _reap(theirs, ours)
+
+
+@pytest.mark.parametrize("lock", ["symlink", "fifo"])
+def test_stop_never_follows_or_waits_on_a_lock_that_is_not_a_file(cli, tmp_path, lock):
+    """A .state.lock that is a symlink (a stop by root would create its target) or a FIFO (stop
+    would wait for a writer): the run is still stopped, and the lock refused by name, exit 2."""
+    target = tmp_path / "made-by-stop"
+    d, p = _run(tmp_path / "runs", "hostile-lock")
+    try:
+        (d / LOCK_FILE).unlink()
+        if lock == "symlink":
+            (d / LOCK_FILE).symlink_to(target)
+        else:
+            os.mkfifo(d / LOCK_FILE)
+        r = cli("stop", str(d))
+        assert r.returncode == 2 and f"prefill-0 (pid {p.pid}): terminated" in r.stderr, r.stderr
+        why = "is a symlink" if lock == "symlink" else "is not a regular file"
+        assert f"{LOCK_FILE} {why}" in r.stderr, r.stderr
+        assert not target.exists()
+    finally:
+        _reap(p)
+
+
+def test_status_and_stop_show_control_characters_of_a_record_escaped(cli, tmp_path):
+    """A process name and run id holding terminal escapes (retitle the window, clear the screen)
+    reach the terminal as text: \\x1b, never the escape itself."""
+    d, p = _run(tmp_path / "runs", "hostile-escapes")
+    try:
+        _edit(d, lambda s: s.update(run_id="run\x1b[2J") or s["processes"][0].update(name="evil\x1b]0;pwned\x07"))
+        status = cli("status", str(d))
+        assert status.returncode == 0, status.stderr
+        stop = cli("stop", str(d))
+        assert stop.returncode == 0 and p.wait(timeout=10) is not None, stop.stderr
+        for out in (status.stdout, stop.stderr):
+            assert "\x1b" not in out and "\x07" not in out, out
+        assert "evil\\x1b]0;pwned\\x07" in status.stdout and "run\\x1b[2J" in status.stdout, status.stdout
+        assert f"evil\\x1b]0;pwned\\x07 (pid {p.pid}): terminated" in stop.stderr, stop.stderr
+    finally:
+        _reap(p)
 
 
 def test_latest_pointing_outside_the_runs_root_is_no_run(cli, tmp_path):

@@ -24,7 +24,7 @@ from ..render.values import EnvRef, literal
 from ..rules.catalog import get_rule
 from ..rules.context import RuleContext
 from ..runs import cpu_binding
-from ..runs.processes import is_ours, port_in_use
+from ..runs.processes import is_ours, port_in_use, recorded_start
 from ..schema import Recipe
 from ..topology import place
 from .doctor import DoctorRun, Subject, check, found
@@ -421,7 +421,7 @@ async def _cpu_cores(run: DoctorRun, on: Subject) -> CheckResult:
     sets: dict[str, frozenset[int] | None] = {}
     endpoints = {}
     for p in state.processes:  # type: ignore[attr-defined]
-        if p.kind == "router" or not is_ours(p.pid, p.start_time):
+        if p.kind == "router" or not is_ours(p.pid, recorded_start(p)):
             continue
         sets[p.name] = cpu_binding.process_cores(p.pid)
         endpoints[p.name] = p

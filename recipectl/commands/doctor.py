@@ -24,7 +24,7 @@ from ..diagnostics import CheckResult, Status
 from ..errors import RecipectlError
 from ..launch.slurm import job_state
 from ..lock import CACHE_CONFIG_INFO, cache_config_labels, read_lock, server_drift
-from ..runs.processes import is_ours
+from ..runs.processes import is_ours, recorded_start
 from ..runs.state import find_run, runs_root
 from ..schema import Recipe
 from . import load_recipe_or_none
@@ -55,7 +55,7 @@ def resolve_targets(
         if run:
             raise
         return t
-    if state.target == "local" and not any(is_ours(p.pid, p.start_time) for p in state.processes):
+    if state.target == "local" and not any(is_ours(p.pid, recorded_start(p)) for p in state.processes):
         return t  # a finished run: nothing to check
     if state.target == "slurm":
         if state.job_id and job_state(state.job_id) != "RUNNING":

@@ -17,6 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import ExitCode, RecipectlError
+from ..fieldtypes import escape_controls as shown
+from ..fileio import UnreadableFile, open_beneath
 from ..launch import slurm
 from ..launch.display import Display
 from ..launch.launchers import get_launcher
@@ -165,7 +167,7 @@ class StatusRow(TypedDict):
 
 
 def _alive(p) -> bool:
-    return procs.is_ours(p.pid, p.start_time)
+    return procs.is_ours(p.pid, procs.recorded_start(p))
 
 
 def _root(run_dir: str | None) -> Path | None:
@@ -223,10 +225,10 @@ def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None, v
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
     else:
         # every value from the state file as text, never as markup ("[/x]" in a name is a name)
-        title = escape(f"{state.run_id}  router {state.router_url}")
+        title = escape(shown(f"{state.run_id}  router {state.router_url}"))
         if state.job_id:
             ended = f"ended {slurm['job_end_state']}" if slurm.get("job_end_state") else "ended"
-            title += escape(f"  (Slurm job {state.job_id}: {job or ended})")
+            title += escape(shown(f"  (Slurm job {state.job_id}: {job or ended})"))
         t = Table(title=title, title_justify="left")
         slurm_cols = state.target == "slurm"
         for col in ("process", *(("node",) if slurm_cols else ()), "pid", "state", "url", "log"):
@@ -242,13 +244,20 @@ def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None, v
                 else "[dim]stopped[/]"
             )
             if slurm_cols and nodes.get(r["node"] or "", {}).get("down"):
-                st = f"[red]node {escape(str(r['node_state']))}[/]"
+                st = f"[red]node {escape(shown(str(r['node_state'])))}[/]"
             node_col = (escape(r["node"] or "-"),) if slurm_cols else ()
-            t.add_row(escape(r["name"]), *node_col, str(r["pid"] or "-"), st, escape(r["url"] or "-"), escape(r["log"]))
+            t.add_row(
+                escape(shown(r["name"])),
+                *node_col,
+                str(r["pid"] or "-"),
+                st,
+                escape(shown(r["url"] or "-")),
+                escape(shown(r["log"])),
+            )
         console = Console()
         console.print(t)
         for line in problems:
-            console.print(f"[red]problem[/]: {escape(line)}", highlight=False)
+            console.print(f"[red]problem[/]: {escape(shown(line))}", highlight=False)
     all_ok = all(r["alive"] and r["healthy"] is not False for r in rows)
     return 0 if all_ok else 1
 
@@ -306,7 +315,9 @@ def stop_run(ref: str | None, run_dir: str | None = None, variant: str | None = 
         return _cancel(state, c)
     owner = _owner(d / STATE_FILE)
     groups = [
-        procs.Group(p.name, p.pid, p.start_time, [(m.pid, m.start_time) for m in p.members], owner)
+        procs.Group(
+            p.name, p.pid, procs.recorded_start(p), [(m.pid, procs.recorded_start(m)) for m in p.members], owner
+        )
         for p in state.processes
         if p.pid
     ]
@@ -315,13 +326,17 @@ def stop_run(ref: str | None, run_dir: str | None = None, variant: str | None = 
     if not any(f.processes for f in found):
         for g, f in zip(groups, found, strict=True):
             if f.note:
-                c.print(f"{g.name}: {f.note}")
-        c.print(f"{state.run_id}: nothing running")
+                c.print(shown(f"{g.name}: {f.note}"))
+        c.print(shown(f"{state.run_id}: nothing running"))
         return 0
-    outcome = procs.stop_recorded(groups, _grace(state))
+    try:
+        outcome = procs.stop_recorded(groups, _grace(state))
+    except procs.StopInterrupted as e:
+        return _interrupted(groups, e.outcome, c, state)
+    done = _report(groups, outcome, c, int(ExitCode.OK))
     state.stopped_at = time.time()
-    state.save()
-    return _report(groups, outcome, c, int(ExitCode.OK))
+    state.save()  # after the report: a state that cannot be written is said after what was stopped
+    return done
 
 
 def _owner(record: Path) -> int:
@@ -363,19 +378,21 @@ def _contradiction(state: RunState, entries: list[JournalEntry]) -> str | None:
     """Why a state.json that parses is still not to be trusted: it leaves out a live process the
     journal recorded (`processes: []`, `target: slurm` over a local run), or lists one that the
     journal never recorded. None when state and journal agree (or there is no journal)."""
-    recorded = {(p.pid, p.start_time, p.name) for p in state.processes if p.pid} | {
-        (m.pid, m.start_time, p.name) for p in state.processes for m in p.members
+    recorded = {(p.pid, procs.recorded_start(p), p.name) for p in state.processes if p.pid} | {
+        (m.pid, procs.recorded_start(m), p.name) for p in state.processes for m in p.members
     }
     for e in entries:
-        if not procs.is_ours(e.pid, e.start_time):
+        if not procs.is_ours(e.pid, procs.recorded_start(e)):
             continue
         if state.target == "slurm":
             return f"target is slurm, but the journal's {e.name} (pid {e.pid}) runs on this host"
-        if not any(pid == e.pid and procs.same_start(start, e.start_time) for pid, start, _ in recorded):
+        if not any(pid == e.pid and procs.same_start(start, procs.recorded_start(e)) for pid, start, _ in recorded):
             return f"it does not list {e.name} (pid {e.pid}), which the journal recorded and which is running"
     if entries:
         for pid, start, name in recorded:
-            if start is not None and not any(e.pid == pid and procs.same_start(e.start_time, start) for e in entries):
+            if start is not None and not any(
+                e.pid == pid and procs.same_start(procs.recorded_start(e), start) for e in entries
+            ):
                 return f"{name} (pid {pid}) is not in the journal"
     return None
 
@@ -387,44 +404,84 @@ def _stop_from_journal(run_dir: Path, why: str, c) -> int:
     c.print(
         Text.assemble(
             ("error", "red"),
-            f": {run_dir / STATE_FILE} is damaged ({why}): stopping what the journal recorded ({where})",
+            shown(f": {run_dir / STATE_FILE} is damaged ({why}): stopping what the journal recorded ({where})"),
         )
     )
-    groups: dict[int, procs.Group] = {}
+    # each started process's line is a group of its own: two lines of one pid (one of them out of
+    # date) are two records, and the one that matches the live process stops it
+    groups: list[procs.Group] = []
+    members: dict[int, list[tuple[int, procs.Start | None]]] = {}
+    leaderless: dict[int, procs.Group] = {}  # members whose leader's line has not come (yet)
     owner = _owner(where)
     for e in journal(run_dir):
-        if e.group is None:
-            g = groups.setdefault(e.pid, procs.Group(e.name, e.pid, e.start_time, [], owner))
-            g.name, g.start_time = e.name, e.start_time
+        if e.group is None and e.pid in leaderless:
+            g = leaderless.pop(e.pid)
+            g.name, g.start = e.name, procs.recorded_start(e)
+        elif e.group is None:
+            groups.append(procs.Group(e.name, e.pid, procs.recorded_start(e), members.setdefault(e.pid, []), owner))
         elif e.start_time is not None:
-            g = groups.setdefault(e.group, procs.Group(e.name, e.group, None, [], owner))
-            g.members.append((e.pid, e.start_time))
+            if e.group not in members:
+                leaderless[e.group] = procs.Group(e.name, e.group, None, members.setdefault(e.group, []), owner)
+                groups.append(leaderless[e.group])
+            members[e.group].append((e.pid, procs.recorded_start(e)))
     table = procs.process_table()
-    found = {pid: procs.find_ours(g, table) for pid, g in groups.items()}
-    if not any(f.processes for f in found.values()):
-        for g in groups.values():
-            if found[g.pid].note:
-                c.print(f"{g.name}: {found[g.pid].note}")
-        c.print(f"nothing recorded in {where} is running")
+    found = [procs.find_ours(g, table) for g in groups]
+    if not any(f.processes for f in found):
+        for g, f in zip(groups, found, strict=True):
+            if f.note:
+                c.print(shown(f"{g.name}: {f.note}"))
+        c.print(shown(f"nothing recorded in {where} is running"))
         return int(ExitCode.INVALID)
-    outcome = procs.stop_recorded(list(groups.values()), DEFAULT_STOP_GRACE_S)
-    return _report(list(groups.values()), outcome, c, int(ExitCode.INVALID))
+    try:
+        outcome = procs.stop_recorded(groups, DEFAULT_STOP_GRACE_S)
+    except procs.StopInterrupted as e:
+        return _interrupted(groups, e.outcome, c, None)
+    return _report(groups, outcome, c, int(ExitCode.INVALID))
 
 
-def _report(groups: list[procs.Group], outcome: dict[int, tuple[str, str]], c, done: int) -> int:
+def _interrupted(groups: list[procs.Group], outcome: list[tuple[str, str]], c, state: RunState | None) -> int:
+    """Ctrl-C during a stop: what had been signalled and what is left, as a finished stop says it;
+    the run is marked stopped only when nothing of it is left running."""
+    if _report(groups, outcome, c, int(ExitCode.OK)) == ExitCode.OK and state is not None:
+        state.stopped_at = time.time()
+        state.save()
+    c.print(Text.assemble(("interrupted", "yellow"), ": recipectl stop again stops what is left"))
+    return int(ExitCode.INTERRUPTED)
+
+
+def _report(groups: list[procs.Group], outcome: list[tuple[str, str]], c, done: int) -> int:
     """One line per recorded process: how it ended, and why anything was left alone."""
-    for g in groups:
-        how, note = outcome.get(g.pid, ("?", ""))
+    for g, (how, note) in zip(groups, outcome, strict=True):
         c.print(
-            f"{g.name}: {note}"
-            if how == "not signalled"
-            else f"{g.name} (pid {g.pid}): {how}" + (f"; {note}" if note else "")
+            shown(
+                f"{g.name}: {note}"
+                if how == "not signalled"
+                else f"{g.name} (pid {g.pid}): {how}" + (f"; {note}" if note else "")
+            )
         )
-    left = [g.name for g in groups if outcome.get(g.pid, ("",))[0] == "still running"]
+    left = [g.name for g, (how, _) in zip(groups, outcome, strict=True) if how == "still running"]
     if left:
-        c.print(Text.assemble(("still running", "red"), f": {', '.join(left)}"))
+        c.print(Text.assemble(("still running", "red"), shown(f": {', '.join(left)}")))
         return int(ExitCode.FINDINGS)
     return done
+
+
+def _open_log(state: RunState, p) -> int | None:
+    """The process's log, opened where it is in the run directory without following a symlink at
+    any step (state.load checked the path; a link swapped in since leads nowhere else); None for a
+    log not written yet. Anything but a regular file there is the state's error."""
+    run_dir, log = Path(state.run_dir), Path(p.log)
+    base = next((b for b in (run_dir, Path(os.path.realpath(run_dir))) if log.is_relative_to(b)), None)
+    try:
+        # a log nowhere under the run directory stays absolute, and open_beneath refuses it
+        return open_beneath(base or run_dir, log.relative_to(base) if base else log)
+    except UnreadableFile as e:
+        if e.missing:
+            return None
+        raise RecipectlError(
+            f"{state.path()}: processes.{state.processes.index(p)}.log is {p.log}, which is {e.reason}",
+            fix="a run's logs are files in its run directory; this state file was edited",
+        ) from None
 
 
 def show_logs(
@@ -445,21 +502,16 @@ def show_logs(
             f"no process {which!r} in {state.run_id}",
             fix="one of: " + ", ".join(sorted({p.kind for p in state.processes} | {p.name for p in state.processes})),
         )
-    for p in chosen:
-        log = Path(p.log)
-        if log.exists() and not log.is_file():
-            i = state.processes.index(p)
-            raise RecipectlError(
-                f"{state.path()}: processes.{i}.log is {p.log}, which is not a regular file",
-                fix="a run's logs are files in its run directory; this state file was edited",
-            )
+    opened = {p.name: fd for p in chosen if (fd := _open_log(state, p)) is not None}
     prefix = len(chosen) > 1
     for p in chosen:
-        for line in procs.tail(p.log, lines).splitlines():
+        for line in procs.tail_of(opened[p.name], lines).splitlines() if p.name in opened else ():
             sys.stdout.write(f"{p.name} | {line}\n" if prefix else line + "\n")
     if not follow:
+        for fd in opened.values():
+            os.close(fd)
         return 0
-    files = {p.name: open(p.log, errors="replace") for p in chosen if Path(p.log).exists()}
+    files = {name: open(fd, errors="replace") for name, fd in opened.items()}
     for f in files.values():
         f.seek(0, 2)
     try:

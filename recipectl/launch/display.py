@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 
-from ..runs.processes import is_ours, last_line
+from ..runs.processes import is_ours, last_line, recorded_start
 from ..runs.state import RunState
 
 
@@ -15,7 +15,7 @@ def phase(p) -> str:
     if p.healthy_at:
         return "[green]healthy[/]"
     if p.pid:
-        return "[yellow]starting[/]" if is_ours(p.pid, p.start_time) else "[red]gone[/]"
+        return "[yellow]starting[/]" if is_ours(p.pid, recorded_start(p)) else "[red]gone[/]"
     return "[dim]waiting for workers[/]"
 
 

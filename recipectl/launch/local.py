@@ -346,7 +346,10 @@ class Supervisor:
         # the argv from the recipe: the state's copy has credentials <redacted>
         p = procs.start(local_argv(self.recipe, spec), process_environ(self.recipe, spec), Path(ps.log))
         self.popen[name] = p
-        ps.pid, ps.start_time, ps.started_at = p.pid, procs.proc_start_time(p.pid), time.time()
+        start = procs.proc_start(p.pid)
+        ps.pid, ps.started_at = p.pid, time.time()
+        if start is not None:
+            ps.start_time, ps.start_ticks, ps.boot_id = start.time, start.ticks, start.boot
         self.state.record_start(ps)
         self.state.save()
 
@@ -360,7 +363,10 @@ class Supervisor:
         changed = False
         for ps in self.state.processes:
             if ps.name in self.popen and ps.pid:
-                seen = [Member(pid, start) for pid, start in procs.members_of(ps.pid, ps.start_time)]
+                seen = [
+                    Member(pid, start.time, start.ticks, start.boot)
+                    for pid, start in procs.members_of(ps.pid, procs.recorded_start(ps))
+                ]
                 before = len(ps.members)
                 self.state.record_members(ps, seen)
                 changed = changed or len(ps.members) != before

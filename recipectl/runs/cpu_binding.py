@@ -23,7 +23,7 @@ import psutil
 
 from ..fieldtypes import core_list_text
 from ..render.processes import bound_cores
-from .processes import is_ours
+from .processes import is_ours, recorded_start
 from .state import ProcessState
 
 
@@ -76,8 +76,8 @@ def unusable_line(endpoint: str, cores: frozenset[int]) -> str | None:
 def endpoint_pids(ps: ProcessState) -> list[int]:
     """The live processes of one started endpoint: its leader and the members launch recorded
     (engine core, worker), each by pid and start time, so no other process is touched."""
-    pids = [ps.pid] if ps.pid and is_ours(ps.pid, ps.start_time) else []
-    return pids + [m.pid for m in ps.members if is_ours(m.pid, m.start_time)]
+    pids = [ps.pid] if ps.pid and is_ours(ps.pid, recorded_start(ps)) else []
+    return pids + [m.pid for m in ps.members if is_ours(m.pid, recorded_start(m))]
 
 
 def strays(endpoint: str, pids: Iterable[int], cores: frozenset[int]) -> list[Stray]:

@@ -1,14 +1,14 @@
 """Process groups: start a process in its own session, know exactly which processes are ours,
 stop them.
 
-A process is identified by its pid *and* its start time (psutil's create_time): a pid the kernel
-has given to another process since is not ours, and neither is one whose start time was never
-recorded. Each process recipectl starts leads its own session and process group (pgid == its
-pid). The processes of such a group that are ours are: the leader, while its pid and start time
-still match the record; the members the launcher recorded (pid and start time each); and the
-live descendants of either that are still in the group. Never "whatever is in the group now", nor
-"whatever started later": once a recorded leader has exited, its pid -- and so the group id -- can
-belong to anybody's process group.
+A process is identified by its pid *and* its start (Start): a pid the kernel has given to
+another process since is not ours, and neither is one whose start was never recorded. Each
+process recipectl starts leads its own session and process group (pgid == its pid). The
+processes of such a group that are ours are: the leader, while its pid and start time still
+match the record; the members the launcher recorded (pid and start time each); and the live
+descendants of either that are still in the group. Never "whatever is in the group now", nor
+"whatever started later": once a recorded leader has exited, its pid -- and so the group id --
+can belong to anybody's process group.
 
 A record is data that whoever can write the run directory can edit, with the pid and start time
 of any process. So a recorded group is only ever looked for among the processes of one user: the
@@ -26,13 +26,80 @@ import subprocess
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
+from typing import Protocol
 
 import psutil
 
 from ..errors import RecipectlError
 
-_SAME_START_S = 0.05  # create_time is boot time + start ticks: the same process reads the same value
+# A record without ticks (an older recipectl) is compared by create_time: the same process reads
+# the same value, as long as the wall clock has not been stepped since
+_SAME_START_S = 0.05
+_STAT_STARTTIME = 19  # field 22 of /proc/PID/stat, counted from field 3 (the first after the name)
+
+
+@dataclass(frozen=True)
+class Start:
+    """When a process started, as recorded to know it again: `time`, seconds since the epoch
+    (psutil's create_time), and, where /proc has them, `ticks`, clock ticks since boot (field 22 of
+    /proc/PID/stat), with `boot`, the kernel's boot id. create_time is the boot time plus those
+    ticks, and Linux derives the boot time from the wall clock: after a clock step (NTP, a VM that
+    was paused) every live process's create_time moves, its ticks do not. So ticks and boot id
+    decide where both sides have them, a different boot is another process, and create_time
+    within _SAME_START_S is the comparison only for a record that has no ticks."""
+
+    time: float
+    ticks: int | None = None
+    boot: str | None = None
+
+
+class Recorded(Protocol):
+    """A record of a started process (ProcessState, Member, JournalEntry): what its start was."""
+
+    @property
+    def start_time(self) -> float | None: ...
+
+    @property
+    def start_ticks(self) -> int | None: ...
+
+    @property
+    def boot_id(self) -> str | None: ...
+
+
+def recorded_start(record: Recorded) -> Start | None:
+    """The start a record names; None when it names no start time (never ours)."""
+    if record.start_time is None:
+        return None
+    return Start(record.start_time, record.start_ticks, record.boot_id)
+
+
+@cache
+def boot_id() -> str | None:
+    """This boot's id (a new one at every boot), None where the kernel does not say."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def start_ticks(pid: int) -> int | None:
+    """When `pid` started, in clock ticks since boot; None where /proc does not say. The fields are
+    counted after the last ')': the command name before it may hold spaces and parentheses."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat_line = f.read()
+    except OSError:
+        return None
+    _, paren, rest = stat_line.rpartition(b")")
+    fields = rest.split()
+    if not paren or len(fields) <= _STAT_STARTTIME:
+        return None
+    try:
+        return int(fields[_STAT_STARTTIME])
+    except ValueError:
+        return None
 
 
 def proc_start_time(pid: int) -> float | None:
@@ -43,6 +110,15 @@ def proc_start_time(pid: int) -> float | None:
         return None
 
 
+def proc_start(pid: int) -> Start | None:
+    """When `pid` started (Start), None when there is no such process."""
+    ticks = start_ticks(pid)
+    time_ = proc_start_time(pid)
+    if time_ is None:
+        return None
+    return Start(time_, ticks, boot_id() if ticks is not None else None)
+
+
 def _live(p: psutil.Process) -> bool:
     try:
         return p.status() != psutil.STATUS_ZOMBIE
@@ -50,17 +126,29 @@ def _live(p: psutil.Process) -> bool:
         return False
 
 
-def same_start(a: float | None, b: float | None) -> bool:
-    return a is not None and b is not None and abs(a - b) < _SAME_START_S
+def same_start(a: Start | None, b: Start | None) -> bool:
+    """`a` and `b` are the start of one process (see Start)."""
+    if a is None or b is None:
+        return False
+    if a.ticks is not None and b.ticks is not None and a.boot and b.boot:
+        return a.ticks == b.ticks and a.boot == b.boot
+    return abs(a.time - b.time) < _SAME_START_S
 
 
-def is_ours(pid: int | None, start_time: float | None) -> bool:
-    """`pid` is alive and is the process that started at `start_time` (unknown start: not ours)."""
-    if not pid or start_time is None:
+def _not_older(child: Start, parent: Start) -> bool:
+    """`child` started no earlier than `parent` (two live processes, read at one time)."""
+    if child.ticks is not None and parent.ticks is not None:
+        return child.ticks >= parent.ticks
+    return child.time >= parent.time - _SAME_START_S
+
+
+def is_ours(pid: int | None, start: Start | None) -> bool:
+    """`pid` is alive and is the process that started at `start` (unknown start: not ours)."""
+    if not pid or start is None:
         return False
     try:
         p = psutil.Process(pid)
-        return same_start(p.create_time(), start_time) and _live(p)
+        return same_start(proc_start(pid), start) and _live(p)
     except (psutil.Error, ValueError, TypeError, OverflowError):
         return False
 
@@ -90,8 +178,8 @@ class Group:
 
     name: str
     pid: int
-    start_time: float | None
-    members: list[tuple[int, float]] = field(default_factory=list)
+    start: Start | None
+    members: list[tuple[int, Start | None]] = field(default_factory=list)
     uid: int | None = None  # whose processes it may be (the record's owner); None: this process's user
 
 
@@ -101,6 +189,7 @@ class Found:
 
     processes: list[psutil.Process]
     note: str = ""
+    mismatched: int | None = None  # the recorded leader's pid, where a live process with another start holds it
 
 
 @dataclass
@@ -108,18 +197,21 @@ class _Row:
     proc: psutil.Process
     ppid: int
     pgid: int
-    start: float
+    start: Start
     uid: int
 
 
 def process_table() -> dict[int, _Row]:
     """Every live process: its parent, group and start time (one pass over /proc)."""
     rows: dict[int, _Row] = {}
+    boot = boot_id()
     for p in psutil.process_iter(["ppid", "create_time", "status", "uids"]):
         try:
             if p.info["status"] == psutil.STATUS_ZOMBIE or p.info["create_time"] is None or p.info["uids"] is None:
                 continue
-            rows[p.pid] = _Row(p, p.info["ppid"], os.getpgid(p.pid), p.info["create_time"], p.info["uids"].real)
+            ticks = start_ticks(p.pid)
+            start = Start(p.info["create_time"], ticks, boot if ticks is not None else None)
+            rows[p.pid] = _Row(p, p.info["ppid"], os.getpgid(p.pid), start, p.info["uids"].real)
         except (OSError, psutil.Error):
             continue
     return rows
@@ -137,6 +229,7 @@ def find_ours(group: Group, table: dict[int, _Row] | None = None) -> Found:
     rows = {pid: row for pid, row in every.items() if row.uid == uid}
     anchors: list[int] = []
     note = ""
+    mismatched = None
     leader = rows.get(group.pid)
     others = [pid for pid in (group.pid, *(m for m, _ in group.members)) if pid in every and pid not in rows]
     if others:
@@ -144,24 +237,34 @@ def find_ours(group: Group, table: dict[int, _Row] | None = None) -> Found:
             f"pid {', '.join(map(str, others[:5]))}{' ...' if len(others) > 5 else ''} belongs to another user "
             f"than the run's record (uid {uid}), so it is not one recipectl started for it: not signalled"
         )
-    if group.start_time is None:
+    if group.start is None:
         note = f"pid {group.pid}: no start time recorded, so it may be another process: not signalled"
-    elif leader is not None and same_start(leader.start, group.start_time):
+    elif leader is not None and same_start(leader.start, group.start):
         anchors.append(group.pid)
     elif leader is not None:
+        mismatched = group.pid
         note = note or (
-            f"pid {group.pid} is no longer the process recipectl started (started {_clock(leader.start)}, "
-            f"recorded {_clock(group.start_time)}): not signalled"
+            f"pid {group.pid} is no longer the process recipectl started (started {_clock(leader.start.time)}, "
+            f"recorded {_clock(group.start.time)}): not signalled"
         )
+    # A recorded member is one of the group's processes while it is in the group: one that has
+    # since left it (setsid) leads a group of its own, which no record of this group vouches for.
+    left_group: list[int] = []
     for pid, start in group.members:
         row = rows.get(pid)
         if row is not None and same_start(row.start, start):
-            anchors.append(pid)
-    if group.start_time is not None and leader is None and not anchors:
+            (anchors if row.pgid == group.pid else left_group).append(pid)
+    if left_group:
+        moved = (
+            f"pid {', '.join(map(str, left_group[:5]))}{' ...' if len(left_group) > 5 else ''}, recorded in group "
+            f"{group.pid}, has left it for a process group of its own: not signalled"
+        )
+        note = f"{note}; {moved}" if note else moved
+    if group.start is not None and leader is None and not anchors:
         strangers = [pid for pid, row in rows.items() if row.pgid == group.pid]
         if strangers:
             note = (
-                f"pid {group.pid} (recorded start {_clock(group.start_time)}) has exited; the "
+                f"pid {group.pid} (recorded start {_clock(group.start.time)}) has exited; the "
                 f"{len(strangers)} process{'es' if len(strangers) != 1 else ''} now in group {group.pid} "
                 "are not ones recipectl started: not signalled"
             )
@@ -169,26 +272,46 @@ def find_ours(group: Group, table: dict[int, _Row] | None = None) -> Found:
     for pid, row in rows.items():
         children.setdefault(row.ppid, []).append(pid)
     ours: dict[int, psutil.Process] = {}
+    never = _never_signalled()
+    refused: set[int] = set()
     todo = list(anchors)
     while todo:
         pid = todo.pop()
-        if pid in ours:
+        if pid in ours or pid in refused:
+            continue
+        if pid in never or pid <= 0:  # whatever a record says: neither it nor what it leads
+            refused.add(pid)
             continue
         ours[pid] = rows[pid].proc
         # a descendant in the group: a child is never older than its parent
         todo.extend(
-            c
-            for c in children.get(pid, ())
-            if rows[c].pgid == group.pid and rows[c].start >= rows[pid].start - _SAME_START_S
+            c for c in children.get(pid, ()) if rows[c].pgid == group.pid and _not_older(rows[c].start, rows[pid].start)
         )
-    return Found(list(ours.values()), note)
+    if refused:
+        why = (
+            f"pid {', '.join(map(str, sorted(refused)))} is init, this recipectl or one of the processes it "
+            "runs under: never signalled"
+        )
+        note = f"{note}; {why}" if note else why
+    return Found(list(ours.values()), note, mismatched)
 
 
-def members_of(pid: int, start_time: float | None) -> list[tuple[int, float]]:
-    """(pid, start time) of each live process that the recorded process leads (its descendants in
-    its group): what a launcher records, so that stop finds them after the leader has exited."""
+def _never_signalled() -> set[int]:
+    """What stop never signals, whichever record names it: init (pid 1), this process and every
+    process it runs under (the shell, a launch that runs stop, a terminal)."""
+    never = {1, os.getpid()}
+    try:
+        never |= {p.pid for p in psutil.Process().parents()}
+    except psutil.Error:
+        pass
+    return never
+
+
+def members_of(pid: int, start: Start | None) -> list[tuple[int, Start]]:
+    """(pid, start) of each live process that the recorded process leads (its descendants in its
+    group): what a launcher records, so that stop finds them after the leader has exited."""
     rows = process_table()
-    found = find_ours(Group("", pid, start_time), rows)
+    found = find_ours(Group("", pid, start), rows)
     return [(p.pid, rows[p.pid].start) for p in found.processes if p.pid != pid]
 
 
@@ -268,36 +391,80 @@ def stop_groups(pgids: list[int], grace_s: float) -> dict[int, str]:
     return outcome
 
 
-def stop_recorded(groups: list[Group], grace_s: float) -> dict[int, tuple[str, str]]:
+class StopInterrupted(KeyboardInterrupt):
+    """Ctrl-C while stop_recorded waited: `outcome` says, for each group, how far it got."""
+
+    def __init__(self, outcome: list[tuple[str, str]]):
+        super().__init__()
+        self.outcome = outcome
+
+
+def stop_recorded(groups: list[Group], grace_s: float) -> list[tuple[str, str]]:
     """Stop what find_ours finds of each recorded group: SIGTERM, psutil.wait_procs for `grace_s`,
-    then SIGKILL to what is left (and to descendants started meanwhile). Returns leader pid ->
-    (outcome, note): terminated / killed / still running / already gone / not signalled."""
+    then SIGKILL to what is left (and to descendants started meanwhile). Returns, for each group in
+    turn (two records may name one pid), (outcome, note): terminated / killed / still running /
+    already gone / not signalled. Ctrl-C meanwhile: StopInterrupted, with the same for what had
+    been done (what was signalled and is still alive: still running)."""
     table = process_table()
-    found = {g.pid: find_ours(g, table) for g in groups}
-    mine = {g.pid: list(found[g.pid].processes) for g in groups}
-    _signal([p for ps in mine.values() for p in ps], signal.SIGTERM)
-    left = {p.pid for p in _wait_gone([p for ps in mine.values() for p in ps], grace_s)}
+    found = _truthful([find_ours(g, table) for g in groups], groups)
+    mine = [list(f.processes) for f in found]
     killed: set[int] = set()
-    if left:
-        table = process_table()  # and what the survivors started meanwhile: still ours, by ancestry
-        for g in groups:
-            seen = {p.pid for p in mine[g.pid]}
-            mine[g.pid] = [p for p in mine[g.pid] if p.pid in left] + [
-                p for p in find_ours(g, table).processes if p.pid not in seen
-            ]
-            killed |= {g.pid} if mine[g.pid] else set()
-        _signal([p for ps in mine.values() for p in ps], signal.SIGKILL)
-        left = {p.pid for p in _wait_gone([p for ps in mine.values() for p in ps], 10)}
-    outcome: dict[int, tuple[str, str]] = {}
-    for g in groups:
-        f = found[g.pid]
+    try:
+        _signal(_each_once(mine), signal.SIGTERM)
+        left = {p.pid for p in _wait_gone(_each_once(mine), grace_s)}
+        if left:
+            table = process_table()  # and what the survivors started meanwhile: still ours, by ancestry
+            for i, g in enumerate(groups):
+                seen = {p.pid for p in mine[i]}
+                mine[i] = [p for p in mine[i] if p.pid in left] + [
+                    p for p in find_ours(g, table).processes if p.pid not in seen
+                ]
+                killed |= {i} if mine[i] else set()
+            _signal(_each_once(mine), signal.SIGKILL)
+            left = {p.pid for p in _wait_gone(_each_once(mine), 10)}
+    except KeyboardInterrupt:
+        left = {p.pid for p in _each_once(mine) if _live(p)}
+        raise StopInterrupted(_outcome(found, mine, killed, left)) from None
+    return _outcome(found, mine, killed, left)
+
+
+def _outcome(
+    found: list[Found], mine: list[list[psutil.Process]], killed: set[int], left: set[int]
+) -> list[tuple[str, str]]:
+    outcome: list[tuple[str, str]] = []
+    for i, f in enumerate(found):
         if not f.processes:
-            outcome[g.pid] = ("not signalled" if f.note else "already gone", f.note)
-        elif g.pid in killed and any(p.pid in left for p in mine[g.pid]):
-            outcome[g.pid] = ("still running", f.note)
+            outcome.append(("not signalled" if f.note else "already gone", f.note))
+        elif any(p.pid in left for p in mine[i]):
+            outcome.append(("still running", f.note))
         else:
-            outcome[g.pid] = ("killed" if g.pid in killed else "terminated", f.note)
+            outcome.append(("killed" if i in killed else "terminated", f.note))
     return outcome
+
+
+def _truthful(found: list[Found], groups: list[Group]) -> list[Found]:
+    """Two records may name one pid (a state that lists a process twice, one record of it out of
+    date): the one that matches the live process stops it, and the other's note then says so
+    instead of that it was left alone."""
+    taken: dict[int, str] = {}
+    for g, f in zip(groups, found, strict=True):
+        for p in f.processes:
+            taken.setdefault(p.pid, g.name)
+    out = []
+    for f in found:
+        pid = f.mismatched
+        if pid is not None and pid in taken:
+            f = Found(
+                f.processes,
+                f"pid {pid} is not the process this record names, but is {taken[pid]}'s: signalled as {taken[pid]}'s",
+            )
+        out.append(f)
+    return out
+
+
+def _each_once(groups: list[list[psutil.Process]]) -> list[psutil.Process]:
+    """The processes of every group, one of each pid (two records may name one process)."""
+    return list({p.pid: p for ps in groups for p in ps}.values())
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -320,6 +487,16 @@ def tail(path: str | Path, n: int = 30) -> str:
     except (OSError, ValueError):
         return ""
     try:
+        return tail_of(fd, n)
+    finally:
+        os.close(fd)
+
+
+def tail_of(fd: int, n: int) -> str:
+    """tail() of a log already open (`fd`; left open, at the end of what was read)."""
+    if n <= 0:
+        return ""
+    try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return ""
@@ -327,8 +504,6 @@ def tail(path: str | Path, n: int = 30) -> str:
         data = os.read(fd, 64 * 1024).decode("utf-8", errors="replace")
     except OSError:
         return ""
-    finally:
-        os.close(fd)
     return "\n".join(data.splitlines()[-n:])
 
 

@@ -3,10 +3,12 @@ doctor and bench find a deployment that another command started."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import re
+import stat
 import tempfile
 import time
 from collections.abc import Callable
@@ -33,6 +35,9 @@ MAX_MEMBERS = 4096  # processes one started process leads (engine cores, workers
 # What stop acts on is typed exactly: a pid the kernel can hand out, a start time, a job id.
 Pid = Annotated[int, Field(gt=0, lt=1 << 22)]  # PID_MAX_LIMIT
 StartTime = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# ... and, where /proc says, the start in clock ticks since boot and that boot's id (processes.Start)
+StartTicks = Annotated[int, Field(ge=0, lt=1 << 63)]
+BootId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")]
 JobId = Annotated[str, StringConstraints(pattern=JOB_ID_PATTERN)]
 # A node of the job, as `scontrol show hostnames` lists them: status hands it to scontrol, so never an
 # option ("-M"), a second node (",") or a host list to expand ("n[1-1000000]").
@@ -59,6 +64,8 @@ class Member:
 
     pid: Pid
     start_time: StartTime
+    start_ticks: StartTicks | None = None
+    boot_id: BootId | None = None
 
 
 @dataclass
@@ -73,6 +80,8 @@ class ProcessState:
     env: dict[str, str]  # only what the recipe set (never the whole environment: no secrets)
     pid: Pid | None = None
     start_time: StartTime | None = None  # psutil create_time: a reused pid is not our process
+    start_ticks: StartTicks | None = None  # the same start, in clock ticks since boot (no clock step moves it)
+    boot_id: BootId | None = None  # ... of this boot
     started_at: float | None = None
     healthy_at: float | None = None
     exited: int | None = None
@@ -105,7 +114,8 @@ class RunState:
         lock so that two writers (launch, stop) never interleave."""
         d = Path(self.run_dir)
         text = json.dumps(asdict(self), indent=2)
-        with open(d / LOCK_FILE, "a") as lock:
+        lock = _open_lock(d / LOCK_FILE)
+        try:
             fcntl.flock(lock, fcntl.LOCK_EX)
             fd, tmp = tempfile.mkstemp(prefix=".state-", suffix=".tmp", dir=d)
             try:
@@ -117,11 +127,13 @@ class RunState:
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
+        finally:
+            os.close(lock)
 
     def record_start(self, ps: "ProcessState") -> None:
         """Append a started process to the run's journal (one short line, O_APPEND): stop finds
         the process from it even when state.json is lost or damaged."""
-        self._journal({"name": ps.name, "pid": ps.pid, "start_time": ps.start_time})
+        self._journal({"name": ps.name, "pid": ps.pid, **_start_fields(ps)})
 
     def record_members(self, ps: "ProcessState", members: list[Member]) -> None:
         """Add processes that `ps` leads (seen by the launcher) to its record and the journal."""
@@ -129,7 +141,7 @@ class RunState:
         for m in members:
             if m.pid not in known and len(ps.members) < MAX_MEMBERS:
                 ps.members.append(m)
-                self._journal({"name": ps.name, "pid": m.pid, "start_time": m.start_time, "group": ps.pid})
+                self._journal({"name": ps.name, "pid": m.pid, **_start_fields(m), "group": ps.pid})
 
     def _journal(self, record: dict[str, Any]) -> None:
         line = json.dumps(record) + "\n"
@@ -158,6 +170,31 @@ class RunState:
 
     def endpoint_urls(self, kind: str) -> list[str]:
         return [p.url for p in self.processes if p.kind == kind and p.url]
+
+
+def _open_lock(path: Path) -> int:
+    """The run's lock file, created if missing, as a descriptor. Whoever can write the run
+    directory can put anything there: a symlink is never followed (a stop by root would create
+    or lock its target), a FIFO never waited on; anything but a regular file is refused."""
+    flags = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        why = "is a symlink" if e.errno == errno.ELOOP else f"cannot be opened ({e.strerror})"
+    else:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+        os.close(fd)
+        why = "is not a regular file"
+    raise RecipectlError(
+        f"cannot lock the run state: {path} {why}",
+        fix=f"{path.name} is a plain file recipectl creates: remove what is there, then run the command again",
+    )
+
+
+def _start_fields(record: "ProcessState | Member") -> dict[str, Any]:
+    """A record's start, as the journal holds it."""
+    return {"start_time": record.start_time, "start_ticks": record.start_ticks, "boot_id": record.boot_id}
 
 
 def _confine(state: RunState, d: Path) -> None:
@@ -282,6 +319,8 @@ class JournalEntry:
     pid: Pid
     start_time: StartTime | None = None
     group: Pid | None = None
+    start_ticks: StartTicks | None = None
+    boot_id: BootId | None = None
 
 
 _STATE = TypeAdapter(RunState)
