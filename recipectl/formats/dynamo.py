@@ -38,7 +38,7 @@ from .common import (
 from .dynamo_crd import Component, components, config_maps
 from .flags import read_flags
 from .names import DYNAMO
-from .shapes import DynamoGraph, check
+from .shapes import DynamoConfigMapDocument, DynamoGraph, check
 from .shellvars import Scope, expand_k8s, expand_word, read_assignments
 from .shellwords import Word, shell_words
 
@@ -51,6 +51,10 @@ def import_dynamo(text: str, file: str) -> Imported:
         raise NotImportable(f"{file}: {len(docs)} DynamoGraphDeployment documents; recipectl reads one")
     data, pos = docs[0]
     check(DynamoGraph, data, file, pos)
+    for doc, doc_pos in all_docs:  # the ConfigMaps a container's env reads, checked as the graph is
+        if isinstance(doc, dict) and doc.get("kind") == "ConfigMap":
+            under = {("ConfigMap", *path): at for path, at in doc_pos.items()} | {(): doc_pos[()]}
+            check(DynamoConfigMapDocument, {"ConfigMap": doc}, file, under)
     imp = Imported(DYNAMO, file, files=[file])
 
     o = origin_in(file, pos)

@@ -215,6 +215,7 @@ class DynamoEnvFrom(Shape):
 class DynamoContainer(Shape):
     image: Label | None = None
     env: list[DynamoEnvVar] | None = None
+    envFrom: list[DynamoEnvFrom] | None = None
     command: list[Label] | None = None
     args: list[Label] | None = None
 
@@ -237,6 +238,7 @@ class DynamoService(Shape):
     replicas: Replicas = 1
     resources: DynamoResources | None = None
     extraPodSpec: DynamoPodSpec | None = None
+    envs: list[DynamoEnvVar] | None = None
     envFromSecret: Label | None = None
 
 
@@ -248,7 +250,6 @@ class DynamoPodContainer(DynamoContainer):
     """A container of a v1beta1 component's podTemplate (the worker is the one named `main`)."""
 
     name: Label | None = None
-    envFrom: list[DynamoEnvFrom] | None = None
     resources: DynamoContainerResources | None = None
 
 
@@ -272,6 +273,8 @@ class DynamoComponent(Shape):
 class DynamoSpec(Shape):
     services: dict[str, DynamoService] | None = None  # v1alpha1
     components: list[DynamoComponent] | None = None  # v1beta1
+    envs: list[DynamoEnvVar] | None = None  # the graph's environment: v1alpha1's spelling
+    env: list[DynamoEnvVar] | None = None  # v1beta1's
 
 
 class DynamoMetadata(Shape):
@@ -281,3 +284,17 @@ class DynamoMetadata(Shape):
 class DynamoGraph(Shape):
     metadata: DynamoMetadata | None = None
     spec: DynamoSpec | None = None
+
+
+class DynamoConfigMap(Shape):
+    """A ConfigMap of the same file, whose values a container's env reads by name and key."""
+
+    metadata: DynamoMetadata | None = None
+    data: dict[str, EnvValue] | None = None
+
+
+class DynamoConfigMapDocument(Shape):
+    """A ConfigMap's document under its kind, so that a finding names it (`ConfigMap.metadata`),
+    not a field of the graph's own document."""
+
+    ConfigMap: DynamoConfigMap
