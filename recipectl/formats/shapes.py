@@ -13,10 +13,10 @@ read the document as written, which the shape has shown to have the types they e
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError
 from pydantic_core import PydanticCustomError
 
-from ..fieldtypes import MAX_TOKENS
+from ..fieldtypes import MAX_TOKENS, Number, Whole  # `Whole`: "8" (a Kubernetes quantity) is one, `true` is not
 from ..placeholders import has_reference
 from .registry import PathKey, PeerFileInvalid
 
@@ -84,24 +84,6 @@ def _concurrencies(v: Any) -> Any:
     )
 
 
-def _no_bool_int(v: Any) -> Any:
-    if isinstance(v, bool):
-        raise PydanticCustomError("int_type", "Input should be a valid integer")
-    return v
-
-
-def _no_bool_float(v: Any) -> Any:
-    if isinstance(v, bool):
-        raise PydanticCustomError("float_type", "Input should be a valid number")
-    return v
-
-
-# A whole number (YAML's `true` is not one; "8", a Kubernetes quantity, is) and a number; each
-# field gives its bounds: `Annotated[Whole, Field(ge=lo, le=hi)]`.
-Whole = Annotated[int, BeforeValidator(_no_bool_int)]
-Fraction = Annotated[float, BeforeValidator(_no_bool_float)]
-
-
 def _replicas(v: Any) -> Any:
     """A whole number of replicas, or one set at deploy time (`${PREFILL_REPLICAS}`: IMP001)."""
     if has_reference(v):
@@ -162,7 +144,7 @@ class SrtBenchmark(Shape):
     isl: Annotated[Whole, Field(ge=0, le=MAX_TOKENS)] | None = None
     osl: Annotated[Whole, Field(ge=0, le=MAX_TOKENS)] | None = None
     concurrencies: Concurrencies | None = None
-    random_range_ratio: Annotated[Fraction, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    random_range_ratio: Annotated[Number, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
     num_shots: Annotated[Whole, Field(ge=0, le=1000)] | None = None
     num_prompts_mult: Annotated[Whole, Field(ge=1, le=1 << 20)] | None = None
 
