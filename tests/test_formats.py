@@ -157,3 +157,16 @@ def test_a_dynamo_script_whose_model_is_a_command_substitution_is_refused(recipe
     path.write_text(text.replace("--model Qwen/Qwen3.5-397B-A17B-FP8 ", "--model $(cat /models/name) "))
     code, _, err = recipectl_in_process("import", str(path))
     assert code == 2 and "graph.yaml:37:25: the model is `$(cat /models/name)`, a command substitution" in err, err
+
+
+def test_a_script_with_windows_line_endings_reads_as_with_unix_ones(recipectl_in_process, tmp_path):
+    """`\\` then CRLF had ended the command: each server read without its continued flags, and
+    the script refused for having no --kv-transfer-config."""
+    unix, windows = load_text(PAIR, "pair.sh"), load_text(PAIR.replace("\n", "\r\n"), "pair.sh")
+    assert windows.ok, windows.diagnostics
+    assert windows.recipes[0].recipe == unix.recipes[0].recipe
+    assert windows.recipes[0].source.locate(("decode", "extra_args", 1)) == (9, 37)
+    script = tmp_path / "pair.sh"
+    script.write_bytes(PAIR.replace("\n", "\r\n").encode())
+    code, out, err = recipectl_in_process("import", str(script))
+    assert code == 0 and "kv_role: kv_consumer  # from " in out and "\r" not in out, err

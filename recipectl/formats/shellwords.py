@@ -30,7 +30,7 @@ def shell_words(script: str, line0: int = 1, col0: int = 0, *, block_indent: int
     """Split a shell script into simple commands of words, each word with its (line, col).
 
     Enough of POSIX sh for launch scripts: quotes, backslash escapes and line continuations,
-    comments, `;`, `&`, `&&`, `||`, `|` and newlines between commands; a command substitution
+    comments, `;`, `&`, `&&`, `||`, `|` and newlines (LF or CRLF) between commands; a command substitution
     (`$(cmd args)`, a backquoted command) is part of its word, spaces and all, not run. `line0` is
     the file line of the script's first line; `col0` the column offset of its first line,
     `block_indent` that of the others (a YAML block scalar). No expansion: `$VAR` stays as
@@ -43,6 +43,9 @@ def shell_words(script: str, line0: int = 1, col0: int = 0, *, block_indent: int
     One function of about 120 lines on purpose: a single-pass tokenizer whose branches all move the
     same cursor (index, line, column) and the same word being built; split into functions, each
     would take and return all of that state."""
+    # A script saved with Windows line endings (CRLF) reads as its author wrote it: `\` then CRLF
+    # continues the line. Positions stay: the CR stood at the end of its line.
+    script = script.replace("\r\n", "\n")
     commands: list[list[Word]] = []
     current: list[Word] = []
     buf: list[str] = []
