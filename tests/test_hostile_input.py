@@ -187,6 +187,33 @@ def test_a_directory_or_an_oversized_file_is_refused(tmp_path):
     assert not report.valid and "larger than" in report.diagnostics[0].message
 
 
+def test_a_directory_whose_entries_vanish_while_it_is_walked(recipectl_in_process, tmp_path, monkeypatch):
+    """A directory gone between its listing and its walk (a process of /proc ending) is passed
+    over; it had been a FileNotFoundError (exit 3)."""
+    (tmp_path / "recipes" / "gone").mkdir(parents=True)
+    (tmp_path / "recipes" / "kept").mkdir()
+    (tmp_path / "recipes" / "kept" / "r.yaml").write_text(LOCAL)
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if os.path.basename(os.fspath(path)) == "gone":
+            raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    code, out, err = recipectl_in_process("validate", str(tmp_path / "recipes"))
+    assert code == 0 and "kept/r.yaml: ok" in out, out + err
+    (tmp_path / "recipes" / "kept" / "r.yaml").unlink()
+    code, out, err = recipectl_in_process("validate", str(tmp_path / "recipes"))
+    assert code == 2 and "no *.yaml recipes in this directory" in err, out + err
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="a Linux /proc")
+def test_validate_proc_is_a_clean_refusal(recipectl_in_process):
+    code, out, err = recipectl_in_process("validate", "/proc")
+    assert code == 2 and "/proc: no *.yaml recipes in this directory" in err, out + err
+
+
 def _model_dir(tmp_path: Path, config: str) -> Path:
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text(config)
