@@ -11,7 +11,8 @@ import re
 from collections.abc import Iterable
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 # Upper bounds of numbers no real deployment comes near: a typo such as 10**400 (or .inf) is a
 # schema error, never arithmetic that overflows, a loop over it, or a wait that never ends.
@@ -218,7 +219,23 @@ def parse_tokens(value: Any) -> Any:
     return value
 
 
-TokenCount = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
+def _whole(v: Any) -> Any:
+    if isinstance(v, bool):
+        raise PydanticCustomError("int_type", "Input should be a whole number, not true or false")
+    return v
+
+
+def _number(v: Any) -> Any:
+    if isinstance(v, bool):
+        raise PydanticCustomError("float_type", "Input should be a number, not true or false")
+    return v
+
+
+# A number field of a recipe or a peer file. YAML's true and false are no numbers: pydantic's int
+# and float would take them as 1 and 0 (`port: true` as port 1). Each field gives its bounds.
+Whole = Annotated[int, BeforeValidator(_whole)]
+Number = Annotated[float, BeforeValidator(_number)]
+TokenCount = Annotated[Whole, Field(ge=1, le=MAX_TOKENS)]
 
 
 # Linux's limits on a path (PATH_MAX, NAME_MAX): a longer one cannot be opened, and once made

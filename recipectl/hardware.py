@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from .fieldtypes import SchemaValueError, Strict, is_host
+from .fieldtypes import Number, SchemaValueError, Strict, Whole, is_host
 
 
 # -------------------------------------------------------------------------------------- cluster
@@ -29,11 +29,11 @@ class ClusterSection(Strict):
     gpu: GpuType
     # Upper bounds well past any real machine: a typo such as 40000000 must be an error, not a
     # placement that allocates a list per GPU.
-    gpus_per_node: int = Field(4, ge=0, le=128)
-    nodes: int = Field(1, ge=1, le=4096)
+    gpus_per_node: Whole = Field(4, ge=0, le=128)
+    nodes: Whole = Field(1, ge=1, le=4096)
     hosts: list[str] | None = Field(None, description="host names/IPs, one per node (bash target)")
-    cpus_per_node: int | None = Field(None, ge=1, le=1 << 16, description="CPU platform: cores per host")
-    memory_gib_per_node: float | None = Field(
+    cpus_per_node: Whole | None = Field(None, ge=1, le=1 << 16, description="CPU platform: cores per host")
+    memory_gib_per_node: Number | None = Field(
         None, gt=0, le=1 << 24, allow_inf_nan=False, description="CPU platform: host memory"
     )
 
@@ -82,8 +82,8 @@ _PAR_TOKEN = re.compile(r"(DEP|TP|DP|EP)(\d+)", re.I)
 
 
 class Parallelism(Strict):
-    tp: int = Field(1, ge=1, le=1024, description="tensor parallel size")
-    dp: int = Field(1, ge=1, le=4096, description="data parallel size")
+    tp: Whole = Field(1, ge=1, le=1024, description="tensor parallel size")
+    dp: Whole = Field(1, ge=1, le=4096, description="data parallel size")
     expert_parallel: bool = Field(False, description="--enable-expert-parallel (EP size = TP x DP)")
 
     @model_validator(mode="before")

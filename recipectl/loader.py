@@ -245,6 +245,7 @@ _TYPE_FIXES = {
     "bool_parsing": "write true or false",
     "bool_type": "write true or false",
     "float_parsing": "write a number",
+    "float_type": "write a number",
     "string_type": "write a string (quote it if it looks like a number)",
     "list_type": "write a YAML list",
     "dict_type": "write a mapping of keys",

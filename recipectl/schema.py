@@ -16,10 +16,12 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from .fieldtypes import (
     MAX_SECONDS,
     MAX_TOKENS,
+    Number,
     PathText,
     SchemaValueError,
     Strict,
     TokenCount,
+    Whole,
     check_core_lists,
     check_env_names,
     check_path,
@@ -56,11 +58,11 @@ class ModelSection(Strict):
     )
     quantization: Quantization | None = None
     dtype: Literal["auto", "bfloat16", "float16", "float32"] | None = None
-    num_experts: int | None = Field(None, ge=1, le=1 << 20, description="routed experts (inferred when known)")
+    num_experts: Whole | None = Field(None, ge=1, le=1 << 20, description="routed experts (inferred when known)")
     spec: str | None = Field(None, description="built-in model spec for planning, e.g. Qwen3.5-397B-A17B")
     multimodal: bool | None = Field(None, description="the checkpoint has a vision/audio tower (inferred)")
     language_model_only: bool = Field(False, description="--language-model-only (text workloads)")
-    max_model_len: int | None = Field(None, ge=1, le=MAX_TOKENS, description="--max-model-len for every endpoint")
+    max_model_len: Whole | None = Field(None, ge=1, le=MAX_TOKENS, description="--max-model-len for every endpoint")
     load_format: str | None = None
     trust_remote_code: bool = False
 
@@ -80,7 +82,7 @@ class EngineSection(Strict):
         None, description="vLLM release the endpoints run, e.g. 0.26.0 (or read from the image tag)"
     )
     image: str | None = Field(None, description="container image; only vllm/vllm-openai:vX.Y.Z gives the vLLM version")
-    patches: list[Annotated[int, Field(ge=1, le=10**8)]] = Field(
+    patches: list[Annotated[Whole, Field(ge=1, le=10**8)]] = Field(
         default_factory=lambda: [], description="upstream vLLM PR numbers a nightly/patched build carries"
     )
     venv: PathText | None = Field(None, description="virtual environment whose bin/ holds vllm and vllm-router")
@@ -132,10 +134,10 @@ class EngineSection(Strict):
 
 # ------------------------------------------------------------------------------------------ roles
 class RoleSection(Strict):
-    endpoints: int = Field(1, ge=1, le=1024, description="number of endpoints of this role")
+    endpoints: Whole = Field(1, ge=1, le=1024, description="number of endpoints of this role")
     parallel: Parallelism = Field(default_factory=Parallelism, description="per endpoint: DEP8, TP4, ...")
-    port: int = Field(..., ge=1, le=65535, description="HTTP port of the first endpoint; +1 per endpoint on a host")
-    side_channel_port: int = Field(
+    port: Whole = Field(..., ge=1, le=65535, description="HTTP port of the first endpoint; +1 per endpoint on a host")
+    side_channel_port: Whole = Field(
         ..., ge=1, le=65535, description="VLLM_NIXL_SIDE_CHANNEL_PORT base of the first endpoint on a host"
     )
     kv_role: Literal["kv_producer", "kv_consumer", "kv_both"] | None = None
@@ -149,10 +151,10 @@ class RoleSection(Strict):
     cpu_cores: list[str] | None = Field(
         None, description="CPU platform: cores per endpoint, e.g. ['0'] or ['0-3', '4-7']"
     )
-    data_parallel_rpc_port: int | None = Field(
+    data_parallel_rpc_port: Whole | None = Field(
         None, ge=1, le=65535, description="--data-parallel-rpc-port (multi-node DP)"
     )
-    devices: list[list[Annotated[int, Field(ge=0, le=4095)]]] | None = Field(
+    devices: list[list[Annotated[Whole, Field(ge=0, le=4095)]]] | None = Field(
         None,
         description=(
             "GPUs: local GPU ids per endpoint, e.g. [[0]]; endpoints that name the same GPU share it, "
@@ -162,22 +164,22 @@ class RoleSection(Strict):
 
     # engine flags; None = not rendered (the engine's own default applies)
     max_num_batched_tokens: TokenCount | None = None
-    max_num_seqs: int | None = Field(None, ge=1, le=1 << 24)
-    max_model_len: int | None = Field(None, ge=1, le=MAX_TOKENS)
-    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    max_num_seqs: Whole | None = Field(None, ge=1, le=1 << 24)
+    max_model_len: Whole | None = Field(None, ge=1, le=MAX_TOKENS)
+    gpu_memory_utilization: Number | None = Field(None, gt=0, le=1)
     async_scheduling: bool | None = None
     mamba_ssm_cache_dtype: Literal["auto", "float32", "float16", "bfloat16"] | None = None
     mamba_cache_dtype: Literal["auto", "float32", "float16", "bfloat16"] | None = None
     kv_cache_dtype: str | None = None
-    block_size: int | None = Field(None, ge=1, le=1 << 20)
+    block_size: Whole | None = Field(None, ge=1, le=1 << 20)
     attention_backend: str | None = None
     gdn_prefill_backend: Literal["auto", "flashinfer", "triton", "cutedsl", "aiter_flydsl", "sycl"] | None = None
-    stream_interval: int | None = Field(None, ge=1, le=1 << 20)
-    api_server_count: int | None = Field(None, ge=1, le=1024)
+    stream_interval: Whole | None = Field(None, ge=1, le=1 << 20)
+    api_server_count: Whole | None = Field(None, ge=1, le=1024)
     enable_prefix_caching: bool | None = None
     disable_hybrid_kv_cache_manager: bool | None = None
     speculative_config: dict[str, Any] | None = None
-    max_cudagraph_capture_size: int | None = Field(None, ge=1, le=1 << 20)
+    max_cudagraph_capture_size: Whole | None = Field(None, ge=1, le=1 << 20)
     enforce_eager: bool | None = None
     all2all_backend: str | None = None
     enable_eplb: bool | None = None
@@ -227,8 +229,8 @@ def endpoints_per_host(spec: RoleSection, cluster: ClusterSection) -> int:
 
 
 class PrefillRole(RoleSection):
-    port: int = Field(8100, ge=1, le=65535)
-    side_channel_port: int = Field(5600, ge=1, le=65535)
+    port: Whole = Field(8100, ge=1, le=65535)
+    side_channel_port: Whole = Field(5600, ge=1, le=65535)
 
     @property
     def effective_kv_role(self) -> str:
@@ -236,8 +238,8 @@ class PrefillRole(RoleSection):
 
 
 class DecodeRole(RoleSection):
-    port: int = Field(8200, ge=1, le=65535)
-    side_channel_port: int = Field(5700, ge=1, le=65535)
+    port: Whole = Field(8200, ge=1, le=65535)
+    side_channel_port: Whole = Field(5700, ge=1, le=65535)
 
     @property
     def effective_kv_role(self) -> str:
@@ -261,14 +263,14 @@ RouterPolicy = Literal[
 
 class RouterSection(Strict):
     kind: Literal["vllm-router", "vllm-proxy"] = "vllm-router"
-    port: int = Field(30000, ge=1, le=65535)
-    host_index: int = Field(0, ge=0, le=4095, description="which node runs the router")
+    port: Whole = Field(30000, ge=1, le=65535)
+    host_index: Whole = Field(0, ge=0, le=4095, description="which node runs the router")
     policy: RouterPolicy | None = None
     prefill_policy: RouterPolicy | None = None
     decode_policy: RouterPolicy | None = None
-    prometheus_port: int | None = Field(None, ge=1, le=65535)
-    request_timeout_s: int | None = Field(None, ge=1, le=MAX_SECONDS)
-    worker_startup_timeout_s: int | None = Field(None, ge=1, le=MAX_SECONDS)
+    prometheus_port: Whole | None = Field(None, ge=1, le=65535)
+    request_timeout_s: Whole | None = Field(None, ge=1, le=MAX_SECONDS)
+    worker_startup_timeout_s: Whole | None = Field(None, ge=1, le=MAX_SECONDS)
     proxy_command: list[str] | None = Field(None, description="vllm-proxy: the command of the proxy server")
     extra_args: list[str] = Field(
         default_factory=lambda: [],
@@ -282,13 +284,13 @@ class RouterSection(Strict):
 
 # ------------------------------------------------------------------------------------- workload
 class WorkloadSection(Strict):
-    isl: int = Field(..., ge=1, le=MAX_TOKENS, description="input sequence length (tokens)")
-    osl: int = Field(..., ge=1, le=MAX_TOKENS, description="output sequence length (tokens)")
-    random_range_ratio: float = Field(0.0, ge=0, lt=1)
-    concurrency: list[Annotated[int, Field(le=1 << 24)]] = Field(
+    isl: Whole = Field(..., ge=1, le=MAX_TOKENS, description="input sequence length (tokens)")
+    osl: Whole = Field(..., ge=1, le=MAX_TOKENS, description="output sequence length (tokens)")
+    random_range_ratio: Number = Field(0.0, ge=0, lt=1)
+    concurrency: list[Annotated[Whole, Field(le=1 << 24)]] = Field(
         default_factory=lambda: [1], min_length=1, max_length=1024
     )
-    prompts_per_concurrency: int = Field(10, ge=1, le=1 << 20, description="requests per level = this x concurrency")
+    prompts_per_concurrency: Whole = Field(10, ge=1, le=1 << 20, description="requests per level = this x concurrency")
     text_only: bool = Field(True, description="the workload sends text only (no images/audio)")
 
     @field_validator("concurrency")
@@ -310,35 +312,35 @@ class WorkloadSection(Strict):
 # --------------------------------------------------------------------------------------- checks
 class Gsm8kCheck(Strict):
     enabled: bool = True
-    threshold: float = Field(0.88, ge=0, le=1, description="expected accuracy (the seed: 0.88)")
-    tolerance: float = Field(0.08, ge=0, le=1, description="pass when accuracy >= threshold - tolerance")
-    num_questions: int = Field(200, ge=1, le=1319)
-    num_shots: int = Field(5, ge=0, le=8)
-    concurrency: int = Field(64, ge=1, le=1 << 16)
-    max_tokens: int = Field(256, ge=1, le=MAX_TOKENS)
-    timeout_s: float = Field(600, gt=0, le=MAX_SECONDS, allow_inf_nan=False, description="per request")
+    threshold: Number = Field(0.88, ge=0, le=1, description="expected accuracy (the seed: 0.88)")
+    tolerance: Number = Field(0.08, ge=0, le=1, description="pass when accuracy >= threshold - tolerance")
+    num_questions: Whole = Field(200, ge=1, le=1319)
+    num_shots: Whole = Field(5, ge=0, le=8)
+    concurrency: Whole = Field(64, ge=1, le=1 << 16)
+    max_tokens: Whole = Field(256, ge=1, le=MAX_TOKENS)
+    timeout_s: Number = Field(600, gt=0, le=MAX_SECONDS, allow_inf_nan=False, description="per request")
 
 
 class ParityCheck(Strict):
     enabled: bool = True
     reference: str = Field("prefill", description="'prefill' (its endpoint served directly) or a URL")
-    num_prompts: int = Field(20, ge=1, le=1 << 20)
-    max_tokens: int = Field(32, ge=1, le=MAX_TOKENS)
-    near_tie_nats: float = Field(
+    num_prompts: Whole = Field(20, ge=1, le=1 << 20)
+    max_tokens: Whole = Field(32, ge=1, le=MAX_TOKENS)
+    near_tie_nats: Number = Field(
         0.1, ge=0, le=1000, allow_inf_nan=False, description="a divergence under this margin is numerical"
     )
-    min_match_rate: float = Field(0.75, ge=0, le=1)
+    min_match_rate: Number = Field(0.75, ge=0, le=1)
 
 
 class ChecksSection(Strict):
     gsm8k: Gsm8kCheck = Field(default_factory=Gsm8kCheck)
     parity: ParityCheck = Field(default_factory=ParityCheck)
-    timeout_s: float = Field(30, gt=0, le=MAX_SECONDS, allow_inf_nan=False, description="per endpoint check")
+    timeout_s: Number = Field(30, gt=0, le=MAX_SECONDS, allow_inf_nan=False, description="per endpoint check")
 
 
 class LaunchSection(Strict):
-    ready_timeout_s: float = Field(1200, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
-    stop_grace_s: float = Field(20, gt=0, le=3600, allow_inf_nan=False)
+    ready_timeout_s: Number = Field(1200, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    stop_grace_s: Number = Field(20, gt=0, le=3600, allow_inf_nan=False)
     run_dir: PathText = Field(".recipectl/runs", description="where run state and logs are kept")
 
     _run_dir = field_validator("run_dir")(check_path)

@@ -77,12 +77,15 @@ def env_reference(value: str) -> tuple[str, str | None] | None:
 
 
 def pure_reference(value: str) -> bool:
-    """A reference whose default (if any) is empty or itself a reference: no literal inside."""
-    ref = env_reference(value)
-    if ref is None:
-        return False
-    default = ref[1]
-    return not default or pure_reference(default)
+    """A reference whose default (if any) is empty or itself a reference: no literal inside.
+    Defaults are followed in a loop, not by recursion: a value may nest thousands deep."""
+    while True:
+        ref = env_reference(value)
+        if ref is None:
+            return False
+        if not ref[1]:
+            return True
+        value = ref[1]
 
 
 def secret_flag(arg: str) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,7 +23,7 @@ def collect_files(paths: list[str]) -> list[Path]:
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            found = sorted(f for f in p.rglob("*") if f.suffix in (".yaml", ".yml") and f.is_file())
+            found = sorted(_recipes_under(p))
             if not found:
                 raise RecipectlError(
                     f"{raw}: no *.yaml recipes in this directory",
@@ -32,6 +33,19 @@ def collect_files(paths: list[str]) -> list[Path]:
         else:
             out.append(p)
     return out
+
+
+def _recipes_under(directory: Path) -> list[Path]:
+    """The *.yaml / *.yml files under `directory`, symlinked directories not followed (as rglob
+    did). A directory that vanishes or cannot be read while it is walked (/proc's processes come
+    and go) is passed over; a file that vanishes before it is read is reported by the loader."""
+    found = []
+    for parent, _, names in os.walk(directory, onerror=lambda _: None):
+        for name in names:
+            path = Path(parent, name)
+            if path.suffix in (".yaml", ".yml") and path.is_file():
+                found.append(path)
+    return found
 
 
 def validate_file(

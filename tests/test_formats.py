@@ -85,3 +85,88 @@ def test_import_prints_what_it_could_not_carry():
     assert "not carried: service Frontend" in r.stderr
     assert "# Not carried over:" in r.stdout
     assert "--no-async-scheduling" in r.stdout
+
+
+# ---------------------------------------------------------------- command substitutions
+KV = '--kv-transfer-config \'{"kv_connector":"NixlConnector","kv_role":"kv_%s"}\''
+
+
+def test_a_command_substitution_is_one_word_as_written():
+    (cmd,) = shell_words('vllm serve $(cat "model list.txt") --port "$(cat p) x" `echo  a` --x=$(f $(g h) $HOME)')
+    assert [w.text for w in cmd] == [
+        "vllm",
+        "serve",
+        '$(cat "model list.txt")',
+        "--port",
+        "$(cat p) x",
+        "`echo  a`",
+        "--x=$(f $(g h) $HOME)",
+    ]
+    assert [w.substitutions for w in cmd][2:] == [
+        ('$(cat "model list.txt")',),
+        (),
+        ("$(cat p)",),
+        ("`echo  a`",),
+        ("$(f $(g h) $HOME)",),
+    ]
+    (cmd,) = shell_words("a '$(x y)' $(K8S_VAR)")  # quoted text; Kubernetes' $(VAR), a reference
+    assert [(w.text, w.substitutions) for w in cmd] == [("a", ()), ("$(x y)", ()), ("$(K8S_VAR)", ())]
+
+
+def test_a_value_from_a_command_substitution_is_not_imported(recipectl_in_process, tmp_path):
+    """`--max-model-len $(cat len.txt)` had been cut at its space: `$(cat` imported as the value,
+    `len.txt)` left over; a variable assigned one carried its text as a value."""
+    script = tmp_path / "pd.sh"
+    script.write_text(
+        "export HOST_IP=$(hostname -i)\n"
+        "SEQS=$(cat seqs.txt)\n"
+        "vllm serve Qwen/Qwen3.5-27B --port 8100 --max-model-len $(cat len.txt) --max-num-seqs $SEQS "
+        f"{KV % 'producer'}\n"
+        "vllm serve Qwen/Qwen3.5-27B --port 8200 --served-model-name `cat name.txt` --new-flag $(echo a b) "
+        f"{KV % 'consumer'}\n"
+    )
+    code, out, err = recipectl_in_process("import", str(script))
+    assert code == 0, err
+    recipe = out.split("# Not carried over:")[0]
+    assert "cat" not in recipe and "HOST_IP" not in recipe and "max_model_len" not in recipe, recipe
+    assert "- $SEQS  #" in recipe  # known when the script runs: kept as written, for IMP001
+    assert "positional argument" not in err  # `len.txt)`, the rest of the cut word
+    why = "is a command substitution: recipectl does not run it, so the value is not imported"
+    assert f"pd.sh:1: not carried: HOST_IP=$(hostname -i): `$(hostname -i)` {why}" in err
+    assert f"pd.sh:3: not carried: --max-model-len: `$(cat len.txt)` {why}" in err
+    assert f"pd.sh:4: not carried: --served-model-name: `cat name.txt` {why}" in err
+    assert f"pd.sh:4: not carried: --new-flag: `$(echo a b)` {why}" in err and "--new-flag" not in recipe
+    assert err.count("HOST_IP=") == 1  # an export both roles get, said once
+
+
+def test_a_model_from_a_command_substitution_is_refused(recipectl_in_process, tmp_path):
+    script = tmp_path / "pd.sh"
+    script.write_text(
+        f"vllm serve $(cat model.txt) --port 8100 {KV % 'producer'}\n"
+        f'vllm serve --model "$(cat model.txt)" --port 8200 {KV % "consumer"}\n'
+    )
+    for command in ("import", "validate"):
+        code, out, err = recipectl_in_process(command, str(script))
+        assert code == 2, (command, out, err)
+        assert "pd.sh:1:12" in out + err and "the model is `$(cat model.txt)`, a command substitution" in out + err
+
+
+def test_a_dynamo_script_whose_model_is_a_command_substitution_is_refused(recipectl_in_process, tmp_path):
+    text = (FIELD / "dynamo" / "qwen35-397b-fp8-h100-disagg.yaml").read_text()
+    path = tmp_path / "graph.yaml"
+    path.write_text(text.replace("--model Qwen/Qwen3.5-397B-A17B-FP8 ", "--model $(cat /models/name) "))
+    code, _, err = recipectl_in_process("import", str(path))
+    assert code == 2 and "graph.yaml:37:25: the model is `$(cat /models/name)`, a command substitution" in err, err
+
+
+def test_a_script_with_windows_line_endings_reads_as_with_unix_ones(recipectl_in_process, tmp_path):
+    """`\\` then CRLF had ended the command: each server read without its continued flags, and
+    the script refused for having no --kv-transfer-config."""
+    unix, windows = load_text(PAIR, "pair.sh"), load_text(PAIR.replace("\n", "\r\n"), "pair.sh")
+    assert windows.ok, windows.diagnostics
+    assert windows.recipes[0].recipe == unix.recipes[0].recipe
+    assert windows.recipes[0].source.locate(("decode", "extra_args", 1)) == (9, 37)
+    script = tmp_path / "pair.sh"
+    script.write_bytes(PAIR.replace("\n", "\r\n").encode())
+    code, out, err = recipectl_in_process("import", str(script))
+    assert code == 0 and "kv_role: kv_consumer  # from " in out and "\r" not in out, err

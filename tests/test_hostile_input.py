@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from recipectl.loader import load_text
+from recipectl.secretscan import pure_reference, redact_env
 from recipectl.validate import validate_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -186,6 +187,33 @@ def test_a_directory_or_an_oversized_file_is_refused(tmp_path):
     assert not report.valid and "larger than" in report.diagnostics[0].message
 
 
+def test_a_directory_whose_entries_vanish_while_it_is_walked(recipectl_in_process, tmp_path, monkeypatch):
+    """A directory gone between its listing and its walk (a process of /proc ending) is passed
+    over; it had been a FileNotFoundError (exit 3)."""
+    (tmp_path / "recipes" / "gone").mkdir(parents=True)
+    (tmp_path / "recipes" / "kept").mkdir()
+    (tmp_path / "recipes" / "kept" / "r.yaml").write_text(LOCAL)
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if os.path.basename(os.fspath(path)) == "gone":
+            raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    code, out, err = recipectl_in_process("validate", str(tmp_path / "recipes"))
+    assert code == 0 and "kept/r.yaml: ok" in out, out + err
+    (tmp_path / "recipes" / "kept" / "r.yaml").unlink()
+    code, out, err = recipectl_in_process("validate", str(tmp_path / "recipes"))
+    assert code == 2 and "no *.yaml recipes in this directory" in err, out + err
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="a Linux /proc")
+def test_validate_proc_is_a_clean_refusal(recipectl_in_process):
+    code, out, err = recipectl_in_process("validate", "/proc")
+    assert code == 2 and "/proc: no *.yaml recipes in this directory" in err, out + err
+
+
 def _model_dir(tmp_path: Path, config: str) -> Path:
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text(config)
@@ -233,6 +261,48 @@ def test_plan_reports_a_kv_cache_space_vllm_cannot_read(recipectl_cli, tmp_path,
     assert r.returncode == 2, r.stderr
     assert "r.yaml:27:5" in r.stderr and "[engine.env.VLLM_CPU_KVCACHE_SPACE]" in r.stderr
     assert "whole number of GiB" in r.stderr
+
+
+# A default that is itself a reference, 5,000 deep: each was a RecursionError (exit 3) in the
+# check of what is a reference and what a literal (a credential), in every command.
+DEEP_DEFAULT = "${X:-" * 5000 + "}" * 5000
+
+
+def test_a_reference_nested_thousands_deep_is_a_reference():
+    assert pure_reference(DEEP_DEFAULT)
+    assert not pure_reference("${X:-" * 5000 + "hunter2" + "}" * 5000)  # a literal at the bottom
+    assert redact_env({"HF_TOKEN": DEEP_DEFAULT}) == {"HF_TOKEN": DEEP_DEFAULT}
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ('VLLM_NO_USAGE_STATS: "1"', f"VLLM_NO_USAGE_STATS: '{DEEP_DEFAULT}'"),
+        ('VLLM_NO_USAGE_STATS: "1"', f"HF_TOKEN: '{DEEP_DEFAULT}'"),
+        ("--disable-circuit-breaker]", f"--disable-circuit-breaker, --api-key, '{DEEP_DEFAULT}']"),
+    ],
+)
+def test_a_reference_nested_thousands_deep_through_the_commands(recipectl_in_process, tmp_path, old, new):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(_local(old, new))
+    for argv in (["validate"], ["show"], ["plan"], ["render", "-t", "bash", "-o", str(tmp_path / "out")]):
+        code, out, err = recipectl_in_process(*argv, str(recipe))
+        assert code in (0, 1), (argv, code, err)
+    (script,) = (tmp_path / "out").glob("*.sh")
+    assert DEEP_DEFAULT in script.read_text()  # kept as written: the shell expands it
+
+
+def test_a_script_with_a_reference_nested_thousands_deep_imports(recipectl_in_process, tmp_path):
+    script = tmp_path / "pd.sh"
+    script.write_text(
+        f"export HF_TOKEN='{DEEP_DEFAULT}'\n"
+        f"vllm serve Qwen/Qwen3.5-27B --port 8100 --api-key '{DEEP_DEFAULT}' --kv-transfer-config "
+        '\'{"kv_connector":"NixlConnector","kv_role":"kv_producer"}\'\n'
+        "vllm serve Qwen/Qwen3.5-27B --port 8200 --kv-transfer-config "
+        '\'{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}\'\n'
+    )
+    code, out, err = recipectl_in_process("import", str(script))
+    assert code == 0 and DEEP_DEFAULT in out, err
 
 
 # ---------------------------------------------------------------------------------- mutator

@@ -56,12 +56,12 @@ def _positions(text: str):
     return [p for p in out if len(p[0]) > 1]
 
 
-def mutated(text: str):
+def mutated(text: str, values: list = MUTATIONS):
     """Every (path, new value, mutated text): the value's span replaced by the new one in flow
     style (JSON is YAML), the rest of the file (comments, block scripts) left as it is."""
     for path, start, end in _positions(text):
         tail = "\n" if text[start:end].endswith("\n") else ""
-        for value in MUTATIONS:
+        for value in values:
             yield path, value, text[:start] + json.dumps(value) + tail + text[end:]
 
 
@@ -152,6 +152,8 @@ def test_type_mutations_through_the_commands(recipectl_in_process, tmp_path):
 # ------------------------------------------------------------------- one value of the wrong type
 SRT = FIELD / "srt-slurm" / "qwen35-397b-gb200-4xdep2-1xdep8.yaml"
 DYNAMO = FIELD / "dynamo" / "qwen35-397b-fp8-h100-disagg.yaml"
+GRAPH_ENV = FIELD / "dynamo" / "nemotron3-ultra-h200-disagg-1p2d-graph-env-v1beta1.yaml"  # v1beta1, spec.env
+CONFIG_MAP = FIELD / "dynamo" / "qwen35-122b-fp8-h200-disagg-1p2d-v1beta1.yaml"  # a ConfigMap first
 
 
 def _line_of(text: str, needle: str) -> int:
@@ -185,6 +187,76 @@ def _line_of(text: str, needle: str) -> int:
             "                --model Qwen/Qwen3.5-397B-A17B-FP8 \\\n                --disaggregation-mode decode",
             "spec.services.VllmDecodeWorker.extraPodSpec.mainContainer.args",
         ),
+        # the environment, at each level the operator reads one: these were skipped (a word's
+        # letters read as entries) or were an AttributeError
+        (DYNAMO, "  backendFramework: vllm\n", "  backendFramework: vllm\n  envs: word\n", "spec.envs"),
+        (DYNAMO, "  backendFramework: vllm\n", "  backendFramework: vllm\n  envs: [7]\n", "spec.envs.0"),
+        (
+            DYNAMO,
+            "  subComponentType: prefill\n",
+            "  subComponentType: prefill\n      envs: {a: 1}\n",
+            "spec.services.VllmPrefillWorker.envs",
+        ),
+        (
+            DYNAMO,
+            "  subComponentType: decode\n",
+            "  subComponentType: decode\n      envs: [word]\n",
+            "spec.services.VllmDecodeWorker.envs.0",
+        ),
+        (
+            DYNAMO,
+            "          image: registry.local/dynamo/vllm-runtime:main-vllm-0.22.0\n          env:\n"
+            "            - name: VLLM_SSM_CONV_STATE_LAYOUT\n              value: DS\n          command:\n"
+            "            - /bin/bash\n            - -c\n          args:\n            - |\n"
+            "              exec python3 -m dynamo.vllm \\\n                --model Qwen/Qwen3.5-397B-A17B-FP8 \\\n"
+            "                --disaggregation-mode prefill",
+            "          image: registry.local/dynamo/vllm-runtime:main-vllm-0.22.0\n          envFrom: word\n"
+            "          env:\n"
+            "            - name: VLLM_SSM_CONV_STATE_LAYOUT\n              value: DS\n          command:\n"
+            "            - /bin/bash\n            - -c\n          args:\n            - |\n"
+            "              exec python3 -m dynamo.vllm \\\n                --model Qwen/Qwen3.5-397B-A17B-FP8 \\\n"
+            "                --disaggregation-mode prefill",
+            "spec.services.VllmPrefillWorker.extraPodSpec.mainContainer.envFrom",
+        ),
+        (
+            GRAPH_ENV,
+            "  env:\n    - name: HF_HUB_OFFLINE",
+            "  env: word\n  unused:\n    - name: HF_HUB_OFFLINE",
+            "spec.env",
+        ),
+        (GRAPH_ENV, "  env:\n    - name: HF_HUB_OFFLINE", "  env:\n    - 7\n    - name: HF_HUB_OFFLINE", "spec.env.0"),
+        (
+            GRAPH_ENV,
+            "--disaggregation-mode prefill \\\n                    --dyn-tool-call-parser qwen3_coder \\\n"
+            "                    --dyn-reasoning-parser nemotron3\n              env:\n"
+            "                - name: UCX_TLS\n"
+            "                  value: rc_x,rc,cuda_copy,cuda_ipc",
+            "--disaggregation-mode prefill \\\n                    --dyn-tool-call-parser qwen3_coder \\\n"
+            "                    --dyn-reasoning-parser nemotron3\n              env:\n"
+            "                - name: UCX_TLS\n"
+            "                  valueFrom: word",
+            "spec.components.1.podTemplate.spec.containers.0.env.0.valueFrom",
+        ),
+        (
+            GRAPH_ENV,
+            "--disaggregation-mode decode \\\n                    --dyn-tool-call-parser qwen3_coder \\\n"
+            "                    --dyn-reasoning-parser nemotron3\n              env:\n",
+            "--disaggregation-mode decode \\\n                    --dyn-tool-call-parser qwen3_coder \\\n"
+            "                    --dyn-reasoning-parser nemotron3\n              envFrom: [7]\n              env:\n",
+            "spec.components.2.podTemplate.spec.containers.0.envFrom.0",
+        ),
+        (
+            CONFIG_MAP,
+            "metadata:\n  name: qwen35-122b-disagg-h200-agentic-config",
+            "metadata: word\nunused:\n  name: qwen35-122b-disagg-h200-agentic-config",
+            "ConfigMap.metadata",
+        ),
+        (
+            CONFIG_MAP,
+            "metadata:\n  name: qwen35-122b-disagg-h200-agentic-config",
+            "metadata:\n  name: {a: 1}",
+            "ConfigMap.metadata.name",
+        ),
     ],
 )
 def test_a_value_of_the_wrong_type_is_named_at_its_line(recipectl_in_process, tmp_path, src, old, new, field):
@@ -205,6 +277,27 @@ def test_a_value_of_the_wrong_type_is_named_at_its_line(recipectl_in_process, tm
     assert code == 2 and f"{path}:{line}:" in out and f"[{field}]" in out, out + err
     code, _, err = recipectl_in_process("import", str(path))
     assert code == 2 and f"{path}:{line}:" in err and field in err and "internal error" not in err, err
+
+
+# Every value of a v1alpha1 manifest, of a v1beta1 one with the graph's own env, and of a
+# ConfigMap, each replaced by a value of each other type: the whole of these, not a sample (the
+# sample above had missed a ConfigMap's `metadata: word`, an AttributeError).
+WHOLE_TYPES = [None, 7, [1, 2], "word", {"a": 1}]
+WHOLE_CASES = [
+    (f"{src.name} {'.'.join(map(str, path))} = {json.dumps(value)}", text)
+    for src in (DYNAMO, GRAPH_ENV, CONFIG_MAP)
+    for path, value, text in mutated(src.read_text(), WHOLE_TYPES)
+    if src is not CONFIG_MAP or path[0] == 0  # its ConfigMap document; its graph is like GRAPH_ENV's
+]
+
+
+def test_every_value_of_a_dynamo_manifest_of_another_type_is_imported_or_refused(recipectl_in_process, tmp_path):
+    assert len(WHOLE_CASES) > 700
+    path = tmp_path / "graph.yaml"
+    for case, text in WHOLE_CASES:
+        path.write_text(text)
+        code, _, err = recipectl_in_process("import", str(path))
+        assert code in (0, 2) and "internal error" not in err and "Traceback" not in err, (case, code, err)
 
 
 # ----------------------------------------------------------------------- deep JSON, binary, sizes

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import Annotated, get_args, get_origin
 
 import pytest
 import yaml
+from pydantic import BaseModel
 
 from recipectl.loader import load_text
+from recipectl.schema import Recipe
 
 ROOT = Path(__file__).resolve().parent.parent
 BASES = yaml.safe_load((ROOT / "tests" / "rule_cases" / "_bases.yaml").read_text())
@@ -167,3 +170,64 @@ def test_a_bad_value_under_an_env_name_is_reported_at_that_name(var):
     union members pydantic tried are left out."""
     found = errors("cpu", lambda d: set_path(d, "decode.env", {var: [1, 2]}))
     assert [p for p, _, _ in found] == [f"decode.env.{var}"], found
+
+
+# ---------------------------------------------------------------------------------------------------
+# YAML's true and false are no numbers: pydantic's int and float had taken them as 1 and 0
+
+
+def _number_fields(model, prefix: str = "") -> list[str]:
+    """The dotted path of every whole-number and number field of `model` and its sections."""
+    out = []
+    for name, f in model.model_fields.items():
+        key = f.alias or name
+        kinds = set()
+        for k in {f.annotation, *get_args(f.annotation)}:  # `Whole | None`: Annotated inside a union
+            kinds.add(get_args(k)[0] if get_origin(k) is Annotated else k)
+        sections = [k for k in kinds if isinstance(k, type) and issubclass(k, BaseModel)]
+        if sections:
+            out += _number_fields(sections[0], f"{prefix}{key}.")
+        elif kinds & {int, float} and not {get_origin(k) for k in kinds} & {list}:  # lists: below
+            out.append(prefix + key)
+    return out
+
+
+NUMBER_FIELDS = _number_fields(Recipe)
+
+
+def _set_number(d: dict, field: str, value) -> None:
+    if field.endswith((".parallel.tp", ".parallel.dp")):  # `parallel: TP4` written as its mapping
+        set_path(d, field.rsplit(".", 1)[0], {})
+    set_path(d, field, value)
+
+
+def test_the_number_fields_are_found():
+    assert {"prefill.port", "router.port", "workload.isl", "cluster.nodes", "prefill.gpu_memory_utilization"} <= set(
+        NUMBER_FIELDS
+    )
+
+
+@pytest.mark.parametrize("field", NUMBER_FIELDS)
+@pytest.mark.parametrize("value", [True, False])
+def test_true_or_false_is_no_number(field, value):
+    found = errors("gpu", lambda d: _set_number(d, field, value))
+    assert any(p == field and "not true or false" in m and fix for p, m, fix in found), found
+
+
+@pytest.mark.parametrize("field", ["workload.concurrency", "prefill.devices", "engine.patches"])
+def test_true_in_a_list_of_numbers_is_no_number(field):
+    value = [[0, True]] if field == "prefill.devices" else [1, True]
+    found = errors("gpu", lambda d: set_path(d, field, value))
+    assert any(p.startswith(field) and "not true or false" in m for p, m, _ in found), found
+
+
+def test_port_true_is_refused_at_its_line(recipectl_cli, tmp_path):
+    """`port: true` had been port 1."""
+    path = tmp_path / "r.yaml"
+    path.write_text(
+        (ROOT / "recipes" / "local" / "tiny-hybrid-cpu.yaml").read_text().replace("port: 8100", "port: true")
+    )
+    r = recipectl_cli("validate", str(path))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{path}:37:3 SCH001 error: Input should be a whole number, not true or false" in r.stdout
+    assert "[prefill.port]" in r.stdout and "fix: write a whole number" in r.stdout

@@ -274,3 +274,31 @@ def test_k8s_leader_args_keep_a_secret_a_whole_argument(tmp_path):
     assert args[args.index("--api-key") + 1] == "$(VLLM_API_KEY)"
     expanded = [kubelet_expand(a, {"VLLM_API_KEY": HOSTILE}) for a in args]
     assert expanded[args.index("--api-key") + 1] == HOSTILE and expanded.count(HOSTILE) == 1
+
+
+# ---------------------------------------------------------------------------------------------------
+# a reference is a whole `${NAME}` or `$NAME`; an unmatched brace is text
+
+
+@pytest.mark.parametrize("text", ["${FOO", "$FOO}", "${FOO}x", "${FOO:-a}", "${}"])
+def test_a_value_that_is_not_a_whole_reference_is_written_as_it_is(tmp_path, text):
+    """`${FOO` had been written `"${FOO}"` (an expansion the recipe never asked for), `$FOO}` too."""
+
+    def edit(d):
+        d["prefill"]["env"]["ODD"] = text
+        d["decode"]["extra_args"] = ["--odd", text]
+
+    dep = build_deployment(load_text(_local(edit), str(tmp_path / "r.yaml")).recipes[0].recipe)
+    for target in ("bash", "slurm"):
+        script = "\n".join(f.text for f in render(dep, target))
+        assert f"ODD={shlex.quote(text)} " in script and f"--odd {shlex.quote(text)}" in script, (target, script)
+        assert '"${FOO}"' not in script
+
+
+def test_a_whole_reference_still_expands_where_the_process_runs(tmp_path):
+    def edit(d):
+        d["prefill"]["env"].update(BRACED="${FOO}", BARE="$FOO")
+
+    dep = build_deployment(load_text(_local(edit), str(tmp_path / "r.yaml")).recipes[0].recipe)
+    script = "\n".join(f.text for f in render(dep, "bash"))
+    assert 'BRACED="${FOO}" ' in script and 'BARE="${FOO}" ' in script

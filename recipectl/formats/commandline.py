@@ -27,8 +27,9 @@ from .common import (
     safe_name,
     set_gpu,
     set_role_env,
+    unread_model,
 )
-from .flags import RoleFlags, read_flags
+from .flags import RoleFlags, read_flags, substituted
 from .names import VLLM_SERVE
 from .shellvars import Scope, expand_word, read_assignments
 from .shellwords import Word, shell_words
@@ -196,12 +197,17 @@ def import_command_lines(text: str, file: str) -> Imported:
             )
         for name, (value, w) in first.env.items():
             o = Origin(first.file, w.line, w.col, w.text)
-            if name == "CUDA_VISIBLE_DEVICES":
+            if w.substitutions:
+                imp.drop(o, w.text, substituted(w))
+            elif name == "CUDA_VISIBLE_DEVICES":
                 imp.drop(o, w.text, "recipectl assigns each endpoint its GPUs from the placement")
             else:
                 set_role_env(imp, role, name, value, o)
         model_from_flags(imp, first.flags, first.file)
     if imp.get(("model", "path")) is None:
+        unread = next((s for s in servers if s.flags.unread_model is not None), None)
+        if unread is not None and unread.flags.unread_model is not None:
+            raise unread_model(unread.file, unread.flags.unread_model)
         raise NotImportable(f"{file}: the server commands name no model")
     if imp.get(("kv_transfer", "connector")) is None:
         raise NotImportable(

@@ -14,7 +14,7 @@ import yaml
 from ..models.info import architecture_family
 from ..placeholders import has_reference
 from ..yamlsource import DuplicateKey, Refused, compose_documents
-from .flags import MODEL_FIELDS, RoleFlags
+from .flags import MODEL_FIELDS, RoleFlags, quoted
 from .registry import NotImportable, PathKey
 from .shellwords import Word
 
@@ -78,7 +78,9 @@ class Imported:
         self.origins.setdefault(tuple(path), origin)
 
     def drop(self, origin: Origin | None, what: str, why: str) -> None:
-        self.dropped.append(Dropped(origin.file if origin else self.file, origin.line if origin else None, what, why))
+        dropped = Dropped(origin.file if origin else self.file, origin.line if origin else None, what, why)
+        if dropped not in self.dropped:  # a script's export, dropped for each role it reaches: said once
+            self.dropped.append(dropped)
 
     # -- reading
     def positions(self) -> dict[PathKey, tuple[int, int]]:
@@ -107,6 +109,15 @@ def set_role_env(imp: Imported, role: str, name: str, value: Any, origin: Origin
         imp.set((role, "side_channel_port"), int(value), origin)
     else:
         imp.set((role, "env", name), as_env(value), origin)
+
+
+def unread_model(file: str, w: Word) -> NotImportable:
+    """No model, where a server command names it by a command substitution (`$(cat model.txt)`)."""
+    return NotImportable(
+        f"{file}:{w.line}:{w.col}: the model is {quoted(w.substitutions[0])}, a command substitution: recipectl "
+        "does not run it, so it has no model to import",
+        fix="write the model's name or path in its place",
+    )
 
 
 def model_from_flags(imp: Imported, flags: RoleFlags, file: str) -> None:

@@ -16,6 +16,7 @@ Dynamo states no workload: the recipe has none (its benchmark is a separate mani
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable
 
 from .common import (
@@ -33,12 +34,13 @@ from .common import (
     safe_name,
     set_gpu,
     set_role_env,
+    unread_model,
     yaml_documents,
 )
 from .dynamo_crd import Component, components, config_maps
 from .flags import read_flags
 from .names import DYNAMO
-from .shapes import DynamoGraph, check
+from .shapes import DynamoConfigMapDocument, DynamoGraph, check
 from .shellvars import Scope, expand_k8s, expand_word, read_assignments
 from .shellwords import Word, shell_words
 
@@ -51,6 +53,10 @@ def import_dynamo(text: str, file: str) -> Imported:
         raise NotImportable(f"{file}: {len(docs)} DynamoGraphDeployment documents; recipectl reads one")
     data, pos = docs[0]
     check(DynamoGraph, data, file, pos)
+    for doc, doc_pos in all_docs:  # the ConfigMaps a container's env reads, checked as the graph is
+        if isinstance(doc, dict) and doc.get("kind") == "ConfigMap":
+            under = {("ConfigMap", *path): at for path, at in doc_pos.items()} | {(): doc_pos[()]}
+            check(DynamoConfigMapDocument, {"ConfigMap": doc}, file, under)
     imp = Imported(DYNAMO, file, files=[file])
 
     o = origin_in(file, pos)
@@ -111,6 +117,9 @@ def import_dynamo(text: str, file: str) -> Imported:
             "a decode worker (an aggregated graph is not P/D)"
         )
     if imp.get(("model", "path")) is None:
+        unread = next((f.unread_model for _, _, f in workers.values() if f.unread_model is not None), None)
+        if unread is not None:
+            raise unread_model(file, unread)
         raise NotImportable(f"{file}: no --model in the workers' arguments")
     imp.at(("engine",), imp.origins.get(("engine", "image"), o("spec")))
     _cluster(imp, text, file, workers, o)
@@ -189,7 +198,7 @@ def _argv(comp: Component, text: str, pos: dict, file: str) -> tuple[list[Word] 
 
 def _k8s_word(w: Word, env: dict[str, str | None]) -> Word:
     e = expand_k8s(w.text, env)
-    return w if e.unresolved or e.text == w.text else Word(e.text, w.line, w.col)
+    return w if e.unresolved or e.text == w.text else replace(w, text=e.text, literal=())
 
 
 def _cluster(imp: Imported, text: str, file: str, workers: dict, o) -> None:

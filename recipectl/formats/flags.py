@@ -87,6 +87,19 @@ DYNAMO_FLAGS: dict[str, Arity] = {
 }
 
 
+def substituted(w: Word) -> str:
+    """Why a word holding a command substitution (`$(cat model.txt)`) is not carried."""
+    return (
+        f"{quoted(w.substitutions[0])} is a command substitution: recipectl does not run it, so the "
+        "value is not imported (write the value it gives)"
+    )
+
+
+def quoted(command: str) -> str:
+    """A command substitution as a message quotes it: in backquotes, unless it is in backquotes."""
+    return command if command.startswith("`") else f"`{command}`"
+
+
 def dynamo_arity(name: str) -> Arity | None:
     """How many words ``name`` (normalised) takes where it is one of dynamo.vllm's own options; None
     where it is not one."""
@@ -108,6 +121,7 @@ class RoleFlags:
     settings: dict[str, tuple[Any, Word]] = field(default_factory=dict)  # field -> (value, flag word)
     extra: list[Word] = field(default_factory=list)
     model: tuple[str, Word] | None = None
+    unread_model: Word | None = None  # the model is a command substitution, not run
     kv_config: tuple[dict, Word] | None = None
     role: tuple[str, Word] | None = None  # from Dynamo's role flags or the KV role
     problems: list[tuple[Word, str]] = field(default_factory=list)
@@ -123,7 +137,11 @@ def read_flags(words: list[Word], *, positional_model: bool) -> RoleFlags:
         w = words[i]
         text = w.text
         if not text.startswith("-") or text == "-":
-            if positional_model and out.model is None:
+            model_here = positional_model and out.model is None and out.unread_model is None
+            if w.substitutions:
+                out.dropped.append((w, substituted(w)))
+                out.unread_model = w if model_here else out.unread_model
+            elif model_here:
                 out.model = (text, w)
             elif has_reference(text):  # `"${EXTRA_ARGS[@]}"`: known when the script runs (IMP001 says so)
                 out.extra.append(w)
@@ -136,6 +154,13 @@ def read_flags(words: list[Word], *, positional_model: bool) -> RoleFlags:
         has_value = bool(eq) or (i + 1 < len(words) and not words[i + 1].text.startswith("-"))
         value_text = inline if eq else (words[i + 1].text if has_value else None)
         step = 1 if eq or not has_value else 2
+        computed = next((x for x in words[i : i + step] if x.substitutions), None)
+        if computed is not None:
+            out.dropped.append((w, substituted(computed)))
+            if norm == "--model":
+                out.unread_model = computed
+            i += step
+            continue
         if norm == "--model":
             if value_text is not None:
                 out.model = (value_text, w)
@@ -185,6 +210,10 @@ def _read_known_flag(words: list[Word], i: int, flag: EngineFlag, *, inline: boo
             take += 1
     else:
         take = 1 if inline else 2
+    computed = next((x for x in words[i : i + take] if x.substitutions), None)
+    if computed is not None:  # one of several values (the first was seen by read_flags)
+        out.dropped.append((w, substituted(computed)))
+        return take
     found, problems = parse_extra_args([x.text for x in words[i : i + take]])
     for p in problems:
         out.problems.append((w, p.message))

@@ -13,10 +13,10 @@ read the document as written, which the shape has shown to have the types they e
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError
 from pydantic_core import PydanticCustomError
 
-from ..fieldtypes import MAX_TOKENS
+from ..fieldtypes import MAX_TOKENS, Number, Whole  # `Whole`: "8" (a Kubernetes quantity) is one, `true` is not
 from ..placeholders import has_reference
 from .registry import PathKey, PeerFileInvalid
 
@@ -84,24 +84,6 @@ def _concurrencies(v: Any) -> Any:
     )
 
 
-def _no_bool_int(v: Any) -> Any:
-    if isinstance(v, bool):
-        raise PydanticCustomError("int_type", "Input should be a valid integer")
-    return v
-
-
-def _no_bool_float(v: Any) -> Any:
-    if isinstance(v, bool):
-        raise PydanticCustomError("float_type", "Input should be a valid number")
-    return v
-
-
-# A whole number (YAML's `true` is not one; "8", a Kubernetes quantity, is) and a number; each
-# field gives its bounds: `Annotated[Whole, Field(ge=lo, le=hi)]`.
-Whole = Annotated[int, BeforeValidator(_no_bool_int)]
-Fraction = Annotated[float, BeforeValidator(_no_bool_float)]
-
-
 def _replicas(v: Any) -> Any:
     """A whole number of replicas, or one set at deploy time (`${PREFILL_REPLICAS}`: IMP001)."""
     if has_reference(v):
@@ -162,7 +144,7 @@ class SrtBenchmark(Shape):
     isl: Annotated[Whole, Field(ge=0, le=MAX_TOKENS)] | None = None
     osl: Annotated[Whole, Field(ge=0, le=MAX_TOKENS)] | None = None
     concurrencies: Concurrencies | None = None
-    random_range_ratio: Annotated[Fraction, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    random_range_ratio: Annotated[Number, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
     num_shots: Annotated[Whole, Field(ge=0, le=1000)] | None = None
     num_prompts_mult: Annotated[Whole, Field(ge=1, le=1 << 20)] | None = None
 
@@ -215,6 +197,7 @@ class DynamoEnvFrom(Shape):
 class DynamoContainer(Shape):
     image: Label | None = None
     env: list[DynamoEnvVar] | None = None
+    envFrom: list[DynamoEnvFrom] | None = None
     command: list[Label] | None = None
     args: list[Label] | None = None
 
@@ -237,6 +220,7 @@ class DynamoService(Shape):
     replicas: Replicas = 1
     resources: DynamoResources | None = None
     extraPodSpec: DynamoPodSpec | None = None
+    envs: list[DynamoEnvVar] | None = None
     envFromSecret: Label | None = None
 
 
@@ -248,7 +232,6 @@ class DynamoPodContainer(DynamoContainer):
     """A container of a v1beta1 component's podTemplate (the worker is the one named `main`)."""
 
     name: Label | None = None
-    envFrom: list[DynamoEnvFrom] | None = None
     resources: DynamoContainerResources | None = None
 
 
@@ -272,6 +255,8 @@ class DynamoComponent(Shape):
 class DynamoSpec(Shape):
     services: dict[str, DynamoService] | None = None  # v1alpha1
     components: list[DynamoComponent] | None = None  # v1beta1
+    envs: list[DynamoEnvVar] | None = None  # the graph's environment: v1alpha1's spelling
+    env: list[DynamoEnvVar] | None = None  # v1beta1's
 
 
 class DynamoMetadata(Shape):
@@ -281,3 +266,17 @@ class DynamoMetadata(Shape):
 class DynamoGraph(Shape):
     metadata: DynamoMetadata | None = None
     spec: DynamoSpec | None = None
+
+
+class DynamoConfigMap(Shape):
+    """A ConfigMap of the same file, whose values a container's env reads by name and key."""
+
+    metadata: DynamoMetadata | None = None
+    data: dict[str, EnvValue] | None = None
+
+
+class DynamoConfigMapDocument(Shape):
+    """A ConfigMap's document under its kind, so that a finding names it (`ConfigMap.metadata`),
+    not a field of the graph's own document."""
+
+    ConfigMap: DynamoConfigMap

@@ -11,13 +11,15 @@ Kubernetes (a container's `command` and `args`): `$(VAR)` is the container's env
 variable whose value the file does not hold (a Secret, a field reference) stays unresolved.
 
 An unresolved reference is left as written in the word, so that it reaches the recipe and rule
-IMP001 reports it (recipectl.placeholders) — never a silent skip.
+IMP001 reports it (recipectl.placeholders) — never a silent skip. A command substitution
+(`$(cat model.txt)`) is not run: a variable assigned one is unknown, and the importers do not
+carry a value that holds one (flags.py).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .registry import NotImportable
 from .shellwords import Word
@@ -140,7 +142,7 @@ def expand_word(w: Word, scope: Scope) -> tuple[Word, Expanded]:
     e = expand(w.text, scope, w.literal)
     if e.unresolved:
         return w, e
-    return Word(e.text, w.line, w.col), e
+    return replace(w, text=e.text, literal=()), e
 
 
 def expand_k8s(text: str, env: dict[str, str | None]) -> Expanded:
@@ -216,7 +218,7 @@ def _assign(w: Word, scope: Scope, *, export: bool) -> None:
         scope.array(name, w)
         return
     e = expand(value, scope, tuple(k - len(name) - 1 for k in w.literal if k > len(name)))
-    if e.unresolved:
+    if e.unresolved or w.substitutions:  # known when the script runs: its uses stay as written
         scope.values.pop(name, None)
         scope.arrays.discard(name)
         scope.where[name] = w

@@ -3,6 +3,7 @@ point a finding at the original line."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -15,29 +16,41 @@ class Word:
     col: int
     # the offsets in `text` of the `$` that the script quoted ('$X', \$X): text, never an expansion
     literal: tuple[int, ...] = ()
+    # the command substitutions in it (`$(cat model.txt)`, a backquoted command), as written: their
+    # output is known only when the script runs (`$(NAME)`, which reads like Kubernetes' `$(VAR)`,
+    # is a reference: placeholders.py)
+    substitutions: tuple[str, ...] = ()
 
 
 _SEPARATORS = (";", "&&", "||", "&", "|")  # the two-character ones before their one-character prefixes
+_K8S_LIKE = re.compile(r"\$\([A-Za-z_][A-Za-z0-9_]*\)")  # `$(NAME)`: a reference (placeholders.py)
 
 
 def shell_words(script: str, line0: int = 1, col0: int = 0, *, block_indent: int = 0) -> list[list[Word]]:
     """Split a shell script into simple commands of words, each word with its (line, col).
 
     Enough of POSIX sh for launch scripts: quotes, backslash escapes and line continuations,
-    comments, `;`, `&`, `&&`, `||`, `|` and newlines between commands. `line0` is the file line of
-    the script's first line; `col0` the column offset of its first line, `block_indent` that of
-    the others (a YAML block scalar). No expansion: `$VAR` stays as written, and each word says
-    which of its `$` the script quoted (shellvars.py expands the others). Not `shlex`: it
+    comments, `;`, `&`, `&&`, `||`, `|` and newlines (LF or CRLF) between commands; a command substitution
+    (`$(cmd args)`, a backquoted command) is part of its word, spaces and all, not run. `line0` is
+    the file line of the script's first line; `col0` the column offset of its first line,
+    `block_indent` that of the others (a YAML block scalar). No expansion: `$VAR` stays as
+    written, and each word says which of its `$` the script quoted (shellvars.py expands the
+    others; a `$` inside a command substitution counts as quoted) and which command substitutions
+    it holds. Not `shlex`: it
     reports no column for a token (and only the line where a token ends), and a finding must
     point at the word's own line and column in the original file.
 
-    One function of about 90 lines on purpose: a single-pass tokenizer whose branches all move the
+    One function of about 120 lines on purpose: a single-pass tokenizer whose branches all move the
     same cursor (index, line, column) and the same word being built; split into functions, each
     would take and return all of that state."""
+    # A script saved with Windows line endings (CRLF) reads as its author wrote it: `\` then CRLF
+    # continues the line. Positions stay: the CR stood at the end of its line.
+    script = script.replace("\r\n", "\n")
     commands: list[list[Word]] = []
     current: list[Word] = []
     buf: list[str] = []
     literal: list[int] = []
+    substitutions: list[str] = []
     start: tuple[int, int] | None = None
     line, col = line0, col0
     i, n = 0, len(script)
@@ -46,10 +59,10 @@ def shell_words(script: str, line0: int = 1, col0: int = 0, *, block_indent: int
         return line, col + 1
 
     def end_word() -> None:
-        nonlocal buf, start, literal
+        nonlocal buf, start, literal, substitutions
         if start is not None:
-            current.append(Word("".join(buf), *start, literal=tuple(literal)))
-        buf, start, literal = [], None, []
+            current.append(Word("".join(buf), *start, literal=tuple(literal), substitutions=tuple(substitutions)))
+        buf, start, literal, substitutions = [], None, [], []
 
     def end_command() -> None:
         nonlocal current
@@ -67,6 +80,38 @@ def shell_words(script: str, line0: int = 1, col0: int = 0, *, block_indent: int
             else:
                 col += 1
             i += 1
+
+    def substitution() -> None:
+        """The `$(...)` (to its matching parenthesis, quotes and escapes inside) or backquoted
+        command at the cursor, into the word as written."""
+        begin, depth, quote = len(buf), 0, ""
+        closer = "`" if script[i] == "`" else ")"
+        if closer == "`":
+            buf.append("`")
+            advance()
+        while i < n:
+            ch = script[i]
+            if ch == "\\" and quote != "'" and i + 1 < n:
+                buf.append(ch)
+                advance()
+            elif quote:
+                quote = "" if ch == quote else quote
+            elif ch == closer and (closer == "`" or depth == 1):
+                buf.append(ch)
+                advance()
+                break
+            elif ch in "'\"" and closer == ")":
+                quote = ch
+            elif ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+            buf.append(script[i])
+            advance()
+        written = "".join(buf[begin:])
+        if not _K8S_LIKE.fullmatch(written):
+            literal.extend(k for k in range(begin, len(buf)) if buf[k] == "$")
+            substitutions.append(written)
 
     while i < n:
         c = script[i]
@@ -112,6 +157,9 @@ def shell_words(script: str, line0: int = 1, col0: int = 0, *, block_indent: int
                         buf.append(script[i + 1])
                     advance(2)
                     continue
+                if script[i] == "`" or script.startswith("$(", i):
+                    substitution()
+                    continue
                 buf.append(script[i])
                 advance()
             if i < n:
@@ -122,6 +170,9 @@ def shell_words(script: str, line0: int = 1, col0: int = 0, *, block_indent: int
                 literal.append(len(buf))
             buf.append(script[i + 1])
             advance(2)
+            continue
+        if c == "`" or script.startswith("$(", i):
+            substitution()
             continue
         buf.append(c)
         advance()

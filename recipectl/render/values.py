@@ -8,7 +8,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
-_ENV_REF = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$")
+# `${NAME}` or `$NAME`, the whole value; an unmatched brace (`${NAME`, `$NAME}`) is text, written as it is
+_ENV_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,8 @@ def path_value(path: str) -> Value:
 
 
 def parse_env_value(value: str) -> Value:
-    m = _ENV_REF.match(value)
-    return EnvRef(m.group(1)) if m else value
+    m = _ENV_REF.fullmatch(value)
+    return EnvRef(m.group(1) or m.group(2)) if m else value
 
 
 # ------------------------------------------------------------------------------- shell code
