@@ -152,6 +152,7 @@ def test_type_mutations_through_the_commands(recipectl_in_process, tmp_path):
 # ------------------------------------------------------------------- one value of the wrong type
 SRT = FIELD / "srt-slurm" / "qwen35-397b-gb200-4xdep2-1xdep8.yaml"
 DYNAMO = FIELD / "dynamo" / "qwen35-397b-fp8-h100-disagg.yaml"
+DSV4 = FIELD / "srt-slurm" / "deepseek-v4-pro-gb200-1p4d-dep8-tp8-offload.yaml"
 
 
 def _line_of(text: str, needle: str) -> int:
@@ -165,6 +166,13 @@ def _line_of(text: str, needle: str) -> int:
         (SRT, "  gpus_per_decode: 8", "  gpus_per_decode: {a: 1}", "resources.gpus_per_decode"),
         (SRT, "  isl: 8192", "  isl: [1, 2]", "benchmark.isl"),
         (SRT, "  vllm_config:\n    prefill:", "  vllm_config: word\n  unused:\n    prefill:", "backend.vllm_config"),
+        (
+            DSV4,
+            '    repo: "deepseek-ai/DeepSeek-V4-Pro"',
+            "    repo: [deepseek-ai, DeepSeek-V4-Pro]",
+            "identity.model.repo",
+        ),
+        (DSV4, "  model:\n    repo:", "  model: word\n  unused:\n    repo:", "identity.model"),
         (
             DYNAMO,
             '  subComponentType: prefill\n      replicas: 1\n      resources:\n        limits:\n          gpu: "8"',
