@@ -106,6 +106,38 @@ class Placement:
         return [q for p in self.shared_gpus.values() if proc in p for q in p if q is not proc]
 
 
+@dataclass(frozen=True)
+class WideTensorParallel:
+    """A role whose tensor-parallel group is wider than a node. vLLM runs one (`--nnodes`,
+    `--node-rank`, `--master-addr` on each node, `--headless` past the first: srt-slurm's srtctl
+    launches its DeepSeek-V4 decode so); recipectl's placement gives a TP group one node, and its
+    renderers write no such command line."""
+
+    role: str
+    tp: int
+    gpus_per_node: int
+
+    @property
+    def nodes(self) -> int:
+        """The nodes one tensor-parallel group spans."""
+        return -(-self.tp // self.gpus_per_node)
+
+    def describe(self) -> str:
+        return f"{self.role} TP {self.tp} spans {self.nodes} nodes of {self.gpus_per_node} GPUs"
+
+
+def wide_tensor_parallel(recipe: Recipe) -> list[WideTensorParallel]:
+    """The roles whose TP is wider than a GPU node (none on the CPU platform, where TP is threads)."""
+    cluster = recipe.cluster
+    if cluster.is_cpu:
+        return []
+    return [
+        WideTensorParallel(role, spec.parallel.tp, cluster.gpus_per_node)
+        for role, spec in recipe.roles.items()
+        if spec.parallel.tp > cluster.gpus_per_node
+    ]
+
+
 def place(recipe: Recipe) -> Placement:
     """Place endpoints: multi-node endpoints first on whole nodes, then the rest first-fit.
 

@@ -111,6 +111,14 @@ CORPUS: tuple[Expect, ...] = (
     Expect("srt-slurm/qwen35-397b-gb200-8xdep2-1xdep8.yaml", expect=SEED_EXPECT, never=NEVER_PREFILL_RACE),
     Expect("srt-slurm/qwen35-397b-gb200-8xdep2-1xdep8-acc.yaml", expect=SEED_EXPECT, never=NEVER_PREFILL_RACE),
     Expect("srt-slurm/qwen35-397b-gb200-8xdep2-1xdep8-cc4096.yaml", expect=SEED_EXPECT, never=NEVER_PREFILL_RACE),
+    # DeepSeek-V4-Pro 1p4d on GB200 (commit 04ff0a0a), as published: decode TP8 over two 4-GPU nodes,
+    # which srtctl starts with --master-addr/--nnodes/--node-rank; recipectl cannot render it (TOP009). Its
+    # model.path is a cluster alias: the model is identity.model.repo, which recipectl knows no architecture of
+    Expect(
+        "srt-slurm/deepseek-v4-pro-gb200-1p4d-dep8-tp8-offload.yaml",
+        expect=KV_BOTH_EXPECT + (("TOP009", W, "decode.parallel"), ("IMP002", I, "model.path")),
+        never=(("TOP001", "*"),),
+    ),
     # ---------------------------------------------------------------- Dynamo (ai-dynamo/dynamo)
     Expect(
         "dynamo/qwen35-397b-fp8-h100-disagg.yaml",

@@ -19,6 +19,8 @@ from recipectl.formats.shellvars import Scope, expand, expand_k8s, read_assignme
 from recipectl.formats.shellwords import shell_words
 from recipectl.validate import validate_file
 
+from .recipe_text import edited
+
 ROOT = Path(__file__).resolve().parent.parent
 FIELD = ROOT / "tests" / "field"
 OTHER = ROOT / "tests" / "fixtures" / "other-backends"
@@ -212,6 +214,34 @@ def test_srtctls_rpc_port_goes_to_a_dp_endpoint_over_nodes_and_not_to_tp_over_no
     imp = import_text(tp8.read_text(), str(tp8))
     assert imp.get(("decode", "parallel")) == {"tp": 8, "dp": 1}
     assert imp.get(("decode", "data_parallel_rpc_port")) is None
+
+
+DSV4 = FIELD / "srt-slurm" / "deepseek-v4-pro-gb200-1p4d-dep8-tp8-offload.yaml"
+
+
+def test_the_model_is_identity_model_repo_where_model_path_is_a_directory_on_the_cluster(tmp_path):
+    """srtctl resolves `model.path: deepseekv4-fp4` through its srtslurm.yaml to a directory it
+    mounts at /model; the recipe's identity names the checkpoint (identity.model.repo): that is
+    the model, its findings point at that line, and the alias and the revision are listed as not
+    carried."""
+    text = DSV4.read_text()
+    imp = import_text(text, str(DSV4))
+    assert imp.get(("model", "path")) == "deepseek-ai/DeepSeek-V4-Pro"
+    dropped = {d.what: d.why for d in imp.dropped}
+    assert "identity.model.repo" in dropped["model.path: deepseekv4-fp4"]
+    assert "--revision" in dropped["identity.model.revision: 0366e4e064385807ea86b088a5c6c878ff23343b"]
+    repo_line = text[: text.index('    repo: "deepseek-ai/DeepSeek-V4-Pro"')].count("\n") + 1
+    report, _ = validate_file(DSV4)
+    (model,) = [d for d in report.diagnostics if d.path == "model.path"]
+    assert "deepseek-ai/DeepSeek-V4-Pro" in model.message and model.line == repo_line, model
+    # `hf:` is what the engine loads: it stays the model whatever the identity says
+    hf = tmp_path / "hf.yaml"
+    hf.write_text(edited(text, ('  path: "deepseekv4-fp4"', '  path: "hf:deepseek-ai/DeepSeek-V4-Flash"')))
+    assert import_text(hf.read_text(), str(hf)).get(("model", "path")) == "deepseek-ai/DeepSeek-V4-Flash"
+    # without an identity the directory is all the recipe says
+    bare = tmp_path / "bare.yaml"
+    bare.write_text(edited(text, ('    repo: "deepseek-ai/DeepSeek-V4-Pro"\n', "")))
+    assert import_text(bare.read_text(), str(bare)).get(("model", "path")) == "deepseekv4-fp4"
 
 
 def test_sa_bench_fixed_lengths_are_ratio_one(tmp_path):

@@ -154,6 +154,7 @@ SRT = FIELD / "srt-slurm" / "qwen35-397b-gb200-4xdep2-1xdep8.yaml"
 DYNAMO = FIELD / "dynamo" / "qwen35-397b-fp8-h100-disagg.yaml"
 GRAPH_ENV = FIELD / "dynamo" / "nemotron3-ultra-h200-disagg-1p2d-graph-env-v1beta1.yaml"  # v1beta1, spec.env
 CONFIG_MAP = FIELD / "dynamo" / "qwen35-122b-fp8-h200-disagg-1p2d-v1beta1.yaml"  # a ConfigMap first
+DSV4 = FIELD / "srt-slurm" / "deepseek-v4-pro-gb200-1p4d-dep8-tp8-offload.yaml"
 
 
 def _line_of(text: str, needle: str) -> int:
@@ -167,6 +168,13 @@ def _line_of(text: str, needle: str) -> int:
         (SRT, "  gpus_per_decode: 8", "  gpus_per_decode: {a: 1}", "resources.gpus_per_decode"),
         (SRT, "  isl: 8192", "  isl: [1, 2]", "benchmark.isl"),
         (SRT, "  vllm_config:\n    prefill:", "  vllm_config: word\n  unused:\n    prefill:", "backend.vllm_config"),
+        (
+            DSV4,
+            '    repo: "deepseek-ai/DeepSeek-V4-Pro"',
+            "    repo: [deepseek-ai, DeepSeek-V4-Pro]",
+            "identity.model.repo",
+        ),
+        (DSV4, "  model:\n    repo:", "  model: word\n  unused:\n    repo:", "identity.model"),
         (
             DYNAMO,
             '  subComponentType: prefill\n      replicas: 1\n      resources:\n        limits:\n          gpu: "8"',

@@ -8,8 +8,9 @@ decode_nodes, prefill_workers, decode_workers, gpus_per_prefill, gpus_per_decode
 vllm_config {prefill, decode}: flag name -> value, where `true` passes the bare flag, `false`
 nothing, a list its items}; `environment` for every process; `benchmark` {type, isl, osl,
 concurrencies "64x128", random_range_ratio}; `identity.frameworks.vllm` declares the engine's
-version. srtctl passes `--data-parallel-rpc-port` itself (allocated from 8400) to a DP endpoint (DP > 1)
-that spans nodes.
+version, `identity.model` {repo, revision} the Hugging Face checkpoint srtctl checks the model
+against (`IdentityModelConfig`: never passed to the engine). srtctl passes
+`--data-parallel-rpc-port` itself (allocated from 8400) to a DP endpoint (DP > 1) that spans nodes.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from .common import (
 )
 from .flags import read_flags
 from .names import SRT_SLURM
-from .shapes import SrtRecipe, check
+from .shapes import Label, Shape, SrtIdentity, SrtRecipe, check
 from .shellwords import Word
 
 SRTCTL_DP_RPC_PORT = 8400  # srtctl's VLLM_DATA_PARALLEL_RPC_PORT (src/srtctl/ports.py)
@@ -62,13 +63,28 @@ _NOT_ENGINE = (
 )
 
 
+class SrtIdentityModel(Shape):
+    repo: Label | None = None
+    revision: Label | None = None
+
+
+class SrtIdentityRead(SrtIdentity):
+    model: SrtIdentityModel | None = None
+
+
+class SrtRecipeRead(SrtRecipe):
+    """SrtRecipe with the identity's model, which the importer reads too."""
+
+    identity: SrtIdentityRead | None = None
+
+
 def import_srt_slurm(text: str, file: str) -> Imported:
     """srt-slurm (srtctl) recipes with a vLLM backend."""
     docs = yaml_documents(text, file)
     if len(docs) != 1 or not isinstance(docs[0][0], dict):
         raise NotImportable(f"{file}: an srt-slurm recipe is one YAML mapping")
     data, pos = docs[0]
-    check(SrtRecipe, data, file, pos)
+    check(SrtRecipeRead, data, file, pos)
     imp = Imported(SRT_SLURM, file, files=[file])
 
     o = origin_in(file, pos)
@@ -147,19 +163,50 @@ def import_srt_slurm(text: str, file: str) -> Imported:
 
 def _model_and_engine(imp: Imported, data: dict, o: Callable[..., Origin]) -> None:
     """model.path (hf: stripped), its precision, the container image, the vLLM version and the
-    environment every process gets."""
+    environment every process gets.
+
+    srtctl's model.path is `hf:` and a Hugging Face id, or else a directory on the cluster
+    (`deepseekv4-fp4`: an alias its srtslurm.yaml `model_paths` resolves), mounted at /model:
+    that directory names no model anywhere else. Where the recipe's identity names the checkpoint
+    (`identity.model.repo`), that is the model; `hf:` is what the engine loads, and stays."""
     model = data.get("model") or {}
-    path = str(model.get("path", ""))
-    if path.startswith("hf:"):
-        path = path[3:]
-    imp.set(("model", "path"), path, o("model", "path", text=str(model.get("path"))))
+    identity = (data.get("identity") or {}).get("model") or {}
+    raw = str(model.get("path", ""))
+    repo = str(identity["repo"]) if identity.get("repo") is not None else ""
+    if raw.startswith("hf:"):
+        path, origin = raw[3:], o("model", "path", text=raw)
+    elif repo:
+        path = repo
+        origin = o(
+            "identity",
+            "model",
+            "repo",
+            text=repo,
+            note=f"model.path {raw!r} is a directory on srt-slurm's cluster: the checkpoint is identity.model.repo",
+        )
+        imp.drop(
+            o("model", "path"),
+            f"model.path: {raw}",
+            "a directory on srt-slurm's cluster (an alias its srtslurm.yaml model_paths resolves, or a path), "
+            "mounted at /model; the model is identity.model.repo",
+        )
+    else:
+        path, origin = raw, o("model", "path", text=raw)
+    imp.set(("model", "path"), path, origin)
+    if identity.get("revision") is not None:
+        imp.drop(
+            o("identity", "model", "revision"),
+            f"identity.model.revision: {identity['revision']}",
+            "srtctl checks the checkpoint it finds against it; recipectl pins no revision "
+            "(vLLM's --revision in each role's extra_args does)",
+        )
     precision = str(model.get("precision", "")).lower()
     quant = {"nvfp4": "nvfp4", "fp4": "nvfp4", "fp8": "fp8", "bf16": "bf16", "bfloat16": "bf16"}.get(precision)
     if quant:
         imp.set(("model", "quantization"), quant, o("model", "precision"))
     elif precision:
         imp.drop(o("model", "precision"), f"model.precision: {model.get('precision')}", "no recipectl quantization")
-    model_facts(imp, path, o("model", "path", text=str(model.get("path"))))
+    model_facts(imp, path, origin)
     if model.get("container"):
         imp.set(("engine", "image"), str(model["container"]), o("model", "container"))
     vllm_version = ((data.get("identity") or {}).get("frameworks") or {}).get("vllm")

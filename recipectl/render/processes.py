@@ -13,7 +13,7 @@ from ..engine_flags import BY_FIELD, Arity, flag_for
 from ..engine_versions import fmt_version, gdn_backends_for
 from ..errors import RecipectlError
 from ..schema import Recipe, RoleSection
-from ..topology import Placement, Process, parse_cores, place
+from ..topology import Placement, Process, parse_cores, place, wide_tensor_parallel
 from .values import NodeAddress, UrlOf, Value, parse_env_value, path_value
 
 # the engine binds a CPU endpoint's OpenMP threads to these cores (a list per rank, "|" between)
@@ -263,6 +263,24 @@ def router_argv(recipe: Recipe, placement: Placement) -> list[Value]:
     return argv + extra_args_values(r.extra_args)
 
 
+def refuse_wide_tensor_parallel(recipe: Recipe) -> None:
+    """TP over nodes is a recipe vLLM runs (TOP009) and one recipectl cannot render yet: every
+    command that writes or starts a deployment stops here, saying so, before anything is written."""
+    wide = wide_tensor_parallel(recipe)
+    if not wide:
+        return
+    nodes = " or ".join(str(n) for n in sorted({w.nodes for w in wide}))
+    first = wide[0]
+    raise RecipectlError(
+        f"recipectl cannot render tensor parallelism over {nodes} nodes yet; "
+        + "; ".join(w.describe() for w in wide)
+        + " (vLLM runs it, started on each node with --nnodes, --node-rank and --master-addr)",
+        fix=f"launch it as its publisher does (vllm serve --nnodes {first.nodes} --node-rank R --master-addr "
+        f"LEADER on each node, --headless past the first), or keep each TP group on one node "
+        f"({first.role}.parallel tp <= {first.gpus_per_node}) for recipectl to render it (TOP009)",
+    )
+
+
 def _url(recipe: Recipe, proc: Process) -> Value:
     """Worker URL as the router sees it. A literal when hosts are known, else built on the node."""
     if recipe.cluster.hosts:
@@ -271,6 +289,7 @@ def _url(recipe: Recipe, proc: Process) -> Value:
 
 
 def build_deployment(recipe: Recipe) -> Deployment:
+    refuse_wide_tensor_parallel(recipe)
     placement = place(recipe)
     if placement.problems:
         raise RecipectlError(

@@ -8,6 +8,7 @@ from typing import Iterator
 from ..diagnostics import Category, Severity
 from ..plan.shares import SHARE_MAX, even_shares, shared_gpus
 from ..schema import Quantization
+from ..topology import wide_tensor_parallel
 from .context import RuleContext
 from .registry import Violation, rule
 
@@ -19,14 +20,16 @@ from .registry import Violation, rule
     severity=Severity.ERROR,
     category=Category.CRASH,
     applies="GPU clusters",
-    source="vLLM data/tensor parallel placement (TP within a node; multi-node DP on whole nodes)",
+    source="vLLM data-parallel placement (multi-node DP on whole nodes); vLLM worker start-up "
+    '("Free memory on device ... is less than desired GPU memory utilization")',
 )
 def fit(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
-    That every endpoint (TP x DP GPUs) can be placed: TP within one node, multi-node DP endpoints
-    on whole nodes, all endpoints together within `nodes x gpus_per_node`. Endpoints that name
-    the same GPU in `devices` share it, and are counted by memory: their roles'
-    `gpu_memory_utilization` on that GPU must add up to at most 1.
+    That every endpoint (TP x DP GPUs) can be placed: multi-node DP endpoints on whole nodes, all
+    endpoints together within `nodes x gpus_per_node`. Endpoints that name the same GPU in
+    `devices` share it, and are counted by memory: their roles' `gpu_memory_utilization` on that
+    GPU must add up to at most 1. A TP group wider than a node is not counted here: vLLM runs it
+    over nodes, and TOP009 says that recipectl does not render it.
 
     Why:
     An endpoint that does not fit waits forever for GPUs (Slurm/Kubernetes) or fails with an
@@ -78,18 +81,10 @@ def fit(ctx: RuleContext) -> Iterator[Violation]:
                 if top >= c.gpus_per_node
                 else f"{role}:\n  endpoints: 1",
             )
-    for role, spec in ctx.roles():
-        if spec.parallel.tp > c.gpus_per_node:
-            yield Violation(
-                f"{role}.parallel",
-                f"{role} TP {spec.parallel.tp} exceeds the {c.gpus_per_node} GPUs "
-                "of a node; tensor parallelism stays within a node",
-                f"{role}:\n  parallel: {{tp: {c.gpus_per_node}, dp: "
-                f"{spec.parallel.dp * spec.parallel.tp // c.gpus_per_node}}}",
-            )
+    # an endpoint whose TP group is wider than a node is not placed, and is TOP009's
     rest = [p for p in ctx.placement.problems if p not in tp_too_wide and p not in named]
+    nodes_needed = -(-need // max(1, c.gpus_per_node))
     if rest:
-        nodes_needed = -(-need // max(1, c.gpus_per_node))
         sharing = (
             (
                 "; servers can share a GPU instead: the same devices for both roles and a "
@@ -102,6 +97,12 @@ def fit(ctx: RuleContext) -> Iterator[Violation]:
             "cluster.nodes",
             f"{len(rest)} endpoint(s) do not fit: {rest[0]} ({need} GPUs wanted, {total} in the cluster){sharing}",
             f"cluster:\n  nodes: {max(nodes_needed, c.nodes + 1)}",
+        )
+    elif tp_too_wide and need > total:  # still GPUs the cluster must have
+        yield Violation(
+            "cluster.nodes",
+            f"the endpoints want {need} GPUs, {total} in the cluster",
+            f"cluster:\n  nodes: {nodes_needed}",
         )
 
 
@@ -458,6 +459,49 @@ def pipeline_parallel(ctx: RuleContext) -> Iterator[Violation]:
                 f"# drop --pipeline-parallel-size from {role}.extra_args; for more GPUs an endpoint, "
                 f"a larger TP or DP in {role}.parallel",
             )
+
+
+@rule(
+    code="TOP009",
+    name="topology.tp-over-nodes",
+    title="Tensor parallelism over nodes, which recipectl does not render yet",
+    severity=Severity.WARNING,
+    category=Category.OPERABILITY,
+    applies="GPU roles whose TP is wider than a node",
+    source="vLLM engine/arg_utils.py EngineArgs master_addr/nnodes/node_rank (--master-addr, --nnodes, "
+    "--node-rank; --headless past the first node), read in the 0.26.0, 0.31.0 and 0.32.0 wheels; srt-slurm "
+    "src/srtctl/backends/vllm.py passes them to a TP endpoint over nodes (its DeepSeek-V4-Pro GB200 1p4d "
+    "and 1p8d recipes: decode TP8 over two 4-GPU nodes)",
+)
+def tp_over_nodes(ctx: RuleContext) -> Iterator[Violation]:
+    """What it checks:
+    Whether a role's tensor parallelism (`parallel.tp`) is wider than a node's GPUs
+    (`cluster.gpus_per_node`).
+
+    Why:
+    vLLM runs a TP group over nodes: the same `vllm serve` on each node with `--nnodes`,
+    `--node-rank` and `--master-addr` (the nodes after the first `--headless`), and srt-slurm
+    publishes DeepSeek-V4-Pro recipes whose decode is TP8 over two 4-GPU GB200 nodes. The recipe
+    is one the engine runs; recipectl's placement gives a TP group one node, and its renderers
+    write no such command line, so `render` and `launch` refuse it (exit 2). The finding is about
+    recipectl, not the recipe: launch it as its publisher does.
+
+    Example:
+        cluster: {gpu: GB200, gpus_per_node: 4, nodes: 4}
+        decode: {parallel: TP8}
+
+    Fix:
+        decode:
+          parallel: TP4   # for recipectl to render it: a TP group within a node
+    """
+    for wide in wide_tensor_parallel(ctx.recipe):
+        yield Violation(
+            f"{wide.role}.parallel",
+            f"{wide.describe()}: vLLM runs it (each node started with --nnodes {wide.nodes}, --node-rank and "
+            "--master-addr), but recipectl cannot render or launch tensor parallelism over nodes yet",
+            f"# launch it as its publisher does; for recipectl to render it, a TP group within a node:\n"
+            f"{wide.role}:\n  parallel: {{tp: {wide.gpus_per_node}, dp: {wide.nodes}}}   # or more endpoints",
+        )
 
 
 # A fix's value for the port fields the schema leaves unset: vllm-router's metrics default, and the
