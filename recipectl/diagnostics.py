@@ -88,8 +88,11 @@ class Diagnostic(Problem):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.ignored:  # an ignore's reason is printed too
-            object.__setattr__(self, "ignored", redact_text(self.ignored))
+        # an ignore's reason is printed too, and the path: a recipe's key may be credential-shaped
+        for name in ("ignored", "path"):
+            text = getattr(self, name)
+            if text:
+                object.__setattr__(self, name, redact_text(text))
 
     @property
     def location(self) -> str:

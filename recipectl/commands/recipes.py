@@ -18,7 +18,7 @@ from ..errors import RecipectlError
 from ..render.registry import target_help
 from ..ruledocs import rule_page, rules_json
 from ..rules import all_rules, get_rule
-from ..secretscan import redact_data
+from ..secretscan import redact_data, redact_text
 from ..validate import load_variant, validate_file
 from . import complete, echo
 from .import_ import import_recipe as write_imported
@@ -79,11 +79,12 @@ def expand(
     report, recipes = validate_file(Path(recipe))
     if not report.valid:
         raise RecipectlError(format_reports_text([report]).rstrip())
+    # as show's: a recipe's literal credential is <redacted> (its name too, `name: hf_...`)
     if format == "names":
         for r in recipes:
-            echo(r.recipe.name)
+            echo(redact_text(r.recipe.name))
         return 0
-    docs = [r.recipe.model_dump(mode="json", exclude_none=True) for r in recipes]
+    docs = [redact_data(r.recipe.model_dump(mode="json", exclude_none=True)) for r in recipes]
     echo(json.dumps(docs, indent=2) if format == "json" else yaml.safe_dump_all(docs, sort_keys=False))
     return 0
 
