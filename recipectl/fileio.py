@@ -130,6 +130,23 @@ def read_json_bounded(
     return parse_json(read_text_bounded(path, limit), max_depth=max_depth, max_bytes=limit)
 
 
+def same_file_as(path: str | os.PathLike[str], inputs: list[str]) -> str | None:
+    """The first of `inputs` that `path` is: one file under any name (the same path, a hard link,
+    an input that is a symlink to it). `path` itself is not followed: write_atomic replaces a
+    symlink there, never its target. None where `path` does not exist or is none of them."""
+    try:
+        st = os.lstat(path)
+    except (OSError, ValueError):
+        return None
+    for f in inputs:
+        try:
+            if os.path.samestat(st, os.stat(f)):
+                return f
+        except (OSError, ValueError):
+            continue
+    return None
+
+
 def write_atomic(
     path: str | os.PathLike[str], data: str | bytes, *, mode: int | None = None, replace: bool = True
 ) -> None:

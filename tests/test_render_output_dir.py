@@ -98,3 +98,72 @@ def test_cli_refuses_to_overwrite_and_force_replaces(tmp_path, module):
     assert r.returncode == 0, r.stderr
     assert (out / SCRIPT).read_text().startswith("#!/usr/bin/env bash")
     assert os.access(out / SCRIPT, os.X_OK)
+
+
+# ---------------------------------------------------------------------------------------------------
+# what render reads is never what it writes, whatever --force says
+
+LOCAL = ROOT / "recipes" / "local" / "tiny-hybrid-cpu.yaml"
+LOCAL_K8S = "local-tiny-hybrid.k8s.yaml"  # what `render -t k8s` writes for it
+
+
+def _render_local(recipe: Path, out: Path, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "recipectl", "render", str(recipe), "-t", "k8s", "-o", str(out), "--force", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+    )
+
+
+def _assert_refused(r: subprocess.CompletedProcess, kept: Path, text: str) -> None:
+    assert r.returncode == 2, r.stderr
+    assert "refusing to replace" in r.stderr and "nothing was written" in r.stderr and "fix:" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert kept.read_text() == text
+
+
+def test_force_never_replaces_the_recipe_being_rendered(tmp_path):
+    """A recipe named like what it renders to (`x.k8s.yaml`), rendered into its own directory."""
+    recipe = tmp_path / LOCAL_K8S
+    recipe.write_text(LOCAL.read_text())
+    _assert_refused(_render_local(recipe, tmp_path), recipe, LOCAL.read_text())
+    _assert_refused(_render_local(Path(LOCAL_K8S), Path("."), cwd=tmp_path), recipe, LOCAL.read_text())
+    assert sorted(p.name for p in tmp_path.iterdir()) == [LOCAL_K8S]  # no temporary file left
+
+
+def test_force_never_replaces_the_recipe_under_another_name(tmp_path):
+    """The output file is a hard link to the recipe, or the recipe given is a symlink to it."""
+    out = tmp_path / "out"
+    out.mkdir()
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(LOCAL.read_text())
+    os.link(recipe, out / LOCAL_K8S)
+    _assert_refused(_render_local(recipe, out), recipe, LOCAL.read_text())
+    (out / LOCAL_K8S).unlink()
+    (out / LOCAL_K8S).write_text(LOCAL.read_text())
+    (tmp_path / "link.yaml").symlink_to(out / LOCAL_K8S)
+    _assert_refused(_render_local(tmp_path / "link.yaml", out), out / LOCAL_K8S, LOCAL.read_text())
+
+
+def test_force_never_replaces_the_models_config(tmp_path):
+    """The model's config.json is read too: a hard link to it in the output directory stays."""
+    model = tmp_path / "model"
+    model.mkdir()
+    config = ROOT / "tests" / "fixtures" / "gdn-hd128" / "config.json"
+    (model / "config.json").write_text(config.read_text())
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(LOCAL.read_text().replace("~/.cache/recipectl/models/qwen3next-tiny", str(model)))
+    out = tmp_path / "out"
+    out.mkdir()
+    os.link(model / "config.json", out / LOCAL_K8S)
+    _assert_refused(_render_local(recipe, out), model / "config.json", config.read_text())
+
+
+def test_force_still_replaces_an_earlier_render(tmp_path):
+    """The control: a file that is not an input is replaced."""
+    (tmp_path / LOCAL_K8S).write_text("an earlier render")
+    r = _render_local(LOCAL, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / LOCAL_K8S).read_text().startswith("# Rendered by recipectl")

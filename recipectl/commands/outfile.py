@@ -8,7 +8,7 @@ import stat
 import sys
 
 from ..errors import RecipectlError
-from ..fileio import write_atomic
+from ..fileio import same_file_as, write_atomic
 
 
 def check_out(out: str, inputs: list[str], *, force: bool, flag: str = "-o", read_as: str = "being imported") -> None:
@@ -42,16 +42,12 @@ def check_out(out: str, inputs: list[str], *, force: bool, flag: str = "-o", rea
             fix=f"{flag} names the recipe file to write"
             + ("; without -o the recipe goes to standard output" if flag == "-o" else ""),
         )
-    for f in inputs:
-        try:
-            same = os.path.samestat(st, os.stat(f))
-        except OSError:
-            continue
-        if same:
-            raise RecipectlError(
-                f"{out} is {f}, the file {read_as}; nothing was written",
-                fix=f"write the recipe to another file, e.g. {flag} recipe.yaml",
-            )
+    read = same_file_as(out, inputs)
+    if read is not None:
+        raise RecipectlError(
+            f"{out} is {read}, the file {read_as}; nothing was written",
+            fix=f"write the recipe to another file, e.g. {flag} recipe.yaml",
+        )
     if not force:
         raise RecipectlError(
             f"{out} already exists; nothing was written", fix="name a new file, or pass --force to replace it"

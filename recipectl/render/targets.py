@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -21,7 +22,7 @@ import yaml
 
 from ..errors import ExitCode, RecipectlError
 from ..fieldtypes import core_list_text
-from ..fileio import write_atomic
+from ..fileio import same_file_as, write_atomic
 from ..secretscan import pure_reference, secret_flag, secret_name, secret_value
 from .processes import Deployment, ProcessSpec, bound_cores
 from .registry import TARGETS
@@ -530,14 +531,26 @@ def _check_names(files_out: list[RenderedFile], out_dir: Path) -> None:
         seen.add(name)
 
 
-def write(files_out: list[RenderedFile], out_dir: Path, *, force: bool = False) -> list[Path]:
+def write(
+    files_out: list[RenderedFile], out_dir: Path, *, force: bool = False, inputs: Sequence[str] = ()
+) -> list[Path]:
     """Write the files into `out_dir` and nowhere else: each name is a plain file name; an existing
-    file is an error unless `force`, and then it is replaced (a symlink by a file, never followed);
-    nothing is written unless every file can be."""
+    file is an error unless `force`, and then it is replaced (a symlink by a file, never followed),
+    but never one of `inputs` (the recipe rendered, `x.k8s.yaml` rendered into its own directory,
+    and what it was read with), whatever `force` says; nothing is written unless every file can be."""
     _check_names(files_out, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if not out_dir.is_dir():
         raise RecipectlError(f"{out_dir} is not a directory", fix="-o DIR names a directory to write into")
+    for f in files_out:
+        target = out_dir / f.name
+        read = same_file_as(target, list(inputs))
+        if read is not None:
+            also = f" (as {read})" if read != str(target) else ""
+            raise RecipectlError(
+                f"refusing to replace {target}: this render reads it{also}; nothing was written",
+                fix="render into another directory (-o DIR), or rename the recipe",
+            )
     existing = [f.name for f in files_out if os.path.lexists(out_dir / f.name)]
     if existing and not force:
         raise RecipectlError(
