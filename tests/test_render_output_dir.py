@@ -13,6 +13,7 @@ import pytest
 
 from recipectl.errors import RecipectlError
 from recipectl.render.targets import RenderedFile, write
+from tests.disk_faults import full_disk, read_only_disk
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "recipes" / "h200" / "qwen3.5-35b-a3b-pd.yaml"
@@ -167,3 +168,51 @@ def test_force_still_replaces_an_earlier_render(tmp_path):
     r = _render_local(LOCAL, tmp_path)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / LOCAL_K8S).read_text().startswith("# Rendered by recipectl")
+
+
+# ---------------------------------------------------------------------------------------------------
+# an -o that cannot be written: a clean error naming it and the OS's reason, exit 2, nothing cut off
+
+
+@pytest.mark.parametrize("where", ["a file", "a device", "under a file"])
+def test_an_out_that_is_no_directory_is_an_error(recipectl_in_process, tmp_path, where):
+    plain = tmp_path / "plain.txt"
+    plain.write_text("mine\n")
+    out = {"a file": plain, "a device": Path(os.devnull), "under a file": plain / "sub"}[where]
+    code, stdout, stderr = recipectl_in_process("render", str(LOCAL), "-o", str(out), "--force")
+    assert code == 2, stderr
+    assert f"{out}" in stderr and "not a directory" in stderr and "fix:" in stderr, stderr
+    assert plain.read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["plain.txt"]
+
+
+def _listing(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in directory.iterdir()}
+
+
+GB200 = ROOT / "recipes" / "gb200" / "qwen3.5-397b-nvfp4-pd.yaml"
+GB200_VARIANT = ("--variant", "prefill-endpoints-4")  # four hosts: four scripts
+
+
+@pytest.mark.parametrize("files_that_fit", [0, 2])  # the first script, or the third, fills the disk
+def test_a_full_disk_leaves_the_earlier_render_whole(recipectl_in_process, monkeypatch, tmp_path, files_that_fit):
+    out = tmp_path / "out"
+    assert recipectl_in_process("render", str(GB200), *GB200_VARIANT, "-o", str(out))[0] == 0
+    first = sorted(out.iterdir())[0]
+    first.write_text("edited by hand\n")
+    before = _listing(out)
+    assert len(before) == 4
+    full_disk(monkeypatch, files_that_fit=files_that_fit)
+    code, _, stderr = recipectl_in_process("render", str(GB200), *GB200_VARIANT, "-o", str(out), "--force")
+    assert code == 2, stderr
+    assert "No space left on device".lower() in stderr and str(out) in stderr and "Traceback" not in stderr, stderr
+    assert _listing(out) == before  # every old file as it was, no new one, no temporary file
+
+
+def test_a_read_only_directory_is_an_error_naming_it(recipectl_in_process, monkeypatch, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    read_only_disk(monkeypatch)
+    code, _, stderr = recipectl_in_process("render", str(LOCAL), "-o", str(out))
+    assert code == 2, stderr
+    assert "read-only file system" in stderr and str(out) in stderr and "Traceback" not in stderr, stderr
+    assert list(out.iterdir()) == []
