@@ -20,7 +20,7 @@ from ..ruledocs import rule_page, rules_json
 from ..rules import all_rules, get_rule
 from ..secretscan import redact_data, redact_text
 from ..validate import load_variant, validate_file
-from . import complete, echo
+from . import complete, echo, errors_as_json
 from .import_ import import_recipe as write_imported
 from .options import TargetName, TextOrJson, Variant, recipe_argument
 from .render import render as render_files
@@ -63,10 +63,11 @@ def show(
     format: Annotated[Literal["yaml", "json"], typer.Option("--format", "-f")] = "yaml",
     variant: Variant = None,
 ) -> int:
-    loaded = load_variant(recipe, variant)
-    data = loaded.recipe.model_dump(mode="json", exclude_unset=not resolved, exclude_none=not resolved)
-    if resolved:
-        data["effective"] = {role: eff.to_json() for role, eff in resolve(loaded.recipe).items()}
+    with errors_as_json(format == "json"):
+        loaded = load_variant(recipe, variant)
+        data = loaded.recipe.model_dump(mode="json", exclude_unset=not resolved, exclude_none=not resolved)
+        if resolved:
+            data["effective"] = {role: eff.to_json() for role, eff in resolve(loaded.recipe).items()}
     data = redact_data(data)  # pasted into tickets and chats: no literal credential
     echo(json.dumps(data, indent=2) if format == "json" else yaml.safe_dump(data, sort_keys=False))
     return 0
