@@ -44,6 +44,7 @@ from ..schema import Recipe
 from ..topology import place
 from ..validate import load_variant
 from .measuring import config_differences, deployment_to_measure, describe
+from .outfile import cannot_write, check_can_create, check_out
 
 # 2: prefill's overhead_s is per step (a hybrid prompt's split counted); a version 1 file fitted
 # it per prompt, so its coefficients read under version 2 would count that overhead twice
@@ -429,8 +430,9 @@ def calibrate(recipe_path: str, *, out: str, variant: str | None, attach: str | 
     loaded = load_variant(recipe_path, variant)
     recipe = loaded.recipe
     console = Console(stderr=True)
-    if Path(out).exists() and not force:
-        raise RecipectlError(f"{out} exists", fix=f"-o another file, or --force to replace {out}")
+    # before anything is launched: the file is written minutes later, once everything is measured
+    check_out(out, [recipe_path], force=force, read_as="being calibrated", what="calibration")
+    check_can_create(out, flag="-o", what="calibration")
     identity = describe(loaded, recipe_path)
     shapes, _, spec = role_shapes(recipe, recipe_path)
     eff_len, batched = _lengths_limits(recipe, spec)
@@ -470,7 +472,10 @@ def calibrate(recipe_path: str, *, out: str, variant: str | None, attach: str | 
         "cpu_count": os.cpu_count(),
         **result,
     }
-    write_atomic(out, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    try:
+        write_atomic(out, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    except OSError as e:  # the disk filled up while it measured
+        raise cannot_write(out, e, flag="-o", what="calibration") from None
     m = result["model"]
     console.print(
         f"[green]calibrated[/]: prefill {m['prefill']['overhead_s'] * 1e3:.1f} ms a step + "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import tempfile
 
 from ..errors import RecipectlError
 from ..fileio import same_file_as, write_atomic
@@ -51,6 +52,18 @@ def check_out(
         raise RecipectlError(
             f"{out} already exists; nothing was written", fix="name a new file, or pass --force to replace it"
         )
+
+
+def check_can_create(out: str, *, flag: str, what: str) -> None:
+    """Refuse an OUT whose directory will not take a new file (missing, read-only, not ours), by
+    making one there and removing it: for a command that writes OUT only after minutes of work."""
+    directory = os.path.dirname(out) or "."
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".recipectl-probe.", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise cannot_write(out, e, flag=flag, what=what) from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def write_out(out: str, text: str, *, flag: str) -> None:
