@@ -88,8 +88,11 @@ class Diagnostic(Problem):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.ignored:  # an ignore's reason is printed too
-            object.__setattr__(self, "ignored", redact_text(self.ignored))
+        # an ignore's reason is printed too, and the path: a recipe's key may be credential-shaped
+        for name in ("ignored", "path"):
+            text = getattr(self, name)
+            if text:
+                object.__setattr__(self, name, redact_text(text))
 
     @property
     def location(self) -> str:
@@ -174,7 +177,18 @@ JSON_SCHEMA_VERSION = 1
 
 
 def reports_to_json(reports: Iterable[FileReport]) -> str:
-    reports = list(reports)
+    return json.dumps(_reports_body(list(reports)), indent=2)
+
+
+def error_to_json(message: str, fix: str | None, exit_code: int, reports: Iterable[FileReport] = ()) -> str:
+    """A command's failure under `--format json`: validate's document (the recipe's findings, where
+    the failure is those) with `error`, the message and fix printed on stderr and the exit code."""
+    error = {"message": redact_text(message), "fix": redact_text(fix) if fix else None, "exit_code": exit_code}
+    body = _reports_body(list(reports))
+    return json.dumps({"schema_version": body.pop("schema_version"), "error": error, **body}, indent=2)
+
+
+def _reports_body(reports: list[FileReport]) -> dict:
     body = {
         "schema_version": JSON_SCHEMA_VERSION,
         "files": [
@@ -200,7 +214,7 @@ def reports_to_json(reports: Iterable[FileReport]) -> str:
             "ignored": sum(len(r.ignored) for r in reports) if all(r.ran_ignored for r in reports) else None,
         },
     }
-    return json.dumps(body, indent=2)
+    return body
 
 
 def sorted_diagnostics(diags: Iterable[Diagnostic]) -> list[Diagnostic]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import IntEnum
+from typing import Any
 
 
 class ExitCode(IntEnum):
@@ -14,10 +16,20 @@ class ExitCode(IntEnum):
 
 
 class RecipectlError(Exception):
-    """An expected failure: printed as one message (and a fix), never as a traceback."""
+    """An expected failure: printed as one message (and a fix), never as a traceback. `reports`:
+    where the failure is a recipe's findings (diagnostics.FileReport), those reports, which a
+    command's `--format json` prints as validate does."""
 
-    def __init__(self, message: str, *, fix: str | None = None, exit_code: ExitCode = ExitCode.INVALID):
+    def __init__(
+        self,
+        message: str,
+        *,
+        fix: str | None = None,
+        exit_code: ExitCode = ExitCode.INVALID,
+        reports: Sequence[Any] = (),
+    ):
         super().__init__(message)
         self.message = message
         self.fix = fix
         self.exit_code = exit_code
+        self.reports = tuple(reports)

@@ -131,6 +131,34 @@ def read_json_bounded(
     return parse_json(read_text_bounded(path, limit), max_depth=max_depth, max_bytes=limit)
 
 
+def same_file_as(path: str | os.PathLike[str], inputs: list[str]) -> str | None:
+    """The first of `inputs` that `path` is: one file under any name (the same path, a hard link,
+    an input that is a symlink to it). `path` itself is not followed: write_atomic replaces a
+    symlink there, never its target. None where `path` does not exist or is none of them."""
+    try:
+        st = os.lstat(path)
+    except (OSError, ValueError):
+        return None
+    for f in inputs:
+        try:
+            if os.path.samestat(st, os.stat(f)):
+                return f
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+class UnwritableFile(OSError):
+    """A file write_atomic could not put in place (a read-only or full disk, no permission, a
+    directory there). `path` is the file meant, never the temporary one; `reason` says why, in the
+    OS's words; nothing of the new file is left, and the old file is as it was."""
+
+    def __init__(self, path: str | os.PathLike[str], error: OSError):
+        super().__init__(error.errno, _os_reason(error))
+        self.path = os.fspath(path)
+        self.reason = _os_reason(error)
+
+
 def write_atomic(
     path: str | os.PathLike[str], data: str | bytes, *, mode: int | None = None, replace: bool = True
 ) -> None:
@@ -139,36 +167,75 @@ def write_atomic(
     umask for a new file). A symlink at `path` is replaced by the file, never written through:
     callers that mean the target resolve it first. With `replace=False` the file is only created:
     FileExistsError when anything (a file, a symlink, even a dangling one) is at `path`, checked
-    in the same step that puts the file there (a hard link, never a rename over)."""
-    target = Path(path)
+    in the same step that puts the file there (a hard link, never a rename over). Any other
+    failure is UnwritableFile, with no temporary file left."""
+    write_all_atomic([(path, data, mode)], replace=replace)
+
+
+def write_all_atomic(
+    files: list[tuple[str | os.PathLike[str], str | bytes, int | None]], *, replace: bool = True
+) -> None:
+    """write_atomic for several files (path, data, mode) that are written together (a render's
+    scripts): each is written in full beside its target first, and only once all are, each is put
+    in place, so that a full disk or a read-only directory leaves none of them new (a rename that
+    fails after others, for a reason the writes did not show, still leaves each file whole)."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, data, mode in files:
+            staged.append((_stage(Path(path), data, mode), Path(path)))
+        while staged:
+            tmp, target = staged[0]
+            try:
+                if replace:
+                    os.replace(tmp, target)
+                else:
+                    os.link(tmp, target, follow_symlinks=False)
+                    os.unlink(tmp)
+            except FileExistsError:
+                raise FileExistsError(errno.EEXIST, "file exists", os.fspath(target)) from None
+            except OSError as e:
+                raise UnwritableFile(target, e) from e
+            staged.pop(0)
+            _fsync_directory(target.parent if str(target.parent) else Path("."))
+    finally:
+        for tmp, _ in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _stage(target: Path, data: str | bytes, mode: int | None) -> str:
+    """`data` in a temporary file beside `target`, synced, with the mode the new file gets; its path.
+    UnwritableFile (naming `target`) when it cannot be, with nothing left behind."""
     payload = data.encode("utf-8") if isinstance(data, str) else data
     if mode is None:
         try:
             mode = stat.S_IMODE(os.lstat(target).st_mode) if not target.is_symlink() else None
         except FileNotFoundError:
             mode = None
+        except OSError as e:
+            raise UnwritableFile(target, e) from e
     if mode is None:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o644 & ~umask
     directory = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise UnwritableFile(target, e) from e
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(payload)
             out.flush()
             os.fsync(out.fileno())
         os.chmod(tmp, mode)
-        if replace:
-            os.replace(tmp, target)
-        else:
-            os.link(tmp, target, follow_symlinks=False)
-            os.unlink(tmp)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise UnwritableFile(target, e) from e
         raise
-    _fsync_directory(directory)
+    return tmp
 
 
 def append_line(path: str | os.PathLike[str], line: str) -> None:

@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from .diagnostics import Category, Diagnostic, Severity
+from .secretscan import redact_data, redact_text, secret_name
 
 # One recipe file expands into at most this many variants (the seed has five), and into at most
 # MAX_EXPANDED_VALUES values in all: a 4 KB file of seven 10-value keys is ten million recipes.
@@ -88,16 +89,23 @@ def _labels_of(key: str, values: list[Any]) -> list[str]:
     value. A scalar a name can hold as YAML wrote it, as labels always were (`True`, `0.9`, `-1`,
     ``""``: a variant keeps its name); any other value by its words, or, where they are none, longer
     than MAX_WORDS, or another value's label already, by its position (`prefill-extra-args-value-2`).
-    Two values still labelled alike are refused by expand_matrix."""
-    stem = f"{key.split('.')[-2] if '.' in key else key}-{key.split('.')[-1]}".replace("_", "-")
+    A value that holds a credential (`prefill.env.HF_TOKEN: [hf_...]`, `--api-key VALUE`) is
+    labelled by the words of its redaction (`prefill-env-HF-TOKEN-redacted`): the variant's name is
+    printed, written into rendered files and names run directories, where no `ignore:` lets a
+    credential go. Two values still labelled alike are refused by expand_matrix."""
+    last = key.split(".")[-1]
+    stem = redact_text(f"{key.split('.')[-2] if '.' in key else key}-{last}").replace("<redacted>", "redacted")
+    stem = stem.replace("_", "-")
+    shown = [redact_data(v, last, hide=secret_name(last)) for v in values]
     texts: list[str | None] = []
-    for v in values:
+    for v, v_shown in zip(values, shown, strict=True):
         written = str(v).replace("_", "-")
         scalar = not isinstance(v, (dict, list))
-        texts.append(written if scalar and not _UNNAMEABLE.search(written) else None)
+        nameable = scalar and v_shown == v and not _UNNAMEABLE.search(written)
+        texts.append(written if nameable else None)
     taken = {x for x in texts if x is not None}
     out = []
-    for i, (v, as_written) in enumerate(zip(values, texts, strict=True), start=1):
+    for i, (v, as_written) in enumerate(zip(shown, texts, strict=True), start=1):
         if as_written is None:
             words = _words(v)
             label = words if words and len(words) <= MAX_WORDS and words not in taken else f"value-{i}"

@@ -109,7 +109,7 @@ def load_one(path: str) -> LoadedRecipe:
     """Load a recipe for commands that act on one (render, launch, plan): invalid input is an error."""
     report, recipes = validate_file(Path(path))
     if not report.valid:
-        raise RecipectlError(format_reports_text([report]).rstrip(), fix="recipectl validate " + path)
+        raise RecipectlError(format_reports_text([report]).rstrip(), fix="recipectl validate " + path, reports=[report])
     if len(recipes) != 1:
         names = ", ".join(r.recipe.name for r in recipes)
         raise RecipectlError(
@@ -132,6 +132,7 @@ def refuse_rule_errors(loaded: LoadedRecipe, path: str) -> None:
         + format_reports_text([report]).rstrip(),
         fix="fix them, or declare a rule that does not apply: ignore: {CODE: reason}",
         exit_code=ExitCode.FINDINGS,
+        reports=[report],
     )
 
 
@@ -143,7 +144,7 @@ def load_variant(path: str, variant: str | None, *, refuse_errors: bool = False)
         return loaded
     report, recipes = validate_file(Path(path))
     if not report.valid:
-        raise RecipectlError(format_reports_text([report]).rstrip())
+        raise RecipectlError(format_reports_text([report]).rstrip(), reports=[report])
     # the whole name, or whole labels at its end: a bare suffix took prefill-endpoints-14 for "4"
     # (and a label's value may hold a dot: 0.9), and the first of several variants that end alike
     matches = [

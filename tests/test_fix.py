@@ -149,6 +149,32 @@ def test_lines_ruamel_would_reformat_are_kept():
     assert '               --health-success-threshold, "1"' in result.new_text
 
 
+DECODE_END = "  enforce_eager: true\n  env:\n    VLLM_SSM_CONV_STATE_LAYOUT: DS\n\nkv_transfer:"  # the CPU recipe's
+
+
+@pytest.mark.parametrize(
+    "between",
+    ["\n", "\n# ---- the KV transfer ----\n", "  # decode's last word\n\n# ---- the KV transfer ----\n"],
+    ids=["a blank line", "a blank line and a section comment", "a comment, a blank line and a section comment"],
+)
+def test_an_inserted_block_goes_after_the_roles_last_key_and_before_what_follows_it(between):
+    """HYB001's fix adds `env:` and its variable to decode, whose last key is followed by blank
+    lines and comments about the next section: they stay below the new block, as they were."""
+    text = edited(CPU_RECIPE.read_text(), (DECODE_END, "  enforce_eager: true\n" + between + "kv_transfer:"))
+    result = fixed(text, select=("HYB001",))
+    assert [f.diagnostic.code for f in result.fixed] == ["HYB001"]
+    expected = edited(
+        text,
+        (
+            "  enforce_eager: true\n" + between,
+            "  enforce_eager: true\n  env:\n    VLLM_SSM_CONV_STATE_LAYOUT: DS\n" + between,
+        ),
+    )
+    assert result.new_text == expected, "".join(
+        difflib.unified_diff(expected.splitlines(True), result.new_text.splitlines(True))
+    )
+
+
 def test_anchors_and_matrix_fields_are_not_edited():
     base = CPU_RECIPE.read_text()
     anchored = edited(

@@ -4,6 +4,7 @@ at a time (a role's SSM dtype, the engine release, the kind of host) and see the
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from recipectl.effective import HostCpu
 from recipectl.lock import build_lock, compare, dumps, lock_path
 from recipectl.validate import load_variant
+from tests.disk_faults import full_disk, read_only_disk
 from tests.recipe_text import edited
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -171,3 +173,39 @@ def test_a_variant_has_one_lock_whichever_way_it_is_named(tmp_path):
     assert variant_lock_path(str(recipe), "prefill-endpoints-5") == tmp_path / "g.prefill-endpoints-5.lock.json"
     assert sorted(p.name for p in tmp_path.glob("*.lock.json")) == ["g.prefill-endpoints-5.lock.json"]
     assert check(str(recipe), variant="prefill-endpoints-5", lock_file=None, host_cpu="this-host", as_json=True) == 0
+
+
+# ---------------------------------------------------------------------------------------------------
+# a lock that cannot be written: a clean error naming it and the OS's reason, exit 2, the old lock whole
+
+
+@pytest.mark.parametrize("fault", [full_disk, read_only_disk])
+def test_a_full_or_read_only_disk_keeps_the_old_lock(recipectl_in_process, monkeypatch, tmp_path, fault):
+    recipe = _recipe(tmp_path)
+    assert recipectl_in_process("lock", str(recipe))[0] == 0
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    fault(monkeypatch)
+    code, _, stderr = recipectl_in_process("lock", str(recipe), "--host-cpu", "avx512-bf16")
+    assert code == 2, stderr
+    reason = "no space left on device" if fault is full_disk else "read-only file system"
+    assert f"{lock_path(recipe)}: cannot write the lock: {reason}" in stderr and "Traceback" not in stderr, stderr
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # no temporary file either
+
+
+@pytest.mark.parametrize("where", ["a directory", "a FIFO", "the recipe", "in no directory"])
+def test_a_lock_is_never_written_over_what_is_no_lock_file(recipectl_in_process, tmp_path, where):
+    """A FIFO stands for any file that is not a regular one: a device such as /dev/full was
+    replaced by the lock where the user could write to /dev (root)."""
+    recipe = _recipe(tmp_path)
+    os.mkfifo(tmp_path / "fifo")
+    out = {
+        "a directory": tmp_path,
+        "a FIFO": tmp_path / "fifo",
+        "the recipe": recipe,
+        "in no directory": tmp_path / "missing" / "x.lock.json",
+    }[where]
+    code, _, stderr = recipectl_in_process("lock", str(recipe), "-o", str(out))
+    assert code == 2, stderr
+    assert str(out) in stderr and "nothing was written" in stderr and "Traceback" not in stderr, stderr
+    assert recipe.read_text() == LOCAL.read_text() and (tmp_path / "fifo").is_fifo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "recipe.yaml"]

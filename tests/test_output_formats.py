@@ -109,3 +109,51 @@ def test_json_keeps_its_schema_version(capsys, files):
     validate([str(files["findings"])], format="json")
     body = json.loads(capsys.readouterr().out)
     assert body["schema_version"] == 1 and body["summary"]["ignored_rules"] == 2
+
+
+# ---------------------------------------------------------------------------------------------------
+# show and plan under --format json: a failure is one JSON document on stdout too
+
+LOCAL = ROOT / "recipes" / "local" / "tiny-hybrid-cpu.yaml"
+FAILURES = {
+    # (the command line after the recipe, how the recipe is broken): the exit code, the finding's code
+    "invalid recipe": (lambda text: text.replace("  port: 30000\n", "  port: 30000\n  colour: blue\n"), 2, "SCH002"),
+    "missing recipe": (None, 2, "SCH000"),
+    "no such variant": (lambda text: text, 2, None),
+}
+COMMANDS = {
+    "show": ["show"],
+    "show --resolved": ["show", "--resolved"],
+    "plan": ["plan"],
+    "plan --sla": ["plan", "--sla", "ttft=2s,itl=50ms"],
+    "plan --ledger": ["plan", "--ledger"],
+}
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize("failure", list(FAILURES))
+def test_a_failure_under_format_json_is_a_json_document(recipectl_in_process, tmp_path, command, failure):
+    edit, exit_code, code = FAILURES[failure]
+    recipe = tmp_path / "recipe.yaml"
+    if edit is not None:
+        recipe.write_text(edit(LOCAL.read_text()))
+    argv = [COMMANDS[command][0], str(recipe), *COMMANDS[command][1:], "--format", "json"]
+    if failure == "no such variant":
+        argv += ["--variant", "no-such-variant"]
+    rc, stdout, stderr = recipectl_in_process(*argv)
+    assert rc == exit_code, stderr
+    doc = json.loads(stdout)  # one document, nothing else
+    assert doc["schema_version"] == 1 and doc["error"]["exit_code"] == rc
+    assert doc["error"]["message"] and doc["error"]["message"].splitlines()[0] in stderr  # what stderr says
+    if code is None:
+        assert doc["files"] == [] and doc["summary"]["files"] == 0
+        return
+    (report,) = doc["files"]  # validate's report of the recipe, in validate's shape
+    assert report["file"] == str(recipe) and report["valid"] is False
+    assert [f["code"] for f in report["findings"]] == [code]
+    assert doc["summary"]["invalid_files"] == 1 and doc["summary"]["errors"] == 1
+
+
+def test_a_text_failure_prints_nothing_on_stdout(recipectl_in_process, tmp_path):
+    rc, stdout, stderr = recipectl_in_process("show", str(tmp_path / "missing.yaml"))
+    assert rc == 2 and stdout == "" and "no such file" in stderr

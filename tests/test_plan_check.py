@@ -339,8 +339,8 @@ def test_check_refuses_a_run_of_another_configuration(runs, fake_server, recipec
         assert edited != text
         run_id = running_deployment(runs, router.url, edited)
         code, body, err = check(recipectl_in_process, "--sla", "ttft=30s", "--run", run_id)
-        assert code == 2 and body is None, err
-        assert says in err and "Traceback" not in err
+        assert code == 2 and body is not None and body["error"]["exit_code"] == 2, err  # the error, as JSON
+        assert says in err and says in body["error"]["message"] and "Traceback" not in err
         (runs / run_id / "state.json").unlink()
         for f in (runs / run_id).iterdir():
             f.unlink()
@@ -363,7 +363,8 @@ def test_check_refuses_a_stopped_run_and_bad_input_with_exit_2(runs, fake_server
         ["--sla", "ttft=2s", "--ledger"],
     ):
         code, body, err = check(recipectl_in_process, *args)
-        assert code == 2 and body is None and "Traceback" not in err, (args, err)
+        assert code == 2 and "Traceback" not in err, (args, err)
+        assert body is not None and body["error"]["message"] in err, (args, body)  # the error, as JSON
     code, _, err = recipectl_in_process("plan", str(LOCAL_RECIPE), "--run", run_id)  # --run without --check
     assert code == 2 and "--check" in err
     assert not router.requests

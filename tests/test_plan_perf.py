@@ -4,6 +4,7 @@ calibration a configuration is refused."""
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 
@@ -1047,3 +1048,66 @@ def test_the_search_finds_the_users_past_the_drop_where_a_wave_splits():
     )
     best = json.loads(r.stdout)["configurations"][0]
     assert best["concurrency"] == 34 and best["prediction"]["ttft_s"] <= 0.060, best
+
+
+# ----- a calibration file's numbers: checked where it is read ------------------------------------
+CALIBRATION_VALUES = [None, True, -1, 0, 0.5, 1e308, -1e308, float("inf"), float("-inf"), float("nan"), "x", [], {}]
+CALIBRATION_FIELDS = [  # (path in the file, the versions that read it)
+    ("model.prefill.overhead_s", None),
+    ("model.decode.per_ctx_token_s", None),
+    ("model.transfer.bytes_per_s", None),
+    ("model.measured_users", None),
+    ("fit_points.decode.0.concurrency", None),
+    ("points.0.isl", 1),
+    ("points.0.seconds.0", 1),
+    ("points.3.concurrency", 1),
+    ("points.3.itl_s.0", 1),
+    ("points.6.concurrency", 1),
+]
+
+
+def _put(doc, path: str, value) -> None:
+    *parents, last = [int(p) if p.isdigit() else p for p in path.split(".")]
+    for p in parents:
+        doc = doc[p]
+    doc[last] = value
+
+
+def test_an_infinite_users_count_in_a_calibration_is_refused_naming_the_field(tmp_path):
+    """A calibration without measured_users is read from its fitted decode points: `.inf` there had
+    overflowed (OverflowError, exit 3)."""
+    cal = _calibration(tmp_path, LOCAL_RECIPE)
+    doc = json.loads(cal.read_text())
+    doc["model"].pop("measured_users", None)
+    doc["fit_points"] = {"decode": [{"concurrency": float("inf"), "context": 40, "itl_s": 0.01}]}
+    cal.write_text(json.dumps(doc))  # Python writes Infinity, as a hand edit to 1e999 reads
+    r = cli("plan", str(LOCAL_RECIPE), "--sla", "ttft=2s", "--calibration", str(cal), timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert f"{cal}: fit_points.decode.0.concurrency: input should be a finite number" in r.stderr, r.stderr
+    assert "recipectl calibrate RECIPE -o" in r.stderr and "Traceback" not in r.stderr
+
+
+@settings(max_examples=60, deadline=None)
+@given(field=st.sampled_from(CALIBRATION_FIELDS), value=st.sampled_from(CALIBRATION_VALUES))
+def test_no_value_in_a_calibration_field_is_an_internal_error(tmp_path_factory, field, value):
+    """Each number read from a calibration file, given every kind of value: it is read, or refused
+    (RecipectlError, exit 2) naming the file; never another exception."""
+    from recipectl.commands.calibrate import CALIBRATION_VERSION, describe, read_calibration
+
+    path, version = field
+    cal = _calibration(tmp_path_factory.mktemp("cal"), LOCAL_RECIPE)
+    doc = json.loads(cal.read_text())
+    doc["points"] = calibration_points()
+    doc["fit_points"] = {"decode": [{"concurrency": 4.0, "context": 48, "itl_s": 0.04}]}
+    doc["calibration_version"] = version or CALIBRATION_VERSION
+    _put(doc, path, value)
+    cal.write_text(json.dumps(doc))
+    current = describe(load_variant(str(LOCAL_RECIPE), None), str(LOCAL_RECIPE))
+    try:
+        got = read_calibration(str(cal), current, (PRE, DEC))
+    except RecipectlError as e:
+        assert e.exit_code == 2 and str(cal) in e.message
+        return
+    for coeffs in (got.prefill, got.decode, got.transfer):
+        assert all(math.isfinite(v) and v >= 0 for v in coeffs.model_dump().values()), got
+    assert got.measured_users is None or got.measured_users >= 1

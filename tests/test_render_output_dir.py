@@ -13,6 +13,7 @@ import pytest
 
 from recipectl.errors import RecipectlError
 from recipectl.render.targets import RenderedFile, write
+from tests.disk_faults import full_disk, read_only_disk
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "recipes" / "h200" / "qwen3.5-35b-a3b-pd.yaml"
@@ -98,3 +99,120 @@ def test_cli_refuses_to_overwrite_and_force_replaces(tmp_path, module):
     assert r.returncode == 0, r.stderr
     assert (out / SCRIPT).read_text().startswith("#!/usr/bin/env bash")
     assert os.access(out / SCRIPT, os.X_OK)
+
+
+# ---------------------------------------------------------------------------------------------------
+# what render reads is never what it writes, whatever --force says
+
+LOCAL = ROOT / "recipes" / "local" / "tiny-hybrid-cpu.yaml"
+LOCAL_K8S = "local-tiny-hybrid.k8s.yaml"  # what `render -t k8s` writes for it
+
+
+def _render_local(recipe: Path, out: Path, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "recipectl", "render", str(recipe), "-t", "k8s", "-o", str(out), "--force", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+    )
+
+
+def _assert_refused(r: subprocess.CompletedProcess, kept: Path, text: str) -> None:
+    assert r.returncode == 2, r.stderr
+    assert "refusing to replace" in r.stderr and "nothing was written" in r.stderr and "fix:" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert kept.read_text() == text
+
+
+def test_force_never_replaces_the_recipe_being_rendered(tmp_path):
+    """A recipe named like what it renders to (`x.k8s.yaml`), rendered into its own directory."""
+    recipe = tmp_path / LOCAL_K8S
+    recipe.write_text(LOCAL.read_text())
+    _assert_refused(_render_local(recipe, tmp_path), recipe, LOCAL.read_text())
+    _assert_refused(_render_local(Path(LOCAL_K8S), Path("."), cwd=tmp_path), recipe, LOCAL.read_text())
+    assert sorted(p.name for p in tmp_path.iterdir()) == [LOCAL_K8S]  # no temporary file left
+
+
+def test_force_never_replaces_the_recipe_under_another_name(tmp_path):
+    """The output file is a hard link to the recipe, or the recipe given is a symlink to it."""
+    out = tmp_path / "out"
+    out.mkdir()
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(LOCAL.read_text())
+    os.link(recipe, out / LOCAL_K8S)
+    _assert_refused(_render_local(recipe, out), recipe, LOCAL.read_text())
+    (out / LOCAL_K8S).unlink()
+    (out / LOCAL_K8S).write_text(LOCAL.read_text())
+    (tmp_path / "link.yaml").symlink_to(out / LOCAL_K8S)
+    _assert_refused(_render_local(tmp_path / "link.yaml", out), out / LOCAL_K8S, LOCAL.read_text())
+
+
+def test_force_never_replaces_the_models_config(tmp_path):
+    """The model's config.json is read too: a hard link to it in the output directory stays."""
+    model = tmp_path / "model"
+    model.mkdir()
+    config = ROOT / "tests" / "fixtures" / "gdn-hd128" / "config.json"
+    (model / "config.json").write_text(config.read_text())
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(LOCAL.read_text().replace("~/.cache/recipectl/models/qwen3next-tiny", str(model)))
+    out = tmp_path / "out"
+    out.mkdir()
+    os.link(model / "config.json", out / LOCAL_K8S)
+    _assert_refused(_render_local(recipe, out), model / "config.json", config.read_text())
+
+
+def test_force_still_replaces_an_earlier_render(tmp_path):
+    """The control: a file that is not an input is replaced."""
+    (tmp_path / LOCAL_K8S).write_text("an earlier render")
+    r = _render_local(LOCAL, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / LOCAL_K8S).read_text().startswith("# Rendered by recipectl")
+
+
+# ---------------------------------------------------------------------------------------------------
+# an -o that cannot be written: a clean error naming it and the OS's reason, exit 2, nothing cut off
+
+
+@pytest.mark.parametrize("where", ["a file", "a device", "under a file"])
+def test_an_out_that_is_no_directory_is_an_error(recipectl_in_process, tmp_path, where):
+    plain = tmp_path / "plain.txt"
+    plain.write_text("mine\n")
+    out = {"a file": plain, "a device": Path(os.devnull), "under a file": plain / "sub"}[where]
+    code, stdout, stderr = recipectl_in_process("render", str(LOCAL), "-o", str(out), "--force")
+    assert code == 2, stderr
+    assert f"{out}" in stderr and "not a directory" in stderr and "fix:" in stderr, stderr
+    assert plain.read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["plain.txt"]
+
+
+def _listing(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in directory.iterdir()}
+
+
+GB200 = ROOT / "recipes" / "gb200" / "qwen3.5-397b-nvfp4-pd.yaml"
+GB200_VARIANT = ("--variant", "prefill-endpoints-4")  # four hosts: four scripts
+
+
+@pytest.mark.parametrize("files_that_fit", [0, 2])  # the first script, or the third, fills the disk
+def test_a_full_disk_leaves_the_earlier_render_whole(recipectl_in_process, monkeypatch, tmp_path, files_that_fit):
+    out = tmp_path / "out"
+    assert recipectl_in_process("render", str(GB200), *GB200_VARIANT, "-o", str(out))[0] == 0
+    first = sorted(out.iterdir())[0]
+    first.write_text("edited by hand\n")
+    before = _listing(out)
+    assert len(before) == 4
+    full_disk(monkeypatch, files_that_fit=files_that_fit)
+    code, _, stderr = recipectl_in_process("render", str(GB200), *GB200_VARIANT, "-o", str(out), "--force")
+    assert code == 2, stderr
+    assert "No space left on device".lower() in stderr and str(out) in stderr and "Traceback" not in stderr, stderr
+    assert _listing(out) == before  # every old file as it was, no new one, no temporary file
+
+
+def test_a_read_only_directory_is_an_error_naming_it(recipectl_in_process, monkeypatch, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    read_only_disk(monkeypatch)
+    code, _, stderr = recipectl_in_process("render", str(LOCAL), "-o", str(out))
+    assert code == 2, stderr
+    assert "read-only file system" in stderr and str(out) in stderr and "Traceback" not in stderr, stderr
+    assert list(out.iterdir()) == []

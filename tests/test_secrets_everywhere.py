@@ -6,8 +6,11 @@
   and log file show `<redacted>` where the recipe holds a credential;
 - `render` refuses a literal credential on every target even when the recipe ignores OPS001,
   OPS004 and OPS005 (the ignore silences validate, it does not make render write it);
+- `expand` prints `<redacted>` for a literal credential, a matrix's variant is never named after
+  one (its names, errors, a rendered file's header and LOG_DIR), and a finding's field path
+  redacts a credential-shaped key;
 - a property: a credential-shaped value in any string field of the local recipe reaches none of
-  `show --resolved`, `plan`, `render -t bash|slurm|k8s` or `validate --format json`, in either
+  `show --resolved`, `plan`, `render -t bash|slurm|k8s`, `expand` or `validate --format json`, in either
   format, whether the recipe is valid or not.
 """
 
@@ -305,6 +308,94 @@ def test_render_writes_a_reference_to_a_credential(recipectl_cli, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------
+# expand, and a matrix's variant names
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "json"])
+def test_expand_prints_no_literal_secret(tmp_path, fmt):
+    code, out = run_cli("expand", str(_recipe(tmp_path, _with_secrets)), "--format", fmt)
+    assert code == 0, out
+    for secret in (TOKEN, PASSWORD, "LiteralKey1234567", "Tk1234567890"):
+        assert secret not in out, secret
+    (doc,) = json.loads(out) if fmt == "json" else yaml.safe_load_all(out)
+    assert doc["engine"]["env"]["HF_TOKEN"] == "<redacted>" and doc["engine"]["env"]["DB_PASSWD"] == "<redacted>"
+    assert doc["engine"]["env"]["VLLM_NO_USAGE_STATS"] == "1"  # everything else as it is
+    assert doc["decode"]["extra_args"] == ["--api-key", "<redacted>"]
+
+
+def test_expand_names_no_credential_named_recipe(tmp_path):
+    code, out = run_cli("expand", str(_recipe(tmp_path, lambda d: d.update(name=TOKEN))), "--format", "names")
+    assert code == 0 and out.strip() == "<redacted>", out
+
+
+# a matrix over a credential: in a field no process gets (render writes no such value) and in a
+# credential-named variable; the ignore lets validate pass it, never an output show it
+MATRIX_SECRETS = {
+    "description": [TOKEN, "plain"],
+    "prefill.env.HF_TOKEN": ["LiteralValue99", "${HF_TOKEN}"],
+    "decode.extra_args": [["--api-key", "LiteralKey1234567"], ["--x", "y"]],
+    f"engine.env.{TOKEN}": ["1", "2"],  # the key's own name
+}
+MATRIX_NEEDLES = ("Ab12Cd34", "LiteralValue99", "LiteralKey1234567")  # the token's tail: hf-Ab12Cd34 too
+
+
+def _matrix_recipe(tmp_path: Path, key: str) -> Path:
+    def edit(d):
+        d["matrix"] = {key: MATRIX_SECRETS[key]}
+        d["ignore"] = dict(IGNORE_ALL)
+
+    return _recipe(tmp_path, edit)
+
+
+def _assert_no_matrix_secret(out: str) -> None:
+    for needle in MATRIX_NEEDLES:
+        assert needle not in out, (needle, out[-2000:])
+
+
+@pytest.mark.parametrize("key", list(MATRIX_SECRETS))
+def test_a_variant_name_never_holds_a_credential(tmp_path, key):
+    recipe = _matrix_recipe(tmp_path, key)
+    code, out = run_cli("expand", str(recipe), "--format", "names")
+    assert code == 0, out
+    _assert_no_matrix_secret(out)
+    names = out.split()
+    assert len(names) == 2 and "redacted" in names[0], names
+    for fmt in ("yaml", "json"):
+        code, out = run_cli("expand", str(recipe), "--format", fmt)
+        assert code == 0 and "<redacted>" in out, out
+        _assert_no_matrix_secret(out)
+    # an error lists the variants by name
+    code, out = run_cli("show", str(recipe), "--variant", "no-such-variant")
+    assert code == 2 and names[0] in out, out
+    _assert_no_matrix_secret(out)
+    # a finding of only some variants names them
+    code, out = run_cli("validate", str(recipe), "--show-ignored")
+    _assert_no_matrix_secret(out)
+
+
+def test_a_rendered_file_and_its_log_dir_never_name_a_credential(tmp_path):
+    """The variant named after a credential in `description`, a field no process gets: render
+    refuses literal credentials, and this one reached the header and LOG_DIR by the name."""
+    recipe = _matrix_recipe(tmp_path, "description")
+    variant = run_cli("expand", str(recipe), "--format", "names")[1].split()[0]
+    for target in ("bash", "slurm", "k8s"):
+        code, out = run_cli("render", str(recipe), "-t", target, "--variant", variant)
+        assert code == 0, out
+        assert variant in out  # the header names the variant
+        _assert_no_matrix_secret(out)
+    code, out = run_cli("render", str(recipe), "-t", "bash", "--variant", variant)
+    assert f'LOG_DIR="${{LOG_DIR:-./logs/{variant}}}"' in out
+
+
+def test_an_unknown_credential_shaped_key_is_redacted_in_the_finding(tmp_path):
+    recipe = _recipe(tmp_path, lambda d: d["router"].update({TOKEN: 1}))
+    for fmt in ("text", "json", "sarif", "github"):
+        code, out = run_cli("validate", str(recipe), "--format", fmt)
+        assert code == 2 and "SCH002" in out, out
+        assert TOKEN not in out and "router.<redacted>" in out, out
+
+
+# ---------------------------------------------------------------------------------------------------
 # the property: a credential in any string field reaches no output
 
 
@@ -377,6 +468,8 @@ COMMANDS = [
     ("render", "-t", "slurm"),
     ("render", "-t", "k8s"),
     ("validate", "--format", "json"),
+    ("expand",),
+    ("expand", "--format", "json"),
 ]
 
 

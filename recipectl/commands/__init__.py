@@ -3,15 +3,47 @@ found and returns its exit code. The command table in cli.py names them."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import sys
+from collections.abc import Callable, Iterator
+from typing import ParamSpec, TypeVar
 
+from ..diagnostics import error_to_json
 from ..errors import RecipectlError
 from ..validate import load_variant
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def echo(text: str) -> None:
     """Write `text` to stdout, ending it with one newline."""
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+@contextlib.contextmanager
+def errors_as_json(as_json: bool) -> Iterator[None]:
+    """Under `--format json`, a command that fails still prints one JSON document on stdout: the
+    error (message, fix, exit code) and, where it is a recipe's findings, validate's report of them
+    (docs/json-output.md). The error goes on to stderr and the exit code as in text mode."""
+    try:
+        yield
+    except RecipectlError as e:
+        if as_json:
+            echo(error_to_json(e.message, e.fix, int(e.exit_code), e.reports))
+        raise
+
+
+def json_errors_of(command: Callable[P, R]) -> Callable[P, R]:
+    """errors_as_json around a command function called with `as_json=`."""
+
+    @functools.wraps(command)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        with errors_as_json(bool(kwargs.get("as_json"))):
+            return command(*args, **kwargs)
+
+    return run
 
 
 def load_recipe_or_none(recipe_path: str | None, variant: str | None, command: str):

@@ -18,10 +18,14 @@ import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..bench.probe import run_point
 from ..effective import batch_limits, detect_host_cpu, resolve_role
 from ..errors import ExitCode, RecipectlError
+from ..fieldtypes import MAX_TOKENS
 from ..fileio import JsonRefused, UnreadableFile, read_json_bounded, write_atomic
 from ..models.spec import ModelSpec
 from ..plan.perf import (
@@ -44,6 +48,7 @@ from ..schema import Recipe
 from ..topology import place
 from ..validate import load_variant
 from .measuring import config_differences, deployment_to_measure, describe
+from .outfile import cannot_write, check_can_create, check_out
 
 # 2: prefill's overhead_s is per step (a hybrid prompt's split counted); a version 1 file fitted
 # it per prompt, so its coefficients read under version 2 would count that overhead twice
@@ -113,6 +118,61 @@ def disturbance(point: dict) -> tuple[float, float, str]:
 
 
 # ----- reading a calibration (what one describes: describe(), commands/measuring.py) ---------
+Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+MAX_USERS = 1 << 16  # far past any point measure() takes
+
+
+class CalibrationPoint(BaseModel):
+    """A point as `measure` records it (`_raw`, and prefill's): what a calibration of an earlier
+    version is fitted again from. Other keys are kept as they are."""
+
+    kind: str
+    isl: int = Field(ge=1, le=MAX_TOKENS)  # a wave's steps are worked out token by token's block
+    osl: int = Field(ge=0, le=MAX_TOKENS)
+    concurrency: int = Field(ge=1, le=MAX_USERS)
+    seconds: list[Seconds] | None = None
+    ttft_s: list[Seconds] | None = None
+    itl_s: list[Seconds | None] | None = None  # None: a request that streamed a single token
+
+
+class FitDecodePoint(BaseModel):
+    """A decode point the model was fitted to (DecodePoint): users a decode endpoint held."""
+
+    concurrency: float = Field(gt=0, le=MAX_USERS, allow_inf_nan=False)
+
+
+class FitPoints(BaseModel):
+    decode: list[FitDecodePoint] = []
+
+
+class CalibrationFile(BaseModel):
+    """What read_calibration reads of a calibration file, each number finite and in its range (a
+    `.inf` users count had overflowed the planner): the model (a current version's), the points
+    (an earlier version's, fitted again) and the points the model was fitted to. Other keys, the
+    configuration it describes among them, are read as they are."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: PerfModel | None = None
+    points: list[CalibrationPoint] | None = None
+    fit_points: FitPoints | None = None
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _measured(cls, value: object) -> object:
+        return {**value, "calibrated": True} if isinstance(value, dict) else value
+
+
+def _validated(data: dict, path: str, fix: str) -> CalibrationFile:
+    """The file's numbers checked (CalibrationFile), or RecipectlError naming the file and the field."""
+    try:
+        return CalibrationFile.model_validate(data)
+    except ValidationError as e:
+        first = e.errors(include_url=False)[0]
+        field = ".".join(str(part) for part in first["loc"]) or "the file"
+        raise RecipectlError(f"{path}: {field}: {first['msg'].lower()}", fix=fix) from None
+
+
 def read_calibration(path: str, current: dict, shapes: tuple[RoleShape, RoleShape]) -> PerfModel:
     """A calibration file's model, refused (exit 2) unless it describes ``current`` (describe()):
     the message names the settings that differ. ``shapes``: the recipe's (prefill, decode) shapes.
@@ -148,24 +208,24 @@ def read_calibration(path: str, current: dict, shapes: tuple[RoleShape, RoleShap
             f"{path} describes another configuration than this recipe on this host: {shown or 'fingerprints differ'}",
             fix=fix,
         )
+    checked = _validated(data, path, fix)
     if version < CALIBRATION_VERSION:
         try:
             refitted = refit_on_layout(data, {"prefill": shapes[0], "decode": shapes[1]})
-        except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDivisionError, OverflowError) as e:
             raise RecipectlError(
                 f"{path}: a calibration of version {version}, fitted again from its points by this recipectl's "
                 f"model, and they cannot be: {str(e)[:300] or type(e).__name__}",
                 fix=fix,
             ) from None
         return refitted
-    try:
-        model = PerfModel.model_validate({**data["model"], "calibrated": True})
-        if model.measured_users is None:  # written before calibrations said it: their decode points do
-            users = [p["concurrency"] for p in data.get("fit_points", {}).get("decode", [])]
-            model = model.model_copy(update={"measured_users": math.ceil(max(users)) if users else None})
-        return model
-    except (KeyError, ValueError, TypeError, AttributeError) as e:
-        raise RecipectlError(f"{path}: its model coefficients cannot be read: {str(e)[:300]}", fix=fix) from None
+    model = checked.model
+    if model is None:
+        raise RecipectlError(f"{path}: model: no model coefficients", fix=fix)
+    if model.measured_users is None:  # written before calibrations said it: their decode points do
+        users = [p.concurrency for p in checked.fit_points.decode] if checked.fit_points else []
+        model = model.model_copy(update={"measured_users": math.ceil(max(users)) if users else None})
+    return model
 
 
 # ----- the model's inputs -----------------------------------------------------------------------
@@ -429,8 +489,9 @@ def calibrate(recipe_path: str, *, out: str, variant: str | None, attach: str | 
     loaded = load_variant(recipe_path, variant)
     recipe = loaded.recipe
     console = Console(stderr=True)
-    if Path(out).exists() and not force:
-        raise RecipectlError(f"{out} exists", fix=f"-o another file, or --force to replace {out}")
+    # before anything is launched: the file is written minutes later, once everything is measured
+    check_out(out, [recipe_path], force=force, read_as="being calibrated", what="calibration")
+    check_can_create(out, flag="-o", what="calibration")
     identity = describe(loaded, recipe_path)
     shapes, _, spec = role_shapes(recipe, recipe_path)
     eff_len, batched = _lengths_limits(recipe, spec)
@@ -470,7 +531,10 @@ def calibrate(recipe_path: str, *, out: str, variant: str | None, attach: str | 
         "cpu_count": os.cpu_count(),
         **result,
     }
-    write_atomic(out, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    try:
+        write_atomic(out, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    except OSError as e:  # the disk filled up while it measured
+        raise cannot_write(out, e, flag="-o", what="calibration") from None
     m = result["model"]
     console.print(
         f"[green]calibrated[/]: prefill {m['prefill']['overhead_s'] * 1e3:.1f} ms a step + "

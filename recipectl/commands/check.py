@@ -24,6 +24,7 @@ from ..loader import LoadedRecipe
 from ..plan.ledger import METRICS, UNCALIBRATED, LedgerEntry, Metrics, Point, errors, median_abs_errors, read_entries
 from ..plan.sla import SLA_FIX, Sla, SlaError, best_concurrency, parse_sla
 from ..validate import load_variant
+from . import json_errors_of
 from .bench import print_fitted
 from .ledger import RecipePredictor, ledger_file, predicted_metrics, recipe_predictor, record
 from .measuring import deployment_to_measure
@@ -34,6 +35,7 @@ MIN_REQUESTS = 3
 MAX_CONCURRENCY = 1 << 16  # the bisection's bound where decode's cache sets none
 
 
+@json_errors_of
 def plan_extras(
     recipe_path: str,
     *,

@@ -13,6 +13,7 @@ from ..lock import Drift, build_lock, compare, lock_path, read_lock, write_lock
 from ..schema import Recipe
 from ..validate import load_variant
 from . import echo
+from .outfile import cannot_write, check_out
 
 HOST_CPU_CHOICES = ("this-host", "avx512-bf16", "no-avx512-bf16")
 
@@ -47,11 +48,12 @@ def current_lock(recipe_file: str, variant: str | None, host_cpu: str = "this-ho
 def write(recipe_file: str, *, variant: str | None, out: str | None, host_cpu: str, as_json: bool) -> int:
     lock = current_lock(recipe_file, variant, host_cpu)
     target = Path(out) if out else variant_lock_path(recipe_file, variant)
-    if target.is_symlink():
-        raise RecipectlError(
-            f"{target} is a symbolic link: not written through", fix="name the file itself with -o, or remove the link"
-        )
-    write_lock(lock, target)
+    # a lock replaces the last one, but never a link, a directory, a device or the recipe itself
+    check_out(str(target), [recipe_file], force=True, read_as="being locked", what="lock")
+    try:
+        write_lock(lock, target)
+    except OSError as e:
+        raise cannot_write(str(target), e, flag="-o", what="lock") from None
     if as_json:
         echo(json.dumps({"lock": str(target), "roles": sorted(lock["roles"])}))
     else:

@@ -1,4 +1,4 @@
-"""The recipe files commands write at the user's request (`import -o`, `plan --write-recipe`):
+"""The files commands write at the user's request (`import -o`, `plan --write-recipe`, `lock`):
 which names they refuse, and the one atomic write with its error."""
 
 from __future__ import annotations
@@ -6,56 +6,64 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import tempfile
 
 from ..errors import RecipectlError
-from ..fileio import write_atomic
+from ..fileio import same_file_as, write_atomic
 
 
-def check_out(out: str, inputs: list[str], *, force: bool, flag: str = "-o", read_as: str = "being imported") -> None:
+def check_out(
+    out: str, inputs: list[str], *, force: bool, flag: str = "-o", read_as: str = "being imported", what: str = "recipe"
+) -> None:
     """Refuse an OUT that is not a new file the user named: an existing file without --force, a
     symlink (writing would replace the link, never its target: either is a surprise), a directory,
     or a file the command reads (one inode under any name: the original would be lost), or anything
     else that is not a regular file (a FIFO, a socket, a device: `--force` would replace
     `/dev/null` itself with the recipe). `flag` names the option that gave OUT, `read_as` what the
-    command does with its input (the messages say both)."""
+    command does with its input, `what` the file it writes (the messages say all three)."""
     if not out:
-        raise RecipectlError(f"{flag} is empty; nothing was written", fix=f"{flag} names the recipe file to write")
+        raise RecipectlError(f"{flag} is empty; nothing was written", fix=f"{flag} names the {what} file to write")
     try:
         st = os.lstat(out)
     except FileNotFoundError:
         return
     except OSError as e:
-        raise RecipectlError(
-            f"{out}: cannot write the recipe: {(e.strerror or type(e).__name__).lower()}",
-            fix=f"{flag} names a file in a directory that exists and you can write to",
-        ) from None
+        raise cannot_write(out, e, flag=flag, what=what) from None
     if stat.S_ISLNK(st.st_mode):
         raise RecipectlError(
             f"{out} is a symbolic link; nothing was written",
-            fix=f"name the file itself with {flag} (or remove the link); --force never writes through or over a link",
+            fix=f"name the file itself with {flag} (or remove the link); recipectl never writes through or over a link",
         )
     if stat.S_ISDIR(st.st_mode):
-        raise RecipectlError(f"{out} is a directory; nothing was written", fix=f"{flag} names the recipe file to write")
+        raise RecipectlError(f"{out} is a directory; nothing was written", fix=f"{flag} names the {what} file to write")
     if not stat.S_ISREG(st.st_mode):
         raise RecipectlError(
             f"{out} is not a regular file (a FIFO, socket or device); nothing was written",
-            fix=f"{flag} names the recipe file to write"
-            + ("; without -o the recipe goes to standard output" if flag == "-o" else ""),
+            fix=f"{flag} names the {what} file to write"
+            + ("; without -o the recipe goes to standard output" if flag == "-o" and what == "recipe" else ""),
         )
-    for f in inputs:
-        try:
-            same = os.path.samestat(st, os.stat(f))
-        except OSError:
-            continue
-        if same:
-            raise RecipectlError(
-                f"{out} is {f}, the file {read_as}; nothing was written",
-                fix=f"write the recipe to another file, e.g. {flag} recipe.yaml",
-            )
+    read = same_file_as(out, inputs)
+    if read is not None:
+        raise RecipectlError(
+            f"{out} is {read}, the file {read_as}; nothing was written",
+            fix=f"write the {what} to another file" + (f", e.g. {flag} recipe.yaml" if what == "recipe" else ""),
+        )
     if not force:
         raise RecipectlError(
             f"{out} already exists; nothing was written", fix="name a new file, or pass --force to replace it"
         )
+
+
+def check_can_create(out: str, *, flag: str, what: str) -> None:
+    """Refuse an OUT whose directory will not take a new file (missing, read-only, not ours), by
+    making one there and removing it: for a command that writes OUT only after minutes of work."""
+    directory = os.path.dirname(out) or "."
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".recipectl-probe.", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise cannot_write(out, e, flag=flag, what=what) from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def write_out(out: str, text: str, *, flag: str) -> None:
@@ -64,8 +72,15 @@ def write_out(out: str, text: str, *, flag: str) -> None:
     try:
         write_atomic(out, text)
     except OSError as e:
-        raise RecipectlError(
-            f"{out}: cannot write the recipe: {(e.strerror or type(e).__name__).lower()}",
-            fix=f"{flag} names a file in a directory that exists and you can write to",
-        ) from None
+        raise cannot_write(out, e, flag=flag) from None
     sys.stderr.write(f"wrote {out}\n")
+
+
+def cannot_write(out: str, e: OSError, *, flag: str, what: str = "recipe") -> RecipectlError:
+    """The error of a file the OS would not let a command write (a read-only or full disk, a missing
+    directory, no permission): the path, the OS's reason, and that the old file is as it was."""
+    reason = (e.strerror or type(e).__name__).lower()
+    return RecipectlError(
+        f"{out}: cannot write the {what}: {reason}; nothing was written",
+        fix=f"{flag} names a file in a directory that exists and you can write to, on a disk with room",
+    )

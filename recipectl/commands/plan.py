@@ -23,6 +23,7 @@ from ..schema import Recipe
 from ..secretscan import redact_data
 from ..topology import place
 from ..validate import load_variant
+from . import json_errors_of
 from .bench import print_fitted
 from .calibrate import analytic_for, describe, layout, read_calibration, role_shapes
 from .plan_sla import check_plot_out, check_recipe_out, curves, layout_options, plot_sla, pyplot, write_recipe
@@ -348,6 +349,7 @@ def sla_report(
     }
 
 
+@json_errors_of
 def plan_command(
     recipe_path: str,
     *,

@@ -18,9 +18,9 @@ from ..errors import RecipectlError
 from ..render.registry import target_help
 from ..ruledocs import rule_page, rules_json
 from ..rules import all_rules, get_rule
-from ..secretscan import redact_data
+from ..secretscan import redact_data, redact_text
 from ..validate import load_variant, validate_file
-from . import complete, echo
+from . import complete, echo, errors_as_json
 from .import_ import import_recipe as write_imported
 from .options import TargetName, TextOrJson, Variant, recipe_argument
 from .render import render as render_files
@@ -63,10 +63,11 @@ def show(
     format: Annotated[Literal["yaml", "json"], typer.Option("--format", "-f")] = "yaml",
     variant: Variant = None,
 ) -> int:
-    loaded = load_variant(recipe, variant)
-    data = loaded.recipe.model_dump(mode="json", exclude_unset=not resolved, exclude_none=not resolved)
-    if resolved:
-        data["effective"] = {role: eff.to_json() for role, eff in resolve(loaded.recipe).items()}
+    with errors_as_json(format == "json"):
+        loaded = load_variant(recipe, variant)
+        data = loaded.recipe.model_dump(mode="json", exclude_unset=not resolved, exclude_none=not resolved)
+        if resolved:
+            data["effective"] = {role: eff.to_json() for role, eff in resolve(loaded.recipe).items()}
     data = redact_data(data)  # pasted into tickets and chats: no literal credential
     echo(json.dumps(data, indent=2) if format == "json" else yaml.safe_dump(data, sort_keys=False))
     return 0
@@ -79,11 +80,12 @@ def expand(
     report, recipes = validate_file(Path(recipe))
     if not report.valid:
         raise RecipectlError(format_reports_text([report]).rstrip())
+    # as show's: a recipe's literal credential is <redacted> (its name too, `name: hf_...`)
     if format == "names":
         for r in recipes:
-            echo(r.recipe.name)
+            echo(redact_text(r.recipe.name))
         return 0
-    docs = [r.recipe.model_dump(mode="json", exclude_none=True) for r in recipes]
+    docs = [redact_data(r.recipe.model_dump(mode="json", exclude_none=True)) for r in recipes]
     echo(json.dumps(docs, indent=2) if format == "json" else yaml.safe_dump_all(docs, sort_keys=False))
     return 0
 

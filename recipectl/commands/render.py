@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..models.info import config_path
 from ..render.processes import build_deployment
 from ..render.targets import render as render_target
 from ..render.targets import write
@@ -15,13 +16,16 @@ from . import echo
 def render(
     recipe: str, *, target: str = "bash", out: str | None = None, variant: str | None = None, force: bool = False
 ) -> int:
-    files_out = render_target(build_deployment(load_variant(recipe, variant, refuse_errors=True).recipe), target)
+    loaded = load_variant(recipe, variant, refuse_errors=True)
+    files_out = render_target(build_deployment(loaded.recipe), target)
     if out is None:
         for f in files_out:
             if len(files_out) > 1:
                 echo(f"# ---- {f.name}")
             echo(f.text)
         return 0
-    for p in write(files_out, Path(out), force=force):
+    # what render read: never overwritten by what it writes, whatever --force says
+    inputs = [recipe, *loaded.source.files.values(), str(config_path(loaded.recipe.model.path, Path(recipe).parent))]
+    for p in write(files_out, Path(out), force=force, inputs=inputs):
         sys.stderr.write(f"wrote {p}\n")
     return 0

@@ -150,9 +150,12 @@ class Document:
         """Make one edit (after `check`): the mappings above the key are made where absent."""
         *parents, last = dotted_to_key(edit.path)
         node, created = self.data, False
+        moved = None  # the blank lines and comments after the mapping the new keys go under
         for key in parents:
             if key not in node:
-                _append(node, key, CommentedMap())
+                if not created:
+                    moved = _trailing_lines(node)
+                node[key] = CommentedMap()
                 created = True
             elif node[key] is None:  # a key with nothing under it stands where it is, now a mapping
                 node[key] = CommentedMap()
@@ -162,6 +165,8 @@ class Document:
             if not node and not created:  # `env: {}`: an empty mapping in a file is a flow mapping
                 node.fa.set_flow_style()
             _append(node, last, edit.value)
+            if moved is not None:  # after the whole new block, not between its first line and the rest
+                _comment_after(node, last, moved)
             return
         # a block value replaced: the blank lines and comments after its last line stay where they were
         moved = _trailing_lines(node[last])

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class PrefillCoeffs(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)  # a calibration file's: finite
 
     overhead_s: float = Field(ge=0)
     per_token_s: float = Field(ge=0)
@@ -44,7 +44,7 @@ class PrefillCoeffs(BaseModel):
 
 
 class DecodeCoeffs(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)  # a calibration file's: finite
 
     step_s: float = Field(ge=0)
     per_seq_s: float = Field(ge=0)
@@ -55,7 +55,7 @@ class DecodeCoeffs(BaseModel):
 
 
 class TransferCoeffs(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)  # a calibration file's: finite
 
     latency_s: float = Field(ge=0)
     bytes_per_s: float = Field(gt=0)
@@ -75,7 +75,7 @@ class PerfModel(BaseModel):
     calibrated: bool
     # the most users a decode endpoint held in the calibration's points: beyond them a prediction
     # carries the fit past what was measured (None: analytic, or a calibration that did not say)
-    measured_users: int | None = None
+    measured_users: int | None = Field(default=None, ge=1)
 
 
 class PromptSplit(BaseModel):

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -21,7 +22,7 @@ import yaml
 
 from ..errors import ExitCode, RecipectlError
 from ..fieldtypes import core_list_text
-from ..fileio import write_atomic
+from ..fileio import UnwritableFile, same_file_as, write_all_atomic
 from ..secretscan import pure_reference, secret_flag, secret_name, secret_value
 from .processes import Deployment, ProcessSpec, bound_cores
 from .registry import TARGETS
@@ -530,14 +531,31 @@ def _check_names(files_out: list[RenderedFile], out_dir: Path) -> None:
         seen.add(name)
 
 
-def write(files_out: list[RenderedFile], out_dir: Path, *, force: bool = False) -> list[Path]:
+def write(
+    files_out: list[RenderedFile], out_dir: Path, *, force: bool = False, inputs: Sequence[str] = ()
+) -> list[Path]:
     """Write the files into `out_dir` and nowhere else: each name is a plain file name; an existing
-    file is an error unless `force`, and then it is replaced (a symlink by a file, never followed);
-    nothing is written unless every file can be."""
+    file is an error unless `force`, and then it is replaced (a symlink by a file, never followed),
+    but never one of `inputs` (the recipe rendered, `x.k8s.yaml` rendered into its own directory,
+    and what it was read with), whatever `force` says; nothing is written unless every file can be."""
     _check_names(files_out, out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if not out_dir.is_dir():
-        raise RecipectlError(f"{out_dir} is not a directory", fix="-o DIR names a directory to write into")
+    if os.path.lexists(out_dir) and not out_dir.is_dir():  # a file, or a device such as /dev/full
+        raise RecipectlError(
+            f"{out_dir} is not a directory; nothing was written", fix="-o DIR names a directory to write into"
+        )
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _unwritable(UnwritableFile(out_dir, e)) from None
+    for f in files_out:
+        target = out_dir / f.name
+        read = same_file_as(target, list(inputs))
+        if read is not None:
+            also = f" (as {read})" if read != str(target) else ""
+            raise RecipectlError(
+                f"refusing to replace {target}: this render reads it{also}; nothing was written",
+                fix="render into another directory (-o DIR), or rename the recipe",
+            )
     existing = [f.name for f in files_out if os.path.lexists(out_dir / f.name)]
     if existing and not force:
         raise RecipectlError(
@@ -548,21 +566,33 @@ def write(files_out: list[RenderedFile], out_dir: Path, *, force: bool = False) 
         p = out_dir / name
         if p.is_dir() and not p.is_symlink():
             raise RecipectlError(f"{p} is a directory; nothing was written", fix="remove it or render elsewhere")
-    written = []
-    for f in files_out:
-        target = out_dir / f.name
-        mode = 0o755 if f.executable else 0o666 & ~_umask()
-        # in one rename (or, without --force, one link that fails on anything already there: never
-        # an existing file, never through a symlink, not even a dangling one); a symlink is replaced
-        try:
-            write_atomic(target, f.text, mode=mode, replace=force)
-        except FileExistsError:
-            raise RecipectlError(
-                f"{target} appeared while rendering; it was left as it is",
-                fix="render into an empty directory, or pass --force to replace it",
-            ) from None
-        written.append(target)
+    written = [out_dir / f.name for f in files_out]
+    # each in one rename (or, without --force, one link that fails on anything already there: never
+    # an existing file, never through a symlink, not even a dangling one); a symlink is replaced.
+    # Every file is written out before any is put in place: a full disk leaves the old ones.
+    try:
+        write_all_atomic(
+            [
+                (p, f.text, 0o755 if f.executable else 0o666 & ~_umask())
+                for p, f in zip(written, files_out, strict=True)
+            ],
+            replace=force,
+        )
+    except FileExistsError as e:
+        raise RecipectlError(
+            f"{e.filename} appeared while rendering; it was left as it is",
+            fix="render into an empty directory, or pass --force to replace it",
+        ) from None
+    except UnwritableFile as e:
+        raise _unwritable(e) from None
     return written
+
+
+def _unwritable(e: UnwritableFile) -> RecipectlError:
+    return RecipectlError(
+        f"{e.path}: cannot write the rendered files: {e.reason}",
+        fix="-o DIR names a directory you can write to, on a disk with room",
+    )
 
 
 def _umask() -> int:

@@ -190,7 +190,7 @@ def secret_value_anywhere(ctx: RuleContext) -> Iterator[Violation]:
     a URL or an innocently named variable just as often. Every string of a recipe is rendered
     into scripts and manifests and recorded in the run state. An `ignore:` of this rule (or of
     OPS001/OPS004) silences validate only: `render` refuses to write a credential into any target
-    whatever the ignores say, and `show` and `plan` print it as `<redacted>`.
+    whatever the ignores say, and `show`, `plan` and `expand` print it as `<redacted>`.
 
     Example:
         engine:
