@@ -365,3 +365,34 @@ def test_logs_reads_a_moved_run_that_was_recorded_under_a_relative_run_dir(cli, 
     d.rename(moved)
     r = cli("logs", "--run", str(moved))
     assert r.returncode == 0 and "engine started" in r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("ref", ["..", "."])
+def test_a_run_id_of_dots_names_no_directory_above_or_at_the_runs_root(cli, tmp_path, ref):
+    """`recipectl status ..` with a state file in the directory that holds the runs root (".") or
+    in the runs root itself ("."): neither is a run launch made there."""
+    d, p = _run(tmp_path / "elsewhere", "decoy")
+    try:
+        root = tmp_path / "runs"
+        root.mkdir()
+        holder = tmp_path if ref == ".." else root
+        (holder / STATE_FILE).write_text((d / STATE_FILE).read_text())
+        for args in (["status", ref], ["stop", ref]):
+            r = cli(*args)
+            assert r.returncode == 2 and "no run found" in r.stderr, (args, r.stdout, r.stderr)
+        assert p.poll() is None, "a run id of dots stopped a process of a run elsewhere"
+    finally:
+        _reap(p)
+
+
+def test_a_run_id_that_is_a_symlink_is_not_followed(cli, tmp_path):
+    d, p = _run(tmp_path / "elsewhere", "decoy")
+    try:
+        root = tmp_path / "runs"
+        root.mkdir()
+        (root / "decoy-alias").symlink_to(d)
+        r = cli("stop", "decoy-alias")
+        assert r.returncode == 2 and "is a symlink" in r.stderr and "not followed" in r.stderr, r.stderr
+        assert p.poll() is None, "stop followed a symlinked run id to another run"
+    finally:
+        _reap(p)

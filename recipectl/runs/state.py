@@ -262,6 +262,10 @@ def runs_of(root: Path, recipe_name: str) -> list[Path]:
     return sorted(found, key=created)
 
 
+def _is_run_id(ref: str) -> bool:
+    return "/" not in ref and ref not in (".", "..")
+
+
 def find_run_dir(
     ref: str | None, root: Path | None = None, recipe_runs: Callable[[str], tuple[str, str]] | None = None
 ) -> Path:
@@ -277,7 +281,14 @@ def find_run_dir(
             found = p.parent
         elif p.is_dir() and ((p / STATE_FILE).exists() or (p / JOURNAL_FILE).exists()):
             found = p
-        elif "/" not in ref and ((base / ref / STATE_FILE).exists() or (base / ref / JOURNAL_FILE).exists()):
+        elif _is_run_id(ref) and ((base / ref / STATE_FILE).exists() or (base / ref / JOURNAL_FILE).exists()):
+            # a run id names a run directory under `base` itself: "." and ".." name base and what
+            # holds it, and a symlink wherever it points, none of them a run launch made there
+            if (base / ref).is_symlink():
+                raise RecipectlError(
+                    f"{base / ref} is a symlink, not a run directory launch made: not followed",
+                    fix=f"name the directory it points at (recipectl status {(base / ref).resolve()})",
+                )
             found = base / ref
         else:
             matches: list[Path] = []
