@@ -909,3 +909,17 @@ def test_logs_refuses_a_log_that_is_not_a_file_without_waiting_on_it(cli, tmp_pa
         assert procs.tail(data["processes"][0]["log"]) == ""
     finally:
         _cleanup(p)
+
+
+def test_a_damaged_state_with_no_journal_says_nothing_was_stopped(cli, tmp_path):
+    """A Slurm run keeps no journal on the submitting host: with its state damaged, stop can trust
+    no job id and has nothing recorded to stop, and says so, instead of naming a journal that is
+    not there as if it had looked at what it recorded."""
+    root = tmp_path / "runs"
+    d = root / "slurm-run-20261205-000000"
+    d.mkdir(parents=True)
+    (d / STATE_FILE).write_text('{"run_id": "slurm-run", "target": "slurm", "job_id": ')
+    r = cli("stop", d.name, root=root)
+    assert r.returncode == 2, r.stderr
+    assert "no journal" in r.stderr and "nothing was stopped" in r.stderr and "no Slurm job was cancelled" in r.stderr
+    assert "squeue" in r.stderr, r.stderr

@@ -401,6 +401,25 @@ def _stop_from_journal(run_dir: Path, why: str, c) -> int:
     """The state cannot be trusted: stop what the run's journal recorded (pid and start time of each
     process it started, and of what those led), then exit 2 (the state is invalid input)."""
     where = run_dir / JOURNAL_FILE
+    if not where.is_file() or where.is_symlink():
+        # a Slurm run keeps no journal here (its processes are on the job's nodes), nor does a run
+        # whose journal was removed: nothing it recorded can be stopped, and no job id is trusted
+        c.print(
+            Text.assemble(
+                ("error", "red"),
+                shown(
+                    f": {run_dir / STATE_FILE} is damaged ({why}), and the run has no journal ({where}) to stop its"
+                    " processes from: nothing was stopped, and no Slurm job was cancelled"
+                ),
+            )
+        )
+        c.print(
+            shown(
+                "  fix: find what is left with `squeue --me` (a Slurm run) or `ps -u $USER`, and stop it by its id;"
+                " or restore the state file"
+            )
+        )
+        return int(ExitCode.INVALID)
     c.print(
         Text.assemble(
             ("error", "red"),
