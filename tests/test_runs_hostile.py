@@ -396,3 +396,20 @@ def test_a_run_id_that_is_a_symlink_is_not_followed(cli, tmp_path):
         assert p.poll() is None, "stop followed a symlinked run id to another run"
     finally:
         _reap(p)
+
+
+def test_the_journal_is_never_written_through_a_symlink(tmp_path):
+    """A run directory's journal that is a symlink (to a file of the user's): launch's record of a
+    started process is refused there, and the file it points at is left as it was."""
+    d, p = _run(tmp_path / "runs", "journal-link")
+    try:
+        target = tmp_path / "precious.txt"
+        target.write_text("keep\n")
+        (d / JOURNAL_FILE).unlink()
+        (d / JOURNAL_FILE).symlink_to(target)
+        state = RunState.load(d / STATE_FILE)
+        with pytest.raises(OSError):
+            state.record_start(state.processes[0])
+        assert target.read_text() == "keep\n"
+    finally:
+        _reap(p)

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints, TypeAdapter, ValidationError
 
 from ..errors import RecipectlError
-from ..fileio import MiB, UnreadableFile, read_bytes_bounded
+from ..fileio import MiB, UnreadableFile, append_line, read_bytes_bounded
 
 STATE_FILE = "state.json"
 JOURNAL_FILE = "processes.jsonl"  # one line per started process: what stop reads when state.json is damaged
@@ -144,12 +144,8 @@ class RunState:
                 self._journal({"name": ps.name, "pid": m.pid, **_start_fields(m), "group": ps.pid})
 
     def _journal(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record) + "\n"
-        fd = os.open(Path(self.run_dir) / JOURNAL_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+        # one write, never through a symlink: a journal some other user linked elsewhere is not written
+        append_line(Path(self.run_dir) / JOURNAL_FILE, json.dumps(record))
 
     @classmethod
     def load(cls, path: Path) -> "RunState":
