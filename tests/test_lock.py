@@ -209,3 +209,22 @@ def test_a_lock_is_never_written_over_what_is_no_lock_file(recipectl_in_process,
     assert str(out) in stderr and "nothing was written" in stderr and "Traceback" not in stderr, stderr
     assert recipe.read_text() == LOCAL.read_text() and (tmp_path / "fifo").is_fifo()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "recipe.yaml"]
+
+
+@pytest.mark.parametrize("command", ["lock", "plan"])
+def test_no_output_replaces_the_partner_script_a_recipe_was_read_from(recipectl_in_process, tmp_path, command):
+    """A `vllm serve` recipe is two scripts, NAME-prefill.sh read with NAME-decode.sh: `lock -o` and
+    `plan --write-recipe --force` refuse either as their output, as render -o does, and leave it
+    as it was (the decode script had become a lock)."""
+    src = Path(__file__).parent / "field" / "vllm-serve"
+    for name in ("qwen35-27b-gb200-tp1-prefill.sh", "qwen35-27b-gb200-tp1-decode.sh"):
+        (tmp_path / name).write_bytes((src / name).read_bytes())
+    prefill, decode = tmp_path / "qwen35-27b-gb200-tp1-prefill.sh", tmp_path / "qwen35-27b-gb200-tp1-decode.sh"
+    before = decode.read_bytes()
+    if command == "lock":
+        args = ["lock", str(prefill), "-o", str(decode)]
+    else:
+        args = ["plan", str(prefill), "--sla", "ttft=2s,itl=50ms", "--write-recipe", str(decode), "--force"]
+    code, _, stderr = recipectl_in_process(*args)
+    assert code == 2 and str(decode) in stderr and "Traceback" not in stderr, stderr
+    assert decode.read_bytes() == before

@@ -48,7 +48,7 @@ from ..schema import Recipe
 from ..topology import place
 from ..validate import load_variant
 from .measuring import config_differences, deployment_to_measure, describe
-from .outfile import cannot_write, check_can_create, check_out
+from .outfile import cannot_write, check_can_create, check_out, files_read
 
 # 2: prefill's overhead_s is per step (a hybrid prompt's split counted); a version 1 file fitted
 # it per prompt, so its coefficients read under version 2 would count that overhead twice
@@ -490,7 +490,7 @@ def calibrate(recipe_path: str, *, out: str, variant: str | None, attach: str | 
     recipe = loaded.recipe
     console = Console(stderr=True)
     # before anything is launched: the file is written minutes later, once everything is measured
-    check_out(out, [recipe_path], force=force, read_as="being calibrated", what="calibration")
+    check_out(out, files_read(loaded, recipe_path), force=force, read_as="being calibrated", what="calibration")
     check_can_create(out, flag="-o", what="calibration")
     identity = describe(loaded, recipe_path)
     shapes, _, spec = role_shapes(recipe, recipe_path)

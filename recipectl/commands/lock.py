@@ -13,7 +13,7 @@ from ..lock import Drift, build_lock, compare, lock_path, read_lock, write_lock
 from ..schema import Recipe
 from ..validate import load_variant
 from . import echo
-from .outfile import cannot_write, check_out
+from .outfile import cannot_write, check_out, files_read
 
 HOST_CPU_CHOICES = ("this-host", "avx512-bf16", "no-avx512-bf16")
 
@@ -46,10 +46,11 @@ def current_lock(recipe_file: str, variant: str | None, host_cpu: str = "this-ho
 
 
 def write(recipe_file: str, *, variant: str | None, out: str | None, host_cpu: str, as_json: bool) -> int:
-    lock = current_lock(recipe_file, variant, host_cpu)
+    loaded = load_variant(recipe_file, variant)
+    lock = build_lock(loaded, recipe_file, host=host_for(loaded.recipe, host_cpu))
     target = Path(out) if out else variant_lock_path(recipe_file, variant)
-    # a lock replaces the last one, but never a link, a directory, a device or the recipe itself
-    check_out(str(target), [recipe_file], force=True, read_as="being locked", what="lock")
+    # a lock replaces the last one, but never a link, a directory, a device or a file it was made from
+    check_out(str(target), files_read(loaded, recipe_file), force=True, read_as="being locked", what="lock")
     try:
         write_lock(lock, target)
     except OSError as e:

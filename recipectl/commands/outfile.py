@@ -7,9 +7,20 @@ import os
 import stat
 import sys
 import tempfile
+from pathlib import Path
 
 from ..errors import RecipectlError
 from ..fileio import same_file_as, write_atomic
+from ..loader import LoadedRecipe
+from ..models.info import config_path
+
+
+def files_read(loaded: LoadedRecipe, recipe_path: str) -> list[str]:
+    """Every file a command read to make a recipe: the recipe, the files it was imported from (a
+    `vllm serve` script's partner script) and the model's config.json. What the command writes may
+    be none of them, whatever --force says."""
+    model_dir = Path(recipe_path).parent
+    return [recipe_path, *loaded.source.files.values(), str(config_path(loaded.recipe.model.path, model_dir))]
 
 
 def check_out(

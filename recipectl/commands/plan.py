@@ -26,6 +26,7 @@ from ..validate import load_variant
 from . import json_errors_of
 from .bench import print_fitted
 from .calibrate import analytic_for, describe, layout, read_calibration, role_shapes
+from .outfile import files_read
 from .plan_sla import check_plot_out, check_recipe_out, curves, layout_options, plot_sla, pyplot, write_recipe
 from .tables import Col, num
 
@@ -415,7 +416,7 @@ def print_sla_plan(
         check_plot_out(plot, recipe_path)
     plt = pyplot() if plot else None
     if write_recipe_to is not None:
-        check_recipe_out(write_recipe_to, recipe_path, force=force)
+        check_recipe_out(write_recipe_to, files_read(loaded, recipe_path), force=force)
     report = sla_report(
         loaded,
         recipe_path,

@@ -242,10 +242,10 @@ def plot_sla(plt: Any, report: dict, path: str) -> None:
 
 
 # ----- the chosen configuration as a recipe -----------------------------------------------------
-def check_recipe_out(out: str, recipe_path: str, *, force: bool) -> None:
+def check_recipe_out(out: str, inputs: list[str], *, force: bool) -> None:
     """Before planning: OUT must be a new file (or --force over a regular one), never a link nor
-    the input recipe."""
-    check_out(out, [recipe_path], force=force, flag="--write-recipe", read_as="being planned")
+    a file the recipe was read from (``files_read``)."""
+    check_out(out, inputs, force=force, flag="--write-recipe", read_as="being planned")
 
 
 def planned_edits(recipe: Recipe, chosen: dict, isl: int, osl: int) -> tuple[list[Edit], list[str]]:

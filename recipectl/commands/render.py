@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..models.info import config_path
 from ..render.processes import build_deployment
 from ..render.targets import render as render_target
 from ..render.targets import write
 from ..validate import load_variant
 from . import echo
+from .outfile import files_read
 
 
 def render(
@@ -25,7 +25,6 @@ def render(
             echo(f.text)
         return 0
     # what render read: never overwritten by what it writes, whatever --force says
-    inputs = [recipe, *loaded.source.files.values(), str(config_path(loaded.recipe.model.path, Path(recipe).parent))]
-    for p in write(files_out, Path(out), force=force, inputs=inputs):
+    for p in write(files_out, Path(out), force=force, inputs=files_read(loaded, recipe)):
         sys.stderr.write(f"wrote {p}\n")
     return 0
