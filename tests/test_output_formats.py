@@ -157,3 +157,16 @@ def test_a_failure_under_format_json_is_a_json_document(recipectl_in_process, tm
 def test_a_text_failure_prints_nothing_on_stdout(recipectl_in_process, tmp_path):
     rc, stdout, stderr = recipectl_in_process("show", str(tmp_path / "missing.yaml"))
     assert rc == 2 and stdout == "" and "no such file" in stderr
+
+
+def test_a_plan_that_printed_its_report_and_then_failed_is_still_one_json_document(recipectl_in_process, tmp_path):
+    """`plan --sla ... --write-recipe OUT --format json` where no configuration meets the SLA: the
+    report is on stdout, the recipe is not written (exit 1), and stdout stays one document a
+    script can parse (an error document after it had made it two)."""
+    out = tmp_path / "planned.yaml"
+    code, stdout, stderr = recipectl_in_process(
+        "plan", str(LOCAL), "--sla", "ttft=1ms,itl=1ms", "--write-recipe", str(out), "--format", "json"
+    )
+    assert code == 1 and "no configuration meets the SLA" in stderr, stderr
+    report = json.loads(stdout)
+    assert report["sla"] and not out.exists()

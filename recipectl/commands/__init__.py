@@ -27,12 +27,33 @@ def errors_as_json(as_json: bool) -> Iterator[None]:
     """Under `--format json`, a command that fails still prints one JSON document on stdout: the
     error (message, fix, exit code) and, where it is a recipe's findings, validate's report of them
     (docs/json-output.md). The error goes on to stderr and the exit code as in text mode."""
+    watched = _Watched(sys.stdout)
+    sys.stdout = watched
     try:
         yield
     except RecipectlError as e:
-        if as_json:
+        # a command that printed its document before it failed (plan's report, then --write-recipe
+        # refused) has said its one: a second would make stdout no JSON a script can read
+        if as_json and not watched.written:
             echo(error_to_json(e.message, e.fix, int(e.exit_code), e.reports))
         raise
+    finally:
+        sys.stdout = watched.stream
+
+
+class _Watched:
+    """stdout, noting whether anything was written to it."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.written = False
+
+    def write(self, text: str) -> int:
+        self.written = self.written or bool(text)
+        return self.stream.write(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
 
 
 def json_errors_of(command: Callable[P, R]) -> Callable[P, R]:
