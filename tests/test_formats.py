@@ -109,8 +109,10 @@ def test_a_command_substitution_is_one_word_as_written():
         ("`echo  a`",),
         ("$(f $(g h) $HOME)",),
     ]
-    (cmd,) = shell_words("a '$(x y)' $(K8S_VAR)")  # quoted text; Kubernetes' $(VAR), a reference
-    assert [(w.text, w.substitutions) for w in cmd] == [("a", ()), ("$(x y)", ()), ("$(K8S_VAR)", ())]
+    (cmd,) = shell_words("a '$(x y)' $(K8S_VAR)")  # quoted text; in a script, $(NAME) runs NAME
+    assert [(w.text, w.substitutions) for w in cmd] == [("a", ()), ("$(x y)", ()), ("$(K8S_VAR)", ("$(K8S_VAR)",))]
+    (cmd,) = shell_words("a $(K8S_VAR)", k8s_references=True)  # a container's args: Kubernetes' $(VAR)
+    assert [(w.text, w.substitutions) for w in cmd] == [("a", ()), ("$(K8S_VAR)", ())]
 
 
 def test_a_value_from_a_command_substitution_is_not_imported(recipectl_in_process, tmp_path):
@@ -170,3 +172,35 @@ def test_a_script_with_windows_line_endings_reads_as_with_unix_ones(recipectl_in
     script.write_bytes(PAIR.replace("\n", "\r\n").encode())
     code, out, err = recipectl_in_process("import", str(script))
     assert code == 0 and "kv_role: kv_consumer  # from " in out and "\r" not in out, err
+
+
+def test_a_command_of_one_word_in_a_script_is_a_command_substitution(recipectl_in_process, tmp_path):
+    """`$(pick_model)` and `$(whoami)` run commands in a script a user runs (only in a container's
+    args does Kubernetes read `$(NAME)` as a variable): the model is refused as `$(pick_model x)`
+    is, and a flag's value is not carried, where they had been imported as their text."""
+    script = tmp_path / "pd.sh"
+    script.write_text(
+        f"vllm serve $(pick_model) --port 8100 {KV % 'producer'}\n"
+        f"vllm serve $(pick_model) --port 8200 {KV % 'consumer'}\n"
+    )
+    code, out, err = recipectl_in_process("import", str(script))
+    assert code == 2 and "pd.sh:1:12" in err and "the model is `$(pick_model)`, a command substitution" in err, err
+    script.write_text(
+        f"vllm serve Qwen/Qwen3.5-27B --port 8100 --tokenizer $(whoami) {KV % 'producer'}\n"
+        f"vllm serve Qwen/Qwen3.5-27B --port 8200 {KV % 'consumer'}\n"
+    )
+    code, out, err = recipectl_in_process("import", str(script))
+    assert code == 0, err
+    assert "whoami" not in out.split("# Not carried over:")[0]
+    assert "not carried: --tokenizer: `$(whoami)` is a command substitution" in err, err
+
+
+def test_a_dynamo_script_reads_kubernetes_references_as_references(recipectl_in_process, tmp_path):
+    """In a container's args Kubernetes replaces `$(NAME)` before bash runs: a reference there, not
+    a command (as it is in a script a user runs)."""
+    text = (FIELD / "dynamo" / "qwen35-397b-fp8-h100-disagg.yaml").read_text()
+    path = tmp_path / "graph.yaml"
+    path.write_text(text.replace("--model Qwen/Qwen3.5-397B-A17B-FP8 ", "--model $(MODEL_ID) "))
+    code, out, err = recipectl_in_process("import", str(path))
+    assert "command substitution" not in err, err
+    assert "$(MODEL_ID)" in out.split("# Not carried over:")[0], out

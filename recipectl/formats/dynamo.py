@@ -163,9 +163,9 @@ def _argv(comp: Component, text: str, pos: dict, file: str) -> tuple[list[Word] 
         line, col = pos.get(base + ("args", 0), pos[()])
         block = block_script(text, line, col)
         if block is not None:
-            commands = shell_words(str(args[0]), block[0], block[1], block_indent=block[1])
+            commands = shell_words(str(args[0]), block[0], block[1], block_indent=block[1], k8s_references=True)
         else:
-            commands = shell_words(str(args[0]), line, col - 1)
+            commands = shell_words(str(args[0]), line, col - 1, k8s_references=True)
         scope = Scope()
         for name, value in comp.env.items():
             if value is not None:

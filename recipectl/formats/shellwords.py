@@ -26,14 +26,18 @@ _SEPARATORS = (";", "&&", "||", "&", "|")  # the two-character ones before their
 _K8S_LIKE = re.compile(r"\$\([A-Za-z_][A-Za-z0-9_]*\)")  # `$(NAME)`: a reference (placeholders.py)
 
 
-def shell_words(script: str, line0: int = 1, col0: int = 0, *, block_indent: int = 0) -> list[list[Word]]:
+def shell_words(
+    script: str, line0: int = 1, col0: int = 0, *, block_indent: int = 0, k8s_references: bool = False
+) -> list[list[Word]]:
     """Split a shell script into simple commands of words, each word with its (line, col).
 
     Enough of POSIX sh for launch scripts: quotes, backslash escapes and line continuations,
     comments, `;`, `&`, `&&`, `||`, `|` and newlines (LF or CRLF) between commands; a command substitution
     (`$(cmd args)`, a backquoted command) is part of its word, spaces and all, not run. `line0` is
     the file line of the script's first line; `col0` the column offset of its first line,
-    `block_indent` that of the others (a YAML block scalar). No expansion: `$VAR` stays as
+    `block_indent` that of the others (a YAML block scalar). `k8s_references`: the script is a
+    container's args, where Kubernetes replaces `$(NAME)` before the shell runs (placeholders.py),
+    so `$(NAME)` is a reference; in a script a user runs it is a command like any other. No expansion: `$VAR` stays as
     written, and each word says which of its `$` the script quoted (shellvars.py expands the
     others; a `$` inside a command substitution counts as quoted) and which command substitutions
     it holds. Not `shlex`: it
@@ -109,7 +113,7 @@ def shell_words(script: str, line0: int = 1, col0: int = 0, *, block_indent: int
             buf.append(script[i])
             advance()
         written = "".join(buf[begin:])
-        if not _K8S_LIKE.fullmatch(written):
+        if not (k8s_references and _K8S_LIKE.fullmatch(written)):
             literal.extend(k for k in range(begin, len(buf)) if buf[k] == "$")
             substitutions.append(written)
 
