@@ -12,8 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from recipectl.errors import RecipectlError
 from recipectl.runs import processes as procs
-from recipectl.runs.state import JOURNAL_FILE, LOCK_FILE, STATE_FILE, ProcessState, RunState, new_run_dir
+from recipectl.runs.state import (
+    JOURNAL_FILE,
+    LOCK_FILE,
+    STATE_FILE,
+    ProcessState,
+    RunState,
+    find_run_dir,
+    new_run_dir,
+)
 
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs a process of another user (root only)")
@@ -413,3 +422,17 @@ def test_the_journal_is_never_written_through_a_symlink(tmp_path):
         assert target.read_text() == "keep\n"
     finally:
         _reap(p)
+
+
+def test_a_symlinked_run_id_is_not_followed_from_inside_the_runs_root(tmp_path, monkeypatch):
+    """From inside the runs root a bare run id is also a path relative to the working directory:
+    a symlink there is refused the same way."""
+    d, p = _run(tmp_path / "elsewhere", "decoy")
+    _reap(p)
+    root = tmp_path / "runs"
+    root.mkdir()
+    (root / "decoy-alias").symlink_to(d)
+    monkeypatch.chdir(root)
+    with pytest.raises(RecipectlError) as e:
+        find_run_dir("decoy-alias", root)
+    assert "is a symlink" in e.value.message and "not followed" in e.value.message

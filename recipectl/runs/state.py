@@ -262,6 +262,14 @@ def _is_run_id(ref: str) -> bool:
     return "/" not in ref and ref not in (".", "..")
 
 
+def _refuse_symlinked_run(run_dir: Path) -> None:
+    if run_dir.is_symlink():
+        raise RecipectlError(
+            f"{run_dir} is a symlink, not a run directory launch made: not followed",
+            fix=f"name the directory it points at (recipectl status {run_dir.resolve()})",
+        )
+
+
 def find_run_dir(
     ref: str | None, root: Path | None = None, recipe_runs: Callable[[str], tuple[str, str]] | None = None
 ) -> Path:
@@ -276,15 +284,13 @@ def find_run_dir(
         if p.name == STATE_FILE and p.is_file():
             found = p.parent
         elif p.is_dir() and ((p / STATE_FILE).exists() or (p / JOURNAL_FILE).exists()):
+            if "/" not in ref:  # a bare name reads as a run id here too (from inside the runs root)
+                _refuse_symlinked_run(p)
             found = p
         elif _is_run_id(ref) and ((base / ref / STATE_FILE).exists() or (base / ref / JOURNAL_FILE).exists()):
             # a run id names a run directory under `base` itself: "." and ".." name base and what
             # holds it, and a symlink wherever it points, none of them a run launch made there
-            if (base / ref).is_symlink():
-                raise RecipectlError(
-                    f"{base / ref} is a symlink, not a run directory launch made: not followed",
-                    fix=f"name the directory it points at (recipectl status {(base / ref).resolve()})",
-                )
+            _refuse_symlinked_run(base / ref)
             found = base / ref
         else:
             matches: list[Path] = []
