@@ -417,8 +417,9 @@ def test_the_journal_is_never_written_through_a_symlink(tmp_path):
         (d / JOURNAL_FILE).unlink()
         (d / JOURNAL_FILE).symlink_to(target)
         state = RunState.load(d / STATE_FILE)
-        with pytest.raises(OSError):
+        with pytest.raises(RecipectlError) as e:
             state.record_start(state.processes[0])
+        assert str(d / JOURNAL_FILE) in e.value.message and "symlink" in e.value.fix
         assert target.read_text() == "keep\n"
     finally:
         _reap(p)

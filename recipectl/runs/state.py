@@ -145,7 +145,14 @@ class RunState:
 
     def _journal(self, record: dict[str, Any]) -> None:
         # one write, never through a symlink: a journal some other user linked elsewhere is not written
-        append_line(Path(self.run_dir) / JOURNAL_FILE, json.dumps(record))
+        where = Path(self.run_dir) / JOURNAL_FILE
+        try:
+            append_line(where, json.dumps(record))
+        except OSError as e:  # launch stops what it started: a process stop could not find is not left
+            raise RecipectlError(
+                f"cannot record {record['name']} (pid {record['pid']}) in {where}: {e.strerror or e}",
+                fix=f"{where} must be a plain file of the run directory (a symlink is never written through)",
+            ) from None
 
     @classmethod
     def load(cls, path: Path) -> "RunState":
