@@ -10,6 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from recipectl.errors import RecipectlError
@@ -437,3 +438,24 @@ def test_a_symlinked_run_id_is_not_followed_from_inside_the_runs_root(tmp_path, 
     with pytest.raises(RecipectlError) as e:
         find_run_dir("decoy-alias", root)
     assert "is a symlink" in e.value.message and "not followed" in e.value.message
+
+
+def test_a_duplicate_records_note_keeps_what_else_it_left_alone():
+    """Two records of one pid, the first out of date: its line says the pid was stopped as the
+    other's, and still names the member it left alone (that part had been dropped)."""
+    me = subprocess.Popen(["sleep", "60"])
+    try:
+        live = psutil.Process(me.pid)
+        left = "pid 4242, recorded in group 77, has left it for a process group of its own: not signalled"
+        stale = procs.Found(
+            [], f"pid {me.pid} is no longer the process recipectl started (...): not signalled; {left}", me.pid
+        )
+        ours = procs.Found([live], "")
+        groups = [procs.Group("prefill-0", me.pid, None), procs.Group("decode-0", me.pid, None)]
+        first, second = procs._truthful([stale, ours], groups)
+        assert first.note.startswith(f"pid {me.pid} is not the process this record names, but is decode-0's")
+        assert left in first.note and "no longer" not in first.note
+        assert second.note == ""
+    finally:
+        me.kill()
+        me.wait()
