@@ -455,7 +455,9 @@ def _truthful(found: list[Found], groups: list[Group]) -> list[Found]:
         pid = f.mismatched
         if pid is not None and pid in taken:
             # only the part that said the pid was left alone is untrue now; the rest stands
-            signalled = f"pid {pid} is not the process this record names, but is {taken[pid]}'s: signalled as {taken[pid]}'s"
+            signalled = (
+                f"pid {pid} is not the process this record names, but is {taken[pid]}'s: signalled as {taken[pid]}'s"
+            )
             parts = [part for part in f.note.split("; ") if part and not part.startswith(f"pid {pid} is no longer")]
             f = Found(f.processes, "; ".join([signalled, *parts]))
         out.append(f)
