@@ -63,13 +63,13 @@ def fit(ctx: RuleContext) -> Iterator[Violation]:
                 f"{shared.total:.2f} of its memory asked, more than it has",
                 "".join(f"{r}:\n  gpu_memory_utilization: {share}\n" for r in roles).rstrip(),
             )
-    if not ctx.placement.problems:
+    wide = wide_tensor_parallel(ctx.recipe)  # left unplaced by place(): TOP009's
+    if not ctx.placement.problems and not wide:
         return
     c = ctx.recipe.cluster
     total = c.nodes * c.gpus_per_node
     need = sum(s.endpoints * s.parallel.gpus for _, s in ctx.roles() if s.devices is None)
     need += len({g for _, s in ctx.roles() for ids in (s.devices or ()) for g in ids})  # shared: once
-    tp_too_wide = [p for p in ctx.placement.problems if "GPUs per node" in p]
     named = [p for p in ctx.placement.problems if ": devices " in p]
     for role, spec in ctx.roles():
         if any(p.startswith(f"{role} ") for p in named):
@@ -81,8 +81,7 @@ def fit(ctx: RuleContext) -> Iterator[Violation]:
                 if top >= c.gpus_per_node
                 else f"{role}:\n  endpoints: 1",
             )
-    # an endpoint whose TP group is wider than a node is not placed, and is TOP009's
-    rest = [p for p in ctx.placement.problems if p not in tp_too_wide and p not in named]
+    rest = [p for p in ctx.placement.problems if p not in named]
     nodes_needed = -(-need // max(1, c.gpus_per_node))
     if rest:
         sharing = (
@@ -98,7 +97,7 @@ def fit(ctx: RuleContext) -> Iterator[Violation]:
             f"{len(rest)} endpoint(s) do not fit: {rest[0]} ({need} GPUs wanted, {total} in the cluster){sharing}",
             f"cluster:\n  nodes: {max(nodes_needed, c.nodes + 1)}",
         )
-    elif tp_too_wide and need > total:  # still GPUs the cluster must have
+    elif wide and need > total:  # still GPUs the cluster must have
         yield Violation(
             "cluster.nodes",
             f"the endpoints want {need} GPUs, {total} in the cluster",
