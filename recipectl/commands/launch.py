@@ -321,13 +321,7 @@ def stop_run(ref: str | None, run_dir: str | None = None, variant: str | None = 
         for p in state.processes
         if p.pid
     ]
-    table = procs.process_table()
-    found = [procs.find_ours(g, table) for g in groups]
-    if not any(f.processes for f in found):
-        for g, f in zip(groups, found, strict=True):
-            if f.note:
-                c.print(shown(f"{g.name}: {f.note}"))
-        c.print(shown(f"{state.run_id}: nothing running"))
+    if _nothing_of_ours(groups, c, f"{state.run_id}: nothing running"):
         return 0
     try:
         outcome = procs.stop_recorded(groups, _grace(state))
@@ -443,19 +437,27 @@ def _stop_from_journal(run_dir: Path, why: str, c) -> int:
                 leaderless[e.group] = procs.Group(e.name, e.group, None, members.setdefault(e.group, []), owner)
                 groups.append(leaderless[e.group])
             members[e.group].append((e.pid, procs.recorded_start(e)))
-    table = procs.process_table()
-    found = [procs.find_ours(g, table) for g in groups]
-    if not any(f.processes for f in found):
-        for g, f in zip(groups, found, strict=True):
-            if f.note:
-                c.print(shown(f"{g.name}: {f.note}"))
-        c.print(shown(f"nothing recorded in {where} is running"))
+    if _nothing_of_ours(groups, c, f"nothing recorded in {where} is running"):
         return int(ExitCode.INVALID)
     try:
         outcome = procs.stop_recorded(groups, DEFAULT_STOP_GRACE_S)
     except procs.StopInterrupted as e:
         return _interrupted(groups, e.outcome, c, None)
     return _report(groups, outcome, c, int(ExitCode.INVALID))
+
+
+def _nothing_of_ours(groups: list[procs.Group], c, none_running: str) -> bool:
+    """Whether no recorded group has a live process of ours; then each group's reason, and
+    `none_running`, are said."""
+    table = procs.process_table()
+    found = [procs.find_ours(g, table) for g in groups]
+    if any(f.processes for f in found):
+        return False
+    for g, f in zip(groups, found, strict=True):
+        if f.note:
+            c.print(shown(f"{g.name}: {f.note}"))
+    c.print(shown(none_running))
+    return True
 
 
 def _interrupted(groups: list[procs.Group], outcome: list[tuple[str, str]], c, state: RunState | None) -> int:
