@@ -246,10 +246,8 @@ def append_line(path: str | os.PathLike[str], line: str) -> None:
     the cut-off line never swallows this one."""
     if "\n" in line:
         raise ValueError("append_line writes one line: the text holds a newline")
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fd = open_regular(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{os.fspath(path)} is not a regular file")
         size = os.fstat(fd).st_size
         lead = b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""
         data = lead + line.encode("utf-8") + b"\n"
@@ -258,6 +256,17 @@ def append_line(path: str | os.PathLike[str], line: str) -> None:
             raise OSError(f"{os.fspath(path)}: wrote {written} of {len(data)} bytes (disk full?)")
     finally:
         os.close(fd)
+
+
+def open_regular(path: str | os.PathLike[str], flags: int) -> int:
+    """`path` opened with `flags` (0o644 where O_CREAT makes it), as a descriptor, only where it is
+    a regular file: a symlink is never followed (ELOOP), a FIFO never waited on, and anything else
+    that is there (a FIFO, a device, a socket) is closed again and refused (OSError EINVAL)."""
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0), 0o644)
+    if stat.S_ISREG(os.fstat(fd).st_mode):
+        return fd
+    os.close(fd)
+    raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
 
 
 def open_beneath(directory: str | os.PathLike[str], relative: str | os.PathLike[str]) -> int:

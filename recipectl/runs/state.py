@@ -8,7 +8,6 @@ import fcntl
 import json
 import os
 import re
-import stat
 import tempfile
 import time
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints, TypeAdapter, ValidationError
 
 from ..errors import RecipectlError
-from ..fileio import MiB, UnreadableFile, append_line, read_bytes_bounded
+from ..fileio import MiB, UnreadableFile, append_line, open_regular, read_bytes_bounded
 
 STATE_FILE = "state.json"
 JOURNAL_FILE = "processes.jsonl"  # one line per started process: what stop reads when state.json is damaged
@@ -179,16 +178,15 @@ def _open_lock(path: Path) -> int:
     """The run's lock file, created if missing, as a descriptor. Whoever can write the run
     directory can put anything there: a symlink is never followed (a stop by root would create
     or lock its target), a FIFO never waited on; anything but a regular file is refused."""
-    flags = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
     try:
-        fd = os.open(path, flags, 0o644)
+        return open_regular(path, os.O_RDONLY | os.O_CREAT)
     except OSError as e:
-        why = "is a symlink" if e.errno == errno.ELOOP else f"cannot be opened ({e.strerror})"
-    else:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            return fd
-        os.close(fd)
-        why = "is not a regular file"
+        if e.errno == errno.ELOOP:
+            why = "is a symlink"
+        elif e.errno == errno.EINVAL:
+            why = "is not a regular file"
+        else:
+            why = f"cannot be opened ({e.strerror})"
     raise RecipectlError(
         f"cannot lock the run state: {path} {why}",
         fix=f"{path.name} is a plain file recipectl creates: remove what is there, then run the command again",
