@@ -153,8 +153,14 @@ class SrtFrameworks(Shape):
     vllm: Label | None = None
 
 
+class SrtIdentityModel(Shape):
+    repo: Label | None = None
+    revision: Label | None = None
+
+
 class SrtIdentity(Shape):
     frameworks: SrtFrameworks | None = None
+    model: SrtIdentityModel | None = None
 
 
 class SrtRecipe(Shape):

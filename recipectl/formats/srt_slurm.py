@@ -36,7 +36,7 @@ from .common import (
 )
 from .flags import read_flags
 from .names import SRT_SLURM
-from .shapes import Label, Shape, SrtIdentity, SrtRecipe, check
+from .shapes import SrtRecipe, check
 from .shellwords import Word
 
 SRTCTL_DP_RPC_PORT = 8400  # srtctl's VLLM_DATA_PARALLEL_RPC_PORT (src/srtctl/ports.py)
@@ -63,28 +63,13 @@ _NOT_ENGINE = (
 )
 
 
-class SrtIdentityModel(Shape):
-    repo: Label | None = None
-    revision: Label | None = None
-
-
-class SrtIdentityRead(SrtIdentity):
-    model: SrtIdentityModel | None = None
-
-
-class SrtRecipeRead(SrtRecipe):
-    """SrtRecipe with the identity's model, which the importer reads too."""
-
-    identity: SrtIdentityRead | None = None
-
-
 def import_srt_slurm(text: str, file: str) -> Imported:
     """srt-slurm (srtctl) recipes with a vLLM backend."""
     docs = yaml_documents(text, file)
     if len(docs) != 1 or not isinstance(docs[0][0], dict):
         raise NotImportable(f"{file}: an srt-slurm recipe is one YAML mapping")
     data, pos = docs[0]
-    check(SrtRecipeRead, data, file, pos)
+    check(SrtRecipe, data, file, pos)
     imp = Imported(SRT_SLURM, file, files=[file])
 
     o = origin_in(file, pos)
