@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import ExitCode, RecipectlError
-from ..fieldtypes import escape_controls as shown
+from ..fieldtypes import escape_controls
 from ..fileio import UnreadableFile, open_beneath
 from ..launch import slurm
 from ..launch.display import Display
@@ -225,10 +225,10 @@ def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None, v
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
     else:
         # every value from the state file as text, never as markup ("[/x]" in a name is a name)
-        title = escape(shown(f"{state.run_id}  router {state.router_url}"))
+        title = escape(escape_controls(f"{state.run_id}  router {state.router_url}"))
         if state.job_id:
             ended = f"ended {slurm['job_end_state']}" if slurm.get("job_end_state") else "ended"
-            title += escape(shown(f"  (Slurm job {state.job_id}: {job or ended})"))
+            title += escape(escape_controls(f"  (Slurm job {state.job_id}: {job or ended})"))
         t = Table(title=title, title_justify="left")
         slurm_cols = state.target == "slurm"
         for col in ("process", *(("node",) if slurm_cols else ()), "pid", "state", "url", "log"):
@@ -244,20 +244,20 @@ def show_status(ref: str | None, *, as_json: bool, run_dir: str | None = None, v
                 else "[dim]stopped[/]"
             )
             if slurm_cols and nodes.get(r["node"] or "", {}).get("down"):
-                st = f"[red]node {escape(shown(str(r['node_state'])))}[/]"
+                st = f"[red]node {escape(escape_controls(str(r['node_state'])))}[/]"
             node_col = (escape(r["node"] or "-"),) if slurm_cols else ()
             t.add_row(
-                escape(shown(r["name"])),
+                escape(escape_controls(r["name"])),
                 *node_col,
                 str(r["pid"] or "-"),
                 st,
-                escape(shown(r["url"] or "-")),
-                escape(shown(r["log"])),
+                escape(escape_controls(r["url"] or "-")),
+                escape(escape_controls(r["log"])),
             )
         console = Console()
         console.print(t)
         for line in problems:
-            console.print(f"[red]problem[/]: {escape(shown(line))}", highlight=False)
+            console.print(f"[red]problem[/]: {escape(escape_controls(line))}", highlight=False)
     all_ok = all(r["alive"] and r["healthy"] is not False for r in rows)
     return 0 if all_ok else 1
 
@@ -401,14 +401,14 @@ def _stop_from_journal(run_dir: Path, why: str, c) -> int:
         c.print(
             Text.assemble(
                 ("error", "red"),
-                shown(
+                escape_controls(
                     f": {run_dir / STATE_FILE} is damaged ({why}), and the run has no journal ({where}) to stop its"
                     " processes from: nothing was stopped, and no Slurm job was cancelled"
                 ),
             )
         )
         c.print(
-            shown(
+            escape_controls(
                 "  fix: find what is left with `squeue --me` (a Slurm run) or `ps -u $USER`, and stop it by its id;"
                 " or restore the state file"
             )
@@ -417,7 +417,9 @@ def _stop_from_journal(run_dir: Path, why: str, c) -> int:
     c.print(
         Text.assemble(
             ("error", "red"),
-            shown(f": {run_dir / STATE_FILE} is damaged ({why}): stopping what the journal recorded ({where})"),
+            escape_controls(
+                f": {run_dir / STATE_FILE} is damaged ({why}): stopping what the journal recorded ({where})"
+            ),
         )
     )
     # each started process's line is a group of its own: two lines of one pid (one of them out of
@@ -455,8 +457,8 @@ def _nothing_of_ours(groups: list[procs.Group], c, none_running: str) -> bool:
         return False
     for g, f in zip(groups, found, strict=True):
         if f.note:
-            c.print(shown(f"{g.name}: {f.note}"))
-    c.print(shown(none_running))
+            c.print(escape_controls(f"{g.name}: {f.note}"))
+    c.print(escape_controls(none_running))
     return True
 
 
@@ -474,7 +476,7 @@ def _report(groups: list[procs.Group], outcome: list[tuple[str, str]], c, done: 
     """One line per recorded process: how it ended, and why anything was left alone."""
     for g, (how, note) in zip(groups, outcome, strict=True):
         c.print(
-            shown(
+            escape_controls(
                 f"{g.name}: {note}"
                 if how == "not signalled"
                 else f"{g.name} (pid {g.pid}): {how}" + (f"; {note}" if note else "")
@@ -482,7 +484,7 @@ def _report(groups: list[procs.Group], outcome: list[tuple[str, str]], c, done: 
         )
     left = [g.name for g, (how, _) in zip(groups, outcome, strict=True) if how == "still running"]
     if left:
-        c.print(Text.assemble(("still running", "red"), shown(f": {', '.join(left)}")))
+        c.print(Text.assemble(("still running", "red"), escape_controls(f": {', '.join(left)}")))
         return int(ExitCode.FINDINGS)
     return done
 
