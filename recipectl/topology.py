@@ -105,6 +105,24 @@ class Placement:
         """The other processes on any of this process's GPUs."""
         return [q for p in self.shared_gpus.values() if proc in p for q in p if q is not proc]
 
+    @property
+    def roles_on_own_cores(self) -> bool:
+        """On the CPU platform: whether no prefill process may run on a core of a decode process.
+        False where two of them on one host name a core both use, or where one of them names no
+        cores or none that parse (the engine then binds cores of its own choosing: CPU001)."""
+        cores: dict[tuple[str, str], set[int]] = {}
+        for p in self.processes:
+            try:
+                mine = parse_cores(p.cpu_cores) if p.cpu_cores is not None else None
+            except ValueError:
+                mine = None
+            if mine is None:
+                if any(q.host == p.host and q.role != p.role for q in self.processes):
+                    return False
+                continue
+            cores.setdefault((p.host, p.role), set()).update(mine)
+        return all(not cores.get((host, "prefill"), set()) & cores.get((host, "decode"), set()) for host, _ in cores)
+
 
 @dataclass(frozen=True)
 class WideTensorParallel:

@@ -25,13 +25,14 @@ from recipectl.plan.perf import (
     RoleShape,
     TransferCoeffs,
     TransferPoint,
-    fill_steps,
+    fill_schedule,
     fit_decode,
     fit_prefill,
     fit_transfer,
     predict,
     prompt_chunk,
     wave_prefill_steps,
+    wave_schedule,
 )
 from recipectl.plan.recipe_plan import model_spec, prompt_split
 from recipectl.plan.sla import Sla, SlaError, binding_constraint, parse_sla, rank
@@ -743,6 +744,18 @@ def test_the_plan_table_marks_a_ttft_from_several_sources():
     assert several and all(p["ttft_low_s"] < p["ttft_s"] < p["ttft_high_s"] for p in several)
 
 
+def test_the_plan_table_marks_a_ttft_whose_wave_takes_several_prefill_steps_on_cores_of_their_own():
+    """On the CPU, two prompts of 3,000 tokens take two steps of 4,096: how much of the wave's steps
+    after its own a prompt waits for is by host, so TTFT is a range and the table says why."""
+    args = ("plan", "recipes/local/tiny-hybrid-cpu.yaml", "--sla", "ttft=2s,itl=50ms", "--isl", "3000", "--osl", "16")
+    r = cli(*args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert " ~" in r.stdout and "midway between its own last step and the wave's" in r.stdout.replace("\n", " ")
+    p = json.loads(cli(*args, "--format", "json").stdout)["configurations"][0]["prediction"]
+    assert p["transfer_sources"] == 1 and p["wave_after_own_s"] > 0
+    assert p["ttft_low_s"] < p["ttft_s"] < p["ttft_high_s"]
+
+
 def test_on_gpus_of_their_own_the_transfers_latency_is_paid_at_once_and_no_range_is_shown():
     """--gpus ranks endpoints on GPUs of their own: the pipeline (perf._pipelined), whose wave pays a
     transfer's latency once whatever the sources (two H200s, 2 + 1: TTFT -21% to +14%)."""
@@ -827,8 +840,14 @@ def test_a_waves_steps_worked_out_by_runs_of_prompts_are_the_steps_one_prompt_at
         last_chunk_whole=last_chunk_whole,
     )
     shape = SPLIT.model_copy(update={"tokens_per_step": budget, "split": split})
-    one_at_a_time = fill_steps(requests, isl, budget, lambda done, left: prompt_chunk(done, isl, left, shape))
-    assert wave_prefill_steps(requests, isl, shape) == one_at_a_time
+    one_at_a_time = fill_schedule(requests, isl, budget, lambda done, left: prompt_chunk(done, isl, left, shape))
+    assert one_at_a_time is not None
+    assert wave_prefill_steps(requests, isl, shape) == one_at_a_time.steps
+    # and where each prompt's last step ends: what a prompt waits for where decode runs beside prefill
+    assert wave_schedule(requests, isl, shape) == one_at_a_time
+    unsplit = shape.model_copy(update={"split": None})
+    by_budget = fill_schedule(requests, isl, budget, lambda done, left: min(isl - done, left))
+    assert wave_schedule(requests, isl, unsplit) == by_budget
 
 
 def test_the_prefill_fit_and_the_prediction_count_the_split_steps():
@@ -962,6 +981,66 @@ def test_a_wave_of_several_steps_on_gpus_of_their_own_drifts_into_a_pipeline():
     # the wave model would have every user wait for all four steps
     wave = predict(m, PRE.model_copy(update={"tokens_per_step": 4096}), DEC, isl=2000, osl=512, concurrency=8)
     assert wave.ttft_s > 2 * kept_up.ttft_s
+
+
+def test_on_cores_of_their_own_a_prompt_waits_for_half_the_steps_after_its_own_and_the_wave_for_its_last():
+    """Two prompts of 384 tokens, steps of 256 and blocks of 128: the first ends in step 2 (256, then
+    128 beside the second's first 128), the second in step 4. On the CPU, each role on cores of its
+    own, the first user's first token comes after step 2 or later, by host: the wave's whole prefill
+    predicted such waves 9-35% long on one host and within 8% on another. The prediction is the
+    midpoint between each prompt's own last step and the wave's, the two its range. The next wave
+    starts once the second has finished, so the throughput is the wave's."""
+    from recipectl.plan.perf import OWN_CORES_WAVE_WAIT
+
+    m = model(prefill=(0.07, 1.66e-3), transfer=(0.015, 1e9))
+    pre = PRE.model_copy(update={"tokens_per_step": 256, "split": PromptSplit(block=128)})
+    own = {"own_cores": True}
+    assert wave_schedule(2, 384, pre) == (4, 2, 2 + 4, 512 + 768)
+    shared = predict(m, pre, DEC, isl=384, osl=16, concurrency=2)
+    apart = predict(m, pre.model_copy(update=own), DEC.model_copy(update=own), isl=384, osl=16, concurrency=2)
+    first, second = 2 * 0.07 + 512 * 1.66e-3, 4 * 0.07 + 768 * 1.66e-3
+    after_own = second - (first + second) / 2
+    assert OWN_CORES_WAVE_WAIT == 0.5
+    assert apart.wave_after_own_s == pytest.approx(after_own) and shared.wave_after_own_s == 0
+    assert shared.ttft_s - apart.ttft_s == pytest.approx(0.5 * after_own)
+    assert apart.ttft_high_s == pytest.approx(shared.ttft_s)
+    assert apart.ttft_low_s == pytest.approx(shared.ttft_s - after_own)
+    assert apart.total_tps == pytest.approx(shared.total_tps)
+    # a prompt alone, or a wave that ends together: nothing after a prompt's own step, no range
+    for c, isl in ((1, 640), (2, 160)):
+        alone = predict(m, pre.model_copy(update=own), DEC.model_copy(update=own), isl=isl, osl=16, concurrency=c)
+        assert alone.wave_after_own_s == pytest.approx(0, abs=1e-12)
+        assert alone.ttft_s == pytest.approx(predict(m, pre, DEC, isl=isl, osl=16, concurrency=c).ttft_s)
+
+
+def test_a_waves_schedule_of_thousands_of_prompts_skips_its_repeats_and_keeps_their_sums():
+    """plan --sla asks for waves of thousands: the repeats skipped are summed as the steps between
+    them were (prompt by prompt is the reference)."""
+    pre = PRE.model_copy(update={"tokens_per_step": 256, "split": PromptSplit(block=128)})
+    for requests, isl in ((3000, 160), (2500, 384), (4000, 100)):
+        reference = fill_schedule(requests, isl, 256, lambda done, left, isl=isl: prompt_chunk(done, isl, left, pre))
+        assert wave_schedule(requests, isl, pre) == reference
+
+
+@pytest.mark.parametrize(
+    "cores, own",
+    [
+        (("0", "1"), True),
+        (("0-1", "2-3"), True),
+        (("0-1", "1"), False),  # core 1 both roles'
+        ((None, "1"), False),  # prefill's left to the engine, which may pick core 1
+    ],
+)
+def test_cpu_roles_have_cores_of_their_own_where_none_is_the_other_roles(tmp_path, cores, own):
+    text = Path(LOCAL_RECIPE).read_text()
+    for was, core in zip(("  cpu_cores: ['0']", "  cpu_cores: ['1']"), cores, strict=True):
+        assert was in text
+        text = text.replace(was, "" if core is None else f"  cpu_cores: ['{core}']")
+    path = tmp_path / "recipe.yaml"
+    path.write_text(text)
+    shapes, _, _ = role_shapes(load_variant(str(path), None).recipe, str(path))
+    assert shapes["prefill"].own_cores is own and shapes["decode"].own_cores is own
+    assert not shapes["prefill"].own_gpus
 
 
 @pytest.mark.parametrize(

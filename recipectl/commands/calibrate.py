@@ -241,9 +241,11 @@ def role_shapes(recipe: Recipe, recipe_path: str) -> tuple[dict[str, RoleShape],
     assert spec is not None  # plan_recipe planned, so the model has a spec
     # prefill and decode on GPUs none of the other role's servers use: decode runs while prefill does
     both = {"prefill", "decode"}
+    placement = place(recipe)
     own_gpus = not recipe.cluster.is_cpu and not any(
-        {p.role for p in procs} >= both for procs in place(recipe).shared_gpus.values()
+        {p.role for p in procs} >= both for procs in placement.shared_gpus.values()
     )
+    own_cores = recipe.cluster.is_cpu and placement.roles_on_own_cores
     shapes = {}
     for role, rp in plans.items():
         p = rp.plan
@@ -260,6 +262,7 @@ def role_shapes(recipe: Recipe, recipe_path: str) -> tuple[dict[str, RoleShape],
             tokens_per_step=limits.max_num_batched_tokens,
             split=prompt_split(recipe, eff, spec, p.block_size),
             own_gpus=own_gpus,
+            own_cores=own_cores,
         )
     return shapes, plans, spec
 

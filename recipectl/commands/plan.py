@@ -27,7 +27,16 @@ from . import json_errors_of
 from .bench import print_fitted
 from .calibrate import analytic_for, describe, layout, read_calibration, role_shapes
 from .outfile import files_read
-from .plan_sla import check_plot_out, check_recipe_out, curves, layout_options, plot_sla, pyplot, write_recipe
+from .plan_sla import (
+    check_plot_out,
+    check_recipe_out,
+    curves,
+    layout_options,
+    plot_sla,
+    pyplot,
+    ttft_range_text,
+    write_recipe,
+)
 from .tables import Col, num
 
 
@@ -491,7 +500,8 @@ def _print_sla_table(report: dict, recipe_path: str) -> None:
     )
     met_num = lambda key, d=1: lambda c: num(c["prediction"][key], d) if c["concurrency"] else "-"  # noqa: E731
     mark = lambda c: " *" if c["extrapolated"] else ""  # noqa: E731
-    sources_mark = lambda c: " ~" if c["prediction"]["transfer_sources"] > 1 else ""  # noqa: E731
+    ranged = lambda c: c["prediction"]["ttft_low_s"] < c["prediction"]["ttft_high_s"]  # noqa: E731
+    sources_mark = lambda c: " ~" if ranged(c) else ""  # noqa: E731
     beyond_mark = lambda c: " ^" if c["beyond_calibration"] else ""  # noqa: E731
     groups = [
         [
@@ -523,13 +533,12 @@ def _print_sla_table(report: dict, recipe_path: str) -> None:
             f"coefficients describe the recipe's and are extrapolated to it ({report['tp_efficiency_per_doubling']:g} "
             "efficiency per doubling, docs/sla-planner.md); --keep-layout ranks the recipe's only"
         )
-    several = [c for c in report["configurations"] if c["prediction"]["transfer_sources"] > 1]
+    several = [c for c in report["configurations"] if ranged(c)]
     if several:
         p = several[0]["prediction"]
         console.print(
-            f"~ several prefill endpoints feed a decode endpoint: how far their transfers overlap is not measured, "
-            f"so TTFT is midway between all in parallel and one after another (the first: "
-            f"{p['ttft_low_s'] * 1e3:,.0f}-{p['ttft_high_s'] * 1e3:,.0f} ms; --format json: ttft_low_s, ttft_high_s)"
+            f"~ {ttft_range_text(p)} (the first: {p['ttft_low_s'] * 1e3:,.0f}-"
+            f"{p['ttft_high_s'] * 1e3:,.0f} ms; --format json: ttft_low_s, ttft_high_s)"
         )
     if any(c["beyond_calibration"] for c in report["configurations"]):
         console.print(

@@ -38,6 +38,23 @@ CURVES = 5  # configurations the picture draws
 
 
 # ----- TP per role ------------------------------------------------------------------------------
+def ttft_range_text(p: dict) -> str:
+    """Why a prediction's TTFT is a range (ttft_low_s < ttft_high_s) and its midpoint predicted: what
+    the model does not know of where the time goes."""
+    why = []
+    if p["transfer_sources"] > 1:
+        why.append(
+            f"{p['transfer_sources']} prefill endpoints feed a decode endpoint and how far their transfers overlap "
+            "is not measured: TTFT is midway between all in parallel and one after another"
+        )
+    if p.get("wave_after_own_s", 0) > 0:
+        why.append(
+            "a prompt that ends before its wave's last prefill step waits for part of the steps after it, more or "
+            "less by host (each role on cores of its own): TTFT is midway between its own last step and the wave's"
+        )
+    return "; ".join(why)
+
+
 def tp_choices(recipe: Recipe, role: str, spec: ModelSpec, budget: int) -> list[int]:
     """The TPs a role's endpoint can run at, its own among them: powers of two up to a node's GPUs
     and the budget (one device left for the other role), each dividing the attention heads, the KV
@@ -333,11 +350,9 @@ def _header(recipe_path: str, report: dict, chosen: dict, removed: list[str]) ->
         f"ms, ITL {p['itl_s'] * 1e3:,.1f} ms, {p['tps_per_gpu']:,.1f} TPS/device; binding: {chosen['binding']}"
         + ("; TP extrapolated from the recipe's" if chosen.get("extrapolated") else ""),
     ]
-    if p["transfer_sources"] > 1:
+    if p["ttft_low_s"] < p["ttft_high_s"]:
         lines.append(
-            f"TTFT between {p['ttft_low_s'] * 1e3:,.0f} and {p['ttft_high_s'] * 1e3:,.0f} ms: "
-            f"{p['transfer_sources']} prefill endpoints feed a decode endpoint, and how far their transfers "
-            "overlap is not measured (the midpoint is predicted)"
+            f"TTFT between {p['ttft_low_s'] * 1e3:,.0f} and {p['ttft_high_s'] * 1e3:,.0f} ms: {ttft_range_text(p)}"
         )
     if removed:
         lines.append(f"removed {', '.join(removed)}: they named the old layout's endpoints (placement assigns them)")

@@ -19,7 +19,8 @@ Pure arithmetic, no I/O. The pieces, each a few coefficients:
   requests decode together, so a request waits for its wave at prefill and at the link;
 - the capacity planner caps it: a decode endpoint holds no more requests than its cache does.
 
-TTFT = the wave's prefill + the wave's transfers + decode's first step. Without measurements the
+TTFT = the wave's prefill (where each role has cores of its own, the prompt's own steps and part of
+the rest) + the wave's transfers + decode's first step. Without measurements the
 coefficients come from the hardware's published peak compute and memory bandwidth
 (``analytic_model``), and every prediction says it is uncalibrated.
 """
@@ -29,8 +30,21 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
+
+
+class WaveSchedule(NamedTuple):
+    """How one prefill endpoint works through a wave of alike prompts that arrived together: its
+    steps, and where each prompt's last step ends, as sums over the prompts (a step count and the
+    tokens of every step up to it), so that the mean time a prompt waits for its own last step is
+    ``PrefillCoeffs.done_s`` of them, whatever the coefficients."""
+
+    steps: int
+    prompts: int
+    done_steps: int  # the sum over the prompts of the step that finished each
+    done_tokens: int  # the sum over the prompts of the tokens of the steps up to that one
 
 
 class PrefillCoeffs(BaseModel):
@@ -41,6 +55,10 @@ class PrefillCoeffs(BaseModel):
 
     def time_s(self, tokens: int, steps: int = 1) -> float:
         return self.overhead_s * steps + self.per_token_s * tokens
+
+    def done_s(self, wave: WaveSchedule) -> float:
+        """The mean time a prompt of ``wave`` waits for its own last step."""
+        return (self.overhead_s * wave.done_steps + self.per_token_s * wave.done_tokens) / wave.prompts
 
 
 class DecodeCoeffs(BaseModel):
@@ -124,6 +142,11 @@ class RoleShape(BaseModel):
     # does (predict: the pipeline). False on a GPU both roles share, and on the CPU platform (the
     # wave was measured there)
     own_gpus: bool = False
+    # CPU platform: no core of this role's servers is one of the other role's (CPU001 asks it),
+    # so decode runs while prefill does, and a prompt's first token need not wait for the wave's
+    # last prefill step (predict, OWN_CORES_WAVE_WAIT); the users still go in waves, the next when
+    # the last has finished
+    own_cores: bool = False
 
 
 class Prediction(BaseModel):
@@ -137,8 +160,13 @@ class Prediction(BaseModel):
     transfer_s: float
     transfer_wait_s: float  # waiting for the link: decode pulls the wave's states one after another
     transfer_sources: int  # prefill endpoints one decode endpoint pulls a wave from
-    ttft_low_s: float  # TTFT were those sources' transfers all in parallel (ttft_s where one source)
-    ttft_high_s: float  # TTFT were they one after another
+    # where each role has cores of its own: how long, on average, the wave's prefill goes on after
+    # a prompt's own last step (0 elsewhere), of which TTFT counts OWN_CORES_WAVE_WAIT
+    wave_after_own_s: float = 0.0
+    # TTFT were those sources' transfers all in parallel and each prompt's first token after its
+    # own last step (ttft_s where one source and the roles share a device)
+    ttft_low_s: float
+    ttft_high_s: float  # TTFT were the transfers one after another and the wave's prefill waited for
     first_step_s: float
     prefill_utilisation: float
     decode_residents: float  # per decode endpoint: the requests of a wave, decoding together
@@ -186,28 +214,27 @@ def wave_prefill_steps(requests: int, isl: int, shape: RoleShape) -> int:
     budget = shape.tokens_per_step or requests * isl
     if shape.split is None:
         return math.ceil(requests * isl / budget)
-    return _split_wave_steps(requests, isl, shape)
+    return wave_schedule(requests, isl, shape).steps
 
 
 @lru_cache(maxsize=4096)
-def _split_wave_steps(requests: int, isl: int, shape: RoleShape) -> int:
-    """wave_prefill_steps where prompts are split: ``fill_steps`` with ``prompt_chunk``, worked out
-    on runs of prompts instead of one prompt at a time (plan --sla asks for waves of thousands of
-    prompts, at many concurrencies; each count is cached too).
+def wave_schedule(requests: int, isl: int, shape: RoleShape) -> WaveSchedule:
+    """``fill_schedule`` with ``prompt_chunk``, worked out on runs of prompts instead of one prompt
+    at a time (plan --sla asks for waves of thousands of prompts, at many concurrencies; each
+    schedule is cached too).
 
     The prompts are alike and served in order, so those at the same point of their prompt form a
     run, and a run's prompts take the same chunk while the step has room for it (``prompt_chunk``
     with more left than a prompt's next stop needs gives that stop); what the step has left after
-    them goes, as ``fill_steps`` gives it, to the next prompts one at a time until one takes
+    them goes, as ``fill_schedule`` gives it, to the next prompts one at a time until one takes
     nothing (two at most: a budget cut ends on a block). Once the started prompts repeat a
     pattern, the waiting ones are taken a pattern at a time (``_skip_repeats``).
-    tests/test_plan_perf.py holds this to fill_steps on random waves."""
+    tests/test_plan_perf.py holds this to fill_schedule on random waves."""
     budget = shape.tokens_per_step or requests * isl
     runs: list[tuple[int, int]] = [(0, requests)]  # (tokens done, prompts), in order; unfinished only
-    steps = 0
-    seen: dict[tuple, tuple[int, int]] = {}
+    at = _Progress()
+    seen: dict[tuple, _Progress] = {}
     while runs:
-        steps += 1
         left = budget
         after: list[tuple[int, int]] = []
         for done, count in runs:
@@ -227,9 +254,31 @@ def _split_wave_steps(requests: int, isl: int, shape: RoleShape) -> int:
                     count -= 1
             if count:
                 after.append((done, count))
+        at = at.step(budget - left, sum(count for done, count in after if done >= isl))
         runs = _merged(after, isl)
-        steps, runs = _skip_repeats(steps, runs, seen)
-    return steps
+        at, runs = _skip_repeats(at, runs, seen)
+    return WaveSchedule(at.steps, requests, at.done_steps, at.done_tokens)
+
+
+class _Progress(NamedTuple):
+    """A wave's schedule so far (wave_schedule): steps, tokens, prompts finished, their sums."""
+
+    steps: int = 0
+    tokens: int = 0
+    finished: int = 0
+    done_steps: int = 0
+    done_tokens: int = 0
+    waiting: int = 0  # prompts not yet started, where _skip_repeats records it
+
+    def step(self, tokens: int, finished: int) -> _Progress:
+        steps, total = self.steps + 1, self.tokens + tokens
+        return _Progress(
+            steps,
+            total,
+            self.finished + finished,
+            self.done_steps + finished * steps,
+            self.done_tokens + finished * total,
+        )
 
 
 def _merged(runs: list[tuple[int, int]], isl: int) -> list[tuple[int, int]]:
@@ -246,45 +295,69 @@ def _merged(runs: list[tuple[int, int]], isl: int) -> list[tuple[int, int]]:
 
 
 def _skip_repeats(
-    steps: int, runs: list[tuple[int, int]], seen: dict[tuple, tuple[int, int]]
-) -> tuple[int, list[tuple[int, int]]]:
+    at: _Progress, runs: list[tuple[int, int]], seen: dict[tuple, _Progress]
+) -> tuple[_Progress, list[tuple[int, int]]]:
     """Where the started prompts stand as they stood some steps ago, with fewer prompts waiting,
     the steps between repeat for as long as the waiting prompts outlast them: skip ahead by whole
-    repeats, leaving more waiting prompts than one repeat takes (so none is cut short)."""
+    repeats, leaving more waiting prompts than one repeat takes (so none is cut short). Each
+    repeat finishes the prompts the last one did, its steps and tokens later by the repeat's."""
     waiting = runs[-1][1] if runs and runs[-1][0] == 0 else 0
     started = tuple(runs[:-1] if waiting else runs)
     before = seen.get(started)
-    seen[started] = (steps, waiting)
-    if before is None or waiting >= before[1]:
-        return steps, runs
-    period, taken = steps - before[0], before[1] - waiting
+    at = at._replace(waiting=waiting)
+    seen[started] = at
+    if before is None or waiting >= before.waiting:
+        return at, runs
+    taken = before.waiting - waiting
     repeats = (waiting - taken - 1) // taken
     if repeats <= 0:
-        return steps, runs
+        return at, runs
     seen.clear()
-    return steps + repeats * period, [*started, (0, waiting - repeats * taken)]
+    period, tokens = at.steps - before.steps, at.tokens - before.tokens
+    finished = at.finished - before.finished
+    # repeat j (1..repeats) finishes the last repeat's prompts j periods later: sum_j j = r(r+1)/2
+    later = repeats * (repeats + 1) // 2
+    skipped = _Progress(
+        at.steps + repeats * period,
+        at.tokens + repeats * tokens,
+        at.finished + repeats * finished,
+        at.done_steps + repeats * (at.done_steps - before.done_steps) + later * finished * period,
+        at.done_tokens + repeats * (at.done_tokens - before.done_tokens) + later * finished * tokens,
+    )
+    return skipped, [*started, (0, waiting - repeats * taken)]
 
 
 def fill_steps(requests: int, isl: int, budget: int, chunk: Callable[[int, int], int]) -> int | None:
-    """The steps one prefill endpoint takes for ``requests`` prompts of ``isl`` tokens that arrived
+    """The steps of ``fill_schedule``; None where a step schedules nothing.
+    scripts/check-prefill-split.py fills steps with each vLLM release's own chunk function."""
+    schedule = fill_schedule(requests, isl, budget, chunk)
+    return schedule.steps if schedule else None
+
+
+def fill_schedule(requests: int, isl: int, budget: int, chunk: Callable[[int, int], int]) -> WaveSchedule | None:
+    """How one prefill endpoint works through ``requests`` prompts of ``isl`` tokens that arrived
     together, each step filling its ``budget`` from the prompts in order (vLLM's scheduler: the
     prompts it has started, then those waiting, in the order they came), each prompt taking
-    ``chunk(done, left)`` of the ``left`` tokens of the step. None where a step schedules nothing.
-    scripts/check-prefill-split.py fills steps with each vLLM release's own chunk function."""
+    ``chunk(done, left)`` of the ``left`` tokens of the step. None where a step schedules nothing."""
     done = [0] * requests
-    steps = 0
+    steps = tokens = done_steps = done_tokens = 0
     while any(d < isl for d in done):
         steps += 1
         left = budget
+        finished = 0
         for i, d in enumerate(done):
             if d >= isl or left <= 0:
                 continue
             c = chunk(d, left)
             done[i] += c
             left -= c
+            finished += done[i] >= isl
         if left == budget:
             return None
-    return steps
+        tokens += budget - left
+        done_steps += finished * steps
+        done_tokens += finished * tokens
+    return WaveSchedule(steps, requests, done_steps, done_tokens)
 
 
 def wave_splits(prefill: RoleShape, isl: int, concurrency: int) -> bool:
@@ -310,6 +383,16 @@ def transfer_bytes(shape: RoleShape, isl: int) -> int:
 # 50-67%; on 8 points measured after it was chosen, 7 TTFTs lay inside the range.
 TRANSFER_OVERLAP = 0.5
 
+# Where each role has cores of its own (the CPU platform), how much of the wave's prefill steps
+# after a prompt's own last step the prompt still waits for: none were decode to take it at once
+# (its first token after its own step), all were the wave waited for (as where the roles share a
+# device). On the CPU with prefill steps of 256 tokens, waves of 2-4 steps measured in between and
+# host by host apart (docs/sla-planner.md, "Prompts longer than a prefill step, on the CPU"): on a
+# slow host the wave's prefill predicted them 9-35% long and their own steps within 23%, on a fast
+# one (held out) the wave's within 8% and their own steps 17-23% short. The midpoint, and the
+# range beside it.
+OWN_CORES_WAVE_WAIT = 0.5
+
 
 def predict(
     model: PerfModel,
@@ -331,7 +414,12 @@ def predict(
     each other, 0.97 s after they were sent, where one user's parts add up to 0.29 s); they decode
     together and finish together, and the next wave starts. So within a wave prefill, transfer and
     decode do not overlap, and a request waits for the others of its wave at prefill and at the
-    link. Several prefill endpoints feeding one decode endpoint: TRANSFER_OVERLAP."""
+    link. Where each role has cores of its own (``own_cores``, the CPU platform) a prompt of a wave
+    of several prefill steps waits for its own last step (``wave_schedule``) and part of the steps
+    after it (OWN_CORES_WAVE_WAIT), and the next wave starts when the wave's last user has
+    finished. Where
+    each role has GPUs of its own: ``_pipelined``. Several prefill endpoints feeding one decode
+    endpoint: TRANSFER_OVERLAP."""
     if concurrency < 1:
         raise ValueError(f"concurrency {concurrency}: a closed loop has at least one user")
     per_prefill = math.ceil(concurrency / prefill.endpoints)  # the router spreads a wave evenly
@@ -361,13 +449,23 @@ def predict(
         )
         sources, low, high = 1, ttft, ttft  # the latency overlaps whatever the sources: no range
         queue = max(0.0, ttft - service - transfer - transfer_wait - first)
+        cycle = ttft + decoding
+        after_own = 0.0
     else:
         transfers = serial - TRANSFER_OVERLAP * (serial - parallel)
-        ttft = batch + transfers + first
+        # a prompt waits for the wave's prefill where the roles share a device; where each has
+        # cores of its own, for its own last step and OWN_CORES_WAVE_WAIT of the wave's steps
+        # after it; the wave's next starts once its last user has finished either way
+        own = batch
+        if prefill.own_cores and decode.own_cores:
+            own = model.prefill.done_s(wave_schedule(per_prefill, isl, prefill))
+        after_own = batch - own
+        waited = own + OWN_CORES_WAVE_WAIT * after_own
+        ttft = waited + transfers + first
+        cycle = batch + transfers + first + decoding
         transfer_wait = transfers - transfer
-        low, high = batch + parallel + first, batch + serial + first
-        queue = max(0.0, batch - service)
-    cycle = ttft + decoding
+        low, high = own + parallel + first, batch + serial + first
+        queue = max(0.0, waited - service)
     rate = concurrency / cycle
     gpus = prefill.endpoints * prefill.gpus_per_endpoint + decode.endpoints * decode.gpus_per_endpoint
     return Prediction(
@@ -379,6 +477,7 @@ def predict(
         transfer_s=transfer,
         transfer_wait_s=transfer_wait,
         transfer_sources=sources,
+        wave_after_own_s=after_own,
         ttft_low_s=low,
         ttft_high_s=high,
         first_step_s=first,
