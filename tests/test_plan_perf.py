@@ -533,6 +533,27 @@ def test_a_single_user_point_with_stalled_first_tokens_is_measured_again(monkeyp
     assert max(leftovers) - min(leftovers) < 0.05
 
 
+def test_a_single_user_point_with_two_slow_first_tokens_of_five_is_measured_again(monkeypatch):
+    """Run d of the CPU's 256-token prefill steps: two of the 128-token point's five first tokens
+    at 180 and 323 ms against 85-121; its median 43% above the fastest fitted the link at 3.3 MB/s
+    (every held-out TTFT 37-56% long). A point within 30% of its fastest is fitted as it is."""
+    import recipectl.commands.calibrate as calibrate
+
+    slow = [0.323, 0.086, 0.180, 0.085, 0.121]
+    again = [0.09, 0.085, 0.088, 0.087, 0.095]
+    calls = fake_with_disturbed_points(calibrate, monkeypatch, {(128, 1): [{"ttft": slow}, {"ttft": again}]})
+    got = measure_against_fakes(calibrate)
+    assert measurements(calls, 128, 1) == 2
+    assert [p["ttft_s"] for p in got["points"] if p["kind"] == "set_aside"] == [slow]
+    assert [
+        p["ttft_s"] for p in got["points"] if p["kind"] == "routed" and p["isl"] == 128 and p["concurrency"] == 1
+    ] == [again]
+    steady = [0.110, 0.086, 0.100, 0.085, 0.121]  # the median 18% above the fastest
+    calls = fake_with_disturbed_points(calibrate, monkeypatch, {(128, 1): [{"ttft": steady}]})
+    got = measure_against_fakes(calibrate)
+    assert measurements(calls, 128, 1) == 1 and not [p for p in got["points"] if p["kind"] == "set_aside"]
+
+
 def test_a_steady_point_is_measured_once_and_the_faster_of_two_disturbed_kept(monkeypatch):
     import recipectl.commands.calibrate as calibrate
 

@@ -79,8 +79,12 @@ WAVE_REQUESTS = 20
 # (its requests in the order they finished) this far apart in median ITL, the host changed speed
 # during it (halves 30 and 38 ms, requests 20-46 ms: decode's cost per resident token fitted at
 # 10x the next calibration's, ITLs predicted 20-31% long on points that measured 17-23 ms: run j).
-# The H200's points never came near either (at most 14% and 13%).
-STALLED_TTFT = 0.5
+# The H200's points never came near either (at most 25% and 13%). At one user 30%: of the CPU
+# host's 183 single-user points fitted before, 15 stood that far above their fastest request, and
+# one of them at 43% (two of five first tokens at 180 and 323 ms against 85) had the link fitted at
+# 3.3 MB/s and every held-out TTFT predicted 37-56% long (run d of "Prompts longer than a prefill
+# step, on the CPU"); 50% had let it through.
+STALLED_TTFT = 0.3
 UNSTEADY_HALVES = 0.2
 # a steady second measurement this much slower than the disturbed first is the host staying slow
 STEADY_BUT_SLOWER = 0.1
