@@ -459,3 +459,30 @@ def test_a_duplicate_records_note_keeps_what_else_it_left_alone():
     finally:
         me.kill()
         me.wait()
+
+
+def test_logs_shows_each_record_of_one_name_and_escapes_the_names_it_prints(cli, tmp_path):
+    """An edited state may record two processes of one name, and names holding control characters:
+    each record's log is printed under it (keyed by name, the first had been lost and its file left
+    open), and the prefix is the name escaped, never an escape sequence sent to the terminal."""
+    d, p = _run(tmp_path / "runs", "two-names")
+    _reap(p)
+    (d / "prefill-0.log").write_text("first log\n")
+    (d / "other.log").write_text("second log\n")
+
+    def edit(s):
+        s["processes"].append({**s["processes"][0], "log": str(d / "other.log")})
+        s["processes"][1]["name"] = "prefill-0"
+        s["processes"][0]["name"] = "prefill-\x1b[2J0"
+
+    _edit(d, edit)
+    r = cli("logs", "--run", str(d))
+    assert r.returncode == 0, r.stderr
+    assert "first log" in r.stdout and "second log" in r.stdout
+    assert "\x1b" not in r.stdout and "prefill-\\x1b[2J0 | first log" in r.stdout, r.stdout
+    _edit(d, lambda s: s["processes"][1].update(name="prefill-0"))
+    _edit(d, lambda s: s["processes"][0].update(name="prefill-0"))
+    r = cli("logs", "--run", str(d))
+    assert r.stdout.splitlines() == ["prefill-0 | first log", "prefill-0 | second log"], r.stdout
+    r = cli("logs", "nobody\x1b[31m", "--run", str(d))
+    assert r.returncode == 2 and "\x1b" not in r.stderr, r.stderr

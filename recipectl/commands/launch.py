@@ -521,29 +521,32 @@ def show_logs(
     state = find_run(ref, _root(run_dir), _recipe_runs(ref, variant))
     chosen = [p for p in state.processes if which in (None, p.kind, p.name)]
     if not chosen:
+        names = sorted({p.kind for p in state.processes} | {p.name for p in state.processes})
         raise RecipectlError(
-            f"no process {which!r} in {state.run_id}",
-            fix="one of: " + ", ".join(sorted({p.kind for p in state.processes} | {p.name for p in state.processes})),
+            escape_controls(f"no process {which!r} in {state.run_id}"),
+            fix=escape_controls("one of: " + ", ".join(names)),
         )
-    opened = {p.name: fd for p in chosen if (fd := _open_log(state, p)) is not None}
-    prefix = len(chosen) > 1
-    for p in chosen:
-        for line in procs.tail_of(opened[p.name], lines).splitlines() if p.name in opened else ():
-            sys.stdout.write(f"{p.name} | {line}\n" if prefix else line + "\n")
+    # by the process, not its name: two records of one name (an edited state) each keep their log
+    opened = [(p, fd) for p in chosen if (fd := _open_log(state, p)) is not None]
+    # a name from the state file is shown, never sent to the terminal as control characters
+    label = (lambda p: f"{escape_controls(p.name)} | ") if len(chosen) > 1 else (lambda p: "")
+    for p, fd in opened:
+        for line in procs.tail_of(fd, lines).splitlines():
+            sys.stdout.write(f"{label(p)}{line}\n")
     if not follow:
-        for fd in opened.values():
+        for _, fd in opened:
             os.close(fd)
         return 0
-    files = {name: open(fd, errors="replace") for name, fd in opened.items()}
-    for f in files.values():
+    files = [(label(p), open(fd, errors="replace")) for p, fd in opened]
+    for _, f in files:
         f.seek(0, 2)
     try:
         while True:
             quiet = True
-            for name, f in files.items():
+            for shown, f in files:
                 for line in f.readlines():
                     quiet = False
-                    sys.stdout.write(f"{name} | {line}" if prefix else line)
+                    sys.stdout.write(shown + line)
             sys.stdout.flush()
             if quiet:
                 time.sleep(0.3)
