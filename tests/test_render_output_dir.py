@@ -216,3 +216,15 @@ def test_a_read_only_directory_is_an_error_naming_it(recipectl_in_process, monke
     assert code == 2, stderr
     assert "read-only file system" in stderr and str(out) in stderr and "Traceback" not in stderr, stderr
     assert list(out.iterdir()) == []
+
+
+def test_a_full_disk_takes_away_the_directories_the_render_made(recipectl_in_process, monkeypatch, tmp_path):
+    """A render into directories it makes, that writes nothing, leaves none of them behind (an
+    empty one had stood where the next render, or a script, looked for the files); a directory that
+    was there stays."""
+    (tmp_path / "was-there").mkdir()
+    out = tmp_path / "was-there" / "new" / "deeper"
+    full_disk(monkeypatch, files_that_fit=2)
+    code, _, stderr = recipectl_in_process("render", str(GB200), *GB200_VARIANT, "-o", str(out))
+    assert code == 2 and "No space left on device".lower() in stderr, stderr
+    assert list((tmp_path / "was-there").iterdir()) == []

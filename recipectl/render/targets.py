@@ -8,6 +8,7 @@ files out and quote nothing themselves. Manifests: Python data, written by a YAM
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -543,10 +544,29 @@ def write(
         raise RecipectlError(
             f"{out_dir} is not a directory; nothing was written", fix="-o DIR names a directory to write into"
         )
+    # the directories this render makes, deepest last: a render that writes nothing takes them away
+    made = [d for d in (out_dir, *out_dir.parents) if not os.path.lexists(d)][::-1]
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
+        _remove_empty(made)
         raise _unwritable(UnwritableFile(out_dir, e)) from None
+    try:
+        return _write_into(files_out, out_dir, force=force, inputs=inputs)
+    except BaseException:
+        _remove_empty(made)
+        raise
+
+
+def _remove_empty(dirs: list[Path]) -> None:
+    """Each of ``dirs`` that is still empty, deepest first (one that is not is left)."""
+    for d in reversed(dirs):
+        with contextlib.suppress(OSError):
+            d.rmdir()
+
+
+def _write_into(files_out: list[RenderedFile], out_dir: Path, *, force: bool, inputs: Sequence[str]) -> list[Path]:
+    """write's checks and writes, once ``out_dir`` is there."""
     for f in files_out:
         target = out_dir / f.name
         read = same_file_as(target, list(inputs))
