@@ -82,3 +82,32 @@ def test_a_writable_out_reaches_the_launch(recipectl_in_process, mock_launcher, 
     code, err = _calibrate(recipectl_in_process, LOCAL, out, *(["--force"] if existing else []))
     assert code == 1 and MOCK_REACHED in err and mock_launcher == [str(LOCAL)], err
     assert sorted(p.name for p in tmp_path.iterdir()) == (["cal.json"] if existing else [])  # no probe left
+
+
+def test_a_disk_that_fills_while_it_measures_leaves_the_calibration_on_stdout(
+    recipectl_in_process, monkeypatch, tmp_path
+):
+    """The file is written minutes after the checks: a disk full by then loses no measurement. The
+    deployment and the measurements are mocks (what is tested is the write that follows them)."""
+    import contextlib
+    import json
+    from types import SimpleNamespace
+
+    from tests.disk_faults import full_disk
+
+    @contextlib.contextmanager
+    def mock_deployment(*args, **kwargs):
+        yield SimpleNamespace(router_url="http://router", processes=[SimpleNamespace(kind="prefill", url="http://p")])
+
+    model = {
+        "prefill": {"overhead_s": 0.02, "per_token_s": 1e-4},
+        "decode": {"step_s": 0.015, "per_seq_s": 1e-3, "per_ctx_token_s": 0.0},
+        "transfer": {"latency_s": 0.02, "bytes_per_s": 1e9},
+    }
+    monkeypatch.setattr(calibrate_module, "deployment_to_measure", mock_deployment)
+    monkeypatch.setattr(calibrate_module, "measure", lambda *a, **k: {"model": model, "points": [], "fit_points": {}})
+    full_disk(monkeypatch)
+    out = tmp_path / "cal.json"
+    code, stdout, stderr = recipectl_in_process("calibrate", str(LOCAL), "-o", str(out))
+    assert code == 2 and "no space left on device" in stderr and "on stdout" in stderr, stderr
+    assert json.loads(stdout)["model"] == model and not out.exists()

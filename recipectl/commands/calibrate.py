@@ -15,6 +15,7 @@ import json
 import math
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -538,10 +539,17 @@ def calibrate(recipe_path: str, *, out: str, variant: str | None, attach: str | 
         "cpu_count": os.cpu_count(),
         **result,
     }
+    text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
     try:
-        write_atomic(out, json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    except OSError as e:  # the disk filled up while it measured
-        raise cannot_write(out, e, flag="-o", what="calibration") from None
+        write_atomic(out, text)
+    except OSError as e:  # the disk filled up while it measured: minutes of measurements not lost
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        error = cannot_write(out, e, flag="-o", what="calibration")
+        raise RecipectlError(
+            f"{error.message}; the calibration is on stdout",
+            fix=f"{error.fix} (or keep stdout: ... > calibration.json)",
+        ) from None
     m = result["model"]
     console.print(
         f"[green]calibrated[/]: prefill {m['prefill']['overhead_s'] * 1e3:.1f} ms a step + "
