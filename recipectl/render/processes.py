@@ -281,6 +281,28 @@ def refuse_wide_tensor_parallel(recipe: Recipe) -> None:
     )
 
 
+def refuse_pipeline_parallel(recipe: Recipe) -> None:
+    """Pipeline stages on GPUs are a recipe vLLM runs where its launcher gives an endpoint TP x PP
+    GPUs a DP rank (TOP008), and one recipectl cannot lay out yet: every command that writes or
+    starts a deployment stops here, saying so, before anything is written."""
+    if recipe.cluster.is_cpu:  # no CUDA device count to outgrow
+        return
+    staged = [
+        (role, stages)
+        for role in recipe.roles
+        if isinstance(stages := resolve_role(recipe, role).value("pipeline_parallel_size"), int) and stages > 1
+    ]
+    if staged:
+        role, stages = staged[0]
+        raise RecipectlError(
+            "recipectl cannot lay out pipeline parallelism yet; "
+            + "; ".join(f"{r} sets {n} pipeline stages" for r, n in staged)
+            + " (vLLM runs them on TP x PP GPUs a DP rank)",
+            fix=f"launch it as its publisher does, or drop --pipeline-parallel-size from {role}.extra_args and "
+            f"give {role}.parallel a larger TP or DP for recipectl to render it (TOP008)",
+        )
+
+
 def _url(recipe: Recipe, proc: Process) -> Value:
     """Worker URL as the router sees it. A literal when hosts are known, else built on the node."""
     if recipe.cluster.hosts:
@@ -290,6 +312,7 @@ def _url(recipe: Recipe, proc: Process) -> Value:
 
 def build_deployment(recipe: Recipe) -> Deployment:
     refuse_wide_tensor_parallel(recipe)
+    refuse_pipeline_parallel(recipe)
     placement = place(recipe)
     if placement.problems:
         raise RecipectlError(

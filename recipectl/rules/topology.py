@@ -418,22 +418,24 @@ def ephemeral_port(ctx: RuleContext) -> Iterator[Violation]:
 @rule(
     code="TOP008",
     name="topology.pipeline-parallel",
-    title="Pipeline parallelism on GPUs recipectl does not lay out",
-    severity=Severity.ERROR,
-    category=Category.CRASH,
+    title="Pipeline parallelism, which recipectl does not lay out yet",
+    severity=Severity.WARNING,
+    category=Category.OPERABILITY,
     applies="GPU roles whose extra_args set --pipeline-parallel-size above 1",
     source='vLLM config/parallel.py ParallelConfig (world size = TP x PP: "World size (...) is larger than '
     "the number of available GPUs\", every release); recipectl's placement gives an endpoint TP x DP GPUs",
 )
 def pipeline_parallel(ctx: RuleContext) -> Iterator[Violation]:
     """What it checks:
-    That a GPU role's `extra_args` do not set `--pipeline-parallel-size` (`-pp`) above 1.
+    Whether a GPU role's `extra_args` set `--pipeline-parallel-size` (`-pp`) above 1.
 
     Why:
-    recipectl places an endpoint on TP x DP GPUs (its CUDA_VISIBLE_DEVICES); pipeline stages
-    multiply what each DP rank needs by PP, so vLLM finds fewer GPUs than its world size and
-    stops ("World size (2) is larger than the number of available GPUs (1) in this node"). The
-    recipe has no pipeline-parallel layout to place them by.
+    vLLM runs pipeline stages on TP x PP GPUs a DP rank, where its launcher gives it them. recipectl
+    places an endpoint on TP x DP GPUs (its CUDA_VISIBLE_DEVICES) and has no pipeline-parallel
+    layout to place stages by: started so, vLLM finds fewer GPUs than its world size and stops
+    ("World size (2) is larger than the number of available GPUs (1) in this node"). So `render`
+    and `launch` refuse it (exit 2). The finding is about recipectl, not the recipe: launch it as
+    its publisher does.
 
     Example:
         decode:
@@ -442,7 +444,7 @@ def pipeline_parallel(ctx: RuleContext) -> Iterator[Violation]:
 
     Fix:
         decode:
-          parallel: TP4   # and -pp dropped from extra_args
+          parallel: TP4   # and -pp dropped from extra_args, for recipectl to render it
     """
     if ctx.recipe.cluster.is_cpu:  # no CUDA device count to outgrow
         return
@@ -454,7 +456,8 @@ def pipeline_parallel(ctx: RuleContext) -> Iterator[Violation]:
             yield Violation(
                 setting.path,
                 f"{role} sets {stages} pipeline stages: vLLM wants TP {tp} x PP {stages} = {tp * stages} GPUs a "
-                f"DP rank, and recipectl gives it {tp} (it lays out no pipeline parallelism)",
+                f"DP rank, and recipectl, which lays out no pipeline parallelism yet, would give it {tp}: render "
+                "and launch refuse it",
                 f"# drop --pipeline-parallel-size from {role}.extra_args; for more GPUs an endpoint, "
                 f"a larger TP or DP in {role}.parallel",
             )
