@@ -148,6 +148,29 @@ def test_shell_expansion_defaults_exports_and_quoting():
     assert e.text == "--port $NOPE" and e.unresolved == ["$NOPE"]
 
 
+def test_a_default_word_holds_references_of_its_own():
+    """`${A:-${B}/x}`: bash expands the default word, references and all. The first `}` had closed
+    the outer reference, and an imported model path read `${BASE/Qwen3.5-9B}` (a pattern
+    substitution bash would have made of it), a --max-model-len `${DEFAULT_LEN:-8192}`."""
+    scope = Scope()
+    script = (
+        "BASE=/models\nMODEL=${MODEL_DIR:-${BASE}/Qwen3.5-9B}\nLEN=${LEN:-${DEFAULT:-${X:-8192}}}\nQ='${A:-${B}}'\n"
+    )
+    for cmd in shell_words(script):
+        assert read_assignments(cmd, scope)
+    assert scope.values["MODEL"] == "/models/Qwen3.5-9B" and scope.values["LEN"] == "8192"
+    assert scope.values["Q"] == "${A:-${B}}"  # quoted: text
+    scope.values["MODEL_DIR"] = "/mine"
+    assert expand("${MODEL_DIR:-${BASE}/q}", scope).text == "/mine"  # set: the default is not read
+    e = expand("${NOPE:-${ALSO_NOPE}/m}x", scope)
+    assert e.text == "${ALSO_NOPE}/mx" and e.unresolved == ["${ALSO_NOPE}"]
+    assert expand("${A:-x", scope).text == "${A:-x"  # a brace never closed: text
+    deep = "${X:-" * 100 + "m" + "}" * 100
+    with pytest.raises(NotImportable, match="references 64 deep"):
+        expand(deep, scope)
+    assert expand("${X:-" * 60 + "m" + "}" * 60, scope).text == "m"
+
+
 SCRIPT = """#!/bin/bash
 KV='{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
 export VLLM_SSM_CONV_STATE_LAYOUT=DS

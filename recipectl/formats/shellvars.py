@@ -29,6 +29,11 @@ from .shellwords import Word
 MAX_EXPANDED_CHARS = 1 << 18
 
 
+# How deep a default word may hold references of its own (`${A:-${B:-${C}}}`: 2); far past any
+# script's, far short of Python's recursion limit
+MAX_NESTED_REFERENCES = 64
+
+
 def _bounded(text: str) -> str:
     if len(text) > MAX_EXPANDED_CHARS:
         raise NotImportable(
@@ -39,7 +44,7 @@ def _bounded(text: str) -> str:
 
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-_SHELL_REF = re.compile(r"\$(?:\{(?P<braced>[^}]*)\}|(?P<name>" + _NAME + r"))")
+_NAME_AT = re.compile(_NAME)
 _BRACED = re.compile(r"(?P<name>" + _NAME + r")(?:(?P<op>:?[-=])(?P<word>.*))?\Z", re.S)
 _ARRAY_USE = re.compile(r"(?P<name>" + _NAME + r")\[[^\]]*\]\Z")
 _K8S_REF = re.compile(r"\$\$\(|\$\((?P<name>" + _NAME + r")\)")
@@ -77,28 +82,65 @@ class Scope:
         self.where[name] = w
 
 
-def expand(text: str, scope: Scope, literal: tuple[int, ...] = ()) -> Expanded:
-    """Shell parameter expansion of one word's text; `literal`: offsets of the `$` it quoted."""
+def expand(text: str, scope: Scope, literal: tuple[int, ...] = (), *, depth: int = 0) -> Expanded:
+    """Shell parameter expansion of one word's text; `literal`: offsets of the `$` it quoted;
+    `depth`: the references this word is the default word of (MAX_NESTED_REFERENCES at most)."""
+    if depth > MAX_NESTED_REFERENCES:
+        raise NotImportable(
+            f"a reference holds references {MAX_NESTED_REFERENCES} deep (${{A:-${{B:-...}}}})",
+            fix="write the value itself; recipectl reads a script's variables as data",
+        )
     out = Expanded("")
     parts: list[str] = []
-    pos = 0
-    for m in _SHELL_REF.finditer(text):
-        if m.start() in literal:
+    pos = i = 0
+    while (i := text.find("$", i)) != -1:
+        ref = None if i in literal else _reference_at(text, i, literal)
+        if ref is None:
+            i += 1
             continue
-        parts.append(text[pos : m.start()])
-        pos = m.end()
-        parts.append(_one(m, scope, out))
+        end, braced, name = ref
+        parts.append(text[pos:i])
+        inner = tuple(k - i - 2 for k in literal if k > i + 1)
+        parts.append(_one(text[i:end], braced, name, scope, out, inner, depth))
+        pos = i = end
     parts.append(text[pos:])
     out.text = _bounded("".join(parts))
     return out
 
 
-def _one(m: re.Match, scope: Scope, out: Expanded) -> str:
-    written = m.group(0)
-    name = m.group("name")
-    if name is not None:
+def _reference_at(text: str, i: int, literal: tuple[int, ...]) -> tuple[int, str | None, str | None] | None:
+    """The reference that starts with the `$` at ``i``: where it ends, and what is braced (``${...}``,
+    to its matching brace: a default word may hold references of its own, ``${A:-${B}/x}``) or the
+    name (``$NAME``); None where the `$` starts none (text, or a brace never closed)."""
+    if text.startswith("${", i):
+        depth, j = 0, i
+        while j < len(text):
+            if text.startswith("${", j) and j not in literal:
+                depth, j = depth + 1, j + 2
+                continue
+            if text[j] == "}":
+                depth -= 1
+                if depth == 0:
+                    return j + 1, text[i + 2 : j], None
+            j += 1
+        return None
+    m = _NAME_AT.match(text, i + 1)
+    return (m.end(), None, m.group(0)) if m else None
+
+
+def _one(
+    written: str,
+    braced: str | None,
+    name: str | None,
+    scope: Scope,
+    out: Expanded,
+    literal: tuple[int, ...],
+    depth: int,
+) -> str:
+    """One reference's value (``literal``: the quoted `$` offsets within ``braced``)."""
+    if braced is None:
+        assert name is not None
         return _value(name, written, scope, out)
-    braced = m.group("braced")
     arr = _ARRAY_USE.match(braced)
     if arr:
         out.unresolved.append(written)
@@ -115,7 +157,8 @@ def _one(m: re.Match, scope: Scope, out: Expanded) -> str:
     unset = value is None and name not in scope.arrays
     empty = value == ""
     if unset or (empty and op.startswith(":")):
-        default = expand(word or "", scope)
+        start = b.start("word")
+        default = expand(word or "", scope, tuple(k - start for k in literal if k >= start), depth=depth + 1)
         out.unresolved += default.unresolved
         out.arrays += default.arrays
         if op.endswith("=") and not default.unresolved:
