@@ -5,6 +5,7 @@ platform there is no device count to outgrow, and the flag is rendered as it is.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,13 @@ def test_on_the_cpu_platform_the_stages_are_rendered_as_written(recipectl_cli, t
     r = recipectl_cli("render", str(recipe))
     assert r.returncode == 0, r.stderr
     assert "-pp 2" in r.stdout or "--pipeline-parallel-size 2" in r.stdout, r.stdout
+
+
+def test_doctor_skips_the_checks_of_command_lines_recipectl_does_not_render(recipectl_cli, staged):
+    """The ports check had failed with the render's refusal as an internal error's text; a recipe
+    vLLM runs is no failure of the host: the check is skipped, saying why (TP over nodes alike)."""
+    r = recipectl_cli("doctor", str(staged), "--format", "json")
+    ports = [c for c in json.loads(r.stdout)["checks"] if (c["group"], c["name"]) == ("environment", "ports")]
+    assert ports and ports[0]["status"] == "skip", r.stdout
+    assert "recipectl cannot lay out pipeline parallelism yet" in ports[0]["detail"]
+    assert "RecipectlError" not in r.stdout

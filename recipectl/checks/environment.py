@@ -19,7 +19,7 @@ from ..engine_flags import unknown_flags
 from ..engine_versions import engine_pins
 from ..errors import RecipectlError
 from ..fieldtypes import parse_version
-from ..render.processes import build_deployment
+from ..render.processes import build_deployment, refuse_unrenderable
 from ..render.values import EnvRef, literal
 from ..rules.catalog import get_rule
 from ..rules.context import RuleContext
@@ -199,6 +199,16 @@ def _parser_words(verdict: dict) -> str:
     return text if len(text) <= 600 else text[:600] + "..."
 
 
+def _not_rendered(recipe: Recipe) -> CheckResult | None:
+    """A skip where recipectl renders no command line for the recipe (refuse_unrenderable): a check
+    of its commands or ports has nothing to read, and the recipe is one vLLM runs."""
+    try:
+        refuse_unrenderable(recipe)
+    except RecipectlError as e:
+        return found(SKIP, f"no command lines to check: {e.message}", e.fix)
+    return None
+
+
 @check(key="environment.python", name="python", stage=E, timeout=5, wanted=_asked)
 async def _python(run: DoctorRun, on: Subject) -> CheckResult:
     ok = sys.version_info >= (3, 11)
@@ -282,6 +292,8 @@ async def _engine_args(run: DoctorRun, on: Subject) -> CheckResult:
         return found(SKIP, "no recipe")
     if not (venv / "bin" / "python").exists():
         return found(SKIP, f"no engine Python in {venv} (the vllm check says so)")
+    if (unrendered := _not_rendered(recipe)) is not None:
+        return unrendered
     problems, detail = await asyncio.to_thread(engine_parser_problems, recipe, venv, ENGINE_PARSE_S - 10)
     if problems:
         fixes = "; ".join(dict.fromkeys(p.fix or "" for p in problems))
@@ -388,6 +400,8 @@ async def _ports(run: DoctorRun, on: Subject) -> CheckResult:
     recipe = run.recipe
     if recipe is None:
         return found(SKIP, "no recipe")
+    if (unrendered := _not_rendered(recipe)) is not None:
+        return unrendered
     dep = build_deployment(recipe)
     busy = {
         p.port: p.name

@@ -310,9 +310,15 @@ def _url(recipe: Recipe, proc: Process) -> Value:
     return UrlOf(proc.node, proc.http_port)
 
 
-def build_deployment(recipe: Recipe) -> Deployment:
+def refuse_unrenderable(recipe: Recipe) -> None:
+    """What vLLM runs and recipectl cannot render yet (TP over nodes, TOP009; pipeline stages on
+    GPUs, TOP008): a RecipectlError saying so."""
     refuse_wide_tensor_parallel(recipe)
     refuse_pipeline_parallel(recipe)
+
+
+def build_deployment(recipe: Recipe) -> Deployment:
+    refuse_unrenderable(recipe)
     placement = place(recipe)
     if placement.problems:
         raise RecipectlError(
