@@ -164,11 +164,36 @@ def test_a_default_word_holds_references_of_its_own():
     assert expand("${MODEL_DIR:-${BASE}/q}", scope).text == "/mine"  # set: the default is not read
     e = expand("${NOPE:-${ALSO_NOPE}/m}x", scope)
     assert e.text == "${ALSO_NOPE}/mx" and e.unresolved == ["${ALSO_NOPE}"]
-    assert expand("${A:-x", scope).text == "${A:-x"  # a brace never closed: text
-    deep = "${X:-" * 100 + "m" + "}" * 100
-    with pytest.raises(NotImportable, match="references 64 deep"):
-        expand(deep, scope)
-    assert expand("${X:-" * 60 + "m" + "}" * 60, scope).text == "m"
+    unclosed = expand("--model ${MP:-${BASE}/m", scope)  # a brace never closed: bash refuses it
+    assert unclosed.text == "--model ${MP:-${BASE}/m" and unclosed.unresolved == ["${MP:-${BASE}/m"]
+    for deep in (65, 100):
+        with pytest.raises(NotImportable, match="nested more than 64 deep"):
+            expand("${X:-" * deep + "m" + "}" * deep, scope)
+    assert expand("${X:-" * 64 + "m" + "}" * 64, scope).text == "m"
+
+
+def test_long_words_of_references_and_unclosed_braces_expand_in_linear_time():
+    """30,000 `${` never closed had each been scanned to the end of the text (a 60 KB script took
+    47 s to import); and every reference had looked through every quoted `$`. Counted, not timed:
+    the matching is one pass, so a doubled input doubles the braces looked at."""
+    from recipectl.formats import shellvars
+
+    looked: list[int] = []
+    real = shellvars._closing_braces
+
+    def counting(text, quoted):
+        looked.append(len(text))
+        return real(text, quoted)
+
+    scope = Scope({"A": "1"})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(shellvars, "_closing_braces", counting)
+        e = expand("${" * 30000, scope)
+        assert e.unresolved == ["${" * 30000] and looked == [60000]
+        looked.clear()
+        text = "${A}" * 8000 + "$" * 8000
+        assert expand(text, scope, tuple(range(32000, 40000))).text == "1" * 8000 + "$" * 8000
+        assert looked == [len(text)]  # the references hold no braces of their own: one pass in all
 
 
 SCRIPT = """#!/bin/bash

@@ -18,6 +18,7 @@ carry a value that holds one (flags.py).
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field, replace
 
@@ -29,8 +30,8 @@ from .shellwords import Word
 MAX_EXPANDED_CHARS = 1 << 18
 
 
-# How deep a default word may hold references of its own (`${A:-${B:-${C}}}`: 2); far past any
-# script's, far short of Python's recursion limit
+# How many references may lie one inside another's default word (`${A:-${B:-${C}}}`: 3); far past
+# any script's, far short of Python's recursion limit
 MAX_NESTED_REFERENCES = 64
 
 
@@ -45,6 +46,7 @@ def _bounded(text: str) -> str:
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _NAME_AT = re.compile(_NAME)
+_BRACE = re.compile(r"\$\{|\}")
 _BRACED = re.compile(r"(?P<name>" + _NAME + r")(?:(?P<op>:?[-=])(?P<word>.*))?\Z", re.S)
 _ARRAY_USE = re.compile(r"(?P<name>" + _NAME + r")\[[^\]]*\]\Z")
 _K8S_REF = re.compile(r"\$\$\(|\$\((?P<name>" + _NAME + r")\)")
@@ -84,23 +86,36 @@ class Scope:
 
 def expand(text: str, scope: Scope, literal: tuple[int, ...] = (), *, depth: int = 0) -> Expanded:
     """Shell parameter expansion of one word's text; `literal`: offsets of the `$` it quoted;
-    `depth`: the references this word is the default word of (MAX_NESTED_REFERENCES at most)."""
-    if depth > MAX_NESTED_REFERENCES:
-        raise NotImportable(
-            f"a reference holds references {MAX_NESTED_REFERENCES} deep (${{A:-${{B:-...}}}})",
-            fix="write the value itself; recipectl reads a script's variables as data",
-        )
+    `depth`: the references this word lies inside (a default word's: MAX_NESTED_REFERENCES at most)."""
+    quoted = sorted(literal)
+    closing = _closing_braces(text, set(quoted))
     out = Expanded("")
     parts: list[str] = []
     pos = i = 0
     while (i := text.find("$", i)) != -1:
-        ref = None if i in literal else _reference_at(text, i, literal)
-        if ref is None:
+        k = bisect.bisect_left(quoted, i)
+        if k < len(quoted) and quoted[k] == i:
             i += 1
             continue
-        end, braced, name = ref
+        if text.startswith("${", i):
+            end = closing.get(i)
+            if end is None:  # a brace never closed: bash refuses the word; said, never read
+                out.unresolved.append(text[i:])
+                break
+            braced, name = text[i + 2 : end - 1], None
+        elif m := _NAME_AT.match(text, i + 1):
+            end, braced, name = m.end(), None, m.group(0)
+        else:
+            i += 1
+            continue
+        if depth >= MAX_NESTED_REFERENCES:
+            raise NotImportable(
+                f"references nested more than {MAX_NESTED_REFERENCES} deep (${{A:-${{B:-...}}}})",
+                fix="write the value itself; recipectl reads a script's variables as data",
+            )
         parts.append(text[pos:i])
-        inner = tuple(k - i - 2 for k in literal if k > i + 1)
+        # the quoted `$` inside the braces, from where they open
+        inner = tuple(q - i - 2 for q in quoted[k : bisect.bisect_left(quoted, end)] if q > i + 1)
         parts.append(_one(text[i:end], braced, name, scope, out, inner, depth))
         pos = i = end
     parts.append(text[pos:])
@@ -108,24 +123,18 @@ def expand(text: str, scope: Scope, literal: tuple[int, ...] = (), *, depth: int
     return out
 
 
-def _reference_at(text: str, i: int, literal: tuple[int, ...]) -> tuple[int, str | None, str | None] | None:
-    """The reference that starts with the `$` at ``i``: where it ends, and what is braced (``${...}``,
-    to its matching brace: a default word may hold references of its own, ``${A:-${B}/x}``) or the
-    name (``$NAME``); None where the `$` starts none (text, or a brace never closed)."""
-    if text.startswith("${", i):
-        depth, j = 0, i
-        while j < len(text):
-            if text.startswith("${", j) and j not in literal:
-                depth, j = depth + 1, j + 2
-                continue
-            if text[j] == "}":
-                depth -= 1
-                if depth == 0:
-                    return j + 1, text[i + 2 : j], None
-            j += 1
-        return None
-    m = _NAME_AT.match(text, i + 1)
-    return (m.end(), None, m.group(0)) if m else None
+def _closing_braces(text: str, quoted: set[int]) -> dict[int, int]:
+    """Where each unquoted `${` of ``text`` ends: the offset past its matching `}` (a default word
+    may hold references of its own, ``${A:-${B}/x}``), in one pass; none for a brace never closed."""
+    ends: dict[int, int] = {}
+    opened: list[int] = []
+    for m in _BRACE.finditer(text):
+        if m.group(0) == "${":
+            if m.start() not in quoted:
+                opened.append(m.start())
+        elif opened:
+            ends[opened.pop()] = m.end()
+    return ends
 
 
 def _one(
