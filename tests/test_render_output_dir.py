@@ -228,3 +228,17 @@ def test_a_full_disk_takes_away_the_directories_the_render_made(recipectl_in_pro
     code, _, stderr = recipectl_in_process("render", str(GB200), *GB200_VARIANT, "-o", str(out))
     assert code == 2 and "No space left on device".lower() in stderr, stderr
     assert list((tmp_path / "was-there").iterdir()) == []
+
+
+def test_a_render_that_writes_nothing_takes_away_no_directory_that_was_there(
+    recipectl_in_process, monkeypatch, tmp_path
+):
+    """`-o new/../was-there/x`: `was-there` existed, so only `new` and `x` are the render's; a check
+    of each path as written had counted `was-there` as made, and removed it."""
+    (tmp_path / "was-there").mkdir()
+    monkeypatch.chdir(tmp_path)
+    full_disk(monkeypatch)
+    code, _, stderr = recipectl_in_process("render", str(LOCAL), "-o", "new/../was-there/x")
+    assert code == 2 and "no space left on device" in stderr.lower(), stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["was-there"]
+    assert list((tmp_path / "was-there").iterdir()) == []

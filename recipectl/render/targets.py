@@ -9,6 +9,7 @@ files out and quote nothing themselves. Manifests: Python data, written by a YAM
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -545,9 +546,9 @@ def write(
             f"{out_dir} is not a directory; nothing was written", fix="-o DIR names a directory to write into"
         )
     # the directories this render makes, deepest last: a render that writes nothing takes them away
-    made = [d for d in (out_dir, *out_dir.parents) if not os.path.lexists(d)][::-1]
+    made: list[Path] = []
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        _make_dirs(out_dir, made)
     except OSError as e:
         _remove_empty(made)
         raise _unwritable(UnwritableFile(out_dir, e)) from None
@@ -556,6 +557,22 @@ def write(
     except BaseException:
         _remove_empty(made)
         raise
+
+
+def _make_dirs(path: Path, made: list[Path]) -> None:
+    """``path`` and each directory above it that is not there, made one at a time from the top, as
+    the path is written (`new/../old/x` makes `new` and `new/../old/x`); ``made`` gets those this
+    call made, and no other: one that was there, or appeared meanwhile, is not this render's."""
+    parts = path.parts
+    for k in range(1, len(parts) + 1):
+        step = Path(*parts[:k])
+        try:
+            step.mkdir()
+        except FileExistsError:
+            continue
+        made.append(step)
+    if not path.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(path))
 
 
 def _remove_empty(dirs: list[Path]) -> None:
