@@ -4,7 +4,10 @@ that it was reached and stops there; nothing is started."""
 
 from __future__ import annotations
 
+import errno
+import io
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,3 +114,12 @@ def test_a_disk_that_fills_while_it_measures_leaves_the_calibration_on_stdout(
     code, stdout, stderr = recipectl_in_process("calibrate", str(LOCAL), "-o", str(out))
     assert code == 2 and "no space left on device" in stderr and "on stdout" in stderr, stderr
     assert json.loads(stdout)["model"] == model and not out.exists()
+    # stdout on the same full disk: said, not an internal error
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(open(os.devnull, "wb"), write_through=True))
+    monkeypatch.setattr(sys.stdout, "flush", _enospc)
+    with pytest.raises(RecipectlError, match="nor on stdout: no space left on device; the measurements are lost"):
+        calibrate_module.calibrate(str(LOCAL), out=str(out), variant=None, attach=None, force=False)
+
+
+def _enospc() -> None:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

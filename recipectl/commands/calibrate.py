@@ -543,9 +543,16 @@ def calibrate(recipe_path: str, *, out: str, variant: str | None, attach: str | 
     try:
         write_atomic(out, text)
     except OSError as e:  # the disk filled up while it measured: minutes of measurements not lost
-        sys.stdout.write(text)
-        sys.stdout.flush()
         error = cannot_write(out, e, flag="-o", what="calibration")
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except OSError as lost:  # stdout on the same full disk, or closed
+            raise RecipectlError(
+                f"{error.message}, nor on stdout: {(lost.strerror or type(lost).__name__).lower()}; the "
+                "measurements are lost",
+                fix=f"{error.fix}, and run it again",
+            ) from None
         raise RecipectlError(
             f"{error.message}; the calibration is on stdout",
             fix=f"{error.fix} (or keep stdout: ... > calibration.json)",
