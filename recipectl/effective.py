@@ -289,6 +289,21 @@ def resolve(recipe: Recipe, host: HostCpu | None = None) -> dict[str, EffectiveR
     return {role: resolve_role(recipe, role, host) for role in ("prefill", "decode")}
 
 
+def pipeline_stages(recipe: Recipe, effective: Mapping[str, EffectiveRole] | None = None) -> list[tuple[str, Setting]]:
+    """The roles of a GPU recipe that set more than one pipeline stage, with that setting: a layout
+    vLLM runs on TP x PP GPUs a DP rank and recipectl does not lay out yet (TOP008 says it, render
+    refuses it). None on the CPU platform: no CUDA device count to outgrow. ``effective``: each
+    role's settings where the caller has them."""
+    if recipe.cluster.is_cpu:
+        return []
+    staged: list[tuple[str, Setting]] = []
+    for role in recipe.roles:
+        setting = (effective[role] if effective else resolve_role(recipe, role))["pipeline_parallel_size"]
+        if isinstance(setting.value, int) and setting.value > 1:
+            staged.append((role, setting))
+    return staged
+
+
 @dataclass(frozen=True)
 class BatchLimits:
     """The scheduler's batch limits a role runs with (``--max-num-batched-tokens``,

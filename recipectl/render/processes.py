@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..effective import Setting, Source, resolve_role
+from ..effective import Setting, Source, pipeline_stages, resolve_role
 from ..engine_flags import BY_FIELD, Arity, flag_for
 from ..engine_versions import fmt_version, gdn_backends_for
 from ..errors import RecipectlError
@@ -285,18 +285,12 @@ def refuse_pipeline_parallel(recipe: Recipe) -> None:
     """Pipeline stages on GPUs are a recipe vLLM runs where its launcher gives an endpoint TP x PP
     GPUs a DP rank (TOP008), and one recipectl cannot lay out yet: every command that writes or
     starts a deployment stops here, saying so, before anything is written."""
-    if recipe.cluster.is_cpu:  # no CUDA device count to outgrow
-        return
-    staged = [
-        (role, stages)
-        for role in recipe.roles
-        if isinstance(stages := resolve_role(recipe, role).value("pipeline_parallel_size"), int) and stages > 1
-    ]
+    staged = pipeline_stages(recipe)
     if staged:
-        role, stages = staged[0]
+        role = staged[0][0]
         raise RecipectlError(
             "recipectl cannot lay out pipeline parallelism yet; "
-            + "; ".join(f"{r} sets {n} pipeline stages" for r, n in staged)
+            + "; ".join(f"{r} sets {s.value} pipeline stages" for r, s in staged)
             + " (vLLM runs them on TP x PP GPUs a DP rank)",
             fix=f"launch it as its publisher does, or drop --pipeline-parallel-size from {role}.extra_args and "
             f"give {role}.parallel a larger TP or DP for recipectl to render it (TOP008)",

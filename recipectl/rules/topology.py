@@ -6,6 +6,7 @@ from collections import defaultdict
 from typing import Iterator
 
 from ..diagnostics import Category, Severity
+from ..effective import pipeline_stages
 from ..plan.shares import SHARE_MAX, even_shares, shared_gpus
 from ..schema import Quantization
 from ..topology import wide_tensor_parallel
@@ -446,21 +447,17 @@ def pipeline_parallel(ctx: RuleContext) -> Iterator[Violation]:
         decode:
           parallel: TP4   # and -pp dropped from extra_args, for recipectl to render it
     """
-    if ctx.recipe.cluster.is_cpu:  # no CUDA device count to outgrow
-        return
-    for role, _ in ctx.roles():
-        setting = ctx.setting(role, "pipeline_parallel_size")
+    for role, setting in pipeline_stages(ctx.recipe, ctx.effective):
         stages = setting.value
-        if isinstance(stages, int) and stages > 1:
-            tp = ctx.setting(role, "tp").value or 1
-            yield Violation(
-                setting.path,
-                f"{role} sets {stages} pipeline stages: vLLM wants TP {tp} x PP {stages} = {tp * stages} GPUs a "
-                f"DP rank, and recipectl, which lays out no pipeline parallelism yet, would give it {tp}: render "
-                "and launch refuse it",
-                f"# drop --pipeline-parallel-size from {role}.extra_args; for more GPUs an endpoint, "
-                f"a larger TP or DP in {role}.parallel",
-            )
+        tp = ctx.setting(role, "tp").value or 1
+        yield Violation(
+            setting.path,
+            f"{role} sets {stages} pipeline stages: vLLM wants TP {tp} x PP {stages} = {tp * stages} GPUs a "
+            f"DP rank, and recipectl, which lays out no pipeline parallelism yet, would give it {tp}: render "
+            "and launch refuse it",
+            f"# drop --pipeline-parallel-size from {role}.extra_args; for more GPUs an endpoint, "
+            f"a larger TP or DP in {role}.parallel",
+        )
 
 
 @rule(
