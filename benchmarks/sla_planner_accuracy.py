@@ -31,7 +31,8 @@ whose prefill takes at most TOKENS tokens a step: prompts longer than a step, an
 several steps, which the CPU recipe's 4,096 never makes.
 Two diagnostics score nothing: --trace records when each request of a point started and got its
 first token (whether a closed loop's users stay in step; with --out-of-step, whether users
-started apart stay apart), --pair ISL:OFFSET_MS,... a prompt alone
+started apart stay apart), and what each server's histograms gained over each point (its mean
+queue, prefill, decode and NIXL transfer times: where a wave's time went), --pair ISL:OFFSET_MS,... a prompt alone
 and two sent OFFSET_MS apart, at the prefill endpoint and through the router (whether a prompt
 sent during another's prefill delays it).
 """
@@ -213,14 +214,60 @@ def measure_points(
             done(point, reps[point])
 
 
+def server_histograms(servers: dict[str, str]) -> dict[str, dict[str, tuple[float, float]]]:
+    """Each server's histograms (sum, count) from its /metrics; a server that does not answer
+    has none (the trace goes on without its timings)."""
+    import httpx
+
+    from recipectl.checks.client import endpoint
+    from recipectl.checks.metrics import histogram_totals
+
+    scraped = {}
+    for name, url in servers.items():
+        try:
+            response = httpx.get(endpoint(url, "/metrics"), timeout=10.0)
+            response.raise_for_status()
+            scraped[name] = histogram_totals(response.text)
+        except (httpx.HTTPError, ValueError) as e:
+            print(f"{name}: /metrics not read ({e})", file=sys.stderr)
+            scraped[name] = {}
+    return scraped
+
+
+def histogram_deltas(before: dict, after: dict) -> dict[str, dict[str, dict[str, float]]]:
+    """What each server's histograms gained between two scrapes: per histogram its count, sum and
+    mean (queue, prefill and decode time per request, NIXL transfer time per transfer, tokens per
+    engine step); those that gained nothing are left out."""
+    deltas: dict[str, dict[str, dict[str, float]]] = {}
+    for server, totals in after.items():
+        gained = {}
+        for name, (total, count) in totals.items():
+            old_total, old_count = before.get(server, {}).get(name, (0.0, 0.0))
+            if count > old_count:
+                n, s = count - old_count, total - old_total
+                gained[name] = {"count": n, "sum": s, "mean": s / n}
+        deltas[server] = gained
+    return deltas
+
+
 def trace(
-    router: str, model: str, vocab: int, points: list, waves: int, out: Path, *, out_of_step: bool = False
+    router: str,
+    model: str,
+    vocab: int,
+    points: list,
+    waves: int,
+    out: Path,
+    *,
+    out_of_step: bool = False,
+    servers: dict[str, str] | None = None,
 ) -> int:
     """Each point's requests, ``waves`` x its concurrency of them after a warm-up, each with when
     it started (seconds since the point's first), which user sent it, its TTFT and its end: whether
     the point's users stay in step (the waves perf.predict takes) or drift apart. ``out_of_step``:
     the users start spread over one cycle of theirs, as the measurements' --out-of-step does
-    (whether they stay apart, or fall back into waves)."""
+    (whether they stay apart, or fall back into waves). ``servers`` (name: URL): what each server's
+    histograms gained over the point's requests, where a request's time went on each side (queued,
+    prefilled, waiting for its transfer, decoding)."""
     from recipectl.bench.probe import run_point
     from recipectl.fileio import write_atomic
 
@@ -229,9 +276,11 @@ def trace(
         apart = out_of_step and c > 1  # one user: nobody to be out of step with
         cycle = warm_point(router, model, vocab, isl, osl, c, rounds=2 if apart else 1)
         stagger = cycle if apart else 0.0
+        before = server_histograms(servers or {})
         r = run_point(
             router, model, isl=isl, osl=osl, concurrency=c, num_requests=waves * c, vocab_size=vocab, stagger_s=stagger
         )
+        server_timings = histogram_deltas(before, server_histograms(servers or {}))
         t0 = min((s.start_s for s in r.samples), default=0.0)
         requests = [
             {
@@ -244,7 +293,15 @@ def trace(
             for s in sorted(r.samples, key=lambda s: s.start_s)
         ]
         traced.append(
-            {"isl": isl, "osl": osl, "concurrency": c, "stagger_s": stagger, "requests": requests, "errors": r.errors}
+            {
+                "isl": isl,
+                "osl": osl,
+                "concurrency": c,
+                "stagger_s": stagger,
+                "requests": requests,
+                "errors": r.errors,
+                "server_histograms": server_timings,
+            }
         )
         # after every point: a run stopped by a time limit keeps the points it traced
         document = {"out_of_step": out_of_step, "points": traced, "load_average": os.getloadavg()}
@@ -252,6 +309,9 @@ def trace(
         print(f"isl={isl} osl={osl} c={c}: start / TTFT ms / user", file=sys.stderr)
         for q in requests:
             print(f"  {q['start_s'] * 1e3:8.0f} {q['ttft_s'] * 1e3:6.0f} {q['user']:4d}", file=sys.stderr)
+        for server, gained in server_timings.items():
+            for name, h in sorted(gained.items()):
+                print(f"  {server} {name}: {h['count']:.0f} x mean {h['mean']:.4g}", file=sys.stderr)
         if r.errors:
             print(f"  {len(r.errors)} requests failed: {r.errors[:3]}", file=sys.stderr)
     if any(p["errors"] for p in traced):
@@ -600,6 +660,7 @@ def main() -> int:
                 args.repeats,
                 out,
                 out_of_step=args.out_of_step,
+                servers={p.name: p.url for p in state.processes if p.kind != "router" and p.url},
             )
         if args.pair:
             prefill_url = next(p.url for p in state.processes if p.kind == "prefill")

@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from recipectl.checks.client import CheckError, make_client
 from recipectl.checks.metrics import (
     MetricsSnapshot,
+    histogram_totals,
     parse_metrics,
     scrape_metrics,
     transfer_evidence,
@@ -128,6 +129,16 @@ def test_absent_metrics_are_none() -> None:
     assert snap.prompt_tokens_external_transfer is None and snap.prompt_tokens_local_compute is None
     assert snap.nixl_bytes_transferred is None and snap.nixl_failed_transfers is None
     assert parse_metrics("") == MetricsSnapshot()
+
+
+def test_histogram_totals_sum_each_histogram_over_its_engines() -> None:
+    """The trace's per-point timings: every histogram's sum and count over all engines, nothing
+    else (counters and gauges are not histograms)."""
+    totals = histogram_totals(exposition({"0": {"transfers": [100, 300]}, "1": {"transfers": [600]}}))
+    assert totals["vllm:nixl_bytes_transferred"] == (1000, 3)
+    assert totals["vllm:nixl_xfer_time_seconds"] == pytest.approx((0.03, 3))
+    assert set(totals) == {"vllm:nixl_bytes_transferred", "vllm:nixl_xfer_time_seconds"}
+    assert histogram_totals(exposition({"0": {}}, nixl=False)) == {}
 
 
 UNTYPED = """\

@@ -37,6 +37,7 @@ from recipectl.retry import retry_transient_async
 __all__ = [
     "MetricsSnapshot",
     "TransferEvidence",
+    "histogram_totals",
     "parse_metrics",
     "scrape_metrics",
     "transfer_evidence",
@@ -100,6 +101,22 @@ def _sum(samples: _Samples, names: Iterable[str], **labels: str) -> float | None
 
 def _counter(samples: _Samples, name: str, **labels: str) -> float | None:
     return _sum(samples, (name + "_total", name), **labels)
+
+
+def histogram_totals(text: str) -> dict[str, tuple[float, float]]:
+    """Every histogram's (sum, count), summed over its label sets (engines, transfer kinds):
+    subtracted between two scrapes, the mean of each timing the server keeps over the requests
+    between them (queue, prefill and decode time per request, NIXL transfer time, tokens per
+    engine step). ``ValueError`` if the text is not valid."""
+    totals: dict[str, tuple[float, float]] = {}
+    for family in text_string_to_metric_families(text):
+        if family.type != "histogram":
+            continue
+        sums = [s.value for s in family.samples if s.name == family.name + "_sum" and not math.isnan(s.value)]
+        counts = [s.value for s in family.samples if s.name == family.name + "_count" and not math.isnan(s.value)]
+        if counts:
+            totals[family.name] = (math.fsum(sums), math.fsum(counts))
+    return totals
 
 
 def parse_metrics(text: str) -> MetricsSnapshot:
