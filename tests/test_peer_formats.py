@@ -6,16 +6,19 @@ model's architecture; severities that follow the publishers' own evidence."""
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from recipectl.formats import import_text
 from recipectl.formats.flags import read_flags
 from recipectl.formats.registry import NotImportable
-from recipectl.formats.shellvars import Scope, expand, expand_k8s, read_assignments
+from recipectl.formats.shellvars import Scope, expand, expand_k8s, expand_words, read_assignments
 from recipectl.formats.shellwords import shell_words
 from recipectl.validate import validate_file
 
@@ -201,15 +204,17 @@ KV='{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
 export VLLM_SSM_CONV_STATE_LAYOUT=DS
 MODEL=${MODEL:-Qwen/Qwen3.5-35B-A3B-FP8}
 EXTRA=(--max-model-len 8192)
-vllm serve $MODEL --port $PREFILL_PORT --tensor-parallel-size 2 --kv-transfer-config "$KV" "${EXTRA[@]}" &
+read -r -a MORE < extra-args.txt
+vllm serve $MODEL --port $PREFILL_PORT --tensor-parallel-size 2 --kv-transfer-config "$KV" "${EXTRA[@]}" "${MORE[@]}" &
 vllm serve "$MODEL" --port 8200 --tensor-parallel-size 2 \\
   --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}' &
 """
 
 
 def test_script_variables_resolve_and_what_does_not_is_a_finding(tmp_path):
-    """An assignment, an export, a default, and two things known only when the script runs: a port
-    (said, never called a value the engine would refuse) and an array (said, its flags unread)."""
+    """An assignment, an export, a default, an array written out (read), and two things known only
+    when the script runs: a port (said, never called a value the engine would refuse) and an array
+    read from a file (said, its flags unread)."""
     path = tmp_path / "pd.sh"
     path.write_text(SCRIPT)
     imp = import_text(SCRIPT, str(path))
@@ -220,7 +225,8 @@ def test_script_variables_resolve_and_what_does_not_is_a_finding(tmp_path):
     found = _findings(path)
     codes = {(c, s, p) for c, s, p, _ in found}
     assert ("IMP001", "info", "prefill.extra_args.1") in codes  # `--port $PREFILL_PORT`
-    assert ("IMP001", "info", "prefill.extra_args.2") in codes  # "${EXTRA[@]}"
+    assert imp.get(("prefill", "max_model_len")) == 8192  # "${EXTRA[@]}"
+    assert ("IMP001", "info", "prefill.extra_args.2") in codes  # "${MORE[@]}"
     assert not [f for f in found if f[0] in ("ARG002", "ARG003")]
     assert ("VER001", "warning", "decode.async_scheduling") in codes  # the hybrid rules ran
 
@@ -426,3 +432,79 @@ def test_replicas_set_at_deploy_time_are_listed(tmp_path):
     imp = import_text(text, str(tmp_path / "d.yaml"))
     assert imp.get(("decode", "endpoints")) == 1
     assert any(d.what == "replicas: ${NUM_DECODE_REPLICAS}" for d in imp.dropped)
+
+
+ARRAY_SCRIPT = """#!/bin/bash
+MODEL=Qwen/Qwen3.5-9B
+COMMON=(
+  --max-model-len 8192   # the seed's context
+  --kv-transfer-config '{"kv_connector": "NixlConnector", "kv_role": "kv_both"}'
+)
+PREFILL_ARGS=("${COMMON[@]}" --port 8100)
+PREFILL_ARGS+=(--max-num-batched-tokens 16384)
+CUDA_VISIBLE_DEVICES=0 vllm serve $MODEL "${PREFILL_ARGS[@]}" &
+CUDA_VISIBLE_DEVICES=1 vllm serve $MODEL "${COMMON[@]}" --port 8200 &
+"""
+
+
+def test_an_array_written_out_gives_its_flags_each_from_the_line_that_wrote_it(tmp_path):
+    """`ARGS=(...)` over several lines, built from another array and appended to, then used as
+    `"${ARGS[@]}"`: peers' launch scripts keep shared flags so. The multi-line array had been read
+    as commands of its own: the import was refused for want of --kv-transfer-config."""
+    path = tmp_path / "pd.sh"
+    path.write_text(ARRAY_SCRIPT)
+    imp = import_text(ARRAY_SCRIPT, str(path))
+    assert imp.get(("prefill", "max_model_len")) == imp.get(("decode", "max_model_len")) == 8192
+    assert imp.get(("prefill", "max_num_batched_tokens")) == 16384
+    assert (imp.get(("prefill", "port")), imp.get(("decode", "port"))) == (8100, 8200)
+    assert imp.get(("kv_transfer", "connector")) == "NixlConnector"
+    assert (imp.origins[("prefill", "max_model_len")].line, imp.origins[("prefill", "max_model_len")].col) == (4, 3)
+    assert imp.origins[("prefill", "max_num_batched_tokens")].line == 8
+    assert not [f for f in _findings(path) if f[0] == "IMP001"]
+
+
+def test_array_items_quoting_appends_and_what_stays_unread():
+    scope = Scope()
+    script = (
+        "A=(x 'p q')\nA+=(z)\ndeclare -a D=(1 2)\nB=(\"${A[@]}\" w)\nread -a R\nC=(x $UNSET)\n"
+        "S=a\nS+=b\nT+=x\nE=(1)\nE=one\n"
+    )
+    for cmd in shell_words(script):
+        assert read_assignments(cmd, scope), cmd
+
+    def words(line: str) -> list[str]:
+        (cmd,) = shell_words(line)
+        return [w.text for w in expand_words(cmd, scope)]
+
+    assert words('cmd "${A[@]}"') == ["cmd", "x", "p q", "z"]
+    assert words("cmd ${A[@]}") == ["cmd", "x", "p", "q", "z"]  # unquoted: split at blanks, as bash does
+    assert words('"${B[*]}" "${D[@]}"') == ["x", "p q", "z", "w", "1", "2"]
+    # known only when the script runs, or a use of an array other than all of it: as written
+    assert words('"${R[@]}" "${C[@]}" "${A[1]}" x"${A[@]}" \'${A[@]}\'') == [
+        "${R[@]}",
+        "${C[@]}",
+        "${A[1]}",
+        "x${A[@]}",
+        "${A[@]}",
+    ]
+    assert scope.values["S"] == "ab" and "T" not in scope.values
+    assert scope.values["E"] == "one" and "E" not in scope.items  # a string again
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12), max_size=8))
+def test_any_items_quoted_into_an_array_come_back_as_written(items):
+    scope = Scope()
+    for cmd in shell_words("ARGS=(\n" + "\n".join(shlex.quote(i) for i in items) + "\n)"):
+        assert read_assignments(cmd, scope)
+    (cmd,) = shell_words('vllm serve "${ARGS[@]}"')
+    assert [w.text for w in expand_words(cmd, scope)] == ["vllm", "serve", *items]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab=()+ $\"'{}[]@*\n#\\;&|", max_size=80))
+def test_any_text_of_arrays_is_read_without_raising(text):
+    scope = Scope()
+    for cmd in shell_words(text):
+        if not read_assignments(cmd, scope):
+            expand_words(cmd, scope)

@@ -31,7 +31,7 @@ from .common import (
 )
 from .flags import RoleFlags, read_flags, substituted
 from .names import VLLM_SERVE
-from .shellvars import Scope, expand_word, read_assignments
+from .shellvars import Scope, expand_words, read_assignments
 from .shellwords import Word, shell_words
 
 # the engine's version where the script installs or runs a release: `pip install vllm==0.26.0`,
@@ -60,7 +60,7 @@ def _servers(text: str, file: str, imp: Imported) -> list[_Server]:
             words = words[1:]
         if read_assignments(words, scope):  # `A=1`, `export A=1`, arrays: the scope, not a command
             continue
-        words = [expand_word(w, scope)[0] for w in words]
+        words = expand_words(words, scope)
         prefix: dict[str, tuple[str, Word]] = {}
         while words and _ASSIGN.match(words[0].text):
             name, _, value = words[0].text.partition("=")

@@ -41,7 +41,7 @@ from .dynamo_crd import Component, components, config_maps
 from .flags import read_flags
 from .names import DYNAMO
 from .shapes import DynamoConfigMapDocument, DynamoGraph, check
-from .shellvars import Scope, expand_k8s, expand_word, read_assignments
+from .shellvars import Scope, expand_k8s, expand_words, read_assignments
 from .shellwords import Word, shell_words
 
 
@@ -175,7 +175,7 @@ def _argv(comp: Component, text: str, pos: dict, file: str) -> tuple[list[Word] 
             cmd = [_k8s_word(w, comp.env) for w in cmd]
             if read_assignments(cmd, scope):
                 continue
-            expanded.append([expand_word(w, scope)[0] for w in cmd])
+            expanded.append(expand_words(cmd, scope))
         commands = expanded
     else:
         words: list[Word] = []

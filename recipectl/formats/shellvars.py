@@ -3,8 +3,11 @@
 Shell (POSIX parameter expansion, what launch scripts use): `NAME=value` and `export NAME=value`
 (the value expanded when assigned), `$NAME`, `${NAME}`, `${NAME:-word}` / `${NAME-word}` (the word
 when unset, or also when empty), `${NAME:=word}`; a `$` the script quoted stays text. An array
-(`NAME=(...)`, `read -a NAME`, `declare -a NAME`, `${NAME[@]}`) is not resolved: its items are
-known only when the script runs, and the reader says so.
+written out (`NAME=(--tp 8 "a b")`, `NAME+=(...)`, `declare -a NAME=(...)`) is read: a word that is
+all `"${NAME[@]}"` (or `[*]`) becomes its items, each where the script wrote it. One whose items
+are known only when the script runs (`read -a NAME`, `declare -a NAME`, an item with a reference
+left unresolved) is not, nor is any other use of an array (`${NAME[1]}`, `${#NAME[@]}`, `x${NAME[@]}`),
+and the reader says so.
 
 Kubernetes (a container's `command` and `args`): `$(VAR)` is the container's env variable VAR,
 `$$(VAR)` the text `$(VAR)`, an unknown `$(VAR)` stays as written (the kubelet's own rule). A
@@ -69,19 +72,26 @@ class Scope:
     values: dict[str, str] = field(default_factory=dict)
     exported: set[str] = field(default_factory=set)
     arrays: set[str] = field(default_factory=set)
+    items: dict[str, tuple[Word, ...]] = field(default_factory=dict)  # the arrays whose items are known
     where: dict[str, Word] = field(default_factory=dict)  # the word that set each one
 
     def assign(self, name: str, value: str, w: Word, *, export: bool = False) -> None:
         self.values[name] = value
         self.arrays.discard(name)
+        self.items.pop(name, None)
         self.where[name] = w
         if export:
             self.exported.add(name)
 
-    def array(self, name: str, w: Word) -> None:
+    def array(self, name: str, w: Word, items: tuple[Word, ...] | None = None) -> None:
+        """``name`` is an array; ``items``: its items, where they are known."""
         self.values.pop(name, None)
         self.arrays.add(name)
         self.where[name] = w
+        if items is None:
+            self.items.pop(name, None)
+        else:
+            self.items[name] = items
 
 
 def expand(text: str, scope: Scope, literal: tuple[int, ...] = (), *, depth: int = 0) -> Expanded:
@@ -194,7 +204,27 @@ def expand_word(w: Word, scope: Scope) -> tuple[Word, Expanded]:
     e = expand(w.text, scope, w.literal)
     if e.unresolved:
         return w, e
-    return replace(w, text=e.text, literal=()), e
+    return replace(w, text=e.text, literal=(), double_quoted=()), e
+
+
+_WHOLE_ARRAY = re.compile(r"\$\{(?P<name>" + _NAME + r")\[[@*]\]\}\Z")
+
+
+def expand_words(words: list[Word], scope: Scope) -> list[Word]:
+    """A command's words expanded, a word that is all `"${NAME[@]}"` of an array whose items are
+    known given as those items, each where the script wrote it (unquoted, each item split at
+    blanks, as bash splits it). Any other word: expand_word."""
+    out: list[Word] = []
+    for w in words:
+        m = _WHOLE_ARRAY.match(w.text)
+        items = scope.items.get(m.group("name")) if m and 0 not in w.literal else None
+        if items is None:
+            out.append(expand_word(w, scope)[0])
+        elif 0 in w.double_quoted:
+            out += items
+        else:
+            out += [replace(item, text=part) for item in items for part in item.text.split()]
+    return out
 
 
 def expand_k8s(text: str, env: dict[str, str | None]) -> Expanded:
@@ -216,7 +246,7 @@ def expand_k8s(text: str, env: dict[str, str | None]) -> Expanded:
     return out
 
 
-_ASSIGN = re.compile(r"(?P<name>" + _NAME + r")=(?P<value>.*)\Z", re.S)
+_ASSIGN = re.compile(r"(?P<name>" + _NAME + r")\+?=(?P<value>.*)\Z", re.S)
 _DECLARERS = ("declare", "typeset", "local", "readonly")
 
 
@@ -245,7 +275,9 @@ def read_assignments(words: list[Word], scope: Scope) -> bool:
             if w.text.startswith("-"):
                 continue
             a = assignment(w)
-            if "a" in flags or (a and a[1].startswith("(")):
+            if a and w.items is not None:
+                _assign(w, scope, export=head == "export")
+            elif "a" in flags or (a and a[1].startswith("(")):
                 scope.array(a[0] if a else w.text, w)
             elif a:
                 _assign(w, scope, export=head == "export")
@@ -266,10 +298,20 @@ def read_assignments(words: list[Word], scope: Scope) -> bool:
 
 def _assign(w: Word, scope: Scope, *, export: bool) -> None:
     name, value = assignment(w)  # type: ignore[misc]
+    appends = w.text[len(name)] == "+"  # `NAME+=...`
+    if w.items is not None:
+        before = (scope.items.get(name) if name in scope.arrays else ()) if appends else ()
+        scope.array(name, w, _array_items(w.items, scope, before))
+        return
     if value.startswith("("):
         scope.array(name, w)
         return
-    e = expand(value, scope, tuple(k - len(name) - 1 for k in w.literal if k > len(name)))
+    offset = len(name) + 1 + appends
+    e = expand(value, scope, tuple(k - offset for k in w.literal if k >= offset))
+    if appends:  # a string's append: known where the value before it is
+        if (before_text := scope.values.get(name)) is None:
+            e.unresolved.append(f"${name}")
+        e.text = _bounded((before_text or "") + e.text)
     if e.unresolved or w.substitutions:  # known when the script runs: its uses stay as written
         scope.values.pop(name, None)
         scope.arrays.discard(name)
@@ -278,3 +320,23 @@ def _assign(w: Word, scope: Scope, *, export: bool) -> None:
             scope.exported.add(name)
         return
     scope.assign(name, e.text, w, export=export)
+
+
+def _array_items(written: tuple[Word, ...], scope: Scope, before: tuple[Word, ...] | None) -> tuple[Word, ...] | None:
+    """An array's items expanded (``before``: the items it appends to), None where any is known
+    only when the script runs (its uses are then said, never read)."""
+    if before is None:
+        return None
+    items: list[Word] = list(before)
+    for w in written:
+        m = _WHOLE_ARRAY.match(w.text)
+        if m and 0 not in w.literal:
+            if m.group("name") not in scope.items:
+                return None
+            items += expand_words([w], scope)
+            continue
+        expanded, e = expand_word(w, scope)
+        if e.unresolved or w.substitutions:
+            return None
+        items.append(expanded)
+    return tuple(items)

@@ -20,10 +20,17 @@ class Word:
     # output is known only when the script runs (`$(NAME)`, which reads like Kubernetes' `$(VAR)`,
     # is a reference: placeholders.py)
     substitutions: tuple[str, ...] = ()
+    # an array assignment's items (`ARGS=(--tp 8 "a b")`: `--tp`, `8`, `a b`), each with its own
+    # position: the word's text is `ARGS=(...)` as written, its items are what shellvars reads
+    items: tuple[Word, ...] | None = None
+    # the offsets in `text` of the `$` written inside double quotes: `"${ARGS[@]}"` gives each item
+    # as one word, an unquoted `${ARGS[@]}` splits them at blanks
+    double_quoted: tuple[int, ...] = ()
 
 
 _SEPARATORS = (";", "&&", "||", "&", "|")  # the two-character ones before their one-character prefixes
 _K8S_LIKE = re.compile(r"\$\([A-Za-z_][A-Za-z0-9_]*\)")  # `$(NAME)`: a reference (placeholders.py)
+_ARRAY_OPENS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=\Z")  # `NAME=(` / `NAME+=(`: an array's items follow
 
 
 def shell_words(
@@ -32,7 +39,8 @@ def shell_words(
     """Split a shell script into simple commands of words, each word with its (line, col).
 
     Enough of POSIX sh for launch scripts: quotes, backslash escapes and line continuations,
-    comments, `;`, `&`, `&&`, `||`, `|` and newlines (LF or CRLF) between commands; a command substitution
+    comments, `;`, `&`, `&&`, `||`, `|` and newlines (LF or CRLF) between commands; an array
+    assignment `NAME=(...)` (or `+=`) is one word whose items may span lines; a command substitution
     (`$(cmd args)`, a backquoted command) is part of its word, spaces and all, not run. `line0` is
     the file line of the script's first line; `col0` the column offset of its first line,
     `block_indent` that of the others (a YAML block scalar). `k8s_references`: the script is a
@@ -54,22 +62,53 @@ def shell_words(
     current: list[Word] = []
     buf: list[str] = []
     literal: list[int] = []
+    double_quoted: list[int] = []
     substitutions: list[str] = []
     start: tuple[int, int] | None = None
     line, col = line0, col0
     i, n = 0, len(script)
+    # inside `NAME=(`: the assignment word's text, start and the command's words before it, while
+    # `current` collects the items
+    array: tuple[str, tuple[int, int], list[Word]] | None = None
 
     def pos() -> tuple[int, int]:
         return line, col + 1
 
     def end_word() -> None:
-        nonlocal buf, start, literal, substitutions
+        nonlocal buf, start, literal, double_quoted, substitutions
         if start is not None:
-            current.append(Word("".join(buf), *start, literal=tuple(literal), substitutions=tuple(substitutions)))
-        buf, start, literal, substitutions = [], None, [], []
+            current.append(
+                Word(
+                    "".join(buf),
+                    *start,
+                    literal=tuple(literal),
+                    substitutions=tuple(substitutions),
+                    double_quoted=tuple(double_quoted),
+                )
+            )
+        buf, start, literal, double_quoted, substitutions = [], None, [], [], []
+
+    def open_array() -> None:
+        nonlocal array, current, buf, start
+        assert start is not None
+        array, current = ("".join(buf), start, current), []
+        buf, start = [], None
+        advance()
+
+    def close_array() -> None:
+        """The `)` that ends the array (or the script's end, where it never closed: bash refuses
+        such a script; its items are read as they stand)."""
+        nonlocal array, current
+        assert array is not None
+        end_word()
+        opening, begun, before = array
+        written = opening + "(" + " ".join(w.text for w in current) + ")"
+        current, array = [*before, Word(written, *begun, items=tuple(current))], None
 
     def end_command() -> None:
         nonlocal current
+        if array is not None:
+            close_array()
         end_word()
         if current:
             commands.append(current)
@@ -123,7 +162,10 @@ def shell_words(
             advance(2)
             continue
         if c == "\n":
-            end_command()
+            if array is None:
+                end_command()
+            else:  # an array's items go on over lines
+                end_word()
             advance()
             continue
         if c in " \t\r":
@@ -134,10 +176,17 @@ def shell_words(
             while i < n and script[i] != "\n":
                 advance()
             continue
+        if c == ")" and array is not None:
+            close_array()
+            advance()
+            continue
         sep = next((s for s in _SEPARATORS if script.startswith(s, i)), None)
         if sep:
             end_command()
             advance(len(sep))
+            continue
+        if c == "(" and array is None and not literal and not substitutions and _ARRAY_OPENS.match("".join(buf)):
+            open_array()
             continue
         if start is None:
             start = pos()
@@ -164,6 +213,8 @@ def shell_words(
                 if script[i] == "`" or script.startswith("$(", i):
                     substitution()
                     continue
+                if script[i] == "$":
+                    double_quoted.append(len(buf))
                 buf.append(script[i])
                 advance()
             if i < n:
