@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -508,3 +509,24 @@ def test_any_text_of_arrays_is_read_without_raising(text):
     for cmd in shell_words(text):
         if not read_assignments(cmd, scope):
             expand_words(cmd, scope)
+
+
+@pytest.mark.parametrize(
+    ("written", "bash_gives"),
+    [
+        ("${A:-'}'x}", "}x"),
+        ("${A:-\\}x}", "}x"),
+        ("${A:-a}'}'", "a}"),
+        ("${A:-'{'}", "{"),
+        ("'${A}'", "${A}"),
+        ('"${B}"', "b"),
+    ],
+)
+def test_a_quoted_brace_is_text_and_never_ends_a_reference(written, bash_gives):
+    """`${A:-'}'x}`: the quoted `}` is part of the default word, as bash reads it (its own output
+    restated here); it had closed the reference, giving `x}`."""
+    (cmd,) = shell_words(written)
+    assert [w.text for w in expand_words(cmd, Scope({"B": "b"}))] == [bash_gives]
+    if shutil.which("bash"):
+        ran = subprocess.run(["bash", "-c", f"unset A; B=b; printf %s {written}"], capture_output=True, text=True)
+        assert ran.stdout == bash_gives

@@ -95,7 +95,7 @@ class Scope:
 
 
 def expand(text: str, scope: Scope, literal: tuple[int, ...] = (), *, depth: int = 0) -> Expanded:
-    """Shell parameter expansion of one word's text; `literal`: offsets of the `$` it quoted;
+    """Shell parameter expansion of one word's text; `literal`: offsets of the `$` and `}` it quoted;
     `depth`: the references this word lies inside (a default word's: MAX_NESTED_REFERENCES at most)."""
     quoted = sorted(literal)
     closing = _closing_braces(text, set(quoted))
@@ -124,7 +124,7 @@ def expand(text: str, scope: Scope, literal: tuple[int, ...] = (), *, depth: int
                 fix="write the value itself; recipectl reads a script's variables as data",
             )
         parts.append(text[pos:i])
-        # the quoted `$` inside the braces, from where they open
+        # the quoted `$` and `}` inside the braces, from where they open
         inner = tuple(q - i - 2 for q in quoted[k : bisect.bisect_left(quoted, end)] if q > i + 1)
         parts.append(_one(text[i:end], braced, name, scope, out, inner, depth))
         pos = i = end
@@ -142,7 +142,7 @@ def _closing_braces(text: str, quoted: set[int]) -> dict[int, int]:
         if m.group(0) == "${":
             if m.start() not in quoted:
                 opened.append(m.start())
-        elif opened:
+        elif opened and m.start() not in quoted:  # `${A:-'}'x}`: a quoted `}` is text
             ends[opened.pop()] = m.end()
     return ends
 
@@ -156,7 +156,7 @@ def _one(
     literal: tuple[int, ...],
     depth: int,
 ) -> str:
-    """One reference's value (``literal``: the quoted `$` offsets within ``braced``)."""
+    """One reference's value (``literal``: the quoted `$` and `}` offsets within ``braced``)."""
     if braced is None:
         assert name is not None
         return _value(name, written, scope, out)

@@ -14,7 +14,8 @@ class Word:
     text: str
     line: int
     col: int
-    # the offsets in `text` of the `$` that the script quoted ('$X', \$X): text, never an expansion
+    # the offsets in `text` of the `$` and `}` that the script quoted ('$X', \$X, ${A:-'}'}): text,
+    # never an expansion nor the end of one
     literal: tuple[int, ...] = ()
     # the command substitutions in it (`$(cat model.txt)`, a backquoted command), as written: their
     # output is known only when the script runs (`$(NAME)`, which reads like Kubernetes' `$(VAR)`,
@@ -193,7 +194,7 @@ def shell_words(
         if c == "'":
             advance()
             while i < n and script[i] != "'":
-                if script[i] == "$":
+                if script[i] in "$}":
                     literal.append(len(buf))
                 buf.append(script[i])
                 advance()
@@ -221,7 +222,7 @@ def shell_words(
                 advance()
             continue
         if c == "\\" and i + 1 < n:
-            if script[i + 1] == "$":
+            if script[i + 1] in "$}":
                 literal.append(len(buf))
             buf.append(script[i + 1])
             advance(2)
