@@ -130,8 +130,8 @@ def test_variables_that_repeat_each_other_are_refused_before_they_fill_memory():
     container's env: gigabytes expanded; refused at a bound instead (an OOM kill before)."""
     chain = ["A=xxxxxxxxxx"] + [f"{b}=" + f"${a}" * 10 for a, b in zip("ABCDEFGHI", "BCDEFGHIJ", strict=True)]
     script = "\n".join(chain) + "\nvllm serve m --served-model-name \"$J\" --kv-transfer-config '{}'\n"
-    with pytest.raises(NotImportable, match="expands to more than"):
-        import_text(script, "bomb.sh")
+    with pytest.raises(NotImportable, match=r"^bomb\.sh:6:1: a variable expands to more than"):
+        import_text(script, "bomb.sh")  # said where it grew past the bound: line 6, `F=$E$E...`
     env = [{"name": "A", "value": "x" * 10}] + [
         {"name": b, "value": f"$({a})" * 10} for a, b in zip("ABCDEFGHI", "BCDEFGHIJ", strict=True)
     ]
@@ -530,3 +530,20 @@ def test_a_quoted_brace_is_text_and_never_ends_a_reference(written, bash_gives):
     if shutil.which("bash"):
         ran = subprocess.run(["bash", "-c", f"unset A; B=b; printf %s {written}"], capture_output=True, text=True)
         assert ran.stdout == bash_gives
+
+
+@pytest.mark.parametrize(
+    ("script", "where"),
+    [
+        ("A=1\nvllm serve m --port " + "${X:-" * 70 + "1" + "}" * 70 + "\n", "deep.sh:2:21: references nested"),
+        ("A=x\n" + "A+=$A$A$A$A\n" * 20 + "vllm serve $A\n", "deep.sh:9:1: a variable expands"),
+    ],
+)
+def test_an_expansion_refused_is_said_at_its_file_line_and_column(recipectl_in_process, tmp_path, script, where):
+    """`import`'s exit 2 names the word that would not expand, as a compiler names a line, where
+    it had named no place at all."""
+    path = tmp_path / "deep.sh"
+    path.write_text(script)
+    code, out, err = recipectl_in_process("import", str(path))
+    assert code == 2 and where in err, err
+    assert "Traceback" not in err

@@ -52,7 +52,7 @@ class _Server:
 
 
 def _servers(text: str, file: str, imp: Imported) -> list[_Server]:
-    scope = Scope()  # the script's variables as it runs (shellvars.py)
+    scope = Scope(file=file)  # the script's variables as it runs (shellvars.py)
     out: list[_Server] = []
     for cmd in shell_words(text):
         words = list(cmd)

@@ -41,7 +41,7 @@ from .dynamo_crd import Component, components, config_maps
 from .flags import read_flags
 from .names import DYNAMO
 from .shapes import DynamoConfigMapDocument, DynamoGraph, check
-from .shellvars import Scope, expand_k8s, expand_words, read_assignments
+from .shellvars import Scope, expand_k8s, expand_words, located, read_assignments
 from .shellwords import Word, shell_words
 
 
@@ -166,13 +166,13 @@ def _argv(comp: Component, text: str, pos: dict, file: str) -> tuple[list[Word] 
             commands = shell_words(str(args[0]), block[0], block[1], block_indent=block[1], k8s_references=True)
         else:
             commands = shell_words(str(args[0]), line, col - 1, k8s_references=True)
-        scope = Scope()
+        scope = Scope(file=file)
         for name, value in comp.env.items():
             if value is not None:
                 scope.assign(name, value, Word(name, line, col), export=True)
         expanded = []
         for cmd in commands:
-            cmd = [_k8s_word(w, comp.env) for w in cmd]
+            cmd = [_k8s_word(w, comp.env, file) for w in cmd]
             if read_assignments(cmd, scope):
                 continue
             expanded.append(expand_words(cmd, scope))
@@ -182,7 +182,7 @@ def _argv(comp: Component, text: str, pos: dict, file: str) -> tuple[list[Word] 
         for key, items in (("command", command), ("args", args)):
             for k, item in enumerate(items):
                 line, col = pos.get(base + (key, k), pos[()])
-                words.append(_k8s_word(Word(str(item), line, col), comp.env))
+                words.append(_k8s_word(Word(str(item), line, col), comp.env, file))
         commands = [words]
     for cmd in commands:
         texts = [w.text for w in cmd]
@@ -196,8 +196,9 @@ def _argv(comp: Component, text: str, pos: dict, file: str) -> tuple[list[Word] 
     return None, ""
 
 
-def _k8s_word(w: Word, env: dict[str, str | None]) -> Word:
-    e = expand_k8s(w.text, env)
+def _k8s_word(w: Word, env: dict[str, str | None], file: str) -> Word:
+    with located(file, w):
+        e = expand_k8s(w.text, env)
     return w if e.unresolved or e.text == w.text else replace(w, text=e.text, literal=())
 
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from .registry import NotImportable
@@ -38,9 +40,23 @@ MAX_EXPANDED_CHARS = 1 << 18
 MAX_NESTED_REFERENCES = 64
 
 
+class Unexpandable(NotImportable):
+    """A word whose expansion recipectl refuses (too large, nested too deep); said by
+    :func:`located` at the word's file:line:col."""
+
+
+@contextmanager
+def located(file: str, w: Word) -> Iterator[None]:
+    """Expansion refused inside: said at ``w``'s place in ``file``, as a compiler says an error."""
+    try:
+        yield
+    except Unexpandable as e:
+        raise NotImportable(f"{file}:{w.line}:{w.col}: {e.message}", fix=e.fix) from None
+
+
 def _bounded(text: str) -> str:
     if len(text) > MAX_EXPANDED_CHARS:
-        raise NotImportable(
+        raise Unexpandable(
             f"a variable expands to more than {MAX_EXPANDED_CHARS:,} characters (references that repeat each other)",
             fix="write the value itself; recipectl reads a script's or a container's variables as data",
         )
@@ -70,6 +86,7 @@ class Scope:
     """A script's variables as it runs top to bottom: values, which are exported, which are arrays."""
 
     values: dict[str, str] = field(default_factory=dict)
+    file: str = ""  # the script's file, where a refused expansion is said
     exported: set[str] = field(default_factory=set)
     arrays: set[str] = field(default_factory=set)
     items: dict[str, tuple[Word, ...]] = field(default_factory=dict)  # the arrays whose items are known
@@ -119,7 +136,7 @@ def expand(text: str, scope: Scope, literal: tuple[int, ...] = (), *, depth: int
             i += 1
             continue
         if depth >= MAX_NESTED_REFERENCES:
-            raise NotImportable(
+            raise Unexpandable(
                 f"references nested more than {MAX_NESTED_REFERENCES} deep (${{A:-${{B:-...}}}})",
                 fix="write the value itself; recipectl reads a script's variables as data",
             )
@@ -201,7 +218,8 @@ def _value(name: str, written: str, scope: Scope, out: Expanded) -> str:
 def expand_word(w: Word, scope: Scope) -> tuple[Word, Expanded]:
     """A word with its variables expanded; a word with anything unresolved keeps its text as
     written, so that the finding quotes what the original says."""
-    e = expand(w.text, scope, w.literal)
+    with located(scope.file, w):
+        e = expand(w.text, scope, w.literal)
     if e.unresolved:
         return w, e
     return replace(w, text=e.text, literal=(), double_quoted=()), e
@@ -307,11 +325,12 @@ def _assign(w: Word, scope: Scope, *, export: bool) -> None:
         scope.array(name, w)
         return
     offset = len(name) + 1 + appends
-    e = expand(value, scope, tuple(k - offset for k in w.literal if k >= offset))
-    if appends:  # a string's append: known where the value before it is
-        if (before_text := scope.values.get(name)) is None:
-            e.unresolved.append(f"${name}")
-        e.text = _bounded((before_text or "") + e.text)
+    with located(scope.file, w):
+        e = expand(value, scope, tuple(k - offset for k in w.literal if k >= offset))
+        if appends:  # a string's append: known where the value before it is
+            if (before_text := scope.values.get(name)) is None:
+                e.unresolved.append(f"${name}")
+            e.text = _bounded((before_text or "") + e.text)
     if e.unresolved or w.substitutions:  # known when the script runs: its uses stay as written
         scope.values.pop(name, None)
         scope.arrays.discard(name)
