@@ -88,7 +88,8 @@ def _labels_of(key: str, values: list[Any]) -> list[str]:
     """One label per value of a matrix key, `prefill-endpoints-4`: the key's last two parts and the
     value. A scalar a name can hold as YAML wrote it, as labels always were (`True`, `0.9`, `-1`,
     ``""``: a variant keeps its name); any other value by its words, or, where they are none, longer
-    than MAX_WORDS, or another value's label already, by its position (`prefill-extra-args-value-2`).
+    than MAX_WORDS, or another value's label already, by its position (`prefill-extra-args-value-2`);
+    credentials redacted alike by those words and their position (`...-redacted-1`, `...-redacted-2`).
     A value that holds a credential (`prefill.env.HF_TOKEN: [hf_...]`, `--api-key VALUE`) is
     labelled by the words of its redaction (`prefill-env-HF-TOKEN-redacted`): the variant's name is
     printed, written into rendered files and names run directories, where no `ignore:` lets a
@@ -104,14 +105,21 @@ def _labels_of(key: str, values: list[Any]) -> list[str]:
         nameable = scalar and v_shown == v and not _UNNAMEABLE.search(written)
         texts.append(written if nameable else None)
     taken = {x for x in texts if x is not None}
+    worded = [_words(v) if t is None else None for v, t in zip(shown, texts, strict=True)]
+    # two credentials redact to the same words: each keeps them (`redacted-1`, `redacted-2`), so that
+    # no variant's name hides that it holds one (other values alike: the first keeps its words)
+    repeated = {w for w in worded if w and "redacted" in w.split("-") and worded.count(w) > 1}
     out = []
-    for i, (v, as_written) in enumerate(zip(shown, texts, strict=True), start=1):
-        if as_written is None:
-            words = _words(v)
-            label = words if words and len(words) <= MAX_WORDS and words not in taken else f"value-{i}"
-            taken.add(label)
-        else:
+    for i, (as_written, words) in enumerate(zip(texts, worded, strict=True), start=1):
+        if as_written is not None:
             label = as_written
+        elif words in repeated:
+            label = f"{words}-{i}"
+        elif words and len(words) <= MAX_WORDS and words not in taken:
+            label = words
+        else:
+            label = f"value-{i}"
+        taken.add(label)
         out.append(f"{stem}-{label}")
     return out
 

@@ -494,3 +494,17 @@ def test_no_output_holds_a_secret_from_any_field(tmp_path_factory, field, secret
             assert "Traceback" not in out, (command, out[-2000:])
     for log in work.glob("recipectl-crash-*.log"):
         assert needle not in log.read_text(), log.read_text()[-2000:]
+
+
+def test_two_credentials_of_one_key_are_both_named_redacted_by_position(tmp_path):
+    """Two tokens tried for one variable: the variants are `...-redacted-1` and `...-redacted-2`,
+    where the second had been `value-2` (nothing in its name said it held a credential)."""
+
+    def edit(d):
+        d["matrix"] = {"prefill.env.HF_TOKEN": ["LiteralValue99", "OtherLiteral77"]}
+        d["ignore"] = dict(IGNORE_ALL)
+
+    code, out = run_cli("expand", str(_recipe(tmp_path, edit)), "--format", "names")
+    assert code == 0, out
+    assert [n.rsplit("env-HF-TOKEN-", 1)[-1] for n in out.split()] == ["redacted-1", "redacted-2"], out
+    assert "LiteralValue99" not in out and "OtherLiteral77" not in out
