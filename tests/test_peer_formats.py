@@ -547,3 +547,17 @@ def test_an_expansion_refused_is_said_at_its_file_line_and_column(recipectl_in_p
     code, out, err = recipectl_in_process("import", str(path))
     assert code == 2 and where in err, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("script", "where"),
+    [
+        ("A=(x)\n" + 'A=("${A[@]}" "${A[@]}")\n' * 40 + "vllm serve m\n", "bomb.sh:14:1: an array grows past 4,096"),
+        ("A=(" + "x " * 3000 + ")\nvllm serve m " + '"${A[@]}" ' * 2 + "\n", "bomb.sh:2:24: a command grows past"),
+    ],
+)
+def test_arrays_that_repeat_each_other_are_refused_at_a_bound(script, where):
+    """Doubling an array forty times would be 2**40 items: refused at its line once past 4,096."""
+    with pytest.raises(NotImportable) as caught:
+        import_text(script, "bomb.sh")
+    assert str(caught.value).startswith(where), caught.value

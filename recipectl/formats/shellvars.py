@@ -54,6 +54,11 @@ def located(file: str, w: Word) -> Iterator[None]:
         raise NotImportable(f"{file}:{w.line}:{w.col}: {e.message}", fix=e.fix) from None
 
 
+# The most items an array, or a command its arrays spliced into, may hold: far past any command
+# line's flags, far short of what forty lines of `A=("${A[@]}" "${A[@]}")` reach by doubling
+MAX_ARRAY_ITEMS = 4096
+
+
 def _bounded(text: str) -> str:
     if len(text) > MAX_EXPANDED_CHARS:
         raise Unexpandable(
@@ -238,10 +243,17 @@ def expand_words(words: list[Word], scope: Scope) -> list[Word]:
         items = scope.items.get(m.group("name")) if m and 0 not in w.literal else None
         if items is None:
             out.append(expand_word(w, scope)[0])
-        elif 0 in w.double_quoted:
-            out += items
         else:
-            out += [replace(item, text=part) for item in items for part in item.text.split()]
+            if 0 in w.double_quoted:
+                out += items
+            else:
+                out += [replace(item, text=part) for item in items for part in item.text.split()]
+            if len(out) > MAX_ARRAY_ITEMS:
+                with located(scope.file, w):
+                    raise Unexpandable(
+                        f"a command grows past {MAX_ARRAY_ITEMS:,} words by its arrays",
+                        fix="write the flags themselves; recipectl reads a script's arrays as data",
+                    )
     return out
 
 
@@ -319,7 +331,8 @@ def _assign(w: Word, scope: Scope, *, export: bool) -> None:
     appends = w.text[len(name)] == "+"  # `NAME+=...`
     if w.items is not None:
         before = (scope.items.get(name) if name in scope.arrays else ()) if appends else ()
-        scope.array(name, w, _array_items(w.items, scope, before))
+        with located(scope.file, w):
+            scope.array(name, w, _array_items(w.items, scope, before))
         return
     if value.startswith("("):
         scope.array(name, w)
@@ -358,4 +371,9 @@ def _array_items(written: tuple[Word, ...], scope: Scope, before: tuple[Word, ..
         if e.unresolved or w.substitutions:
             return None
         items.append(expanded)
+    if len(items) > MAX_ARRAY_ITEMS:
+        raise Unexpandable(
+            f"an array grows past {MAX_ARRAY_ITEMS:,} items (arrays that repeat each other)",
+            fix="write the flags themselves; recipectl reads a script's arrays as data",
+        )
     return tuple(items)
