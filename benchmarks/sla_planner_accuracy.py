@@ -309,9 +309,10 @@ def trace(
         print(f"isl={isl} osl={osl} c={c}: start / TTFT ms / user", file=sys.stderr)
         for q in requests:
             print(f"  {q['start_s'] * 1e3:8.0f} {q['ttft_s'] * 1e3:6.0f} {q['user']:4d}", file=sys.stderr)
-        for server, gained in server_timings.items():
+        for server, gained in server_timings.items():  # the timings and the bytes; trace.json has all
             for name, h in sorted(gained.items()):
-                print(f"  {server} {name}: {h['count']:.0f} x mean {h['mean']:.4g}", file=sys.stderr)
+                if name.startswith("vllm:") and (name.endswith("_seconds") or name == "vllm:nixl_bytes_transferred"):
+                    print(f"  {server} {name}: {h['count']:.0f} x mean {h['mean']:.4g}", file=sys.stderr)
         if r.errors:
             print(f"  {len(r.errors)} requests failed: {r.errors[:3]}", file=sys.stderr)
     if any(p["errors"] for p in traced):
