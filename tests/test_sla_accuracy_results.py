@@ -1191,3 +1191,43 @@ def test_what_plan_says_of_users_out_of_step_on_a_shared_gpu_is_what_the_runs_me
         assert round(max(max(ttft) - 1, 0.0), 2) == above, endpoints
         assert round(min(ttft), 2) == least, endpoints
         assert round(max(itl), 2) == most_itl, endpoints
+
+
+def test_a_points_server_timings_are_what_its_histograms_gained():
+    """--trace's per-point timings: the histograms' gain between two scrapes, a histogram that
+    gained nothing (or a server that did not answer before) left out or counted from zero."""
+    before = {"decode-0": {"vllm:nixl_xfer_time_seconds": (10.0, 4.0), "vllm:idle": (1.0, 1.0)}}
+    after = {
+        "decode-0": {"vllm:nixl_xfer_time_seconds": (40.0, 14.0), "vllm:idle": (1.0, 1.0)},
+        "prefill-0": {"vllm:request_prefill_time_seconds": (3.0, 12.0)},
+    }
+    assert accuracy.histogram_deltas(before, after) == {
+        "decode-0": {"vllm:nixl_xfer_time_seconds": {"count": 10.0, "sum": 30.0, "mean": 3.0}},
+        "prefill-0": {"vllm:request_prefill_time_seconds": {"count": 12.0, "sum": 3.0, "mean": 0.25}},
+    }
+
+
+def test_the_h100_wave_trace_says_what_the_document_says():
+    """docs/sla-planner.md, "Where a wave of 8,192-token prompts spends its time": per point, the
+    first traced wave's TTFTs, the second wave's leader and followers, and the servers' means."""
+    trace = json.loads((ROOT / "docs" / "sla-accuracy" / "h100-9b-trace-wave-2026-12-05.json").read_text())
+    stated = {  # users: (first wave, leader or None, followers, prefill TTFT, decode queue, NIXL transfer)
+        4: ((3.66, 3.66), None, (3.85, 3.86), 0.63, 2.95, 2.95),
+        8: ((7.17, 7.18), 2.60, (9.06, 9.07), 1.16, 5.95, 5.92),
+        12: ((11.87, 11.89), 3.67, (14.43, 14.45), 1.63, 10.00, 9.97),
+    }
+    for point in trace["points"]:
+        c = point["concurrency"]
+        first, leader, followers, prefill_ttft, queue, xfer = stated[c]
+        ttfts = [q["ttft_s"] for q in point["requests"]]
+        one, two = sorted(ttfts[:c]), sorted(ttfts[c:])
+        assert (round(one[0], 2), round(one[-1], 2)) == first
+        if leader is not None:
+            assert round(two[0], 2) == leader
+            two = two[1:]
+        assert (round(two[0], 2), round(two[-1], 2)) == followers
+        h = point["server_histograms"]
+        assert round(h["prefill-0"]["vllm:time_to_first_token_seconds"]["mean"], 2) == prefill_ttft
+        assert round(h["decode-0"]["vllm:request_queue_time_seconds"]["mean"], 2) == queue
+        assert round(h["decode-0"]["vllm:nixl_xfer_time_seconds"]["mean"], 2) == xfer
+        assert h["decode-0"]["vllm:nixl_bytes_transferred"]["mean"] == 302645248
