@@ -479,7 +479,9 @@ def test_array_items_quoting_appends_and_what_stays_unread():
 
     assert words('cmd "${A[@]}"') == ["cmd", "x", "p q", "z"]
     assert words("cmd ${A[@]}") == ["cmd", "x", "p", "q", "z"]  # unquoted: split at blanks, as bash does
-    assert words('"${B[*]}" "${D[@]}"') == ["x", "p q", "z", "w", "1", "2"]
+    assert words('"${B[@]}" "${D[@]}"') == ["x", "p q", "z", "w", "1", "2"]
+    joined = ["--served-model-name", "x p q z w", "x", "p", "q", "z", "w"]  # "${B[*]}": one word
+    assert words('--served-model-name "${B[*]}" ${B[*]}') == joined
     # known only when the script runs, or a use of an array other than all of it: as written
     assert words('"${R[@]}" "${C[@]}" "${A[1]}" x"${A[@]}" \'${A[@]}\'') == [
         "${R[@]}",
@@ -489,7 +491,8 @@ def test_array_items_quoting_appends_and_what_stays_unread():
         "${A[@]}",
     ]
     assert scope.values["S"] == "ab" and "T" not in scope.values
-    assert scope.values["E"] == "one" and "E" not in scope.items  # a string again
+    # a string into an array sets its first item (bash: E=(one)): the array said, not read
+    assert "E" in scope.arrays and "E" not in scope.items and "E" not in scope.values
 
 
 @settings(max_examples=200, deadline=None)
@@ -561,3 +564,108 @@ def test_arrays_that_repeat_each_other_are_refused_at_a_bound(script, where):
     with pytest.raises(NotImportable) as caught:
         import_text(script, "bomb.sh")
     assert str(caught.value).startswith(where), caught.value
+
+
+@pytest.mark.parametrize(
+    ("script", "bash_gives"),
+    [
+        ("A=(x y)\nA=$UNKNOWN\n", None),  # bash: <><y>; the first item is the environment's
+        ("A=(x y)\nread A\n", None),
+        ("A=(x y)\nA+=z\n", None),  # bash: <xz><y>
+        ("A=(x y)\nA=$(cat extra.txt)\n", None),
+        ('S="--tp 8"\nA=$S\nA+=(--pp 2)\n', ["--tp 8", "--pp", "2"]),
+        ("A+=(--pp 2)\n", None),  # appended to what the environment holds
+        ("A=(x y)\nA=(z)\n", ["z"]),
+    ],
+)
+def test_an_array_given_a_value_the_file_does_not_hold_is_said_never_its_old_items(script, bash_gives):
+    """`P=(--tensor-parallel-size 4); P=$(cat extra.txt)`: the old items had stayed and were read
+    as tp 4. A string into an array changes its first item; known only when the script runs, the
+    array is said (IMP001), as bash's own output below would not be known either."""
+    scope = Scope()
+    for cmd in shell_words(script):
+        assert read_assignments(cmd, scope)
+    (cmd,) = shell_words('vllm serve "${A[@]}"')
+    got = [w.text for w in expand_words(cmd, scope)][2:]
+    assert got == (["${A[@]}"] if bash_gives is None else bash_gives)
+    if bash_gives is not None and shutil.which("bash"):
+        ran = subprocess.run(["bash", "-c", script + 'printf "%s\\n" "${A[@]}"'], capture_output=True, text=True)
+        assert ran.stdout.splitlines() == bash_gives
+
+
+@pytest.mark.parametrize(
+    ("script", "said"),
+    [
+        # 131,072 words in one variable, an array of 4,096 of it, split unquoted: 500 million words
+        (
+            "X=x\n" + 'X="$X $X"\n' * 17 + "A=(" + '"$X" ' * 4096 + ")\nB=(${A[@]})\nvllm serve m\n",
+            "an array grows past 4,096 items",
+        ),
+        # 5,000 arrays of 4,096 items each: 20 million words, each under the bound
+        ("A=(" + "x " * 4096 + ")\n" + "B=(${A[@]})\n" * 5000 + "vllm serve m\n", "arrays give more than 262,144"),
+        # a variable of 256 K characters used 20,000 times in one command: 5 GB
+        (
+            "X=x\n" + "X=$X$X\n" * 18 + "vllm serve m " + "$X " * 20000 + "\n",
+            "a command's words expand to more than 4,194,304",
+        ),
+    ],
+)
+def test_words_that_would_fill_memory_are_refused_before_they_are_made(script, said):
+    """A review's scripts of 20-500 KB: the bound had been checked once the words were made (3 GB
+    at the cap and "this is a bug in recipectl"; 42 s for the 5,000 arrays)."""
+    import time
+
+    start = time.process_time()
+    with pytest.raises(NotImportable, match=said):
+        import_text(script, "bomb.sh")
+    assert time.process_time() - start < 30  # a bound on work, not a timing: minutes or GBs before
+
+
+def test_an_export_appending_to_the_environment_keeps_the_environment_and_no_array_is_exported(tmp_path):
+    """`export LD_LIBRARY_PATH+=":/opt/nixl/lib"` had been written as ":/opt/nixl/lib" alone,
+    dropping what the server inherits; `GPUS=(0 1); export GPUS` as the text "(0 1)", where bash
+    exports no array."""
+    extra = 'export LD_LIBRARY_PATH+=":/opt/nixl/lib"\nGPUS=(0 1)\nexport GPUS\n'
+    script = ARRAY_SCRIPT.replace("MODEL=Qwen/Qwen3.5-9B\n", "MODEL=Qwen/Qwen3.5-9B\n" + extra)
+    imp = import_text(script, str(tmp_path / "pd.sh"))
+    assert imp.get(("prefill", "env", "LD_LIBRARY_PATH")) == "${LD_LIBRARY_PATH}:/opt/nixl/lib"
+    assert imp.get(("prefill", "env", "GPUS")) is None
+
+
+DYNAMO_ARRAY = """apiVersion: nvidia.com/v1alpha1
+kind: DynamoGraphDeployment
+metadata: {name: g}
+spec:
+  services:
+    Frontend: {componentType: frontend, extraPodSpec: {mainContainer: {args: [python3 -m dynamo.frontend]}}}
+    prefill:
+      componentType: worker
+      subComponentType: prefill
+      envs: [{name: MODEL, value: Qwen/Qwen3-8B}, {name: TP, value: "2"}]
+      extraPodSpec:
+        mainContainer:
+          command: [bash, -c]
+          args:
+            - |
+              ARGS=(--model $(MODEL)
+                    --tensor-parallel-size "$(TP)")
+              python3 -m dynamo.vllm "${ARGS[@]}" --disaggregation-mode prefill
+    decode:
+      componentType: worker
+      subComponentType: decode
+      envs: [{name: MODEL, value: Qwen/Qwen3-8B}, {name: TP, value: "2"}]
+      extraPodSpec:
+        mainContainer:
+          command: [bash, -c]
+          args:
+            - |
+              python3 -m dynamo.vllm --model $(MODEL) --tensor-parallel-size "$(TP)" --disaggregation-mode decode
+"""
+
+
+def test_kubernetes_variables_in_an_arrays_items_are_the_containers(tmp_path):
+    """Kubernetes replaces `$(VAR)` in a container's args before bash runs them, inside an array
+    too: prefill's tp had been lost and its model said unresolved, where decode's same flags read."""
+    imp = import_text(DYNAMO_ARRAY, str(tmp_path / "g.yaml"))
+    assert imp.get(("model", "path")) == "Qwen/Qwen3-8B"
+    assert imp.get(("prefill", "parallel", "tp")) == imp.get(("decode", "parallel", "tp")) == 2

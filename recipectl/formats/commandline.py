@@ -95,9 +95,14 @@ def _exported(scope: Scope) -> dict[str, tuple[str, Word]]:
     whose value is known only when the script runs, as written)."""
     out: dict[str, tuple[str, Word]] = {}
     for name in sorted(scope.exported, key=lambda n: (scope.where[n].line, scope.where[n].col)):
+        if name in scope.arrays:  # bash exports no array
+            continue
         w = scope.where[name]
         value = scope.values.get(name)
-        out[name] = (value if value is not None else w.text.partition("=")[2], w)
+        if value is None:  # as written; `NAME+=x` appends to a value the file does not hold
+            written = w.text.partition("=")[2]
+            value = f"${{{name}}}{written}" if w.text.startswith(name + "+=") else written
+        out[name] = (value, w)
     return out
 
 

@@ -197,6 +197,8 @@ def _argv(comp: Component, text: str, pos: dict, file: str) -> tuple[list[Word] 
 
 
 def _k8s_word(w: Word, env: dict[str, str | None], file: str) -> Word:
+    if w.items is not None:  # an array's items: each its own word, as Kubernetes sees them
+        return replace(w, items=tuple(_k8s_word(item, env, file) for item in w.items))
     with located(file, w):
         e = expand_k8s(w.text, env)
     return w if e.unresolved or e.text == w.text else replace(w, text=e.text, literal=())

@@ -4,10 +4,11 @@ Shell (POSIX parameter expansion, what launch scripts use): `NAME=value` and `ex
 (the value expanded when assigned), `$NAME`, `${NAME}`, `${NAME:-word}` / `${NAME-word}` (the word
 when unset, or also when empty), `${NAME:=word}`; a `$` the script quoted stays text. An array
 written out (`NAME=(--tp 8 "a b")`, `NAME+=(...)`, `declare -a NAME=(...)`) is read: a word that is
-all `"${NAME[@]}"` (or `[*]`) becomes its items, each where the script wrote it. One whose items
-are known only when the script runs (`read -a NAME`, `declare -a NAME`, an item with a reference
-left unresolved) is not, nor is any other use of an array (`${NAME[1]}`, `${#NAME[@]}`, `x${NAME[@]}`),
-and the reader says so.
+all `"${NAME[@]}"` becomes its items, each where the script wrote it (`"${NAME[*]}"` one word of
+them, unquoted each split at blanks). One whose items are known only when the script runs (`read
+-a NAME`, `declare -a NAME`, an item with a reference left unresolved, a string assigned into it,
+an append to what the environment holds) is not, nor is any other use of an array (`${NAME[1]}`,
+`${#NAME[@]}`, `x${NAME[@]}`), and the reader says so. No array is exported, as in bash.
 
 Kubernetes (a container's `command` and `args`): `$(VAR)` is the container's env variable VAR,
 `$$(VAR)` the text `$(VAR)`, an unknown `$(VAR)` stays as written (the kubelet's own rule). A
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
@@ -57,6 +58,12 @@ def located(file: str, w: Word) -> Iterator[None]:
 # The most items an array, or a command its arrays spliced into, may hold: far past any command
 # line's flags, far short of what forty lines of `A=("${A[@]}" "${A[@]}")` reach by doubling
 MAX_ARRAY_ITEMS = 4096
+# The most words a script's arrays may give, all their uses together: far past any script's, far
+# short of the minutes 5,000 lines of `B=(${A[@]})` over 4,096 items took
+MAX_SPLICED_WORDS = 1 << 18
+# The most characters one command's words may hold expanded: far past any command line, far short
+# of 20,000 uses of a variable of 256 K characters (5 GB)
+MAX_COMMAND_CHARS = 1 << 22
 
 
 def _bounded(text: str) -> str:
@@ -96,6 +103,7 @@ class Scope:
     arrays: set[str] = field(default_factory=set)
     items: dict[str, tuple[Word, ...]] = field(default_factory=dict)  # the arrays whose items are known
     where: dict[str, Word] = field(default_factory=dict)  # the word that set each one
+    spliced: int = 0  # the words its arrays have given so far (MAX_SPLICED_WORDS)
 
     def assign(self, name: str, value: str, w: Word, *, export: bool = False) -> None:
         self.values[name] = value
@@ -230,30 +238,65 @@ def expand_word(w: Word, scope: Scope) -> tuple[Word, Expanded]:
     return replace(w, text=e.text, literal=(), double_quoted=()), e
 
 
-_WHOLE_ARRAY = re.compile(r"\$\{(?P<name>" + _NAME + r")\[[@*]\]\}\Z")
+_WHOLE_ARRAY = re.compile(r"\$\{(?P<name>" + _NAME + r")\[(?P<all>[@*])\]\}\Z")
+
+
+def _whole_array(w: Word, scope: Scope) -> tuple[Word, ...] | None:
+    """The known items of the array ``w`` is all of (`"${NAME[@]}"`), else None."""
+    m = _WHOLE_ARRAY.match(w.text)
+    return scope.items.get(m.group("name")) if m and 0 not in w.literal else None
+
+
+def _splice(w: Word, items: tuple[Word, ...], scope: Scope, into: list[Word], limit: int, what: str) -> None:
+    """``w`` (all of an array) as bash gives it, into ``into``: `"${A[@]}"` each item a word,
+    `"${A[*]}"` one word of them all, unquoted each item split at blanks. Refused past ``limit``
+    words in ``into``, or MAX_SPLICED_WORDS over the script, as the words are made."""
+    if 0 not in w.double_quoted:
+        parts: Iterable[Word] = (replace(item, text=part) for item in items for part in item.text.split())
+    elif w.text.endswith("[*]}"):
+        parts = [replace(items[0] if items else w, text=" ".join(i.text for i in items), literal=(), double_quoted=())]
+    else:
+        parts = items
+    for part in parts:
+        into.append(part)
+        scope.spliced += 1
+        if len(into) > limit:
+            raise Unexpandable(what, fix="write the flags themselves; recipectl reads a script's arrays as data")
+        if scope.spliced > MAX_SPLICED_WORDS:
+            raise Unexpandable(
+                f"the script's arrays give more than {MAX_SPLICED_WORDS:,} words in all",
+                fix="write the flags themselves; recipectl reads a script's arrays as data",
+            )
 
 
 def expand_words(words: list[Word], scope: Scope) -> list[Word]:
-    """A command's words expanded, a word that is all `"${NAME[@]}"` of an array whose items are
-    known given as those items, each where the script wrote it (unquoted, each item split at
-    blanks, as bash splits it). Any other word: expand_word."""
+    """A command's words expanded, a word that is all of an array whose items are known
+    (`"${NAME[@]}"`, `"${NAME[*]}"`, unquoted) given as bash gives it (``_splice``), each item
+    where the script wrote it. Any other word: expand_word. Refused past MAX_ARRAY_ITEMS words or
+    MAX_COMMAND_CHARS characters, as they are made."""
     out: list[Word] = []
+    chars = 0
     for w in words:
-        m = _WHOLE_ARRAY.match(w.text)
-        items = scope.items.get(m.group("name")) if m and 0 not in w.literal else None
-        if items is None:
-            out.append(expand_word(w, scope)[0])
-        else:
-            if 0 in w.double_quoted:
-                out += items
+        with located(scope.file, w):
+            items = _whole_array(w, scope)
+            before = len(out)
+            if items is None:
+                out.append(expand_word(w, scope)[0])
             else:
-                out += [replace(item, text=part) for item in items for part in item.text.split()]
-            if len(out) > MAX_ARRAY_ITEMS:
-                with located(scope.file, w):
-                    raise Unexpandable(
-                        f"a command grows past {MAX_ARRAY_ITEMS:,} words by its arrays",
-                        fix="write the flags themselves; recipectl reads a script's arrays as data",
-                    )
+                _splice(
+                    w,
+                    items,
+                    scope,
+                    out,
+                    MAX_ARRAY_ITEMS,
+                    f"a command grows past {MAX_ARRAY_ITEMS:,} words by its arrays",
+                )
+            chars += sum(len(x.text) for x in out[before:])
+            if chars > MAX_COMMAND_CHARS:
+                raise Unexpandable(
+                    f"a command's words expand to more than {MAX_COMMAND_CHARS:,} characters",
+                    fix="write the value itself; recipectl reads a script's variables as data",
+                )
     return out
 
 
@@ -319,6 +362,8 @@ def read_assignments(words: list[Word], scope: Scope) -> bool:
         for w in names:
             if "a" in flags:
                 scope.array(w.text, w)
+            elif w.text in scope.arrays:  # into the array's first item: the array known when it runs
+                scope.array(w.text, w)
             else:  # read from input: known only when the script runs
                 scope.values.pop(w.text, None)
                 scope.where[w.text] = w
@@ -330,11 +375,11 @@ def _assign(w: Word, scope: Scope, *, export: bool) -> None:
     name, value = assignment(w)  # type: ignore[misc]
     appends = w.text[len(name)] == "+"  # `NAME+=...`
     if w.items is not None:
-        before = (scope.items.get(name) if name in scope.arrays else ()) if appends else ()
         with located(scope.file, w):
-            scope.array(name, w, _array_items(w.items, scope, before))
+            scope.array(name, w, _array_items(w.items, scope, _appended_to(name, scope) if appends else ()))
         return
-    if value.startswith("("):
+    if value.startswith("(") or name in scope.arrays:
+        # `A=(x)y`, or a string into an array (its first item, the rest kept): not read, said
         scope.array(name, w)
         return
     offset = len(name) + 1 + appends
@@ -354,26 +399,35 @@ def _assign(w: Word, scope: Scope, *, export: bool) -> None:
     scope.assign(name, e.text, w, export=export)
 
 
+def _appended_to(name: str, scope: Scope) -> tuple[Word, ...] | None:
+    """What `NAME+=(...)` appends to: the array's items, or a string's value as its one item; None
+    where that is known only when the script runs, or the name was never set (the environment's)."""
+    if name in scope.arrays:
+        return scope.items.get(name)
+    if name in scope.values:
+        return (replace(scope.where[name], text=scope.values[name], literal=(), double_quoted=(), items=None),)
+    return None
+
+
 def _array_items(written: tuple[Word, ...], scope: Scope, before: tuple[Word, ...] | None) -> tuple[Word, ...] | None:
     """An array's items expanded (``before``: the items it appends to), None where any is known
-    only when the script runs (its uses are then said, never read)."""
+    only when the script runs (its uses are then said, never read); refused past MAX_ARRAY_ITEMS
+    items, as they are made."""
     if before is None:
         return None
     items: list[Word] = list(before)
+    too_many = f"an array grows past {MAX_ARRAY_ITEMS:,} items (arrays that repeat each other)"
     for w in written:
-        m = _WHOLE_ARRAY.match(w.text)
-        if m and 0 not in w.literal:
-            if m.group("name") not in scope.items:
+        if _WHOLE_ARRAY.match(w.text) and 0 not in w.literal:
+            spliced = _whole_array(w, scope)
+            if spliced is None:
                 return None
-            items += expand_words([w], scope)
+            _splice(w, spliced, scope, items, MAX_ARRAY_ITEMS, too_many)
             continue
         expanded, e = expand_word(w, scope)
         if e.unresolved or w.substitutions:
             return None
         items.append(expanded)
-    if len(items) > MAX_ARRAY_ITEMS:
-        raise Unexpandable(
-            f"an array grows past {MAX_ARRAY_ITEMS:,} items (arrays that repeat each other)",
-            fix="write the flags themselves; recipectl reads a script's arrays as data",
-        )
+        if len(items) > MAX_ARRAY_ITEMS:
+            raise Unexpandable(too_many, fix="write the flags themselves; recipectl reads a script's arrays as data")
     return tuple(items)
