@@ -596,13 +596,14 @@ def test_an_array_given_a_value_the_file_does_not_hold_is_said_never_its_old_ite
 @pytest.mark.parametrize(
     ("script", "said"),
     [
-        # 131,072 words in one variable, an array of 4,096 of it, split unquoted: 500 million words
-        (
-            "X=x\n" + 'X="$X $X"\n' * 17 + "A=(" + '"$X" ' * 4096 + ")\nB=(${A[@]})\nvllm serve m\n",
-            "an array grows past 4,096 items",
-        ),
+        # an array of 4,096 items spliced unquoted 60,000 times into another: 245 million words
+        ("A=(" + "x " * 4096 + ")\nB=(" + "${A[@]} " * 60000 + ")\nvllm serve m\n", "an array grows past 4,096 items"),
         # 5,000 arrays of 4,096 items each: 20 million words, each under the bound
         ("A=(" + "x " * 4096 + ")\n" + "B=(${A[@]})\n" * 5000 + "vllm serve m\n", "arrays give more than 262,144"),
+        # an array of 4,096 copies of a variable of 256 K characters: 1 GB, under the item bound
+        ("X=x\n" + "X=$X$X\n" * 18 + "A=(" + '"$X" ' * 4096 + ")\nvllm serve m\n", "more than 67,108,864 characters"),
+        # 20,000 variables, each a copy of one of 256 K characters: 5 GB
+        ("X=x\n" + "X=$X$X\n" * 18 + "Y=$X\n" * 20000 + "vllm serve m\n", "more than 67,108,864 characters"),
         # a variable of 256 K characters used 20,000 times in one command: 5 GB
         (
             "X=x\n" + "X=$X$X\n" * 18 + "vllm serve m " + "$X " * 20000 + "\n",

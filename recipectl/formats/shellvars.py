@@ -64,6 +64,9 @@ MAX_SPLICED_WORDS = 1 << 18
 # The most characters one command's words may hold expanded: far past any command line, far short
 # of 20,000 uses of a variable of 256 K characters (5 GB)
 MAX_COMMAND_CHARS = 1 << 22
+# The most characters a script's assignments, array items and commands may make in all: far past
+# any script's, far short of what a megabyte of `Y=$X` lines over 256 K characters makes (30 GB)
+MAX_SCRIPT_CHARS = 1 << 26
 
 
 def _bounded(text: str) -> str:
@@ -104,6 +107,16 @@ class Scope:
     items: dict[str, tuple[Word, ...]] = field(default_factory=dict)  # the arrays whose items are known
     where: dict[str, Word] = field(default_factory=dict)  # the word that set each one
     spliced: int = 0  # the words its arrays have given so far (MAX_SPLICED_WORDS)
+    made: int = 0  # the characters its expansions have made so far (MAX_SCRIPT_CHARS)
+
+    def charge(self, chars: int) -> None:
+        """Count ``chars`` more characters made; refused past MAX_SCRIPT_CHARS in all."""
+        self.made += chars
+        if self.made > MAX_SCRIPT_CHARS:
+            raise Unexpandable(
+                f"the script's variables expand to more than {MAX_SCRIPT_CHARS:,} characters in all",
+                fix="write the values themselves; recipectl reads a script's variables as data",
+            )
 
     def assign(self, name: str, value: str, w: Word, *, export: bool = False) -> None:
         self.values[name] = value
@@ -291,7 +304,9 @@ def expand_words(words: list[Word], scope: Scope) -> list[Word]:
                     MAX_ARRAY_ITEMS,
                     f"a command grows past {MAX_ARRAY_ITEMS:,} words by its arrays",
                 )
-            chars += sum(len(x.text) for x in out[before:])
+            made = sum(len(x.text) for x in out[before:])
+            chars += made
+            scope.charge(made)
             if chars > MAX_COMMAND_CHARS:
                 raise Unexpandable(
                     f"a command's words expand to more than {MAX_COMMAND_CHARS:,} characters",
@@ -396,6 +411,8 @@ def _assign(w: Word, scope: Scope, *, export: bool) -> None:
         if export:
             scope.exported.add(name)
         return
+    with located(scope.file, w):
+        scope.charge(len(e.text))
     scope.assign(name, e.text, w, export=export)
 
 
@@ -428,6 +445,7 @@ def _array_items(written: tuple[Word, ...], scope: Scope, before: tuple[Word, ..
         if e.unresolved or w.substitutions:
             return None
         items.append(expanded)
+        scope.charge(len(expanded.text))
         if len(items) > MAX_ARRAY_ITEMS:
             raise Unexpandable(too_many, fix="write the flags themselves; recipectl reads a script's arrays as data")
     return tuple(items)
