@@ -613,13 +613,10 @@ def test_an_array_given_a_value_the_file_does_not_hold_is_said_never_its_old_ite
 )
 def test_words_that_would_fill_memory_are_refused_before_they_are_made(script, said):
     """A review's scripts of 20-500 KB: the bound had been checked once the words were made (3 GB
-    at the cap and "this is a bug in recipectl"; 42 s for the 5,000 arrays)."""
-    import time
-
-    start = time.process_time()
+    at the cap and "this is a bug in recipectl"; 42 s for the 5,000 arrays). Refused by the bound
+    each one meets first, by its own message."""
     with pytest.raises(NotImportable, match=said):
         import_text(script, "bomb.sh")
-    assert time.process_time() - start < 30  # a bound on work, not a timing: minutes or GBs before
 
 
 def test_an_export_appending_to_the_environment_keeps_the_environment_and_no_array_is_exported(tmp_path):
