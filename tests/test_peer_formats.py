@@ -508,10 +508,14 @@ def test_any_items_quoted_into_an_array_come_back_as_written(items):
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="ab=()+ $\"'{}[]@*\n#\\;&|", max_size=80))
 def test_any_text_of_arrays_is_read_without_raising(text):
+    """Read, or refused as a script bash refuses (an array never closed); nothing else raised."""
     scope = Scope()
-    for cmd in shell_words(text):
-        if not read_assignments(cmd, scope):
-            expand_words(cmd, scope)
+    try:
+        for cmd in shell_words(text):
+            if not read_assignments(cmd, scope):
+                expand_words(cmd, scope)
+    except NotImportable as e:
+        assert "never closed" in e.message, e
 
 
 @pytest.mark.parametrize(
@@ -667,3 +671,13 @@ def test_kubernetes_variables_in_an_arrays_items_are_the_containers(tmp_path):
     imp = import_text(DYNAMO_ARRAY, str(tmp_path / "g.yaml"))
     assert imp.get(("model", "path")) == "Qwen/Qwen3-8B"
     assert imp.get(("prefill", "parallel", "tp")) == imp.get(("decode", "parallel", "tp")) == 2
+
+
+def test_an_array_never_closed_is_refused_at_its_line(tmp_path):
+    """`EXTRA=(--enforce-eager` with no `)`: bash refuses the script. Its items had run on into the
+    next server's words, and the import had said "only prefill here" of a script with both."""
+    script = ARRAY_SCRIPT.replace("PREFILL_ARGS+=(--max-num-batched-tokens 16384)", "EXTRA=(--enforce-eager")
+    with pytest.raises(NotImportable, match=r"^pd\.sh:8:1: the array EXTRA's `\(` is never closed"):
+        import_text(script, "pd.sh")
+    if shutil.which("bash"):
+        assert subprocess.run(["bash", "-n", "-c", script], capture_output=True).returncode != 0

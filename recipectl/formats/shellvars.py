@@ -391,6 +391,11 @@ def _assign(w: Word, scope: Scope, *, export: bool) -> None:
     appends = w.text[len(name)] == "+"  # `NAME+=...`
     if w.items is not None:
         with located(scope.file, w):
+            if w.unclosed:
+                raise Unexpandable(
+                    f"the array {name}'s `(` is never closed: bash refuses the script",
+                    fix=f"close it with `)` after its last item, as in {name}=(--tensor-parallel-size 2)",
+                )
             scope.array(name, w, _array_items(w.items, scope, _appended_to(name, scope) if appends else ()))
         return
     if value.startswith("(") or name in scope.arrays:

@@ -27,6 +27,8 @@ class Word:
     # the offsets in `text` of the `$` written inside double quotes: `"${ARGS[@]}"` gives each item
     # as one word, an unquoted `${ARGS[@]}` splits them at blanks
     double_quoted: tuple[int, ...] = ()
+    # an array assignment whose `(` no `)` closed before the command ended: bash refuses the script
+    unclosed: bool = False
 
 
 _SEPARATORS = (";", "&&", "||", "&", "|")  # the two-character ones before their one-character prefixes
@@ -96,20 +98,20 @@ def shell_words(
         buf, start = [], None
         advance()
 
-    def close_array() -> None:
-        """The `)` that ends the array (or the script's end, where it never closed: bash refuses
-        such a script; its items are read as they stand)."""
+    def close_array(closed: bool = True) -> None:
+        """The `)` that ends the array; ``closed`` False: the script's end or a `;`, `&` or `|`
+        came first, which bash refuses (the word says so, its items as they stand)."""
         nonlocal array, current
         assert array is not None
         end_word()
         opening, begun, before = array
-        written = opening + "(" + " ".join(w.text for w in current) + ")"
-        current, array = [*before, Word(written, *begun, items=tuple(current))], None
+        written = opening + "(" + " ".join(w.text for w in current) + (")" if closed else "")
+        current, array = [*before, Word(written, *begun, items=tuple(current), unclosed=not closed)], None
 
     def end_command() -> None:
         nonlocal current
         if array is not None:
-            close_array()
+            close_array(closed=False)
         end_word()
         if current:
             commands.append(current)
