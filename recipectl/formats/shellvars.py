@@ -41,6 +41,11 @@ MAX_EXPANDED_CHARS = 1 << 18
 MAX_NESTED_REFERENCES = 64
 
 
+# what a refused expansion tells the user to do
+_VALUE_FIX = "write the value itself; recipectl reads a script's variables as data"
+_ARRAY_FIX = "write the flags themselves; recipectl reads a script's arrays as data"
+
+
 class Unexpandable(NotImportable):
     """A word whose expansion recipectl refuses (too large, nested too deep); said by
     :func:`located` at the word's file:line:col."""
@@ -115,7 +120,7 @@ class Scope:
         if self.made > MAX_SCRIPT_CHARS:
             raise Unexpandable(
                 f"the script's variables expand to more than {MAX_SCRIPT_CHARS:,} characters in all",
-                fix="write the values themselves; recipectl reads a script's variables as data",
+                fix=_VALUE_FIX,
             )
 
     def assign(self, name: str, value: str, w: Word, *, export: bool = False) -> None:
@@ -164,7 +169,7 @@ def expand(text: str, scope: Scope, literal: tuple[int, ...] = (), *, depth: int
         if depth >= MAX_NESTED_REFERENCES:
             raise Unexpandable(
                 f"references nested more than {MAX_NESTED_REFERENCES} deep (${{A:-${{B:-...}}}})",
-                fix="write the value itself; recipectl reads a script's variables as data",
+                fix=_VALUE_FIX,
             )
         parts.append(text[pos:i])
         # the quoted `$` and `}` inside the braces, from where they open
@@ -243,9 +248,9 @@ def _value(name: str, written: str, scope: Scope, out: Expanded) -> str:
 
 def expand_word(w: Word, scope: Scope) -> tuple[Word, Expanded]:
     """A word with its variables expanded; a word with anything unresolved keeps its text as
-    written, so that the finding quotes what the original says."""
-    with located(scope.file, w):
-        e = expand(w.text, scope, w.literal)
+    written, so that the finding quotes what the original says. A refusal is said where the
+    caller holds the word (``located``)."""
+    e = expand(w.text, scope, w.literal)
     if e.unresolved:
         return w, e
     return replace(w, text=e.text, literal=(), double_quoted=()), e
@@ -254,16 +259,16 @@ def expand_word(w: Word, scope: Scope) -> tuple[Word, Expanded]:
 _WHOLE_ARRAY = re.compile(r"\$\{(?P<name>" + _NAME + r")\[(?P<all>[@*])\]\}\Z")
 
 
-def _whole_array(w: Word, scope: Scope) -> tuple[Word, ...] | None:
-    """The known items of the array ``w`` is all of (`"${NAME[@]}"`), else None."""
+def _array_name(w: Word) -> str | None:
+    """The array ``w`` is all of (`"${NAME[@]}"`, `${NAME[*]}`), else None."""
     m = _WHOLE_ARRAY.match(w.text)
-    return scope.items.get(m.group("name")) if m and 0 not in w.literal else None
+    return m.group("name") if m and 0 not in w.literal else None
 
 
-def _splice(w: Word, items: tuple[Word, ...], scope: Scope, into: list[Word], limit: int, what: str) -> None:
+def _splice(w: Word, items: tuple[Word, ...], scope: Scope, into: list[Word], what: str) -> None:
     """``w`` (all of an array) as bash gives it, into ``into``: `"${A[@]}"` each item a word,
-    `"${A[*]}"` one word of them all, unquoted each item split at blanks. Refused past ``limit``
-    words in ``into``, or MAX_SPLICED_WORDS over the script, as the words are made."""
+    `"${A[*]}"` one word of them all, unquoted each item split at blanks. Refused (``what``) past
+    MAX_ARRAY_ITEMS words in ``into``, or MAX_SPLICED_WORDS over the script, as they are made."""
     if 0 not in w.double_quoted:
         parts: Iterable[Word] = (replace(item, text=part) for item in items for part in item.text.split())
     elif w.text.endswith("[*]}"):
@@ -273,13 +278,10 @@ def _splice(w: Word, items: tuple[Word, ...], scope: Scope, into: list[Word], li
     for part in parts:
         into.append(part)
         scope.spliced += 1
-        if len(into) > limit:
-            raise Unexpandable(what, fix="write the flags themselves; recipectl reads a script's arrays as data")
+        if len(into) > MAX_ARRAY_ITEMS:
+            raise Unexpandable(what, fix=_ARRAY_FIX)
         if scope.spliced > MAX_SPLICED_WORDS:
-            raise Unexpandable(
-                f"the script's arrays give more than {MAX_SPLICED_WORDS:,} words in all",
-                fix="write the flags themselves; recipectl reads a script's arrays as data",
-            )
+            raise Unexpandable(f"the script's arrays give more than {MAX_SPLICED_WORDS:,} words in all", fix=_ARRAY_FIX)
 
 
 def expand_words(words: list[Word], scope: Scope) -> list[Word]:
@@ -291,26 +293,20 @@ def expand_words(words: list[Word], scope: Scope) -> list[Word]:
     chars = 0
     for w in words:
         with located(scope.file, w):
-            items = _whole_array(w, scope)
+            name = _array_name(w)
+            items = scope.items.get(name) if name is not None else None
             before = len(out)
             if items is None:
                 out.append(expand_word(w, scope)[0])
             else:
-                _splice(
-                    w,
-                    items,
-                    scope,
-                    out,
-                    MAX_ARRAY_ITEMS,
-                    f"a command grows past {MAX_ARRAY_ITEMS:,} words by its arrays",
-                )
+                _splice(w, items, scope, out, f"a command grows past {MAX_ARRAY_ITEMS:,} words by its arrays")
             made = sum(len(x.text) for x in out[before:])
             chars += made
             scope.charge(made)
             if chars > MAX_COMMAND_CHARS:
                 raise Unexpandable(
                     f"a command's words expand to more than {MAX_COMMAND_CHARS:,} characters",
-                    fix="write the value itself; recipectl reads a script's variables as data",
+                    fix=_VALUE_FIX,
                 )
     return out
 
@@ -440,17 +436,17 @@ def _array_items(written: tuple[Word, ...], scope: Scope, before: tuple[Word, ..
     items: list[Word] = list(before)
     too_many = f"an array grows past {MAX_ARRAY_ITEMS:,} items (arrays that repeat each other)"
     for w in written:
-        if _WHOLE_ARRAY.match(w.text) and 0 not in w.literal:
-            spliced = _whole_array(w, scope)
-            if spliced is None:
+        if (name := _array_name(w)) is not None:
+            if name not in scope.items:
                 return None
-            _splice(w, spliced, scope, items, MAX_ARRAY_ITEMS, too_many)
+            _splice(w, scope.items[name], scope, items, too_many)
             continue
-        expanded, e = expand_word(w, scope)
+        with located(scope.file, w):  # at the item's own place
+            expanded, e = expand_word(w, scope)
         if e.unresolved or w.substitutions:
             return None
         items.append(expanded)
         scope.charge(len(expanded.text))
         if len(items) > MAX_ARRAY_ITEMS:
-            raise Unexpandable(too_many, fix="write the flags themselves; recipectl reads a script's arrays as data")
+            raise Unexpandable(too_many, fix=_ARRAY_FIX)
     return tuple(items)
